@@ -1,0 +1,1 @@
+"""Result consumers with no WebRTC inside (memory, video file, JSONL, webhook)."""

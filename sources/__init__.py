@@ -1,0 +1,1 @@
+"""Frame producers with no WebRTC inside (webcam, RTSP, files, MJPEG, synthetic)."""

@@ -1,0 +1,70 @@
+"""``visionstream serve | models pull | models list``."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+from .config import Settings
+
+__all__ = ["main"]
+
+
+def _serve(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from .server import create_app
+
+    overrides = {k: v for k, v in (("host", args.host), ("port", args.port)) if v is not None}
+    settings = Settings(**overrides)
+    app = create_app(settings)
+    print(f"visionstream listening on http://{settings.host}:{settings.port}", flush=True)
+    uvicorn.run(app, host=settings.host, port=settings.port, log_level=args.log_level)
+    return 0
+
+
+def _models_pull(args: argparse.Namespace) -> int:
+    from .inference.default_model import DEFAULT_MODEL_ID, ensure_default_model
+
+    if args.name != DEFAULT_MODEL_ID:
+        print(f"unknown model '{args.name}'; pullable: {DEFAULT_MODEL_ID}", file=sys.stderr)
+        return 2
+    path = ensure_default_model(Settings().models_dir, progress=lambda m: print(m, flush=True))
+    print(path)
+    return 0
+
+
+def _models_list(_: argparse.Namespace) -> int:
+    from .inference.registry import ModelRegistry
+
+    for name in ModelRegistry(Settings()).available():
+        print(name)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="visionstream")
+    commands = parser.add_subparsers(dest="command", required=True)
+    serve = commands.add_parser("serve", help="run the server")
+    serve.add_argument("--host", help="bind address (default 127.0.0.1, STREAMING_HOST)")
+    serve.add_argument("--port", type=int, help="port (default 9001, STREAMING_PORT)")
+    serve.add_argument("--log-level", default="info")
+    serve.set_defaults(func=_serve)
+    models = commands.add_parser("models", help="manage the models directory")
+    model_commands = models.add_subparsers(dest="models_command", required=True)
+    pull = model_commands.add_parser("pull", help="fetch and convert a model")
+    pull.add_argument("name", nargs="?", default="yolov3-tiny-416")
+    pull.set_defaults(func=_models_pull)
+    model_commands.add_parser("list", help="models ready to serve").set_defaults(func=_models_list)
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    logging.getLogger("aioice").setLevel(logging.WARNING)
+    logging.getLogger("aiortc").setLevel(logging.WARNING)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,88 @@
+"""Settings: the only reader of the environment (prefix ``STREAMING_``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+from pydantic import Field, SecretStr, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+__all__ = ["Settings"]
+
+
+def _split_csv(value: object) -> object:
+    if isinstance(value, str):
+        return [part.strip() for part in value.split(",") if part.strip()]
+    return value
+
+
+class Settings(BaseSettings):
+    """Everything the server can be told, from the environment or the command line."""
+
+    model_config = SettingsConfigDict(env_prefix="STREAMING_", extra="ignore")
+
+    host: str = "127.0.0.1"
+    """Address the HTTP server binds to."""
+    port: int = 9001
+    """Port the HTTP server binds to."""
+    models_dir: Path = Field(
+        default_factory=lambda: Path.home() / ".cache" / "visionstream" / "models"
+    )
+    """Where converted models and their manifests live."""
+    default_model: str = "yolov3-tiny-416"
+    """Model prepared (downloaded, converted) and warmed up before the server reports ready."""
+    prepare_default_model: bool = True
+    """Fetch and convert the default model on start when it is missing."""
+
+    ice_servers: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    """STUN/TURN URLs the server peer uses (comma-separated). Empty: nothing leaves the machine."""
+    ice_host_addresses: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    """Host addresses ICE candidates are restricted to (comma-separated); empty: all interfaces."""
+    allow_client_ice_servers: bool = True
+    """Honour the ICE servers a client sends in ``webrtc_config``."""
+
+    max_sessions: int = Field(default=16, ge=1)
+    """Concurrent WebRTC sessions; one more is answered 429."""
+    max_request_bytes: int = Field(default=1024 * 1024, ge=1024)
+    """Largest accepted signaling request body; larger is answered 413."""
+    api_key: SecretStr | None = None
+    """When set, signaling requires it (body ``api_key`` or ``Authorization: Bearer``)."""
+
+    session_timeout_s: float = Field(default=3600.0, gt=0)
+    """Session lifetime when the request gives no ``processing_timeout``."""
+    max_session_timeout_s: float = Field(default=24 * 3600.0, gt=0)
+    """Upper bound on any session's lifetime, whatever the request asks."""
+    connect_timeout_s: float = Field(default=30.0, gt=0)
+    """A peer that has not connected by then is closed and its slot freed."""
+    ice_gathering_timeout_s: float = Field(default=5.0, gt=0)
+    """Longest wait for the server's ICE gathering before the offer fails (504)."""
+
+    ack_window: int = Field(default=4, ge=1)
+    """Processed-but-unacknowledged frames allowed in non-realtime mode once ACKs flow."""
+    input_queue_frames: int = Field(default=120, ge=1)
+    """Bound of the non-realtime input FIFO; overflow drops the oldest frame and reports it."""
+    output_queue_frames: int = Field(default=4, ge=1)
+    """Bound of the non-realtime outbound video queue (the processor waits when full)."""
+    datachannel_high_water_bytes: int = Field(default=4 * 1024 * 1024, ge=65536)
+    """Above this many buffered bytes the sender waits for the channel to drain."""
+    datachannel_low_water_bytes: int = Field(default=1024 * 1024, ge=0)
+    """The channel's ``bufferedAmountLowThreshold``: sending resumes below it."""
+    datachannel_drain_timeout_s: float = Field(default=120.0, gt=0)
+    """Longest wait for a congested channel before the rest of a message is abandoned."""
+    jpeg_quality: int = Field(default=80, ge=1, le=100)
+    """Quality of JPEG images serialized into data-channel results."""
+    gzip_level: int = Field(default=6, ge=1, le=9)
+    """gzip level of data-channel results that carry data outputs."""
+
+    onnx_providers: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    """ONNX Runtime providers in order of preference; empty: CUDA when a driver is present, CPU."""
+    onnx_intra_op_threads: int = Field(default=0, ge=0)
+    """ONNX Runtime intra-op threads (0: ONNX Runtime decides)."""
+    workflow_threads: int = Field(default=4, ge=1)
+    """Threads that run workflows (preprocess, inference, annotate, serialize) for all sessions."""
+
+    @field_validator("ice_servers", "ice_host_addresses", "onnx_providers", mode="before")
+    @classmethod
+    def _csv(cls, value: object) -> object:
+        return _split_csv(value)

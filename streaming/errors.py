@@ -1,0 +1,63 @@
+"""Error hierarchy: each error maps to one HTTP status and one data-channel message."""
+
+from __future__ import annotations
+
+__all__ = [
+    "InvalidOffer",
+    "InvalidRequest",
+    "ModelError",
+    "NotReady",
+    "RequestTooLarge",
+    "StreamingError",
+    "TooManySessions",
+    "Unauthorized",
+    "WorkflowCompilationError",
+]
+
+
+class StreamingError(Exception):
+    """Base class; ``status`` is the HTTP status the server answers with."""
+
+    status: int = 500
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+    @property
+    def error_type(self) -> str:
+        return type(self).__name__
+
+
+class InvalidRequest(StreamingError):
+    """The request is well-formed JSON but asks for something that cannot be done."""
+
+    status = 400
+
+
+class InvalidOffer(InvalidRequest):
+    """The SDP offer could not be parsed or applied."""
+
+
+class WorkflowCompilationError(InvalidRequest):
+    """The workflow specification names an unknown block, model, selector or output."""
+
+
+class ModelError(StreamingError):
+    """A model could not be prepared, loaded or run."""
+
+
+class Unauthorized(StreamingError):
+    status = 401
+
+
+class RequestTooLarge(StreamingError):
+    status = 413
+
+
+class TooManySessions(StreamingError):
+    status = 429
+
+
+class NotReady(StreamingError):
+    status = 503

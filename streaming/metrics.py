@@ -1,0 +1,53 @@
+"""Prometheus metrics of one server (own registry, so several apps can live in one process)."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+__all__ = ["Metrics"]
+
+_STAGE_BUCKETS = (0.5, 1, 2, 5, 10, 20, 35, 50, 75, 100, 150, 250, 500, 1000, 2500)
+
+
+class Metrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self.sessions = Gauge(
+            "visionstream_sessions_active", "WebRTC sessions alive", registry=self.registry
+        )
+        self.sessions_total = Counter(
+            "visionstream_sessions", "WebRTC sessions created", registry=self.registry
+        )
+        self.frames_received = Counter(
+            "visionstream_frames_received", "Frames taken from sources", registry=self.registry
+        )
+        self.frames_processed = Counter(
+            "visionstream_frames_processed", "Frames run through a workflow", registry=self.registry
+        )
+        self.frames_dropped = Counter(
+            "visionstream_frames_dropped",
+            "Frames dropped before processing",
+            ["reason"],
+            registry=self.registry,
+        )
+        self.messages_dropped = Counter(
+            "visionstream_result_messages_dropped",
+            "Result messages not delivered (no open channel, congestion)",
+            registry=self.registry,
+        )
+        self.stage_ms = Histogram(
+            "visionstream_stage_milliseconds",
+            "Per-frame time spent in each processing stage",
+            ["stage"],
+            buckets=_STAGE_BUCKETS,
+            registry=self.registry,
+        )
+        self.model_info = Gauge(
+            "visionstream_model_loaded",
+            "Loaded models and the execution provider they run on",
+            ["model", "provider"],
+            registry=self.registry,
+        )
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)

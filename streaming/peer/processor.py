@@ -1,0 +1,251 @@
+"""Per-frame work of one session, run in a worker thread: workflow, output frame, result bytes.
+
+Also owns which outputs feed the video track and the data channel (reference §1.1, §2.3), since
+clients may switch both at run time.
+"""
+
+from __future__ import annotations
+
+import gzip
+import math
+import time
+from dataclasses import dataclass
+from datetime import datetime
+from enum import Enum
+from fractions import Fraction
+from typing import Any
+
+import av
+import cv2
+import numpy as np
+
+from ..errors import InvalidRequest
+from ..protocol.messages import ResultMessage, VideoMetadata
+from ..workflows.blocks.base import FrameState, WorkflowImage
+from ..workflows.engine import CompiledWorkflow
+from ..workflows.serialization import SerializationError, serialize_value
+
+__all__ = ["DataMode", "FrameProcessor", "OutputSelection", "ProcessedFrame"]
+
+NO_VISUALISATION_ERRORS = [
+    "Visualisation blocks were not executed",
+    "or workflow was not configured to output visuals.",
+    "Please try to adjust the scene so models detect objects",
+    "or stop preview, update workflow and try again.",
+]
+
+
+class DataMode(Enum):
+    NONE = "none"
+    ALL = "all"
+    SPECIFIC = "specific"
+
+
+def _names(value: list[str | None] | None) -> list[str]:
+    return [v for v in (value or []) if v]
+
+
+@dataclass
+class OutputSelection:
+    """Which output is rendered (None: no video) and which go over the data channel."""
+
+    stream_output: str | None
+    data_mode: DataMode
+    data_names: list[str]
+
+    @classmethod
+    def from_request(
+        cls,
+        workflow: CompiledWorkflow,
+        stream_output: list[str | None] | None,
+        data_output: list[str | None] | None,
+    ) -> OutputSelection:
+        """Validate against the workflow's outputs; unknown names are a 400 naming them."""
+        known = workflow.output_names
+        if stream_output is None:
+            images = workflow.image_outputs()
+            # No image output: an empty name makes frames go back raw with advisory errors.
+            stream = images[0] if images else ""
+        else:
+            names = _names(stream_output)
+            stream = names[0] if names else None
+            if stream is not None and stream not in known:
+                raise InvalidRequest(
+                    f"stream_output '{stream}' is not an output of the workflow "
+                    f"(outputs: {', '.join(known)})"
+                )
+        mode, data_names = cls.parse_data_output(data_output)
+        unknown = [n for n in data_names if n not in known]
+        if unknown:
+            raise InvalidRequest(
+                f"data_output {unknown} not among the workflow's outputs ({', '.join(known)})"
+            )
+        return cls(stream, mode, data_names)
+
+    @staticmethod
+    def parse_data_output(value: list[str | None] | None) -> tuple[DataMode, list[str]]:
+        names = _names(value)
+        if not names:
+            return DataMode.NONE, []
+        if names == ["*"]:
+            return DataMode.ALL, []
+        return DataMode.SPECIFIC, names
+
+
+@dataclass
+class ProcessedFrame:
+    video_frame: av.VideoFrame | None
+    payload: bytes
+    stage_ms: dict[str, float]
+
+
+def _image_in(value: Any) -> np.ndarray | None:
+    if isinstance(value, WorkflowImage):
+        return value.numpy
+    if isinstance(value, dict):
+        found = None
+        for item in value.values():  # the last image wins, as in the reference
+            if isinstance(item, WorkflowImage):
+                found = item.numpy
+        return found
+    return None
+
+
+class FrameProcessor:
+    def __init__(
+        self,
+        workflow: CompiledWorkflow,
+        selection: OutputSelection,
+        *,
+        declared_fps: float | None,
+        jpeg_quality: int,
+        gzip_level: int,
+    ) -> None:
+        self.workflow = workflow
+        self.selection = selection
+        self._declared_fps = declared_fps
+        self._jpeg_quality = jpeg_quality
+        self._gzip_level = gzip_level
+
+    def process(
+        self,
+        frame: av.VideoFrame,
+        frame_id: int,
+        received_at: datetime,
+        queue_wait_ms: float,
+        errors: list[str],
+        extra_metadata: dict[str, Any],
+        render: bool,
+    ) -> ProcessedFrame:
+        """Blocking: run in a worker thread. ``errors`` is owned by this frame."""
+        started = time.perf_counter()
+        selection = self.selection  # one consistent view even if a control message swaps it
+        image = frame.to_ndarray(format="bgr24")
+        state = FrameState()
+        state.timer["convert"] = (time.perf_counter() - started) * 1000
+        time_base = float(frame.time_base) if frame.time_base is not None else None
+        workflow_metadata = {
+            "video_identifier": "webrtc",
+            "frame_number": frame_id,
+            "frame_timestamp": received_at.isoformat(),
+            "fps": self._declared_fps,
+            "measured_fps": None,
+            "comes_from_video_file": False,
+        }
+        try:
+            outputs = self.workflow.run(image, workflow_metadata, state)
+        except Exception as exc:  # a failing frame must not end the session
+            outputs = {}
+            errors.append(f"workflow failed on frame {frame_id}: {type(exc).__name__}: {exc}")
+
+        video_frame = None
+        if render and selection.stream_output is not None:
+            t0 = time.perf_counter()
+            rendered = _image_in(outputs.get(selection.stream_output))
+            if rendered is None:
+                rendered = image
+                errors.extend(NO_VISUALISATION_ERRORS)
+                _draw_advisory(rendered)
+            video_frame = av.VideoFrame.from_ndarray(np.ascontiguousarray(rendered), format="bgr24")
+            # Converting here keeps the encoder from doing it on aiortc's side.
+            video_frame = video_frame.reformat(format="yuv420p")
+            video_frame.pts, video_frame.time_base = wire_timestamp(frame.pts, frame.time_base)
+            state.timer["output_frame"] = (time.perf_counter() - t0) * 1000
+
+        t0 = time.perf_counter()
+        data = self._serialize(outputs, selection, errors, workflow_metadata)
+        state.timer["serialize"] = (time.perf_counter() - t0) * 1000
+        timer = state.timer
+        metadata = VideoMetadata(
+            frame_id=frame_id,
+            received_at=received_at,
+            pts=frame.pts,
+            time_base=time_base,
+            declared_fps=self._declared_fps,
+            width=frame.width,
+            height=frame.height,
+            extra={
+                "queue_wait_ms": round(queue_wait_ms, 3),
+                "inference_ms": round(timer.get("inference", 0.0), 3),
+                "processing_ms": round((time.perf_counter() - started) * 1000, 3),
+                "stage_ms": {k: round(v, 3) for k, v in timer.items()},
+                **extra_metadata,
+            },
+        )
+        payload = ResultMessage(
+            video_metadata=metadata.to_dict(), serialized_output_data=data, errors=errors
+        ).to_json()
+        if selection.data_mode is not DataMode.NONE:
+            payload = gzip.compress(payload, compresslevel=self._gzip_level)
+        return ProcessedFrame(video_frame, payload, timer)
+
+    def _serialize(
+        self,
+        outputs: dict[str, Any],
+        selection: OutputSelection,
+        errors: list[str],
+        workflow_metadata: dict[str, Any],
+    ) -> dict[str, Any] | None:
+        if selection.data_mode is DataMode.NONE:
+            return None
+        if selection.data_mode is DataMode.ALL:
+            names = [n for n, v in outputs.items() if not isinstance(v, WorkflowImage)]
+        else:
+            names = selection.data_names
+        data: dict[str, Any] = {}
+        for name in names:
+            if name not in outputs:
+                errors.append(f"Output '{name}' not found")
+                continue
+            try:
+                data[name] = serialize_value(outputs[name], self._jpeg_quality, workflow_metadata)
+            except (SerializationError, ValueError, TypeError) as exc:
+                data[name] = {"__serialization_error__": str(exc)}
+                errors.append(f"output '{name}' could not be serialized: {exc}")
+        return data or None
+
+
+_RTP_CLOCK = Fraction(1, 90000)
+_ENCODER_CLOCK = Fraction(1, 1_000_000)
+
+
+def wire_timestamp(pts: int | None, time_base: Fraction | None) -> tuple[int | None, Any]:
+    """The (pts, time_base) to hand aiortc so the RTP timestamp equals the input's exactly.
+
+    aiortc's VP8 encoder rebases each frame to a 1 µs clock (rounding) and then converts
+    back to 90 kHz by truncation, turning e.g. 3000 into 2999: returned frames would drift a
+    tick from the pts in the result messages (the upstream bug behind SDK PR #2640).
+    Giving it the smallest µs value whose truncation lands on the input's 90 kHz tick makes
+    both conversions exact.
+    """
+    if pts is None or time_base is None:
+        return pts, time_base
+    ticks = pts * Fraction(time_base) / _RTP_CLOCK
+    if ticks.denominator != 1:
+        return pts, time_base  # not on the RTP clock: nothing exact to preserve
+    return math.ceil(ticks * _RTP_CLOCK / _ENCODER_CLOCK), _ENCODER_CLOCK
+
+
+def _draw_advisory(image: np.ndarray) -> None:
+    for i, line in enumerate(NO_VISUALISATION_ERRORS):
+        cv2.putText(image, line, (10, 30 + 25 * i), cv2.FONT_HERSHEY_SIMPLEX, 0.6, (0, 255, 0), 2)

@@ -1,0 +1,49 @@
+"""SessionRegistry: the live sessions of this process and the cap on their number."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING
+
+from ..errors import TooManySessions
+from ..metrics import Metrics
+
+if TYPE_CHECKING:
+    from .worker import PeerWorker
+
+__all__ = ["SessionRegistry"]
+
+
+class SessionRegistry:
+    def __init__(self, max_sessions: int, metrics: Metrics) -> None:
+        self._max = max_sessions
+        self._metrics = metrics
+        self._reserved = 0
+        self._workers: dict[str, PeerWorker] = {}
+
+    def __len__(self) -> int:
+        return self._reserved
+
+    def reserve(self) -> None:
+        """Take a slot before any work is done for a new session; 429 when none is left."""
+        if self._reserved >= self._max:
+            raise TooManySessions(
+                f"this server already runs {self._max} sessions (STREAMING_MAX_SESSIONS)"
+            )
+        self._reserved += 1
+        self._metrics.sessions.set(self._reserved)
+
+    def release(self) -> None:
+        self._reserved -= 1
+        self._metrics.sessions.set(self._reserved)
+
+    def add(self, worker: PeerWorker) -> None:
+        self._workers[worker.session_id] = worker
+        self._metrics.sessions_total.inc()
+
+    def remove(self, worker: PeerWorker) -> None:
+        if self._workers.pop(worker.session_id, None) is not None:
+            self.release()
+
+    async def close_all(self) -> None:
+        await asyncio.gather(*(w.close() for w in list(self._workers.values())))

@@ -1,0 +1,347 @@
+"""PeerWorker: one WebRTC session — its peer connection, its tasks, and their teardown.
+
+Flow: client video track -> reader task -> FrameBuffer (latest | bounded FIFO) -> session
+loop (ACK gate -> FrameProcessor in a worker thread) -> OutboundVideoTrack + ResultChannel.
+The worker owns every task it starts; ``close`` is idempotent, cancels them and awaits them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from collections.abc import Callable, Coroutine
+from concurrent.futures import Executor
+from datetime import datetime, timezone
+from typing import Any
+
+import av
+from aiortc import MediaStreamTrack, RTCDataChannel, RTCPeerConnection, RTCSessionDescription
+from aiortc.mediastreams import MediaStreamError
+
+from ..buffering import FrameBuffer
+from ..config import Settings
+from ..errors import InvalidOffer, StreamingError
+from ..metrics import Metrics
+from ..protocol.messages import (
+    ResultMessage,
+    WebRTCOffer,
+    WebRTCWorkerRequest,
+    parse_control_message,
+)
+from .ack import AckGate
+from .ice import build_configuration
+from .processor import FrameProcessor, OutputSelection
+from .result_channel import ResultChannel
+from .tracks import OutboundVideoTrack
+
+__all__ = ["PeerWorker"]
+
+log = logging.getLogger(__name__)
+
+UPLOAD_CHANNEL = "video_upload"
+_FIRST_RESULT_CHANNEL_WAIT_S = 2.0
+_COMPLETION_FLUSH_S = 2.0
+
+
+class _Timeout(StreamingError):
+    status = 504
+
+
+class PeerWorker:
+    def __init__(
+        self,
+        settings: Settings,
+        request: WebRTCWorkerRequest,
+        processor: FrameProcessor,
+        executor: Executor,
+        metrics: Metrics,
+        on_closed: Callable[[PeerWorker], None],
+    ) -> None:
+        self.session_id = uuid.uuid4().hex
+        self._settings = settings
+        self._request = request
+        self._processor = processor
+        self._executor = executor
+        self._metrics = metrics
+        self._on_closed = on_closed
+        realtime = request.webrtc_realtime_processing
+        self.realtime = realtime
+        self._input: FrameBuffer[tuple[av.VideoFrame, datetime, float]] = (
+            FrameBuffer("latest")
+            if realtime
+            else FrameBuffer("drop_oldest", settings.input_queue_frames)
+        )
+        self._acks = AckGate(settings.ack_window, enabled=not realtime)
+        self._results = ResultChannel(
+            settings.datachannel_high_water_bytes,
+            settings.datachannel_low_water_bytes,
+            settings.datachannel_drain_timeout_s,
+        )
+        self._out_track: OutboundVideoTrack | None = None
+        self._pc: RTCPeerConnection | None = None
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._source_attached = False
+        self._pending_errors: list[str] = []
+        self._dropped_reported = 0
+        self._termination_reason: str | None = None
+        self._last_send_ms = 0.0
+        self.frames_processed = 0
+        self._closing = False
+        self.closed = asyncio.Event()
+
+    # ----------------------------------------------------------------- lifecycle
+
+    async def start(self, offer: WebRTCOffer) -> RTCSessionDescription:
+        """Apply the offer, gather ICE, start the session; returns the complete answer."""
+        if offer.type != "offer":
+            raise InvalidOffer(f"webrtc_offer.type must be 'offer', got '{offer.type}'")
+        servers = self._request.ice_servers() if self._settings.allow_client_ice_servers else []
+        pc = RTCPeerConnection(build_configuration(self._settings.ice_servers, servers))
+        self._pc = pc
+        pc.on("connectionstatechange", self._on_connection_state)
+        pc.on("track", self._on_track)
+        pc.on("datachannel", self._on_datachannel)
+        if self._processor.selection.stream_output is not None:
+            strategy = "latest" if self.realtime else "wait"
+            self._out_track = OutboundVideoTrack(strategy, self._settings.output_queue_frames)
+            # Added before the offer is applied so it binds to the client's video m-line.
+            pc.addTrack(self._out_track)
+        try:
+            await pc.setRemoteDescription(RTCSessionDescription(sdp=offer.sdp, type="offer"))
+        except Exception as exc:
+            raise InvalidOffer(f"webrtc_offer.sdp is not a valid SDP offer: {exc}") from None
+        if not pc.getTransceivers() and pc.sctp is None:
+            raise InvalidOffer("webrtc_offer.sdp has no media or data-channel section")
+        try:
+            answer = await pc.createAnswer()
+            await asyncio.wait_for(
+                pc.setLocalDescription(answer), self._settings.ice_gathering_timeout_s
+            )
+        except TimeoutError:
+            raise _Timeout("ICE gathering did not complete in time") from None
+        except Exception as exc:
+            raise InvalidOffer(f"cannot answer this offer: {exc}") from None
+        self._drop_track_nobody_receives(pc)
+        self._spawn(self._session_loop())
+        self._spawn(self._expire_at_deadline())
+        self._spawn(self._expire_unless_connected())
+        return pc.localDescription
+
+    def _drop_track_nobody_receives(self, pc: RTCPeerConnection) -> None:
+        # A client that does not receive video never pulls the track; waiting on it would
+        # stall a non-realtime session forever.
+        if self._out_track is None:
+            return
+        for transceiver in pc.getTransceivers():
+            if transceiver.sender.track is self._out_track and transceiver.currentDirection in (
+                "sendrecv",
+                "sendonly",
+            ):
+                return
+        self._out_track.stop()
+        self._out_track = None
+
+    async def close(self) -> None:
+        """Idempotent; safe to call from any of the worker's own tasks."""
+        if self._closing:
+            await self.closed.wait()
+            return
+        self._closing = True
+        current = asyncio.current_task()
+        for task in self._tasks:
+            if task is not current:
+                task.cancel()
+        await asyncio.gather(*(t for t in self._tasks if t is not current), return_exceptions=True)
+        await self._input.close(discard=True)
+        await self._acks.close()
+        if self._out_track is not None:
+            await self._out_track.finish()
+            self._out_track.stop()
+        if self._pc is not None:
+            await self._pc.close()
+        self._on_closed(self)
+        self.closed.set()
+        log.info("session %s closed after %d frames", self.session_id[:8], self.frames_processed)
+
+    def _spawn(self, coro: Coroutine[Any, Any, Any]) -> None:
+        task = asyncio.create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _terminate(self, reason: str | None) -> None:
+        """End processing: the session loop sends the completion message and closes."""
+        self._termination_reason = reason
+        await self._input.close(discard=True)
+        await self._acks.close()
+
+    async def _expire_at_deadline(self) -> None:
+        settings, request = self._settings, self._request
+        lifetime = (
+            request.processing_timeout
+            if request.processing_timeout is not None
+            else settings.session_timeout_s
+        )
+        lifetime = min(lifetime, settings.max_session_timeout_s)
+        if request.processing_session_started is not None:
+            started = request.processing_session_started
+            if started.tzinfo is None:
+                started = started.astimezone()
+            lifetime -= (datetime.now(timezone.utc) - started).total_seconds()
+        if lifetime > 0:
+            await asyncio.sleep(lifetime)  # a timer: nothing else can tell us the time is up
+        log.info("session %s reached its deadline", self.session_id[:8])
+        await self._terminate("timeout_reached")
+
+    async def _expire_unless_connected(self) -> None:
+        await asyncio.sleep(self._settings.connect_timeout_s)
+        if self._pc is not None and self._pc.connectionState != "connected":
+            log.info("session %s never connected; closing", self.session_id[:8])
+            self._spawn_close()
+
+    def _spawn_close(self) -> None:
+        if not self._closing:
+            # Not one of self._tasks: close() must not cancel the task running it.
+            asyncio.get_running_loop().create_task(self.close())
+
+    # ------------------------------------------------------------ peer callbacks
+
+    async def _on_connection_state(self) -> None:
+        assert self._pc is not None
+        state = self._pc.connectionState
+        log.debug("session %s connection %s", self.session_id[:8], state)
+        if state in ("failed", "closed"):
+            self._spawn_close()
+
+    def _on_track(self, track: MediaStreamTrack) -> None:
+        if track.kind == "video" and not self._source_attached:
+            self._source_attached = True
+            self._spawn(self._read_source(track))
+        else:
+            # First video track wins; anything else is drained so aiortc's queue stays empty.
+            self._spawn(self._discard(track))
+
+    def _on_datachannel(self, channel: RTCDataChannel) -> None:
+        if channel.label == UPLOAD_CHANNEL:
+            self._pending_errors.append("video upload is not supported by this server yet")
+            channel.close()
+            return
+        self._results.attach(channel)
+        channel.on("message", self._on_control_message)
+
+    def _on_control_message(self, message: str | bytes) -> None:
+        try:
+            control = parse_control_message(message)
+        except ValueError as exc:
+            log.debug("session %s: %s", self.session_id[:8], exc)
+            self._pending_errors.append(str(exc))
+            return
+        if control.ack is not None:
+            self._spawn(self._acks.ack(control.ack))
+        if control.stream_output is not None:
+            self._switch_stream_output(control.stream_output)
+        if control.data_output is not None:
+            mode, names = OutputSelection.parse_data_output(control.data_output)
+            current = self._processor.selection
+            self._processor.selection = OutputSelection(current.stream_output, mode, names)
+
+    def _switch_stream_output(self, requested: list[str | None]) -> None:
+        if self._out_track is None:
+            self._pending_errors.append("stream_output ignored: this session has no video track")
+            return
+        names = [n for n in requested if n]
+        if names and names[0] not in self._processor.workflow.output_names:
+            self._pending_errors.append(
+                f"stream_output '{names[0]}' ignored: not an output of the workflow"
+            )
+            return
+        current = self._processor.selection
+        # [] keeps the track alive but renders raw frames, as the reference does.
+        stream = names[0] if names else ""
+        self._processor.selection = OutputSelection(stream, current.data_mode, current.data_names)
+
+    # -------------------------------------------------------------------- tasks
+
+    async def _read_source(self, track: MediaStreamTrack) -> None:
+        try:
+            while True:
+                try:
+                    frame = await track.recv()
+                except MediaStreamError:
+                    break
+                self._metrics.frames_received.inc()
+                entry = (frame, datetime.now(), time.perf_counter())
+                if await self._input.put(entry):
+                    reason = "latest_frame_wins" if self.realtime else "input_queue_full"
+                    self._metrics.frames_dropped.labels(reason).inc()
+        finally:
+            await self._input.close()
+
+    @staticmethod
+    async def _discard(track: MediaStreamTrack) -> None:
+        try:
+            while True:
+                await track.recv()
+        except MediaStreamError:
+            pass
+
+    def _take_errors(self) -> list[str]:
+        errors, self._pending_errors = self._pending_errors, []
+        if not self.realtime and self._input.dropped > self._dropped_reported:
+            errors.append(
+                f"input queue full ({self._input.capacity} frames): dropped "
+                f"{self._input.dropped - self._dropped_reported} oldest frames"
+            )
+            self._dropped_reported = self._input.dropped
+        return errors
+
+    async def _session_loop(self) -> None:
+        loop = asyncio.get_running_loop()
+        frame_id = 0
+        while await self._acks.wait_turn(frame_id + 1):
+            item = await self._input.get()
+            if item is None:
+                break
+            frame, received_at, received_mono = item
+            frame_id += 1
+            queue_wait_ms = (time.perf_counter() - received_mono) * 1000
+            processed = await loop.run_in_executor(
+                self._executor,
+                self._processor.process,
+                frame,
+                frame_id,
+                received_at,
+                queue_wait_ms,
+                self._take_errors(),
+                {"previous_send_ms": round(self._last_send_ms, 3)},
+                self._out_track is not None,
+            )
+            self.frames_processed = frame_id
+            self._metrics.frames_processed.inc()
+            self._metrics.stage_ms.labels("queue_wait").observe(queue_wait_ms)
+            for stage, ms in processed.stage_ms.items():
+                self._metrics.stage_ms.labels(stage).observe(ms)
+            if self._out_track is not None and processed.video_frame is not None:
+                await self._out_track.publish(processed.video_frame)
+            if frame_id == 1:
+                await self._results.wait_attached(_FIRST_RESULT_CHANNEL_WAIT_S)
+            sent_at = time.perf_counter()
+            if not await self._results.send(frame_id, processed.payload):
+                self._metrics.messages_dropped.inc()
+            self._last_send_ms = (time.perf_counter() - sent_at) * 1000
+        await self._finish(frame_id)
+
+    async def _finish(self, frames: int) -> None:
+        reason = self._termination_reason
+        if self._out_track is not None:
+            await self._out_track.finish()
+        await self._results.wait_attached(_FIRST_RESULT_CHANNEL_WAIT_S)
+        completion = ResultMessage.completion(frames, reason).to_json()
+        # Header id frames+1: never collides with the last frame's message id.
+        await self._results.send(frames + 1, completion)
+        await self._results.flush(_COMPLETION_FLUSH_S)
+        if reason is not None:
+            # Only the deadline path closes from the server side; after a normal end of
+            # stream the client closes when it sees processing_complete.
+            self._spawn_close()

@@ -1,0 +1,99 @@
+"""App factory: one ServerState per app; models prepared in the background at start."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+
+from ..config import Settings
+from ..errors import StreamingError
+from ..inference.default_model import DEFAULT_MODEL_ID, ensure_default_model
+from ..inference.registry import ModelRegistry
+from ..metrics import Metrics
+from ..peer.ice import restrict_host_addresses
+from ..peer.sessions import SessionRegistry
+from . import health, webrtc
+from .state import ServerState
+
+__all__ = ["create_app"]
+
+log = logging.getLogger("visionstream")
+
+
+async def _prepare_models(state: ServerState) -> None:
+    settings = state.settings
+    try:
+        if settings.prepare_default_model and settings.default_model == DEFAULT_MODEL_ID:
+            await asyncio.to_thread(ensure_default_model, settings.models_dir, log.info)
+        log.info("loading and warming up %s", settings.default_model)
+        model = await asyncio.to_thread(state.models.get, settings.default_model)
+    except Exception as exc:
+        state.startup_error = f"default model unavailable: {exc}"
+        log.error("%s", state.startup_error)
+        return
+    state.metrics.model_info.labels(model.name, model.session.providers[0]).set(1)
+    log.info("ready: %s on %s", model.name, model.session.providers[0])
+    state.ready.set()
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    settings = settings or Settings()
+    restrict_host_addresses(settings.ice_host_addresses)
+    metrics = Metrics()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        state = ServerState(
+            settings=settings,
+            models=ModelRegistry(settings),
+            sessions=SessionRegistry(settings.max_sessions, metrics),
+            metrics=metrics,
+            executor=ThreadPoolExecutor(settings.workflow_threads, thread_name_prefix="workflow"),
+        )
+        app.state.server = state
+        preparing = asyncio.create_task(_prepare_models(state))
+        try:
+            yield
+        finally:
+            preparing.cancel()
+            await asyncio.gather(preparing, return_exceptions=True)
+            await state.sessions.close_all()
+            state.executor.shutdown(wait=True, cancel_futures=True)
+            state.models.close()
+
+    app = FastAPI(title="visionstream", lifespan=lifespan)
+
+    @app.exception_handler(StreamingError)
+    async def _streaming_error(_: Request, exc: StreamingError) -> JSONResponse:
+        return JSONResponse(
+            status_code=exc.status, content={"message": exc.message, "error_type": exc.error_type}
+        )
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation_error(_: Request, exc: RequestValidationError) -> JSONResponse:
+        return JSONResponse(
+            status_code=422,
+            content={"message": "invalid request", "detail": jsonable(exc.errors())},
+        )
+
+    @app.exception_handler(Exception)
+    async def _internal_error(_: Request, exc: Exception) -> JSONResponse:
+        log.exception("unhandled error", exc_info=exc)
+        return JSONResponse(status_code=500, content={"message": "Internal error."})
+
+    app.include_router(health.router)
+    app.include_router(webrtc.router)
+    return app
+
+
+def jsonable(value: object) -> object:
+    from fastapi.encoders import jsonable_encoder
+
+    return jsonable_encoder(value)

@@ -1,0 +1,31 @@
+"""What the routers share: one object per app, built by the app factory."""
+
+from __future__ import annotations
+
+import asyncio
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+from fastapi import Request
+
+from ..config import Settings
+from ..inference.registry import ModelRegistry
+from ..metrics import Metrics
+from ..peer.sessions import SessionRegistry
+
+__all__ = ["ServerState", "get_state"]
+
+
+@dataclass
+class ServerState:
+    settings: Settings
+    models: ModelRegistry
+    sessions: SessionRegistry
+    metrics: Metrics
+    executor: ThreadPoolExecutor
+    ready: asyncio.Event = field(default_factory=asyncio.Event)
+    startup_error: str | None = None
+
+
+def get_state(request: Request) -> ServerState:
+    return request.app.state.server

@@ -1,0 +1,111 @@
+"""``POST /initialise_webrtc_worker``: validate, compile the workflow, start a PeerWorker."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import JSONResponse
+from pydantic import ValidationError
+
+from ..errors import InvalidRequest, NotReady, RequestTooLarge
+from ..peer.processor import FrameProcessor, OutputSelection
+from ..peer.worker import PeerWorker
+from ..protocol.messages import InitializeWebRTCResponse, WebRTCWorkerRequest
+from ..workflows import compile_workflow, parse_spec
+from ..workflows.blocks.base import BuildContext
+from .auth import check_api_key
+from .state import ServerState, get_state
+
+__all__ = ["read_limited_body", "router"]
+
+router = APIRouter()
+
+
+async def read_limited_body(request: Request, limit: int) -> bytes:
+    """The body, refusing (413) anything over ``limit`` bytes without reading it all."""
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise RequestTooLarge(f"request body of {declared} bytes exceeds the limit of {limit}")
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > limit:
+            raise RequestTooLarge(f"request body exceeds the limit of {limit} bytes")
+    return bytes(body)
+
+
+def validation_response(exc: ValidationError) -> JSONResponse:
+    errors = exc.errors(include_url=False, include_context=False, include_input=False)
+    first = errors[0] if errors else {"loc": (), "msg": "invalid"}
+    where = ".".join(str(p) for p in first["loc"]) or "body"
+    return JSONResponse(
+        status_code=422,
+        content={
+            "message": f"invalid request: {where}: {first['msg']}",
+            "error_type": "RequestValidationError",
+            "detail": json.loads(json.dumps(errors, default=str)),
+        },
+    )
+
+
+@router.post("/initialise_webrtc_worker", response_model=InitializeWebRTCResponse)
+async def initialise_webrtc_worker(
+    request: Request, state: ServerState = Depends(get_state)
+) -> JSONResponse:
+    settings = state.settings
+    body = await read_limited_body(request, settings.max_request_bytes)
+    try:
+        payload = WebRTCWorkerRequest.model_validate_json(body)
+    except ValidationError as exc:
+        return validation_response(exc)
+    check_api_key(settings.api_key, request, payload.api_key)
+    if not state.ready.is_set():
+        raise NotReady(state.startup_error or "the server is still preparing its models")
+    if payload.rtsp_url or payload.mjpeg_url:
+        raise InvalidRequest("server-pulled sources (rtsp_url, mjpeg_url) are not enabled yet")
+    config = payload.workflow_configuration
+    if config.workflow_specification is None:
+        name = f"{config.workspace_name}/{config.workflow_id}"
+        raise InvalidRequest(
+            f"workflow '{name}' not found: send workflow_specification inline"
+            if config.workflow_id
+            else "workflow_configuration needs workflow_specification"
+        )
+
+    state.sessions.reserve()
+    worker: PeerWorker | None = None
+    try:
+        spec = parse_spec(config.workflow_specification)
+        workflow = await asyncio.to_thread(
+            compile_workflow,
+            spec,
+            BuildContext(state.models),
+            image_input_name=config.image_input_name,
+            video_metadata_input_name=config.video_metadata_input_name,
+            parameters=config.workflows_parameters,
+        )
+        selection = OutputSelection.from_request(
+            workflow, payload.stream_output, payload.data_output
+        )
+        processor = FrameProcessor(
+            workflow,
+            selection,
+            declared_fps=payload.declared_fps,
+            jpeg_quality=settings.jpeg_quality,
+            gzip_level=settings.gzip_level,
+        )
+        worker = PeerWorker(
+            settings, payload, processor, state.executor, state.metrics, state.sessions.remove
+        )
+        state.sessions.add(worker)
+        answer = await worker.start(payload.webrtc_offer)
+    except BaseException:
+        if worker is None:
+            state.sessions.release()
+        else:
+            await worker.close()  # releases its slot
+        raise
+    response = InitializeWebRTCResponse(sdp=answer.sdp, type=answer.type)
+    return JSONResponse(response.model_dump())

@@ -1,0 +1,85 @@
+"""What every workflow block declares (fields, outputs) and implements (``run``)."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Protocol
+
+import numpy as np
+
+from ...inference.model import DetectionModel, StageTimer
+
+__all__ = [
+    "ANY",
+    "DETECTIONS",
+    "IMAGE",
+    "REQUIRED",
+    "Block",
+    "BuildContext",
+    "FieldSpec",
+    "FrameState",
+    "WorkflowImage",
+]
+
+IMAGE = "image"
+DETECTIONS = "object_detection_prediction"
+VIDEO_METADATA = "video_metadata"
+ANY = "*"
+REQUIRED = object()
+
+
+@dataclass
+class WorkflowImage:
+    """An image flowing through a workflow: BGR uint8 pixels and where they came from."""
+
+    numpy: np.ndarray
+    parent_id: str
+
+
+class ModelSource(Protocol):
+    def get(self, model_id: str) -> DetectionModel: ...
+
+    def available(self) -> list[str]: ...
+
+
+@dataclass
+class BuildContext:
+    models: ModelSource
+
+
+@dataclass
+class FrameState:
+    """Per-frame facts blocks may read, and the stage timer they add to."""
+
+    timer: StageTimer = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class FieldSpec:
+    """One block field: the kinds a selector bound to it may carry, and its default."""
+
+    kinds: tuple[str, ...] = (ANY,)
+    default: Any = REQUIRED
+    per_frame: bool = False
+    """True when the field takes per-frame data (images, predictions) through a selector."""
+
+
+class Block(ABC):
+    type_ids: ClassVar[tuple[str, ...]]
+    fields: ClassVar[dict[str, FieldSpec]]
+    outputs: ClassVar[dict[str, str]]
+    """Output name -> kind."""
+
+    def __init__(self, name: str, config: dict[str, Any], context: BuildContext) -> None:
+        """``config`` holds every non-per-frame field, defaults filled in."""
+        self.name = name
+
+    @classmethod
+    def check_bindings(cls, name: str, bound: set[str]) -> None:
+        """Raise ``WorkflowCompilationError`` when per-frame fields are bound inconsistently."""
+        return
+
+    @abstractmethod
+    def run(self, inputs: dict[str, Any], frame: FrameState) -> dict[str, Any]:
+        """Per-frame fields in, every declared output out."""

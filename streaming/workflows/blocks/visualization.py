@@ -1,0 +1,107 @@
+"""Drawing blocks on top of supervision's annotators."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import supervision as sv
+
+from ...errors import WorkflowCompilationError
+from .base import DETECTIONS, IMAGE, Block, BuildContext, FieldSpec, FrameState, WorkflowImage
+
+__all__ = ["BoundingBoxVisualizationBlock", "LabelVisualizationBlock"]
+
+
+class _AnnotatorBlock(Block):
+    fields = {
+        "image": FieldSpec((IMAGE,), per_frame=True),
+        "predictions": FieldSpec((DETECTIONS,), per_frame=True),
+        "copy_image": FieldSpec(default=True),
+    }
+    outputs = {"image": IMAGE}
+
+    def __init__(self, name: str, config: dict[str, Any], context: BuildContext) -> None:
+        super().__init__(name, config, context)
+        self.copy_image = bool(config["copy_image"])
+
+    def draw(self, scene: Any, detections: sv.Detections) -> Any:
+        raise NotImplementedError
+
+    def run(self, inputs: dict[str, Any], frame: FrameState) -> dict[str, Any]:
+        started = time.perf_counter()
+        image: WorkflowImage = inputs["image"]
+        # Copy unless told not to: the input image may be another output of this workflow.
+        scene = image.numpy.copy() if self.copy_image else image.numpy
+        scene = self.draw(scene, inputs["predictions"])
+        frame.timer["annotate"] = (
+            frame.timer.get("annotate", 0.0) + (time.perf_counter() - started) * 1000
+        )
+        return {"image": WorkflowImage(scene, image.parent_id)}
+
+
+def _int_field(step: str, config: dict[str, Any], key: str, low: int) -> int:
+    value = config[key]
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        raise WorkflowCompilationError(f"step '{step}': {key} must be an integer >= {low}")
+    return value
+
+
+class BoundingBoxVisualizationBlock(_AnnotatorBlock):
+    type_ids = ("roboflow_core/bounding_box_visualization@v1", "BoundingBoxVisualization")
+    fields = {**_AnnotatorBlock.fields, "thickness": FieldSpec(default=2)}
+
+    def __init__(self, name: str, config: dict[str, Any], context: BuildContext) -> None:
+        super().__init__(name, config, context)
+        self.annotator = sv.BoxAnnotator(thickness=_int_field(name, config, "thickness", 1))
+
+    def draw(self, scene: Any, detections: sv.Detections) -> Any:
+        return self.annotator.annotate(scene, detections)
+
+
+_TEXT = {
+    "Class": lambda d, i: str(d.data["class_name"][i]),
+    "Confidence": lambda d, i: f"{d.confidence[i]:.2f}",
+    "Class and Confidence": lambda d, i: f"{d.data['class_name'][i]} {d.confidence[i]:.2f}",
+    "Tracker Id": lambda d, i: "" if d.tracker_id is None else str(d.tracker_id[i]),
+}
+
+
+class LabelVisualizationBlock(_AnnotatorBlock):
+    type_ids = ("roboflow_core/label_visualization@v1", "LabelVisualization")
+    fields = {
+        **_AnnotatorBlock.fields,
+        "text": FieldSpec(default="Class"),
+        "text_position": FieldSpec(default="TOP_LEFT"),
+        "text_scale": FieldSpec(default=1.0),
+        "text_thickness": FieldSpec(default=1),
+        "text_padding": FieldSpec(default=10),
+    }
+
+    def __init__(self, name: str, config: dict[str, Any], context: BuildContext) -> None:
+        super().__init__(name, config, context)
+        text = config["text"]
+        if text not in _TEXT:
+            raise WorkflowCompilationError(
+                f"step '{name}': text must be one of {sorted(_TEXT)}, got {text!r}"
+            )
+        self.label = _TEXT[text]
+        try:
+            position = sv.Position[str(config["text_position"])]
+        except KeyError:
+            raise WorkflowCompilationError(
+                f"step '{name}': unknown text_position {config['text_position']!r}"
+            ) from None
+        scale = config["text_scale"]
+        if isinstance(scale, bool) or not isinstance(scale, int | float) or scale <= 0:
+            raise WorkflowCompilationError(f"step '{name}': text_scale must be a positive number")
+        self.annotator = sv.LabelAnnotator(
+            text_position=position,
+            text_scale=float(scale),
+            text_thickness=_int_field(name, config, "text_thickness", 1),
+            text_padding=_int_field(name, config, "text_padding", 0),
+        )
+
+    def draw(self, scene: Any, detections: sv.Detections) -> Any:
+        labels = [self.label(detections, i) for i in range(len(detections))]
+        return self.annotator.annotate(scene, detections, labels=labels)

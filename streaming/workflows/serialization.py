@@ -1,0 +1,90 @@
+"""Workflow values -> JSON-ready data (reference §2.3 and §7.3)."""
+
+from __future__ import annotations
+
+import base64
+import math
+from datetime import date, datetime
+from typing import Any
+
+import cv2
+import numpy as np
+import supervision as sv
+
+from .blocks.base import WorkflowImage
+
+__all__ = ["SerializationError", "serialize_detections", "serialize_image", "serialize_value"]
+
+
+class SerializationError(ValueError):
+    """A value has a type we do not know how to put into JSON."""
+
+
+def serialize_detections(detections: sv.Detections) -> dict[str, Any]:
+    size = detections.metadata.get("image_size")
+    width, height = size if size else (None, None)
+    predictions = []
+    class_names = detections.data.get("class_name")
+    detection_ids = detections.data.get("detection_id")
+    parent_ids = detections.data.get("parent_id")
+    for i, (x1, y1, x2, y2) in enumerate(detections.xyxy.tolist()):
+        # Key order as the reference emits it.
+        item: dict[str, Any] = {
+            "width": x2 - x1,
+            "height": y2 - y1,
+            "x": (x1 + x2) / 2,
+            "y": (y1 + y2) / 2,
+            "confidence": float(detections.confidence[i])
+            if detections.confidence is not None
+            else None,
+            "class_id": int(detections.class_id[i]) if detections.class_id is not None else None,
+        }
+        if detections.tracker_id is not None:
+            item["tracker_id"] = int(detections.tracker_id[i])
+        item["class"] = str(class_names[i]) if class_names is not None else ""
+        if detection_ids is not None:
+            item["detection_id"] = str(detection_ids[i])
+        if parent_ids is not None:
+            item["parent_id"] = str(parent_ids[i])
+        predictions.append(item)
+    return {"image": {"width": width, "height": height}, "predictions": predictions}
+
+
+def serialize_image(
+    image: WorkflowImage, quality: int, video_metadata: dict[str, Any] | None
+) -> dict[str, Any]:
+    ok, encoded = cv2.imencode(".jpg", image.numpy, [cv2.IMWRITE_JPEG_QUALITY, quality])
+    if not ok:
+        raise SerializationError("JPEG encoding failed")
+    return {
+        "type": "base64",
+        "value": base64.b64encode(encoded.tobytes()).decode("ascii"),
+        "video_metadata": video_metadata,
+    }
+
+
+def serialize_value(value: Any, quality: int, video_metadata: dict[str, Any] | None) -> Any:
+    if value is None or isinstance(value, bool | int | str):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, sv.Detections):
+        return serialize_detections(value)
+    if isinstance(value, WorkflowImage):
+        return serialize_image(value, quality, video_metadata)
+    if isinstance(value, dict):
+        return {str(k): serialize_value(v, quality, video_metadata) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [serialize_value(v, quality, video_metadata) for v in value]
+    if isinstance(value, datetime | date):
+        return value.isoformat()
+    if isinstance(value, np.generic):
+        return serialize_value(value.item(), quality, video_metadata)
+    if isinstance(value, np.ndarray):
+        # Small numeric arrays (depth maps are not small) travel as nested lists.
+        if value.size <= 65536 and value.dtype.kind in "biuf":
+            return value.tolist()
+        raise SerializationError(f"array of shape {value.shape} is too large to serialize")
+    if isinstance(value, bytes):
+        return base64.b64encode(value).decode("ascii")
+    raise SerializationError(f"cannot serialize value of type {type(value).__name__}")

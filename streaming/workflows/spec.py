@@ -1,0 +1,108 @@
+"""The workflow JSON (reference §7.1) as typed models, and its selectors."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from ..errors import WorkflowCompilationError
+
+__all__ = [
+    "InputSpec",
+    "OutputSpec",
+    "Selector",
+    "StepSpec",
+    "WorkflowSpec",
+    "parse_selector",
+    "parse_spec",
+]
+
+IMAGE_INPUT_TYPES = {"WorkflowImage", "InferenceImage"}
+PARAMETER_INPUT_TYPES = {"WorkflowParameter", "InferenceParameter"}
+VIDEO_METADATA_INPUT_TYPES = {"WorkflowVideoMetadata"}
+BATCH_INPUT_TYPES = {"WorkflowBatchInput"}
+
+_INPUT_SELECTOR = re.compile(r"^\$inputs\.([A-Za-z0-9_-]+)$")
+_STEP_SELECTOR = re.compile(r"^\$steps\.([A-Za-z0-9_-]+)\.([A-Za-z0-9_-]+|\*)$")
+
+
+class InputSpec(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    type: str
+    name: str = Field(min_length=1)
+    default_value: Any = None
+
+
+class StepSpec(BaseModel):
+    # Blocks take their own fields; we keep them all and let each block decide.
+    model_config = ConfigDict(extra="allow")
+    type: str
+    name: str = Field(min_length=1)
+
+    def fields(self) -> dict[str, Any]:
+        return dict(self.model_extra or {})
+
+
+class OutputSpec(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    type: str = "JsonField"
+    name: str = Field(min_length=1)
+    selector: str
+    coordinates_system: str = "parent"
+
+
+class WorkflowSpec(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    version: str | None = None
+    inputs: list[InputSpec] = Field(min_length=1)
+    steps: list[StepSpec] = Field(default_factory=list)
+    outputs: list[OutputSpec] = Field(min_length=1)
+
+
+@dataclass(frozen=True)
+class Selector:
+    """``$inputs.name`` (step is None) or ``$steps.step.output`` (output may be ``*``)."""
+
+    raw: str
+    step: str | None
+    name: str
+
+
+def parse_selector(value: object) -> Selector | None:
+    """A Selector if ``value`` is a selector string, None for literals."""
+    if not isinstance(value, str) or not value.startswith("$"):
+        return None
+    if m := _INPUT_SELECTOR.match(value):
+        return Selector(value, None, m.group(1))
+    if m := _STEP_SELECTOR.match(value):
+        return Selector(value, m.group(1), m.group(2))
+    raise WorkflowCompilationError(f"invalid selector '{value}'")
+
+
+def parse_spec(data: object) -> WorkflowSpec:
+    if not isinstance(data, dict):
+        raise WorkflowCompilationError("workflow_specification must be a JSON object")
+    # Some tools wrap the spec as {"specification": {...}}.
+    if "specification" in data and "steps" not in data:
+        data = data["specification"]
+    try:
+        spec = WorkflowSpec.model_validate(data)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()[:5]
+        )
+        raise WorkflowCompilationError(f"invalid workflow specification: {problems}") from None
+    for kind, names in (
+        ("input", [i.name for i in spec.inputs]),
+        ("step", [s.name for s in spec.steps]),
+        ("output", [o.name for o in spec.outputs]),
+    ):
+        seen: set[str] = set()
+        for name in names:
+            if name in seen:
+                raise WorkflowCompilationError(f"duplicate {kind} name '{name}'")
+            seen.add(name)
+    return spec

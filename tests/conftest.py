@@ -1,0 +1,84 @@
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+
+from streaming.peer.ice import restrict_host_addresses
+from tests.support.server import ServerProcess
+
+# The test process runs client peers too: keep their candidates on loopback as well.
+restrict_host_addresses(["127.0.0.1"])
+
+PHOTO_DIRS = [
+    os.environ.get("VISIONSTREAM_TEST_PHOTOS", ""),
+    str(Path.home() / ".cache/visionstream/test-data/usr/share/darknet/data"),
+    "/usr/share/darknet/data",
+]
+
+DETECT_SPEC = {
+    "version": "1.0",
+    "inputs": [{"type": "InferenceImage", "name": "image"}],
+    "steps": [
+        {
+            "type": "roboflow_core/roboflow_object_detection_model@v2",
+            "name": "det",
+            "images": "$inputs.image",
+            "model_id": "yolov3-tiny-416",
+        },
+        {
+            "type": "roboflow_core/bounding_box_visualization@v1",
+            "name": "box",
+            "image": "$inputs.image",
+            "predictions": "$steps.det.predictions",
+        },
+        {
+            "type": "roboflow_core/label_visualization@v1",
+            "name": "lbl",
+            "image": "$steps.box.image",
+            "predictions": "$steps.det.predictions",
+        },
+    ],
+    "outputs": [
+        {"type": "JsonField", "name": "predictions", "selector": "$steps.det.predictions"},
+        {"type": "JsonField", "name": "annotated", "selector": "$steps.lbl.image"},
+    ],
+}
+
+
+@pytest.fixture(scope="session")
+def photos() -> Path:
+    for candidate in PHOTO_DIRS:
+        if candidate and (Path(candidate) / "person.jpg").is_file():
+            return Path(candidate)
+    pytest.fail("Debian darknet photos not found: run tests/install.sh first")
+
+
+def load_photo(photos: Path, name: str, size: tuple[int, int] = (640, 480)) -> np.ndarray:
+    image = cv2.imread(str(photos / name))
+    assert image is not None, name
+    return cv2.resize(image, size)
+
+
+@pytest.fixture(scope="session")
+def server():
+    process = ServerProcess()
+    try:
+        process.wait_ready()
+        yield process
+    finally:
+        process.stop()
+
+
+@pytest.fixture(scope="session")
+def guarded_server():
+    """API key required, two sessions at most."""
+    process = ServerProcess(api_key="s3cret-key", max_sessions="2")
+    try:
+        process.wait_ready()
+        yield process
+    finally:
+        process.stop()

@@ -1,0 +1,140 @@
+"""A protocol-level aiortc client: sends frames we make, collects results and returned frames.
+
+The inference-sdk client is tested as-is elsewhere; this one exists for what that client
+cannot do on purpose: send hostile control messages, skip the video track, hold sessions.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import fractions
+import json
+from typing import Any
+
+import av
+import httpx
+import numpy as np
+from aiortc import MediaStreamTrack, RTCPeerConnection, RTCSessionDescription
+from aiortc.mediastreams import MediaStreamError
+
+from streaming.protocol.chunking import Reassembler, maybe_gunzip
+
+CLOCK = fractions.Fraction(1, 90000)
+STEP = 3000  # 30 fps on the RTP clock
+
+
+class QueuedVideoTrack(MediaStreamTrack):
+    kind = "video"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._queue: asyncio.Queue[np.ndarray | None] = asyncio.Queue()
+        self._pts = 0
+
+    def send(self, image: np.ndarray | None) -> None:
+        self._queue.put_nowait(image)
+
+    async def recv(self) -> av.VideoFrame:
+        image = await self._queue.get()
+        if image is None:
+            self.stop()
+            raise MediaStreamError
+        frame = av.VideoFrame.from_ndarray(image, format="bgr24")
+        frame.pts, frame.time_base = self._pts, CLOCK
+        self._pts += STEP
+        return frame
+
+
+class TestPeer:
+    def __init__(self, base_url: str) -> None:
+        self.base_url = base_url
+        self.pc = RTCPeerConnection()
+        self.track: QueuedVideoTrack | None = None
+        self.results: list[dict[str, Any]] = []
+        self.frames: list[av.VideoFrame] = []
+        self._changed = asyncio.Condition()
+        self._reassembler = Reassembler()
+        self.channel = None
+        self.connected = asyncio.Event()
+        self._tasks: set[asyncio.Future] = set()
+
+    async def offer_body(self, video: bool = True, channel: bool = True, **fields: Any) -> dict:
+        if video:
+            self.track = QueuedVideoTrack()
+            self.pc.addTrack(self.track)
+        if channel:
+            self.channel = self.pc.createDataChannel("inference")
+            self.channel.on("message", self._on_message)
+        self.pc.on("track", self._on_track)
+        self.pc.on("connectionstatechange", self._on_state)
+        await self.pc.setLocalDescription(await self.pc.createOffer())
+        body = {
+            "workflow_configuration": {
+                "type": "WorkflowConfiguration",
+                "workflow_specification": fields.pop("spec"),
+                "image_input_name": "image",
+                "workflows_parameters": {},
+            },
+            "webrtc_offer": {"type": "offer", "sdp": self.pc.localDescription.sdp},
+            "stream_output": ["annotated"],
+            "data_output": ["predictions"],
+        }
+        body.update(fields)
+        return body
+
+    async def connect(self, headers: dict | None = None, **fields: Any) -> httpx.Response:
+        body = await self.offer_body(**fields)
+        async with httpx.AsyncClient(timeout=30) as http:
+            response = await http.post(
+                self.base_url + "/initialise_webrtc_worker", json=body, headers=headers or {}
+            )
+        if response.status_code == 200:
+            answer = response.json()
+            await self.pc.setRemoteDescription(RTCSessionDescription(answer["sdp"], answer["type"]))
+        return response
+
+    async def _on_state(self) -> None:
+        if self.pc.connectionState == "connected":
+            self.connected.set()
+
+    def _on_track(self, track: MediaStreamTrack) -> None:
+        async def read() -> None:
+            try:
+                while True:
+                    frame = await track.recv()
+                    async with self._changed:
+                        self.frames.append(frame)
+                        self._changed.notify_all()
+            except MediaStreamError:
+                pass
+
+        self._tasks.add(asyncio.ensure_future(read()))
+
+    def _on_message(self, message: bytes | str) -> None:
+        assert isinstance(message, bytes), "the server only sends binary chunks"
+        done = self._reassembler.add(message)
+        if done is None:
+            return
+        _, payload = done
+        result = json.loads(maybe_gunzip(payload))
+        result["_gzipped"] = payload[:2] == b"\x1f\x8b"
+        self.results.append(result)
+        self._tasks.add(asyncio.ensure_future(self._notify()))
+
+    async def _notify(self) -> None:
+        async with self._changed:
+            self._changed.notify_all()
+
+    async def wait_for(self, predicate, timeout: float = 30) -> None:
+        async with self._changed:
+            await asyncio.wait_for(self._changed.wait_for(predicate), timeout)
+
+    def send_control(self, message: str | bytes | dict) -> None:
+        assert self.channel is not None
+        self.channel.send(json.dumps(message) if isinstance(message, dict) else message)
+
+    async def close(self) -> None:
+        await self.pc.close()
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)

@@ -1,0 +1,93 @@
+"""The real server as a subprocess on 127.0.0.1, started and stopped by fixtures."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import threading
+from collections import deque
+
+import httpx
+
+READY_MARKERS = ("ready:", "Uvicorn running on")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class ServerProcess:
+    """``visionstream serve`` with extra ``STREAMING_*`` settings; waits for its ready lines."""
+
+    def __init__(self, **settings: str) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        env = dict(os.environ)
+        env.update({"STREAMING_ICE_HOST_ADDRESSES": "127.0.0.1", "PYTHONUNBUFFERED": "1"})
+        env.update({f"STREAMING_{k.upper()}": v for k, v in settings.items()})
+        self.output: deque[str] = deque(maxlen=400)
+        self.closed_sessions = 0
+        self._lines = threading.Condition()
+        self._seen: set[str] = set()
+        self._ready = threading.Event()
+        self._exited = threading.Event()
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "streaming.cli", "serve", "--port", str(self.port)],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            with self._lines:
+                self.output.append(line.rstrip())
+                if "session " in line and " closed after " in line:
+                    self.closed_sessions += 1
+                self._lines.notify_all()
+            for marker in READY_MARKERS:
+                if marker in line:
+                    self._seen.add(marker)
+            if len(self._seen) == len(READY_MARKERS):
+                self._ready.set()
+        self._exited.set()
+        self._ready.set()
+
+    def wait_ready(self, timeout: float = 120) -> None:
+        if not self._ready.wait(timeout) or self._exited.is_set():
+            raise RuntimeError("server did not become ready:\n" + "\n".join(self.output))
+
+    def wait_sessions_closed(self, count: int, timeout: float = 10) -> None:
+        """Wait until the server has logged ``count`` session teardowns in all."""
+        with self._lines:
+            if not self._lines.wait_for(lambda: self.closed_sessions >= count, timeout):
+                raise TimeoutError(
+                    f"{self.closed_sessions} of {count} sessions closed:\n" + "\n".join(self.output)
+                )
+
+    def get(self, path: str) -> httpx.Response:
+        return httpx.get(self.url + path, timeout=10)
+
+    def post(self, path: str, **kwargs) -> httpx.Response:
+        return httpx.post(self.url + path, timeout=30, **kwargs)
+
+    def sessions(self) -> int:
+        return self.get("/healthz").json()["sessions"]
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(15)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self._reader.join(5)
