@@ -45,6 +45,20 @@ _FIRST_RESULT_CHANNEL_WAIT_S = 2.0
 _COMPLETION_FLUSH_S = 2.0
 
 
+def check_offer_sdp(sdp: str) -> None:
+    """Reject what is plainly not an SDP offer before aiortc sees it.
+
+    aiortc parses leniently: text that is not SDP at all yields an empty description and an
+    obscure error later, so the basic shape (RFC 8866: v=0 first, at least one m= section)
+    is checked here to give the caller a precise message.
+    """
+    lines = sdp.strip().splitlines()
+    if not lines or lines[0].strip() != "v=0":
+        raise InvalidOffer("webrtc_offer.sdp is not SDP: it must start with 'v=0'")
+    if not any(line.startswith("m=") for line in lines):
+        raise InvalidOffer("webrtc_offer.sdp has no media or data-channel section (m=)")
+
+
 class _Timeout(StreamingError):
     status = 504
 
@@ -97,6 +111,7 @@ class PeerWorker:
         """Apply the offer, gather ICE, start the session; returns the complete answer."""
         if offer.type != "offer":
             raise InvalidOffer(f"webrtc_offer.type must be 'offer', got '{offer.type}'")
+        check_offer_sdp(offer.sdp)
         servers = self._request.ice_servers() if self._settings.allow_client_ice_servers else []
         pc = RTCPeerConnection(build_configuration(self._settings.ice_servers, servers))
         self._pc = pc
@@ -112,8 +127,6 @@ class PeerWorker:
             await pc.setRemoteDescription(RTCSessionDescription(sdp=offer.sdp, type="offer"))
         except Exception as exc:
             raise InvalidOffer(f"webrtc_offer.sdp is not a valid SDP offer: {exc}") from None
-        if not pc.getTransceivers() and pc.sctp is None:
-            raise InvalidOffer("webrtc_offer.sdp has no media or data-channel section")
         try:
             answer = await pc.createAnswer()
             await asyncio.wait_for(

@@ -24,12 +24,19 @@ STEP = 3000  # 30 fps on the RTP clock
 
 
 class QueuedVideoTrack(MediaStreamTrack):
+    """Sends queued images at most at 30 fps on the RTP clock, as aiortc's own tracks pace.
+
+    Note aiortc's receiver releases a frame only when the next one arrives, so the server
+    sees frame k once frame k+1 was sent.
+    """
+
     kind = "video"
 
     def __init__(self) -> None:
         super().__init__()
         self._queue: asyncio.Queue[np.ndarray | None] = asyncio.Queue()
         self._pts = 0
+        self._due = 0.0
 
     def send(self, image: np.ndarray | None) -> None:
         self._queue.put_nowait(image)
@@ -39,13 +46,17 @@ class QueuedVideoTrack(MediaStreamTrack):
         if image is None:
             self.stop()
             raise MediaStreamError
+        loop = asyncio.get_running_loop()
+        # Media pacing (a burst of frames overflows loopback UDP buffers), not a wait.
+        await asyncio.sleep(max(0.0, self._due - loop.time()))
+        self._due = max(self._due, loop.time()) + float(STEP * CLOCK)
         frame = av.VideoFrame.from_ndarray(image, format="bgr24")
         frame.pts, frame.time_base = self._pts, CLOCK
         self._pts += STEP
         return frame
 
 
-class TestPeer:
+class LoopbackPeer:
     def __init__(self, base_url: str) -> None:
         self.base_url = base_url
         self.pc = RTCPeerConnection()
@@ -128,6 +139,12 @@ class TestPeer:
     async def wait_for(self, predicate, timeout: float = 30) -> None:
         async with self._changed:
             await asyncio.wait_for(self._changed.wait_for(predicate), timeout)
+
+    async def end_video(self) -> None:
+        """Stop sending video; the RTCP BYE tells the server its source ended."""
+        for sender in self.pc.getSenders():
+            if sender.track is self.track:
+                await sender.stop()
 
     def send_control(self, message: str | bytes | dict) -> None:
         assert self.channel is not None

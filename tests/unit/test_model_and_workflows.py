@@ -1,0 +1,110 @@
+"""The real default model on real photos, and workflow compilation errors."""
+
+from __future__ import annotations
+
+import copy
+
+import cv2
+import numpy as np
+import pytest
+
+from streaming.config import Settings
+from streaming.errors import WorkflowCompilationError
+from streaming.inference.decoders import DecodeOptions
+from streaming.inference.registry import ModelRegistry
+from streaming.workflows import compile_workflow, parse_spec
+from streaming.workflows.blocks.base import BuildContext, FrameState, WorkflowImage
+from tests.conftest import DETECT_SPEC
+
+
+@pytest.fixture(scope="module")
+def registry() -> ModelRegistry:
+    return ModelRegistry(Settings())
+
+
+def test_default_model_finds_person_dog_and_horse(registry, photos):
+    model = registry.get("yolov3-tiny-416")
+    assert model.session.providers[0] == "CPUExecutionProvider"
+    image = cv2.imread(str(photos / "person.jpg"))
+    detections = model.detect(image, DecodeOptions(confidence=0.25, iou_threshold=0.45))
+    best = {}
+    for name, score in zip(detections.data["class_name"], detections.confidence, strict=True):
+        best[str(name)] = max(best.get(str(name), 0.0), float(score))
+    assert best["person"] > 0.8 and best["dog"] > 0.8 and best["horse"] > 0.8, best
+    h, w = image.shape[:2]
+    assert np.all(detections.xyxy[:, [0, 2]] <= w) and np.all(detections.xyxy[:, [1, 3]] <= h)
+
+
+def test_registry_shares_one_model(registry):
+    assert registry.get("yolov3-tiny-416") is registry.get("yolov3-tiny-416")
+
+
+def _compile(registry, spec, **kwargs):
+    return compile_workflow(parse_spec(spec), BuildContext(registry), **kwargs)
+
+
+def test_compiled_workflow_runs_and_draws(registry, photos):
+    workflow = _compile(registry, DETECT_SPEC)
+    assert workflow.image_outputs() == ["annotated"]
+    image = cv2.imread(str(photos / "dog.jpg"))
+    state = FrameState()
+    out = workflow.run(image.copy(), {}, state)
+    assert isinstance(out["annotated"], WorkflowImage)
+    assert not np.array_equal(out["annotated"].numpy, image)
+    assert len(out["predictions"]) > 0
+    assert {"preprocess", "inference", "postprocess", "annotate"} <= set(state.timer)
+
+
+def _with(path_value: dict, spec=DETECT_SPEC) -> dict:
+    spec = copy.deepcopy(spec)
+    for key, value in path_value.items():
+        step, field = key.split(".")
+        target = next(s for s in spec["steps"] if s["name"] == step)
+        if value is None:
+            target.pop(field)
+        else:
+            target[field] = value
+    return spec
+
+
+@pytest.mark.parametrize(
+    ("change", "needle"),
+    [
+        ({"det.type": "roboflow_core/warp@v9"}, "unknown block type 'roboflow_core/warp@v9'"),
+        ({"det.model_id": "nope-1"}, "unknown model_id 'nope-1'"),
+        ({"box.predictions": "$steps.ghost.predictions"}, "unknown step 'ghost'"),
+        ({"box.predictions": "$steps.det.boxes"}, "no output 'boxes'"),
+        ({"box.predictions": "$inputs.ghost"}, "names no workflow input"),
+        ({"box.predictions": "$inputs.image"}, "expects object_detection_prediction"),
+        ({"box.image": "steps.det"}, "must be a selector"),
+        ({"box.predictions": "$steps.det"}, "invalid selector"),
+        ({"det.confidence": 3}, "confidence"),
+        ({"det.class_filter": ["unicorn"]}, "unicorn"),
+        ({"det.images": None}, "'images' is required"),
+        ({"box.image": "$steps.lbl.image"}, "cycle"),
+    ],
+)
+def test_compile_errors_name_the_culprit(registry, change, needle):
+    with pytest.raises(WorkflowCompilationError, match=needle.replace("$", r"\$")):
+        _compile(registry, _with(change))
+
+
+def test_parameters_fill_from_defaults_and_workflow_parameters(registry):
+    spec = copy.deepcopy(DETECT_SPEC)
+    spec["inputs"].append({"type": "WorkflowParameter", "name": "conf", "default_value": 0.9})
+    spec["inputs"].append({"type": "WorkflowParameter", "name": "model"})
+    spec["steps"][0]["confidence"] = "$inputs.conf"
+    spec["steps"][0]["model_id"] = "$inputs.model"
+    with pytest.raises(WorkflowCompilationError, match="'model' has no default_value"):
+        _compile(registry, spec)
+    workflow = _compile(registry, spec, parameters={"model": "yolov3-tiny-416"})
+    assert workflow.output_names == ["predictions", "annotated"]
+
+
+def test_malformed_specs_and_duplicate_names():
+    with pytest.raises(WorkflowCompilationError, match="invalid workflow specification"):
+        parse_spec({"inputs": [], "steps": [], "outputs": []})
+    spec = copy.deepcopy(DETECT_SPEC)
+    spec["outputs"].append(dict(spec["outputs"][0]))
+    with pytest.raises(WorkflowCompilationError, match="duplicate output name"):
+        parse_spec(spec)
