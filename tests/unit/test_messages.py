@@ -56,3 +56,26 @@ def test_hostile_control_messages_are_rejected_with_a_reason(raw, needle):
 def test_control_message_fields():
     message = parse_control_message('{"ack": 4, "stream_output": [], "data_output": ["*"], "x": 1}')
     assert (message.ack, message.stream_output, message.data_output) == (4, [], ["*"])
+
+
+def test_output_frames_keep_the_input_rtp_timestamp_exactly():
+    """aiortc's VP8 encoder rebases to µs and truncates back: the result must equal the input."""
+    import fractions
+
+    import av
+    import numpy as np
+    from aiortc.codecs import get_encoder
+    from aiortc.rtcrtpparameters import RTCRtpCodecParameters
+
+    from streaming.peer.processor import _yuv420p_frame, wire_timestamp
+
+    encoder = get_encoder(
+        RTCRtpCodecParameters(mimeType="video/VP8", clockRate=90000, payloadType=96)
+    )
+    for pts in (0, 2999, 3000, 6001, 123_457, 2**31 + 11):
+        frame = _yuv420p_frame(np.zeros((48, 64, 3), np.uint8))
+        frame.pts, frame.time_base = wire_timestamp(pts, fractions.Fraction(1, 90000))
+        _, timestamp = encoder.encode(frame)
+        assert timestamp == pts
+    odd = _yuv420p_frame(np.zeros((49, 63, 3), np.uint8))
+    assert isinstance(odd, av.VideoFrame) and (odd.width, odd.height) == (63, 49)
