@@ -75,8 +75,8 @@ def server():
 
 @pytest.fixture(scope="session")
 def guarded_server():
-    """API key required, two sessions at most."""
-    process = ServerProcess(api_key="s3cret-key", max_sessions="2")
+    """API key required, two sessions at most, 3 s to connect."""
+    process = ServerProcess(api_key="s3cret-key", max_sessions="2", connect_timeout_s="3")
     try:
         process.wait_ready()
         yield process

@@ -9,6 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI, Request
+from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
@@ -80,7 +81,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     async def _validation_error(_: Request, exc: RequestValidationError) -> JSONResponse:
         return JSONResponse(
             status_code=422,
-            content={"message": "invalid request", "detail": jsonable(exc.errors())},
+            content={"message": "invalid request", "detail": jsonable_encoder(exc.errors())},
         )
 
     @app.exception_handler(Exception)
@@ -91,9 +92,3 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(health.router)
     app.include_router(webrtc.router)
     return app
-
-
-def jsonable(value: object) -> object:
-    from fastapi.encoders import jsonable_encoder
-
-    return jsonable_encoder(value)

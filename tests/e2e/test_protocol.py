@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
+import httpx
 import pytest
 
 from tests.conftest import DETECT_SPEC, load_photo
@@ -177,3 +178,18 @@ async def test_session_cap_answers_429_and_frees_slots(guarded_server):
     assert guarded_server.sessions() == 0
     again = await _session(guarded_server, **key)
     await _closed(guarded_server, again)
+
+
+async def test_a_peer_that_never_connects_gives_its_slot_back(guarded_server):
+    closed = guarded_server.closed_sessions
+    ghost = LoopbackPeer(guarded_server.url)
+    body = await ghost.offer_body(spec=DETECT_SPEC, api_key="s3cret-key")
+    try:
+        async with httpx.AsyncClient(timeout=30) as http:
+            response = await http.post(guarded_server.url + "/initialise_webrtc_worker", json=body)
+        assert response.status_code == 200  # ... and the answer is never applied
+        assert guarded_server.sessions() == 1
+        await asyncio.to_thread(guarded_server.wait_sessions_closed, closed + 1, 10)
+    finally:
+        await ghost.close()
+    assert guarded_server.sessions() == 0
