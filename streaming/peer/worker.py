@@ -223,7 +223,10 @@ class PeerWorker:
     async def _on_connection_state(self) -> None:
         assert self._pc is not None
         state = self._pc.connectionState
-        log.debug("session %s connection %s", self.session_id[:8], state)
+        if state == "connected":
+            log.info("session %s connected", self.session_id[:8])
+        else:
+            log.debug("session %s connection %s", self.session_id[:8], state)
         if state in ("failed", "closed"):
             self._spawn_close()
 

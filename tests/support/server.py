@@ -31,6 +31,7 @@ class ServerProcess:
         env.update({f"STREAMING_{k.upper()}": v for k, v in settings.items()})
         self.output: deque[str] = deque(maxlen=400)
         self.closed_sessions = 0
+        self.connected_sessions = 0
         self._lines = threading.Condition()
         self._seen: set[str] = set()
         self._ready = threading.Event()
@@ -52,6 +53,8 @@ class ServerProcess:
                 self.output.append(line.rstrip())
                 if "session " in line and " closed after " in line:
                     self.closed_sessions += 1
+                if "session " in line and line.rstrip().endswith(" connected"):
+                    self.connected_sessions += 1
                 self._lines.notify_all()
             for marker in READY_MARKERS:
                 if marker in line:
@@ -65,13 +68,21 @@ class ServerProcess:
         if not self._ready.wait(timeout) or self._exited.is_set():
             raise RuntimeError("server did not become ready:\n" + "\n".join(self.output))
 
+    def _wait_count(self, attribute: str, count: int, timeout: float) -> None:
+        with self._lines:
+            if not self._lines.wait_for(lambda: getattr(self, attribute) >= count, timeout):
+                raise TimeoutError(
+                    f"{attribute}: {getattr(self, attribute)} of {count}:\n"
+                    + "\n".join(self.output)
+                )
+
     def wait_sessions_closed(self, count: int, timeout: float = 10) -> None:
         """Wait until the server has logged ``count`` session teardowns in all."""
-        with self._lines:
-            if not self._lines.wait_for(lambda: self.closed_sessions >= count, timeout):
-                raise TimeoutError(
-                    f"{self.closed_sessions} of {count} sessions closed:\n" + "\n".join(self.output)
-                )
+        self._wait_count("closed_sessions", count, timeout)
+
+    def wait_sessions_connected(self, count: int, timeout: float = 10) -> None:
+        """Wait until the server has logged ``count`` connected sessions in all."""
+        self._wait_count("connected_sessions", count, timeout)
 
     def get(self, path: str) -> httpx.Response:
         return httpx.get(self.url + path, timeout=10)
