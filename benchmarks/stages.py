@@ -147,20 +147,7 @@ def main() -> None:
         "overhead_ms": _percentiles(per_frame_overhead),
         "total_ms": _percentiles(per_frame_total),
     }
-    order = [
-        "decode",
-        "buffer_wait",
-        "convert",
-        "preprocess",
-        "inference",
-        "postprocess",
-        "annotate",
-        "output_frame",
-        "serialize",
-        "json_gzip",
-        "send",
-        "encode",
-    ]
+    order = ["decode", "buffer_wait", *SERVER_STAGES, "json_gzip", "send", "encode"]
     print(f"{len(frames)} frames at 640x480, yolov3-tiny-416, {report['machine']}")
     print(f"{'stage':<14}{'p50 ms':>9}{'p95 ms':>9}")
     for stage in order:

@@ -10,6 +10,7 @@ __all__ = [
     "RequestTooLarge",
     "StreamingError",
     "TooManySessions",
+    "UpstreamTimeout",
     "Unauthorized",
     "WorkflowCompilationError",
 ]
@@ -61,3 +62,9 @@ class TooManySessions(StreamingError):
 
 class NotReady(StreamingError):
     status = 503
+
+
+class UpstreamTimeout(StreamingError):
+    """Something the answer depends on (ICE gathering) did not finish in time."""
+
+    status = 504

@@ -22,7 +22,7 @@ from aiortc.mediastreams import MediaStreamError
 
 from ..buffering import FrameBuffer
 from ..config import Settings
-from ..errors import InvalidOffer, StreamingError
+from ..errors import InvalidOffer, UpstreamTimeout
 from ..metrics import Metrics
 from ..protocol.messages import (
     ResultMessage,
@@ -57,10 +57,6 @@ def check_offer_sdp(sdp: str) -> None:
         raise InvalidOffer("webrtc_offer.sdp is not SDP: it must start with 'v=0'")
     if not any(line.startswith("m=") for line in lines):
         raise InvalidOffer("webrtc_offer.sdp has no media or data-channel section (m=)")
-
-
-class _Timeout(StreamingError):
-    status = 504
 
 
 class PeerWorker:
@@ -133,7 +129,7 @@ class PeerWorker:
                 pc.setLocalDescription(answer), self._settings.ice_gathering_timeout_s
             )
         except TimeoutError:
-            raise _Timeout("ICE gathering did not complete in time") from None
+            raise UpstreamTimeout("ICE gathering did not complete in time") from None
         except Exception as exc:
             raise InvalidOffer(f"cannot answer this offer: {exc}") from None
         self._drop_track_nobody_receives(pc)
