@@ -10,8 +10,8 @@ __all__ = [
     "RequestTooLarge",
     "StreamingError",
     "TooManySessions",
-    "UpstreamTimeout",
     "Unauthorized",
+    "UpstreamTimeout",
     "WorkflowCompilationError",
 ]
 
