@@ -182,13 +182,11 @@ class FrameProcessor:
             declared_fps=self._declared_fps,
             width=frame.width,
             height=frame.height,
-            extra={
-                "queue_wait_ms": round(queue_wait_ms, 3),
-                "inference_ms": round(timer.get("inference", 0.0), 3),
-                "processing_ms": round((time.perf_counter() - started) * 1000, 3),
-                "stage_ms": {k: round(v, 3) for k, v in timer.items()},
-                **extra_metadata,
-            },
+            queue_wait_ms=round(queue_wait_ms, 3),
+            inference_ms=round(timer.get("inference", 0.0), 3),
+            processing_ms=round((time.perf_counter() - started) * 1000, 3),
+            stage_ms={k: round(v, 3) for k, v in timer.items()},
+            extra=extra_metadata,
         )
         payload = ResultMessage(
             video_metadata=metadata.to_dict(), serialized_output_data=data, errors=errors

@@ -100,7 +100,12 @@ class InitializeWebRTCResponse(BaseModel):
 
 @dataclass
 class VideoMetadata:
-    """``video_metadata`` of a result message; ``extra`` holds our timing keys."""
+    """``video_metadata`` of a result message, as the server writes it and the client reads it.
+
+    The first seven fields are inference-sdk's ``VideoMetadata``; the rest are ours (extra
+    keys are ignored by that client). ``errors`` travels beside ``video_metadata`` on the
+    wire and is attached here on the client side.
+    """
 
     frame_id: int
     received_at: datetime
@@ -108,23 +113,54 @@ class VideoMetadata:
     time_base: float | None = None
     declared_fps: float | None = None
     measured_fps: float | None = None
+    errors: list[str] = field(default_factory=list)
     width: int | None = None
     height: int | None = None
+    queue_wait_ms: float | None = None
+    """Time the frame waited in the server's input buffer."""
+    inference_ms: float | None = None
+    processing_ms: float | None = None
+    """Conversion, workflow, output frame and serialization together."""
+    stage_ms: dict[str, float] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)
 
+    _WIRE_KEYS = (
+        "frame_id",
+        "pts",
+        "time_base",
+        "declared_fps",
+        "measured_fps",
+        "width",
+        "height",
+        "queue_wait_ms",
+        "inference_ms",
+        "processing_ms",
+    )
+
     def to_dict(self) -> dict[str, Any]:
-        out = {
-            "frame_id": self.frame_id,
-            "received_at": self.received_at.isoformat(),
-            "pts": self.pts,
-            "time_base": self.time_base,
-            "declared_fps": self.declared_fps,
-            "measured_fps": self.measured_fps,
-            "width": self.width,
-            "height": self.height,
-        }
+        out: dict[str, Any] = {key: getattr(self, key) for key in self._WIRE_KEYS}
+        out["received_at"] = self.received_at.isoformat()
+        if self.stage_ms:
+            out["stage_ms"] = self.stage_ms
         out.update(self.extra)
         return out
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], errors: list[str] | None = None) -> VideoMetadata:
+        """Raises ``ValueError`` (or ``KeyError``/``TypeError``) on a malformed dict."""
+        rest = dict(data)
+        known = {key: rest.pop(key, None) for key in cls._WIRE_KEYS}
+        if not isinstance(known["frame_id"], int):
+            raise ValueError(f"video_metadata.frame_id must be an integer: {known['frame_id']!r}")
+        received_at = datetime.fromisoformat(rest.pop("received_at"))
+        stage_ms = rest.pop("stage_ms", None) or {}
+        return cls(
+            received_at=received_at,
+            errors=list(errors or []),
+            stage_ms=dict(stage_ms),
+            extra=rest,
+            **known,
+        )
 
 
 @dataclass
