@@ -1,1 +1,24 @@
-"""Frame producers with no WebRTC inside (webcam, RTSP, files, MJPEG, synthetic)."""
+"""Frame producers with no WebRTC inside, shared by the client and the server.
+
+Each is a ``FrameSource``: a blocking ``read()`` that returns the next ``SourceFrame`` (BGR
+image plus its timestamp) or None at the end, and an idempotent ``close()`` that also wakes a
+pending ``read()``. ``sources.track.FrameSourceTrack`` turns any of them into an aiortc track.
+"""
+
+from .base import FrameSource, SourceError, SourceFrame
+from .file import FileSource
+from .manual import ManualFrames
+from .synthetic import Stamp, SyntheticSource, decode_stamp
+from .webcam import CameraSource
+
+__all__ = [
+    "CameraSource",
+    "FileSource",
+    "FrameSource",
+    "ManualFrames",
+    "SourceError",
+    "SourceFrame",
+    "Stamp",
+    "SyntheticSource",
+    "decode_stamp",
+]

@@ -8,6 +8,8 @@ import av
 from aiortc import MediaStreamTrack
 from aiortc.mediastreams import MediaStreamError
 
+from sources.track import tail_flush_frame
+
 from ..buffering import BufferClosed, FrameBuffer, Strategy
 
 __all__ = ["OutboundVideoTrack"]
@@ -26,6 +28,7 @@ class OutboundVideoTrack(MediaStreamTrack):
     def __init__(self, strategy: Strategy, capacity: int) -> None:
         super().__init__()
         self._frames: FrameBuffer[av.VideoFrame] = FrameBuffer(strategy, capacity)
+        self._last: av.VideoFrame | None = None
 
     async def publish(self, frame: av.VideoFrame) -> None:
         with contextlib.suppress(BufferClosed):  # the session ended while this frame was made
@@ -38,6 +41,11 @@ class OutboundVideoTrack(MediaStreamTrack):
     async def recv(self) -> av.VideoFrame:
         frame = await self._frames.get()
         if frame is None:
+            last, self._last = self._last, None
+            if last is not None:
+                # Lets the client's receiver release the real final frame (see the helper).
+                return tail_flush_frame(last)
             self.stop()
             raise MediaStreamError
+        self._last = frame
         return frame

@@ -1,0 +1,80 @@
+"""Any FrameSource as an aiortc video track."""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import math
+from fractions import Fraction
+
+import av
+from aiortc import MediaStreamTrack
+from aiortc.mediastreams import MediaStreamError
+
+from .base import FrameSource
+
+__all__ = ["FrameSourceTrack", "tail_flush_frame"]
+
+
+def tail_flush_frame(last: av.VideoFrame) -> av.VideoFrame:
+    """A copy of ``last`` stamped 1 ms later, sent once after a stream's final frame.
+
+    aiortc's receiver hands a frame on only when a packet of the next frame arrives, so the
+    final frame of a stream would never reach the peer. This copy releases it; the copy
+    itself is then the one held back, and never surfaces.
+    """
+    copy = av.VideoFrame.from_ndarray(last.to_ndarray(), format=last.format.name)
+    time_base = Fraction(last.time_base) if last.time_base is not None else Fraction(1, 90000)
+    copy.time_base = time_base
+    copy.pts = (last.pts or 0) + max(1, math.ceil(Fraction(1, 1000) / time_base))
+    return copy
+
+
+class FrameSourceTrack(MediaStreamTrack):
+    """Reads the source on a thread of its own, one frame per ``recv``.
+
+    The track owns the source: ``stop`` closes it, which also wakes a blocked read. Pacing is
+    the source's business (live sources are paced by nature, files and synthetic patterns
+    pace themselves when asked to). ``frames_sent`` counts what went to the encoder.
+    """
+
+    kind = "video"
+
+    def __init__(self, source: FrameSource) -> None:
+        super().__init__()
+        self.source = source
+        self.frames_sent = 0
+        self._last: av.VideoFrame | None = None
+        # A dedicated thread, not the loop's default executor: a read blocked on a camera
+        # must not starve other blocking work, and stop() can release the thread.
+        self._reader = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="source")
+
+    async def recv(self) -> av.VideoFrame:
+        if self.readyState != "live":
+            raise MediaStreamError
+        loop = asyncio.get_running_loop()
+        try:
+            frame = await loop.run_in_executor(self._reader, self.source.read)
+        except RuntimeError:  # executor shut down by stop()
+            frame = None
+        if frame is None:
+            last, self._last = self._last, None
+            if last is not None and self.readyState == "live":
+                return tail_flush_frame(last)
+            self.stop()
+            raise MediaStreamError
+        video = av.VideoFrame.from_ndarray(frame.image, format="bgr24")
+        video.pts, video.time_base = frame.pts, frame.time_base
+        self.frames_sent += 1
+        self._last = video
+        return video
+
+    def stop(self) -> None:
+        super().stop()
+        self.source.close()
+        self._reader.shutdown(wait=False)
+
+    async def aclose(self) -> None:
+        """``stop`` and wait until the reader thread is gone."""
+        self.stop()
+        await asyncio.to_thread(self._reader.shutdown, True)
