@@ -1,4 +1,4 @@
-"""``visionstream serve | models pull | models list``."""
+"""``visionstream serve | stream | models pull | models list``."""
 
 from __future__ import annotations
 
@@ -43,6 +43,12 @@ def _models_list(_: argparse.Namespace) -> int:
     return 0
 
 
+def _stream(args: argparse.Namespace) -> int:
+    from .client.command import run
+
+    return run(args)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="visionstream")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -51,6 +57,11 @@ def main(argv: list[str] | None = None) -> int:
     serve.add_argument("--port", type=int, help="port (default 9001, STREAMING_PORT)")
     serve.add_argument("--log-level", default="info")
     serve.set_defaults(func=_serve)
+    stream = commands.add_parser("stream", help="stream a source to a server and show results")
+    from .client.command import add_arguments
+
+    add_arguments(stream)
+    stream.set_defaults(func=_stream)
     models = commands.add_parser("models", help="manage the models directory")
     model_commands = models.add_subparsers(dest="models_command", required=True)
     pull = model_commands.add_parser("pull", help="fetch and convert a model")
@@ -58,9 +69,12 @@ def main(argv: list[str] | None = None) -> int:
     pull.set_defaults(func=_models_pull)
     model_commands.add_parser("list", help="models ready to serve").set_defaults(func=_models_list)
     args = parser.parse_args(argv)
+    # The client command keeps the terminal for its status line: warnings only.
     logging.basicConfig(
-        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+        level=logging.WARNING if args.command == "stream" else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    logging.getLogger("httpx").setLevel(logging.WARNING)
     logging.getLogger("aioice").setLevel(logging.WARNING)
     logging.getLogger("aiortc").setLevel(logging.WARNING)
     return args.func(args)

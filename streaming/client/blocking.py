@@ -1,0 +1,193 @@
+"""WebRTCSession: the blocking API, an AsyncWebRTCSession driven on a loop thread of its own.
+
+The thread starts on first use and is joined by ``close``; its loop (``asyncio.run``) also
+shuts down the default executor, so a closed session leaves no thread behind. Data and error
+handlers run on that loop thread; frame handlers run on the thread that calls ``run()``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import threading
+import warnings
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
+from typing import Any, TypeVar
+
+from .session import AsyncWebRTCSession, Frame, Result, SessionStats
+
+__all__ = ["WebRTCSession"]
+
+T = TypeVar("T")
+
+log = logging.getLogger(__name__)
+
+
+class _LoopThread:
+    """An event loop on a daemon thread, until ``stop``. Holds no reference to the session,
+    so a session left open can still be collected (and warn)."""
+
+    def __init__(self, name: str) -> None:
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self._stop: asyncio.Event | None = None
+        self._ready = threading.Event()
+        self.thread = threading.Thread(target=asyncio.run, args=(self._serve(),), name=name)
+        self.thread.daemon = True
+
+    async def _serve(self) -> None:
+        self.loop = asyncio.get_running_loop()
+        self._stop = asyncio.Event()
+        self._ready.set()
+        await self._stop.wait()
+
+    def start(self) -> None:
+        self.thread.start()
+        self._ready.wait()
+
+    def call(self, coro: Coroutine[Any, Any, T]) -> T:
+        assert self.loop is not None
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
+
+    def stop(self) -> None:
+        """Ends the loop; joins the thread unless called from it."""
+        if self.loop is None or self._stop is None or not self.thread.is_alive():
+            return
+        try:
+            self.loop.call_soon_threadsafe(self._stop.set)
+        except RuntimeError:  # loop already closed
+            return
+        if threading.current_thread() is not self.thread:
+            self.thread.join()
+
+
+class WebRTCSession:
+    """Returned by ``client.webrtc.stream(...)``; starts on first use (``run``, ``video``,
+    ``results``, ``wait``), closes with ``close`` (idempotent), ``with``, or when ``run`` ends."""
+
+    def __init__(self, core: AsyncWebRTCSession) -> None:
+        self._core = core
+        self._runner: _LoopThread | None = None
+        self._lock = threading.Lock()
+        self._closed = False
+
+    # Handlers are registered on the core, which calls them on its loop.
+    def on_frame(self, handler: Callable[..., Any]) -> Callable[..., Any]:
+        """``handler(frame, metadata)`` for each returned frame, called by ``run()``."""
+        return self._core.on_frame(handler)
+
+    def on_data(self, field: str | Callable[..., Any] | None = None) -> Any:
+        """``@on_data``, ``@on_data()`` or ``@on_data("name")``; handlers take ``(value)`` or
+        ``(value, metadata)``. They run on the session's loop thread: keep them short."""
+        return self._core.on_data(field)
+
+    def on_error(self, handler: Callable[..., Any]) -> Callable[..., Any]:
+        return self._core.on_error(handler)
+
+    @property
+    def source(self) -> Any:
+        return self._core.source
+
+    @property
+    def stats(self) -> SessionStats:
+        return self._core.stats
+
+    @property
+    def termination_reason(self) -> str | None:
+        return self._core.termination_reason
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def start(self) -> None:
+        """Connect now rather than on first use; raises ``SessionStartError`` on failure."""
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("this session is closed")
+            if self._runner is not None:
+                return
+            runner = _LoopThread("visionstream-session")
+            runner.start()
+            try:
+                runner.call(self._core.start())
+            except BaseException:
+                self._closed = True
+                runner.stop()
+                raise
+            self._runner = runner
+
+    def close(self) -> None:
+        """Idempotent. From a handler (on the loop thread) it closes without waiting."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            runner = self._runner
+        if runner is None:
+            return
+        if threading.current_thread() is runner.thread:
+            assert runner.loop is not None
+            task = runner.loop.create_task(self._core.close())
+            task.add_done_callback(lambda _: runner.stop())
+            return
+        try:
+            runner.call(self._core.close())
+        finally:
+            runner.stop()
+
+    def __enter__(self) -> WebRTCSession:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        if getattr(self, "_runner", None) is not None and not self._closed:
+            warnings.warn(
+                "WebRTCSession was left open; call close() or use 'with'",
+                ResourceWarning,
+                stacklevel=2,
+            )
+            self.close()
+
+    def _iterate(self, stream: Callable[[], AsyncIterator[T]]) -> Iterator[T]:
+        self.start()
+        runner = self._runner
+        assert runner is not None
+        iterator = stream()
+        try:
+            while not self._closed:
+                try:
+                    yield runner.call(anext(iterator))
+                except (StopAsyncIteration, concurrent.futures.CancelledError):
+                    return
+        finally:
+            if not self._closed:
+                runner.call(iterator.aclose())
+
+    def video(self) -> Iterator[Frame]:
+        """``(frame, metadata)`` for each returned frame until the stream ends or ``close``."""
+        return self._iterate(self._core.video)
+
+    def results(self) -> Iterator[Result]:
+        """``(frame, data, metadata)``, each frame paired with its own result message."""
+        return self._iterate(self._core.results)
+
+    def run(self) -> None:
+        """Calls the ``on_frame`` handlers for each frame until the stream ends or ``close``
+        (from a handler, say) or Ctrl-C; always closes the session."""
+        with self:
+            for frame, metadata in self.video():
+                for handler in self._core.frame_handlers:
+                    try:
+                        handler(frame, metadata)
+                    except Exception:
+                        # As inference-sdk: one failing frame does not end the session.
+                        log.exception("frame handler %s failed", handler)
+
+    def wait(self, timeout: float | None = None) -> None:
+        """Until the stream ends; ``TimeoutError`` after ``timeout`` seconds."""
+        self.start()
+        assert self._runner is not None
+        self._runner.call(self._core.wait(timeout))

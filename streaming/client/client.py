@@ -1,0 +1,110 @@
+"""Client(api_url, api_key).webrtc.stream(...): inference-sdk's entry points, our session."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .blocking import WebRTCSession
+from .config import StreamConfig
+from .errors import InvalidParameterError
+from .session import AsyncWebRTCSession
+from .sources import StreamSource
+
+__all__ = ["Client", "WebRTCClient"]
+
+
+def workflow_config(workflow: str | dict[str, Any], workspace: str | None) -> dict[str, Any]:
+    """A specification dict, or a workflow id that needs its workspace (as inference-sdk)."""
+    if isinstance(workflow, dict):
+        return {"workflow_specification": workflow}
+    if isinstance(workflow, str):
+        if not workspace:
+            raise InvalidParameterError(
+                "workspace is required when workflow is an id string "
+                f"(workflow={workflow!r}); pass workspace=... or a specification dict"
+            )
+        return {"workflow_id": workflow, "workspace_name": workspace}
+    raise InvalidParameterError(
+        f"workflow must be an id string or a specification dict, not {type(workflow).__name__}"
+    )
+
+
+class WebRTCClient:
+    def __init__(
+        self,
+        api_url: str,
+        api_key: str | None = None,
+        *,
+        connect_timeout: float = 30.0,
+        request_timeout: float = 90.0,
+    ) -> None:
+        self.api_url = api_url
+        self.api_key = api_key
+        self.connect_timeout = connect_timeout
+        self.request_timeout = request_timeout
+
+    def _session(
+        self,
+        source: StreamSource,
+        workflow: str | dict[str, Any],
+        image_input: str,
+        workspace: str | None,
+        config: StreamConfig | None,
+    ) -> AsyncWebRTCSession:
+        if not isinstance(source, StreamSource):
+            raise InvalidParameterError(
+                f"source must be a StreamSource (WebcamSource, ManualSource, ...), "
+                f"not {type(source).__name__}"
+            )
+        return AsyncWebRTCSession(
+            api_url=self.api_url,
+            api_key=self.api_key,
+            source=source,
+            workflow_config=workflow_config(workflow, workspace),
+            image_input=image_input,
+            config=config or StreamConfig(),
+            connect_timeout=self.connect_timeout,
+            request_timeout=self.request_timeout,
+        )
+
+    def stream(
+        self,
+        source: StreamSource,
+        *,
+        workflow: str | dict[str, Any],
+        image_input: str = "image",
+        workspace: str | None = None,
+        config: StreamConfig | None = None,
+    ) -> WebRTCSession:
+        """A session that starts on first use; see ``WebRTCSession``."""
+        return WebRTCSession(self._session(source, workflow, image_input, workspace, config))
+
+    def astream(
+        self,
+        source: StreamSource,
+        *,
+        workflow: str | dict[str, Any],
+        image_input: str = "image",
+        workspace: str | None = None,
+        config: StreamConfig | None = None,
+    ) -> AsyncWebRTCSession:
+        """The same session for code already on an event loop: ``async with ... as session``."""
+        return self._session(source, workflow, image_input, workspace, config)
+
+
+class Client:
+    """``Client("http://127.0.0.1:9001").webrtc.stream(source=..., workflow=...)``."""
+
+    def __init__(
+        self,
+        api_url: str = "http://127.0.0.1:9001",
+        api_key: str | None = None,
+        *,
+        connect_timeout: float = 30.0,
+        request_timeout: float = 90.0,
+    ) -> None:
+        self.api_url = api_url
+        self.api_key = api_key
+        self.webrtc = WebRTCClient(
+            api_url, api_key, connect_timeout=connect_timeout, request_timeout=request_timeout
+        )

@@ -1,0 +1,28 @@
+"""StreamConfig: the same fields and defaults as inference-sdk's."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["StreamConfig"]
+
+
+@dataclass
+class StreamConfig:
+    stream_output: list[str] | None = field(default_factory=list)
+    """Workflow outputs rendered onto the returned video track (the first one is used);
+    ``[]``: no video comes back; None (our extension): the workflow's first image output."""
+    data_output: list[str] = field(default_factory=list)
+    """Workflow outputs sent on the data channel; ``["*"]`` for all of them."""
+    realtime_processing: bool = True
+    """True: the server drops frames to keep up. False: every frame, paced by our ACKs."""
+    declared_fps: float | None = None
+    """Nominal fps for sources that cannot tell (sources that can take precedence)."""
+    turn_server: dict[str, str] | None = None
+    """``{"urls": ..., "username": ..., "credential": ...}``, used by both peers."""
+    workflow_parameters: dict[str, Any] = field(default_factory=dict)
+    requested_plan: str | None = None
+    requested_region: str | None = None
+    processing_timeout: int | None = None
+    """Session lifetime in seconds (the server caps it)."""

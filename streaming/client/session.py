@@ -1,0 +1,538 @@
+"""AsyncWebRTCSession: one streaming session on the caller's event loop.
+
+The blocking ``WebRTCSession`` runs this same object on a loop thread of its own.
+
+Flow: source (video track | upload | server-pulled URL) -> server; back come the processed
+video track (-> ``video()`` frames) and result messages on the ``inference`` channel
+(reassembled, gunzipped -> handlers, ``results()`` pairs, ACKs when the request asked for
+non-realtime processing).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import functools
+import inspect
+import json
+import logging
+import zlib
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Callable, Coroutine
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import cv2
+import httpx
+import numpy as np
+from aiortc import MediaStreamTrack, RTCPeerConnection, RTCSessionDescription
+from aiortc.mediastreams import MediaStreamError
+
+from ..buffering import FrameBuffer
+from ..peer.ice import build_configuration
+from ..protocol.chunking import Reassembler, maybe_gunzip
+from ..protocol.messages import IceServer, VideoMetadata
+from .config import StreamConfig
+from .errors import SessionStartError
+from .pairing import PtsPairer, rtp_ticks
+from .sources import StreamSource
+
+__all__ = ["AsyncWebRTCSession", "SessionStats"]
+
+log = logging.getLogger(__name__)
+
+Frame = tuple[np.ndarray, VideoMetadata]
+Result = tuple[np.ndarray | None, Any, VideoMetadata]
+
+_RECENT_METADATA = 64
+# After the completion message, how long the video track may lag behind it: RTP and the
+# data channel are separate paths, and the last frames usually arrive just after.
+_TAIL_GRACE_S = 2.0
+
+
+@dataclass
+class SessionStats:
+    frames_received: int = 0
+    """Frames that came back (video track or data channel)."""
+    messages_received: int = 0
+    malformed_messages: int = 0
+    """Chunks or messages that could not be read (logged, then skipped)."""
+    acks_sent: int = 0
+
+
+@functools.lru_cache(maxsize=256)
+def _positional_arity(handler: Callable[..., Any]) -> int:
+    try:
+        parameters = inspect.signature(handler).parameters.values()
+    except (TypeError, ValueError):
+        return 2
+    if any(p.kind is p.VAR_POSITIONAL for p in parameters):
+        return 2
+    return sum(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in parameters)
+
+
+async def _call(handler: Callable[..., Any], *args: Any) -> None:
+    """Calls a user's handler; coroutines are awaited."""
+    try:
+        outcome = handler(*args)
+        if inspect.isawaitable(outcome):
+            await outcome
+    except Exception:
+        # A user's handler failing must not end the session (inference-sdk logs them too).
+        log.exception("handler %s failed", getattr(handler, "__qualname__", handler))
+
+
+async def _invoke(handler: Callable[..., Any], value: Any, metadata: VideoMetadata) -> None:
+    """``handler(value, metadata)`` or ``handler(value)``, by the handler's signature."""
+    if _positional_arity(handler) >= 2:
+        await _call(handler, value, metadata)
+    else:
+        await _call(handler, value)
+
+
+def _server_message(response: httpx.Response) -> str:
+    try:
+        body = response.json()
+    except ValueError:
+        return response.text[:500] or response.reason_phrase
+    if isinstance(body, dict):
+        message = body.get("message") or body.get("detail")
+        if message:
+            return str(message)
+    return response.text[:500]
+
+
+class AsyncWebRTCSession:
+    """Use ``async with`` (starts on entry, closes on exit), or call ``start``/``close``."""
+
+    def __init__(
+        self,
+        *,
+        api_url: str,
+        api_key: str | None,
+        source: StreamSource,
+        workflow_config: dict[str, Any],
+        image_input: str,
+        config: StreamConfig,
+        connect_timeout: float = 30.0,
+        request_timeout: float = 90.0,
+        frame_buffer: int = 8,
+    ) -> None:
+        self.url = f"{api_url.rstrip('/')}/initialise_webrtc_worker"
+        self._api_key = api_key
+        self.source = source
+        self._workflow_config = workflow_config
+        self._image_input = image_input
+        self.config = config
+        self._connect_timeout = connect_timeout
+        self._request_timeout = request_timeout
+        self.stats = SessionStats()
+        self.termination_reason: str | None = None
+        self.reassembler = Reassembler()
+        self.pairer = PtsPairer()
+        self._frames: FrameBuffer[Frame] = FrameBuffer("drop_oldest", frame_buffer)
+        self._results: FrameBuffer[Result] = FrameBuffer("drop_oldest", frame_buffer)
+        self._recent: OrderedDict[int, VideoMetadata] = OrderedDict()
+        self._inbox: asyncio.Queue[bytes | str] = asyncio.Queue()
+        self._frame_handlers: list[Callable[..., Any]] = []
+        self._data_handlers: list[Callable[..., Any]] = []
+        self._field_handlers: dict[str, list[Callable[..., Any]]] = {}
+        self._error_handlers: list[Callable[..., Any]] = []
+        self._pc: RTCPeerConnection | None = None
+        self._channel: Any = None
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._state = "new"
+        self._start_lock = asyncio.Lock()
+        self._state_changed = asyncio.Event()
+        self._ended = asyncio.Event()
+        self._last_message_ticks: int | None = None
+        self._last_frame_ticks: int | None = None
+        self._tail_arrived = asyncio.Event()
+        self._closed = asyncio.Event()
+        self.send_acks = False
+        self.receives_video = False
+        self.video_in_messages = False
+
+    # ------------------------------------------------------------------ handlers
+
+    def on_frame(self, handler: Callable[..., Any]) -> Callable[..., Any]:
+        """``handler(frame, metadata)`` for each returned frame, called by ``run()``."""
+        self._frame_handlers.append(handler)
+        return handler
+
+    @property
+    def frame_handlers(self) -> tuple[Callable[..., Any], ...]:
+        return tuple(self._frame_handlers)
+
+    def on_data(self, field: str | Callable[..., Any] | None = None) -> Any:
+        """``@on_data``, ``@on_data()`` (whole ``serialized_output_data``) or
+        ``@on_data("name")`` (one output); handlers take ``(value)`` or ``(value, metadata)``."""
+        if callable(field):
+            self._data_handlers.append(field)
+            return field
+
+        def register(handler: Callable[..., Any]) -> Callable[..., Any]:
+            if field is None:
+                self._data_handlers.append(handler)
+            else:
+                self._field_handlers.setdefault(field, []).append(handler)
+            return handler
+
+        return register
+
+    def on_error(self, handler: Callable[..., Any]) -> Callable[..., Any]:
+        """``handler(errors)`` or ``handler(errors, metadata)`` for frames the server reported
+        errors for (they are also in ``metadata.errors``)."""
+        self._error_handlers.append(handler)
+        return handler
+
+    # ----------------------------------------------------------------- lifecycle
+
+    async def __aenter__(self) -> AsyncWebRTCSession:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        await self.close()
+
+    @property
+    def closed(self) -> bool:
+        return self._state == "closed"
+
+    async def start(self) -> None:
+        """Connect; idempotent. A failure raises one ``SessionStartError`` after cleanup."""
+        async with self._start_lock:
+            if self._state == "closed":
+                raise RuntimeError("this session is closed")
+            if self._state == "open":
+                return
+            try:
+                await self._connect()
+            except BaseException as exc:
+                await self.close()
+                if isinstance(exc, SessionStartError | asyncio.CancelledError):
+                    raise
+                if not isinstance(exc, Exception):
+                    raise
+                raise SessionStartError(
+                    f"cannot start a session with {self.url}: {type(exc).__name__}: {exc}",
+                    url=self.url,
+                ) from exc
+            self._state = "open"
+
+    async def close(self) -> None:
+        """Idempotent; safe from handlers and from any of the session's own tasks."""
+        if self._state == "closed":
+            await self._closed.wait()
+            return
+        self._state = "closed"
+        current = asyncio.current_task()
+        others = [t for t in self._tasks if t is not current]
+        for task in others:
+            task.cancel()
+        await asyncio.gather(*others, return_exceptions=True)
+        try:
+            await self.source.aclose()
+        finally:
+            if self._pc is not None:
+                await self._pc.close()
+            await self._end()
+            self._closed.set()
+
+    def _spawn(self, coro: Coroutine[Any, Any, Any]) -> None:
+        if self._state == "closed":
+            coro.close()
+            return
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._task_done)
+
+    def _task_done(self, task: asyncio.Task[Any]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("session task failed", exc_info=task.exception())
+
+    async def _end_after_tail(self) -> None:
+        if self.receives_video and not self._tail_seen():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._tail_arrived.wait(), _TAIL_GRACE_S)
+        await self._end()
+
+    def _tail_seen(self) -> bool:
+        last, seen = self._last_message_ticks, self._last_frame_ticks
+        return last is None or (seen is not None and seen >= last - self.pairer.tolerance)
+
+    async def _end(self) -> None:
+        """The stream is over: consumers drain what arrived, then stop."""
+        self._ended.set()
+        await self._frames.close()
+        await self._results.close()
+
+    # ---------------------------------------------------------------- connecting
+
+    async def _connect(self) -> None:
+        ice = [IceServer.model_validate(self.config.turn_server)] if self.config.turn_server else []
+        pc = RTCPeerConnection(build_configuration([], ice))
+        self._pc = pc
+        pc.on("connectionstatechange", self._on_connection_state)
+        pc.on("track", self._on_track)
+        channel = pc.createDataChannel("inference")
+        channel.on("message", self._inbox.put_nowait)
+        self._channel = channel
+        await self.source.attach(pc, self._spawn)
+        await pc.setLocalDescription(await pc.createOffer())
+        body = self._request_body(pc.localDescription.sdp)
+        answer = await self._post(body)
+        try:
+            await pc.setRemoteDescription(RTCSessionDescription(answer["sdp"], answer["type"]))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise SessionStartError(
+                f"{self.url} answered with an unusable SDP answer: {exc}", url=self.url
+            ) from None
+        self._spawn(self._dispatch_messages())
+        await self._wait_connected(pc)
+        await self.source.start(self._spawn)
+
+    def _request_body(self, sdp: str) -> dict[str, Any]:
+        config = self.config
+        workflow = {
+            "type": "WorkflowConfiguration",
+            "image_input_name": self._image_input,
+            "workflows_parameters": config.workflow_parameters,
+            **self._workflow_config,
+        }
+        body: dict[str, Any] = {
+            "workflow_configuration": workflow,
+            "webrtc_offer": {"type": "offer", "sdp": sdp},
+            "webrtc_realtime_processing": config.realtime_processing,
+            "stream_output": None if config.stream_output is None else list(config.stream_output),
+            "data_output": list(config.data_output),
+        }
+        if self._api_key is not None:
+            body["api_key"] = self._api_key
+        if config.turn_server:
+            body["webrtc_config"] = {"iceServers": [config.turn_server]}
+        optional = {
+            "declared_fps": config.declared_fps,
+            "requested_plan": config.requested_plan,
+            "requested_region": config.requested_region,
+            "processing_timeout": config.processing_timeout,
+        }
+        body.update({k: v for k, v in optional.items() if v is not None})
+        body.update(self.source.request_fields(config))
+        # Decided from the request actually sent: a VideoFileSource asks for non-realtime
+        # processing on its own, and the server then waits for our ACKs.
+        self.send_acks = not body["webrtc_realtime_processing"]
+        stream_output = body["stream_output"]
+        self.receives_video = stream_output is None or any(stream_output)
+        self.video_in_messages = bool(config.stream_output) and not self.receives_video
+        return body
+
+    async def _post(self, body: dict[str, Any]) -> dict[str, Any]:
+        try:
+            async with httpx.AsyncClient(timeout=self._request_timeout) as http:
+                response = await http.post(self.url, json=body)
+        except httpx.HTTPError as exc:
+            reason = str(exc) or type(exc).__name__
+            raise SessionStartError(f"cannot reach {self.url}: {reason}", url=self.url) from None
+        if response.status_code != 200:
+            message = _server_message(response)
+            raise SessionStartError(
+                f"{self.url} refused the session (HTTP {response.status_code}): {message}",
+                url=self.url,
+                status=response.status_code,
+                server_message=message,
+            )
+        try:
+            answer = response.json()
+        except ValueError:
+            answer = None
+        if not isinstance(answer, dict) or "sdp" not in answer:
+            raise SessionStartError(f"{self.url} did not answer with SDP", url=self.url)
+        return answer
+
+    async def _wait_connected(self, pc: RTCPeerConnection) -> None:
+        async def connected() -> None:
+            while pc.connectionState not in ("connected", "failed", "closed"):
+                self._state_changed.clear()
+                await self._state_changed.wait()
+
+        try:
+            await asyncio.wait_for(connected(), self._connect_timeout)
+        except TimeoutError:
+            raise SessionStartError(
+                f"no WebRTC connection to the server at {self.url} within "
+                f"{self._connect_timeout:g} s (ICE could not find a working path)",
+                url=self.url,
+            ) from None
+        if pc.connectionState != "connected":
+            raise SessionStartError(
+                f"the WebRTC connection to the server at {self.url} "
+                f"{pc.connectionState} while connecting (ICE/DTLS)",
+                url=self.url,
+            )
+
+    async def _on_connection_state(self) -> None:
+        self._state_changed.set()
+        if self._pc is not None and self._pc.connectionState in ("failed", "closed"):
+            await self._end()
+
+    # ------------------------------------------------------------------ receiving
+
+    def _on_track(self, track: MediaStreamTrack) -> None:
+        if track.kind == "video":
+            self._spawn(self._read_video(track))
+
+    async def _read_video(self, track: MediaStreamTrack) -> None:
+        while True:
+            try:
+                frame = await track.recv()
+            except MediaStreamError:
+                return
+            image = frame.to_ndarray(format="bgr24")
+            self.stats.frames_received += 1
+            ticks = rtp_ticks(frame.pts, frame.time_base)
+            metadata = self._recent.get(ticks) if ticks is not None else None
+            if metadata is None:
+                # Its message has not arrived yet: what the frame itself tells.
+                metadata = VideoMetadata(
+                    frame_id=frame.pts,
+                    received_at=datetime.now(),
+                    pts=frame.pts,
+                    time_base=float(frame.time_base),
+                    width=frame.width,
+                    height=frame.height,
+                )
+            if self._ended.is_set():
+                return
+            await self._frames.put((image, metadata))
+            if ticks is not None and (paired := self.pairer.add_frame(ticks, image)):
+                await self._results.put(paired)
+            if ticks is not None:
+                self._last_frame_ticks = ticks
+                if self._tail_seen():
+                    self._tail_arrived.set()
+
+    async def _dispatch_messages(self) -> None:
+        while True:
+            message = self._decode(await self._inbox.get())
+            if message is not None:
+                await self._handle(message)
+
+    def _decode(self, raw: bytes | str) -> dict[str, Any] | None:
+        try:
+            if isinstance(raw, bytes):
+                complete = self.reassembler.add(raw)
+                if complete is None:
+                    return None
+                raw = maybe_gunzip(complete[1])
+            message = json.loads(raw)
+            if not isinstance(message, dict):
+                raise ValueError(f"a result message must be a JSON object, not {message!r:.40}")
+            return message
+        except (ValueError, zlib.error, EOFError, OSError) as exc:
+            self.stats.malformed_messages += 1
+            log.warning("skipping an unreadable message from the server: %s", exc)
+            return None
+
+    async def _handle(self, message: dict[str, Any]) -> None:
+        self.stats.messages_received += 1
+        if message.get("processing_complete"):
+            self.termination_reason = message.get("termination_reason")
+            log.info("server finished the stream (%s)", self.termination_reason or "end of source")
+            self._spawn(self._end_after_tail())
+            return
+        errors = [str(e) for e in message.get("errors") or []]
+        try:
+            metadata = VideoMetadata.from_dict(message["video_metadata"], errors)
+        except (KeyError, TypeError, ValueError) as exc:
+            self.stats.malformed_messages += 1
+            log.warning("skipping a result message without valid video_metadata: %s", exc)
+            return
+        data = message.get("serialized_output_data")
+        if errors:
+            for handler in self._error_handlers:
+                await _invoke(handler, errors, metadata)
+        image = None
+        if self.video_in_messages and isinstance(data, dict):
+            image, data = self._image_from(data)
+        await self._route(image, data, metadata)
+        for handler in self._data_handlers:
+            await _invoke(handler, data, metadata)
+        if isinstance(data, dict):
+            for name, value in data.items():
+                for handler in self._field_handlers.get(name, ()):
+                    await _invoke(handler, value, metadata)
+        # After the handlers ran: the server sends more only as fast as we consume.
+        if self.send_acks and self._channel is not None and self._channel.readyState == "open":
+            self._channel.send(json.dumps({"ack": metadata.frame_id}))
+            self.stats.acks_sent += 1
+
+    async def _route(self, image: np.ndarray | None, data: Any, metadata: VideoMetadata) -> None:
+        ticks = rtp_ticks(metadata.pts, metadata.time_base)
+        if ticks is not None:
+            self._last_message_ticks = ticks
+            self._recent[ticks] = metadata
+            if len(self._recent) > _RECENT_METADATA:
+                self._recent.popitem(last=False)
+        if image is not None:
+            self.stats.frames_received += 1
+            await self._frames.put((image, metadata))
+        if self.receives_video and ticks is not None:
+            paired = self.pairer.add_data(ticks, data, metadata)
+            if paired is not None:
+                await self._results.put(paired)
+        else:
+            await self._results.put((image, data, metadata))
+
+    def _image_from(self, data: dict[str, Any]) -> tuple[np.ndarray | None, dict[str, Any]]:
+        """The first ``stream_output`` image in the message; those outputs leave ``data``."""
+        image = None
+        names = self.config.stream_output or []
+        for name in names:
+            value = data.get(name)
+            if image is None and isinstance(value, dict) and value.get("type") == "base64":
+                try:
+                    encoded = np.frombuffer(base64.b64decode(value["value"]), np.uint8)
+                    image = cv2.imdecode(encoded, cv2.IMREAD_COLOR)
+                except (KeyError, TypeError, ValueError):
+                    log.warning("output '%s' is not a readable image", name)
+        rest = {k: v for k, v in data.items() if k not in names}
+        return image, rest
+
+    # ------------------------------------------------------------------ consuming
+
+    async def video(self) -> AsyncIterator[Frame]:
+        """``(frame, metadata)`` for each returned frame until the stream ends.
+
+        ``metadata`` is the frame's result-message metadata when that message already
+        arrived; otherwise what the frame itself carries (``pts`` always matches)."""
+        await self.start()
+        while (item := await self._frames.get()) is not None:
+            yield item
+
+    async def results(self) -> AsyncIterator[Result]:
+        """``(frame, data, metadata)``: each returned frame with its own result message,
+        paired by pts within one 90 kHz tick. ``frame`` is None for sessions without video."""
+        await self.start()
+        while (item := await self._results.get()) is not None:
+            yield item
+
+    async def run(self) -> None:
+        """Calls the ``on_frame`` handlers for each frame until the stream ends; then closes."""
+        try:
+            async for frame, metadata in self.video():
+                for handler in self.frame_handlers:
+                    await _call(handler, frame, metadata)
+        finally:
+            await self.close()
+
+    async def wait(self, timeout: float | None = None) -> None:
+        """Until the stream ends; ``TimeoutError`` after ``timeout`` seconds."""
+        await self.start()
+        try:
+            await asyncio.wait_for(self._ended.wait(), timeout)
+        except TimeoutError:
+            raise TimeoutError(f"the stream did not end within {timeout:g} s") from None
