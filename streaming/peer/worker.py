@@ -13,7 +13,7 @@ import time
 import uuid
 from collections.abc import Callable, Coroutine
 from concurrent.futures import Executor
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import av
@@ -197,7 +197,7 @@ class PeerWorker:
             started = request.processing_session_started
             if started.tzinfo is None:
                 started = started.astimezone()
-            lifetime -= (datetime.now(timezone.utc) - started).total_seconds()
+            lifetime -= (datetime.now(UTC) - started).total_seconds()
         if lifetime > 0:
             await asyncio.sleep(lifetime)  # a timer: nothing else can tell us the time is up
         log.info("session %s reached its deadline", self.session_id[:8])
