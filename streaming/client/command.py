@@ -16,6 +16,7 @@ import threading
 import time
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from sinks import DisplayWindow, JsonLinesWriter, VideoRecorder
 from sources import FileSource, SourceError, SyntheticSource, decode_stamp
@@ -179,8 +180,14 @@ def _workflow(args: argparse.Namespace) -> tuple[str | dict[str, Any], str | Non
 
 def run(args: argparse.Namespace) -> int:
     settings = Settings()
+    host = urlsplit(args.api_url).hostname or ""
     if settings.ice_host_addresses:
         restrict_host_addresses(settings.ice_host_addresses)
+    elif host in ("127.0.0.1", "localhost", "::1"):
+        # aioice never offers loopback addresses; for a server on this machine they are the
+        # right ones (and the only ones on a loopback-only host). One session per process
+        # here, so the process-wide switch is ours to set.
+        restrict_host_addresses(["::1" if host == "::1" else "127.0.0.1"])
     progress = _Progress(None)
     try:
         source, live = _source(args, progress)

@@ -102,3 +102,5 @@ class ServerProcess:
                 self.process.kill()
                 self.process.wait()
         self._reader.join(5)
+        if self.process.stdout is not None:
+            self.process.stdout.close()
