@@ -62,7 +62,8 @@ def decode_stamp(image: np.ndarray) -> Stamp | None:
     block = _block(image.shape[1])
     if block < 8 or image.shape[0] < _ROWS * block:
         return None
-    gray = image.mean(axis=2) if image.ndim == 3 else image
+    band = image[: _ROWS * block]  # only the stamp rows: this runs on every received frame
+    gray = band.mean(axis=2) if band.ndim == 3 else band
     margin = block // 4
     value = 0
     for bit in range(_BITS):

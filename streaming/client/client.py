@@ -43,14 +43,36 @@ class WebRTCClient:
         self.connect_timeout = connect_timeout
         self.request_timeout = request_timeout
 
-    def _session(
+    def stream(
         self,
         source: StreamSource,
+        *,
         workflow: str | dict[str, Any],
-        image_input: str,
-        workspace: str | None,
-        config: StreamConfig | None,
+        image_input: str = "image",
+        workspace: str | None = None,
+        config: StreamConfig | None = None,
+    ) -> WebRTCSession:
+        """A session that starts on first use; see ``WebRTCSession``."""
+        return WebRTCSession(
+            self.astream(
+                source,
+                workflow=workflow,
+                image_input=image_input,
+                workspace=workspace,
+                config=config,
+            )
+        )
+
+    def astream(
+        self,
+        source: StreamSource,
+        *,
+        workflow: str | dict[str, Any],
+        image_input: str = "image",
+        workspace: str | None = None,
+        config: StreamConfig | None = None,
     ) -> AsyncWebRTCSession:
+        """The same session for code already on an event loop: ``async with ... as session``."""
         if not isinstance(source, StreamSource):
             raise InvalidParameterError(
                 f"source must be a StreamSource (WebcamSource, ManualSource, ...), "
@@ -66,30 +88,6 @@ class WebRTCClient:
             connect_timeout=self.connect_timeout,
             request_timeout=self.request_timeout,
         )
-
-    def stream(
-        self,
-        source: StreamSource,
-        *,
-        workflow: str | dict[str, Any],
-        image_input: str = "image",
-        workspace: str | None = None,
-        config: StreamConfig | None = None,
-    ) -> WebRTCSession:
-        """A session that starts on first use; see ``WebRTCSession``."""
-        return WebRTCSession(self._session(source, workflow, image_input, workspace, config))
-
-    def astream(
-        self,
-        source: StreamSource,
-        *,
-        workflow: str | dict[str, Any],
-        image_input: str = "image",
-        workspace: str | None = None,
-        config: StreamConfig | None = None,
-    ) -> AsyncWebRTCSession:
-        """The same session for code already on an event loop: ``async with ... as session``."""
-        return self._session(source, workflow, image_input, workspace, config)
 
 
 class Client:

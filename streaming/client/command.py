@@ -14,6 +14,7 @@ import re
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -78,6 +79,7 @@ class _Progress:
 
     def __init__(self, total: int | None, stream: Any = sys.stderr) -> None:
         self.total = total
+        self.frames_sent: Callable[[], int | None] = lambda: None
         self.done = 0
         self.latency_ms: float | None = None
         self.latency_kind = ""
@@ -105,26 +107,26 @@ class _Progress:
             with self._lock:
                 self.latency_ms, self.latency_kind = age_ms, "end-to-end"
 
-    def line(self, dropped: int | None) -> str:
+    def line(self) -> str:
         elapsed = max(1e-6, time.monotonic() - self._started)
         done = f"{self.done}/{self.total}" if self.total else str(self.done)
         parts = [f"{self._upload}frames {done}", f"{self.done / elapsed:.1f} fps"]
         if self.latency_ms is not None:
             parts.append(f"latency {self.latency_ms:.0f} ms ({self.latency_kind})")
-        if dropped is not None:
-            parts.append(f"dropped {dropped}")
+        if (sent := self.frames_sent()) is not None:
+            parts.append(f"dropped {max(0, sent - self.done)}")
         return " | ".join(parts)
 
-    def _print(self, force: bool = False, dropped: int | None = None) -> None:
+    def _print(self, force: bool = False) -> None:
         now = time.monotonic()
         if force or now - self._printed >= 0.5:
             self._printed = now
-            self._stream.write("\r" + self.line(dropped) + "\033[K")
+            self._stream.write("\r" + self.line() + "\033[K")
             self._stream.flush()
 
-    def finish(self, dropped: int | None) -> None:
+    def finish(self) -> None:
         with self._lock:
-            self._stream.write("\r" + self.line(dropped) + "\033[K\n")
+            self._stream.write("\r" + self.line() + "\033[K\n")
             self._stream.flush()
 
 
@@ -195,6 +197,10 @@ def run(args: argparse.Namespace) -> int:
     except (InvalidParameterError, ValueError) as exc:
         print(f"visionstream stream: {exc}", file=sys.stderr)
         return 2
+    # Local sources have a track once the session starts: dropped = frames sent - results.
+    progress.frames_sent = lambda: getattr(getattr(source, "track", None), "frames_sent", None)
+    # Only synthetic frames carry a stamp; decoding one elsewhere is wasted per-frame work.
+    stamped = _SYNTHETIC.match(args.source) is not None
     realtime = live if args.realtime is None else args.realtime
     wants_video = args.display or args.record is not None
     config = StreamConfig(
@@ -233,7 +239,7 @@ def run(args: argparse.Namespace) -> int:
         with session:
             if wants_video:
                 for frame, metadata in session.video():
-                    stamp = decode_stamp(frame)
+                    stamp = decode_stamp(frame) if stamped else None
                     progress.frame(stamp.age_ms() if stamp else None)
                     if recorder is not None:
                         seconds = (metadata.pts or 0) * (metadata.time_base or 0) or None
@@ -251,8 +257,7 @@ def run(args: argparse.Namespace) -> int:
         for sink in (recorder, jsonl, window):
             if sink is not None:
                 sink.close()
-    sent = getattr(getattr(source, "track", None), "frames_sent", None)
-    progress.finish(None if sent is None else max(0, sent - progress.done))
+    progress.finish()
     if session.termination_reason:
         print(f"server ended the stream: {session.termination_reason}", file=sys.stderr)
     return code
