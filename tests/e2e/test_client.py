@@ -36,6 +36,21 @@ def synthetic(frames: int | None, fps: float = 20) -> FrameSourceStream:
     return FrameSourceStream(lambda: SyntheticSource(320, 240, fps=fps, frames=frames))
 
 
+def assert_paired_by_stamp(pairs: list[tuple[np.ndarray, Any]]) -> None:
+    """Every frame whose stamp survived the trip carries its own metadata, in order.
+
+    The synthetic source stamps pts = index * 4500 (20 fps on the 90 kHz clock). A frame may
+    lose its stamp for a reason outside the code under test: a UDP packet dropped on a loaded
+    loopback leaves VP8 to conceal the gap. The stamp's checksum makes a misread impossible
+    in practice, so a readable stamp that disagrees with the metadata is a pairing bug.
+    """
+    readable = [(stamp, m) for frame, m in pairs if (stamp := decode_stamp(frame)) is not None]
+    assert len(readable) >= len(pairs) - 3, f"only {len(readable)} of {len(pairs)} stamps read"
+    assert all(m.pts == stamp.index * 4500 for stamp, m in readable)
+    indices = [stamp.index for stamp, _ in readable]
+    assert indices == sorted(indices)
+
+
 def test_manual_source_round_trip_with_every_on_data_form(server, photos):
     source = ManualSource()
     session = Client(server.url).webrtc.stream(source, workflow=DETECT_SPEC, config=BOTH)
@@ -95,12 +110,8 @@ def test_results_pairs_each_returned_frame_with_its_own_message(server):
     results = list(session.results())  # ends with the server's completion message
     session.close()
     assert len(results) >= 28  # the connection may eat the very first keyframe
-    for frame, data, metadata in results:
-        stamp = decode_stamp(frame)
-        assert stamp is not None
-        # The synthetic source stamps pts = index * 4500 (20 fps on the 90 kHz clock).
-        assert metadata.pts == stamp.index * 4500
-        assert "predictions" in data
+    assert_paired_by_stamp([(frame, metadata) for frame, _, metadata in results])
+    assert all("predictions" in data for _, data, _ in results)
     assert session.termination_reason is None
 
 
@@ -288,11 +299,9 @@ async def test_asyncio_form(server):
     stamps = []
     async with client.webrtc.astream(synthetic(20), workflow=DETECT_SPEC, config=BOTH) as session:
         async for frame, metadata in session.video():
-            stamp = decode_stamp(frame)
-            assert stamp is not None and metadata.pts == stamp.index * 4500
-            stamps.append(stamp.index)
+            stamps.append((frame, metadata))
     assert session.closed and len(stamps) >= 18
-    assert stamps == sorted(stamps)
+    assert_paired_by_stamp(stamps)
 
 
 def test_cli_records_a_playable_mp4_and_one_json_line_per_frame(server, tmp_path):
@@ -312,4 +321,4 @@ def test_cli_records_a_playable_mp4_and_one_json_line_per_frame(server, tmp_path
     with av.open(str(video)) as container:
         decoded = [f.to_ndarray(format="bgr24") for f in container.decode(video=0)]
     indices = [s.index for s in map(decode_stamp, decoded) if s]
-    assert len(indices) >= frames - 2 and indices == sorted(indices)
+    assert len(indices) >= frames - 3 and indices == sorted(indices)
