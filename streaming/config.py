@@ -58,7 +58,7 @@ class Settings(BaseSettings):
     ice_gathering_timeout_s: float = Field(default=5.0, gt=0)
     """Longest wait for the server's ICE gathering before the offer fails (504)."""
 
-    ack_window: int = Field(default=4, ge=1)
+    ack_window: int = Field(default=8, ge=1)
     """Processed-but-unacknowledged frames allowed in non-realtime mode once ACKs flow."""
     input_queue_frames: int = Field(default=120, ge=1)
     """Bound of the non-realtime input FIFO; overflow drops the oldest frame and reports it."""
@@ -70,6 +70,12 @@ class Settings(BaseSettings):
     """The channel's ``bufferedAmountLowThreshold``: sending resumes below it."""
     datachannel_drain_timeout_s: float = Field(default=120.0, gt=0)
     """Longest wait for a congested channel before the rest of a message is abandoned."""
+    max_upload_bytes: int = Field(default=2 * 1024**3, ge=1)
+    """Largest uploaded video file; checked on the first chunk and on every byte after."""
+    upload_dir: Path | None = None
+    """Where uploads are written while their session lives (default: the system temp dir)."""
+    decode_queue_frames: int = Field(default=8, ge=1)
+    """Decoded frames an uploaded file's reader runs ahead; when full, decoding pauses."""
     jpeg_quality: int = Field(default=80, ge=1, le=100)
     """Quality of JPEG images serialized into data-channel results."""
     gzip_level: int = Field(default=6, ge=1, le=9)

@@ -35,6 +35,21 @@ class Metrics:
             "Result messages not delivered (no open channel, congestion)",
             registry=self.registry,
         )
+        self.acks_received = Counter(
+            "visionstream_acks_received",
+            "ACK control messages from clients",
+            registry=self.registry,
+        )
+        self.upload_bytes = Counter(
+            "visionstream_upload_bytes",
+            "Bytes of completed video uploads",
+            registry=self.registry,
+        )
+        self.uploads_refused = Counter(
+            "visionstream_uploads_refused",
+            "Uploads ended by a protocol error or a limit",
+            registry=self.registry,
+        )
         self.stage_ms = Histogram(
             "visionstream_stage_milliseconds",
             "Per-frame time spent in each processing stage",

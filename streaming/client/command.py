@@ -91,7 +91,7 @@ class _Progress:
 
     def upload(self, done: int, total: int) -> None:
         with self._lock:
-            self._upload = f"upload {100 * done // total}% "
+            self._upload = f"upload {_bar(done, total)} {100 * done // total}% | "
             self._print(force=done == total)
 
     def result(self, metadata: VideoMetadata) -> None:
@@ -109,7 +109,11 @@ class _Progress:
 
     def line(self) -> str:
         elapsed = max(1e-6, time.monotonic() - self._started)
-        done = f"{self.done}/{self.total}" if self.total else str(self.done)
+        done = (
+            f"{_bar(self.done, self.total)} {self.done}/{self.total}"
+            if self.total
+            else str(self.done)
+        )
         parts = [f"{self._upload}frames {done}", f"{self.done / elapsed:.1f} fps"]
         if self.latency_ms is not None:
             parts.append(f"latency {self.latency_ms:.0f} ms ({self.latency_kind})")
@@ -128,6 +132,11 @@ class _Progress:
         with self._lock:
             self._stream.write("\r" + self.line() + "\033[K\n")
             self._stream.flush()
+
+
+def _bar(done: int, total: int, width: int = 20) -> str:
+    filled = min(width, width * done // max(1, total))
+    return "[" + "#" * filled + "-" * (width - filled) + "]"
 
 
 def _source(args: argparse.Namespace, progress: _Progress) -> tuple[StreamSource, bool]:

@@ -19,6 +19,8 @@ import av
 import cv2
 import numpy as np
 
+from sources.base import SourceFrame
+
 from ..errors import InvalidRequest
 from ..protocol.messages import ResultMessage, VideoMetadata
 from ..workflows.blocks.base import FrameState, WorkflowImage
@@ -123,13 +125,15 @@ class FrameProcessor:
     ) -> None:
         self.workflow = workflow
         self.selection = selection
-        self._declared_fps = declared_fps
+        self.declared_fps = declared_fps
+        """Replaced by an uploaded file's own frame rate once it is opened."""
+        self.from_file = False
         self._jpeg_quality = jpeg_quality
         self._gzip_level = gzip_level
 
     def process(
         self,
-        frame: av.VideoFrame,
+        frame: av.VideoFrame | SourceFrame,
         frame_id: int,
         received_at: datetime,
         queue_wait_ms: float,
@@ -140,7 +144,8 @@ class FrameProcessor:
         """Blocking: run in a worker thread. ``errors`` is owned by this frame."""
         started = time.perf_counter()
         selection = self.selection  # one consistent view even if a control message swaps it
-        image = frame.to_ndarray(format="bgr24")
+        # Decoded files arrive as BGR already (decoded and turned upright on the reader's thread).
+        image = frame.image if isinstance(frame, SourceFrame) else frame.to_ndarray(format="bgr24")
         state = FrameState()
         state.timer["convert"] = (time.perf_counter() - started) * 1000
         time_base = float(frame.time_base) if frame.time_base is not None else None
@@ -148,9 +153,9 @@ class FrameProcessor:
             "video_identifier": "webrtc",
             "frame_number": frame_id,
             "frame_timestamp": received_at.isoformat(),
-            "fps": self._declared_fps,
+            "fps": self.declared_fps,
             "measured_fps": None,
-            "comes_from_video_file": False,
+            "comes_from_video_file": self.from_file,
         }
         try:
             outputs = self.workflow.run(image, workflow_metadata, state)
@@ -179,9 +184,9 @@ class FrameProcessor:
             received_at=received_at,
             pts=frame.pts,
             time_base=time_base,
-            declared_fps=self._declared_fps,
-            width=frame.width,
-            height=frame.height,
+            declared_fps=self.declared_fps,
+            width=image.shape[1],
+            height=image.shape[0],
             queue_wait_ms=round(queue_wait_ms, 3),
             inference_ms=round(timer.get("inference", 0.0), 3),
             processing_ms=round((time.perf_counter() - started) * 1000, 3),

@@ -1,8 +1,11 @@
 """PeerWorker: one WebRTC session — its peer connection, its tasks, and their teardown.
 
-Flow: client video track -> reader task -> FrameBuffer (latest | bounded FIFO) -> session
-loop (ACK gate -> FrameProcessor in a worker thread) -> OutboundVideoTrack + ResultChannel.
-The worker owns every task it starts; ``close`` is idempotent, cancels them and awaits them.
+Flow: the session's one video source -> reader task -> FrameBuffer -> session loop (ACK gate
+-> FrameProcessor in a worker thread) -> OutboundVideoTrack + ResultChannel. The source is the
+client's video track (buffer: latest | bounded FIFO) or a file uploaded on ``video_upload``,
+written to disk and decoded on a thread (buffer: latest at native rate | bounded and waiting,
+so decoding pauses instead of dropping). The worker owns every task it starts; ``close`` is
+idempotent, cancels them, awaits them and deletes the upload.
 """
 
 from __future__ import annotations
@@ -20,7 +23,9 @@ import av
 from aiortc import MediaStreamTrack, RTCDataChannel, RTCPeerConnection, RTCSessionDescription
 from aiortc.mediastreams import MediaStreamError
 
-from ..buffering import FrameBuffer
+from sources import FileSource, SourceError, SourceFrame
+
+from ..buffering import BufferClosed, FrameBuffer
 from ..config import Settings
 from ..errors import InvalidOffer, UpstreamTimeout
 from ..metrics import Metrics
@@ -35,12 +40,17 @@ from .ice import build_configuration
 from .processor import FrameProcessor, OutputSelection
 from .result_channel import ResultChannel
 from .tracks import OutboundVideoTrack
+from .upload import UploadError, UploadReceiver, UploadStatus
 
 __all__ = ["PeerWorker"]
 
 log = logging.getLogger(__name__)
 
 UPLOAD_CHANNEL = "video_upload"
+UPLOAD_LABEL = "the uploaded video"
+
+InputItem = tuple[av.VideoFrame | SourceFrame, datetime, float]
+"""A frame with when it was received (wall clock for the metadata, monotonic for waits)."""
 _FIRST_RESULT_CHANNEL_WAIT_S = 2.0
 _COMPLETION_FLUSH_S = 2.0
 
@@ -78,11 +88,11 @@ class PeerWorker:
         self._on_closed = on_closed
         realtime = request.webrtc_realtime_processing
         self.realtime = realtime
-        self._input: FrameBuffer[tuple[av.VideoFrame, datetime, float]] = (
-            FrameBuffer("latest")
-            if realtime
-            else FrameBuffer("drop_oldest", settings.input_queue_frames)
-        )
+        # Created when the source appears: its kind decides the strategy.
+        self._input: FrameBuffer[InputItem] | None = None
+        self._input_ready = asyncio.Event()
+        self._upload: UploadReceiver | None = None
+        self._file: FileSource | None = None
         self._acks = AckGate(settings.ack_window, enabled=not realtime)
         self._results = ResultChannel(
             settings.datachannel_high_water_bytes,
@@ -94,6 +104,7 @@ class PeerWorker:
         self._tasks: set[asyncio.Task[Any]] = set()
         self._source_attached = False
         self._pending_errors: list[str] = []
+        self._source_errors: list[str] = []  # why the source ended: after the last frame
         self._dropped_reported = 0
         self._termination_reason: str | None = None
         self._last_send_ms = 0.0
@@ -163,8 +174,13 @@ class PeerWorker:
             if task is not current:
                 task.cancel()
         await asyncio.gather(*(t for t in self._tasks if t is not current), return_exceptions=True)
-        await self._input.close(discard=True)
+        if self._input is not None:
+            await self._input.close(discard=True)
         await self._acks.close()
+        if self._file is not None:
+            self._file.close()
+        if self._upload is not None:
+            self._upload.close()
         if self._out_track is not None:
             await self._out_track.finish()
             self._out_track.stop()
@@ -182,7 +198,7 @@ class PeerWorker:
     async def _terminate(self, reason: str | None) -> None:
         """End processing: the session loop sends the completion message and closes."""
         self._termination_reason = reason
-        await self._input.close(discard=True)
+        await self._input_or_empty().close(discard=True)
         await self._acks.close()
 
     async def _expire_at_deadline(self) -> None:
@@ -229,15 +245,19 @@ class PeerWorker:
     def _on_track(self, track: MediaStreamTrack) -> None:
         if track.kind == "video" and not self._source_attached:
             self._source_attached = True
-            self._spawn(self._read_source(track))
+            buffer: FrameBuffer[InputItem] = (
+                FrameBuffer("latest")
+                if self.realtime
+                else FrameBuffer("drop_oldest", self._settings.input_queue_frames)
+            )
+            self._spawn(self._read_track(track, self._attach_input(buffer)))
         else:
             # First video track wins; anything else is drained so aiortc's queue stays empty.
             self._spawn(self._discard(track))
 
     def _on_datachannel(self, channel: RTCDataChannel) -> None:
         if channel.label == UPLOAD_CHANNEL:
-            self._pending_errors.append("video upload is not supported by this server yet")
-            channel.close()
+            self._receive_upload(channel)
             return
         self._results.attach(channel)
         channel.on("message", self._on_control_message)
@@ -250,6 +270,7 @@ class PeerWorker:
             self._pending_errors.append(str(exc))
             return
         if control.ack is not None:
+            self._metrics.acks_received.inc()
             self._spawn(self._acks.ack(control.ack))
         if control.stream_output is not None:
             self._switch_stream_output(control.stream_output)
@@ -273,9 +294,68 @@ class PeerWorker:
         stream = names[0] if names else ""
         self._processor.selection = OutputSelection(stream, current.data_mode, current.data_names)
 
+    def _receive_upload(self, channel: RTCDataChannel) -> None:
+        """The file arrives on ``channel``; once complete it becomes the session's source."""
+        if self._source_attached:
+            self._pending_errors.append("video_upload ignored: the session already has a source")
+            channel.close()
+            return
+        self._source_attached = True
+        try:
+            receiver = UploadReceiver(self._settings.max_upload_bytes, self._settings.upload_dir)
+        except OSError as exc:
+            log.error("session %s: cannot create an upload file: %s", self.session_id[:8], exc)
+            channel.close()
+            self._spawn(self._end_input("the server cannot store uploads right now"))
+            return
+        self._upload = receiver
+
+        def on_message(message: str | bytes) -> None:
+            data = message.encode() if isinstance(message, str) else message
+            try:
+                status = receiver.feed(data)
+            except UploadError as exc:
+                log.info("session %s: upload refused: %s", self.session_id[:8], exc)
+                self._metrics.uploads_refused.inc()
+                channel.remove_listener("message", on_message)
+                channel.close()
+                self._spawn(self._end_input(str(exc)))
+                return
+            if status is UploadStatus.KEEPALIVE:
+                channel.send(message)
+            elif status is UploadStatus.COMPLETE:
+                self._metrics.upload_bytes.inc(receiver.bytes_received)
+                self._spawn(self._play_upload(receiver))
+
+        def on_close() -> None:
+            if not (receiver.complete or receiver.failed or self._closing):
+                self._spawn(
+                    self._end_input("the upload channel closed before the file was complete")
+                )
+
+        channel.on("message", on_message)
+        channel.on("close", on_close)
+
     # -------------------------------------------------------------------- tasks
 
-    async def _read_source(self, track: MediaStreamTrack) -> None:
+    def _attach_input(self, buffer: FrameBuffer[InputItem]) -> FrameBuffer[InputItem]:
+        self._input = buffer
+        self._input_ready.set()
+        return buffer
+
+    def _input_or_empty(self) -> FrameBuffer[InputItem]:
+        """The input; a session ending before it had one gets an empty one to close."""
+        return self._input if self._input is not None else self._attach_input(FrameBuffer("latest"))
+
+    async def _end_input(self, error: str | None) -> None:
+        """No more frames will come; ``error`` (if any) reaches the client after the last
+        frame's result, just before the completion message."""
+        if error:
+            self._source_errors.append(error)
+        await self._input_or_empty().close()
+
+    async def _read_track(self, track: MediaStreamTrack, buffer: FrameBuffer[InputItem]) -> None:
+        reason = "latest_frame_wins" if self.realtime else "input_queue_full"
         try:
             while True:
                 try:
@@ -283,12 +363,47 @@ class PeerWorker:
                 except MediaStreamError:
                     break
                 self._metrics.frames_received.inc()
-                entry = (frame, datetime.now(), time.perf_counter())
-                if await self._input.put(entry):
-                    reason = "latest_frame_wins" if self.realtime else "input_queue_full"
+                if await buffer.put((frame, datetime.now(), time.perf_counter())):
                     self._metrics.frames_dropped.labels(reason).inc()
+        except BufferClosed:
+            pass  # the session is ending
         finally:
-            await self._input.close()
+            await buffer.close()
+
+    async def _play_upload(self, receiver: UploadReceiver) -> None:
+        """Decode the uploaded file on a thread: at its own rate dropping late frames
+        (realtime), or every frame, waiting whenever the session's buffer is full."""
+        source = FileSource(receiver.path, self.realtime, UPLOAD_LABEL, defer_open=True)
+        self._file = source  # close() closes it, even while it is being opened
+        try:
+            await asyncio.to_thread(source.open)
+        except SourceError as exc:
+            await self._end_input(str(exc))
+            return
+        self._processor.from_file = True
+        if source.fps:
+            self._processor.declared_fps = source.fps
+        log.info(
+            "session %s: uploaded video of %d bytes, %s frames at %s fps",
+            self.session_id[:8],
+            receiver.bytes_received,
+            source.frame_count or "unknown",
+            f"{source.fps:g}" if source.fps else "unknown",
+        )
+        buffer: FrameBuffer[InputItem] = (
+            FrameBuffer("latest")
+            if self.realtime
+            else FrameBuffer("wait", self._settings.decode_queue_frames)
+        )
+        self._attach_input(buffer)
+        try:
+            while (frame := await asyncio.to_thread(source.read)) is not None:
+                self._metrics.frames_received.inc()
+                if await buffer.put((frame, datetime.now(), time.perf_counter())):
+                    self._metrics.frames_dropped.labels("late_frame").inc()
+        except BufferClosed:
+            return  # the session is ending
+        await self._end_input(source.error)
 
     @staticmethod
     async def _discard(track: MediaStreamTrack) -> None:
@@ -298,21 +413,23 @@ class PeerWorker:
         except MediaStreamError:
             pass
 
-    def _take_errors(self) -> list[str]:
+    def _take_errors(self, source: FrameBuffer[InputItem]) -> list[str]:
         errors, self._pending_errors = self._pending_errors, []
-        if not self.realtime and self._input.dropped > self._dropped_reported:
+        if not self.realtime and source.dropped > self._dropped_reported:
             errors.append(
-                f"input queue full ({self._input.capacity} frames): dropped "
-                f"{self._input.dropped - self._dropped_reported} oldest frames"
+                f"input queue full ({source.capacity} frames): dropped "
+                f"{source.dropped - self._dropped_reported} oldest frames"
             )
-            self._dropped_reported = self._input.dropped
+            self._dropped_reported = source.dropped
         return errors
 
     async def _session_loop(self) -> None:
         loop = asyncio.get_running_loop()
+        await self._input_ready.wait()
+        source = self._input_or_empty()
         frame_id = 0
         while await self._acks.wait_turn(frame_id + 1):
-            item = await self._input.get()
+            item = await source.get()
             if item is None:
                 break
             frame, received_at, received_mono = item
@@ -325,8 +442,11 @@ class PeerWorker:
                 frame_id,
                 received_at,
                 queue_wait_ms,
-                self._take_errors(),
-                {"previous_send_ms": round(self._last_send_ms, 3)},
+                self._take_errors(source),
+                {
+                    "previous_send_ms": round(self._last_send_ms, 3),
+                    "dropped_frames": source.dropped,
+                },
                 self._out_track is not None,
             )
             self.frames_processed = frame_id
@@ -349,9 +469,14 @@ class PeerWorker:
         if self._out_track is not None:
             await self._out_track.finish()
         await self._results.wait_attached(_FIRST_RESULT_CHANNEL_WAIT_S)
+        last_id = frames
+        if errors := self._pending_errors + self._source_errors:
+            self._pending_errors, self._source_errors = [], []
+            last_id += 1
+            await self._results.send(last_id, ResultMessage.notice(frames, errors).to_json())
         completion = ResultMessage.completion(frames, reason).to_json()
-        # Header id frames+1: never collides with the last frame's message id.
-        await self._results.send(frames + 1, completion)
+        # Header id one past the last message's: ids never collide.
+        await self._results.send(last_id + 1, completion)
         await self._results.flush(_COMPLETION_FLUSH_S)
         if reason is not None:
             # Only the deadline path closes from the server side; after a normal end of

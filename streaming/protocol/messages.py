@@ -188,19 +188,32 @@ class ResultMessage:
     @classmethod
     def completion(cls, frames_processed: int, reason: str | None) -> ResultMessage:
         return cls(
-            video_metadata={
-                "frame_id": frames_processed,
-                "received_at": datetime.now().isoformat(),
-                "pts": None,
-                "time_base": None,
-                "declared_fps": None,
-                "measured_fps": None,
-                "width": None,
-                "height": None,
-            },
+            video_metadata=_frameless_metadata(frames_processed),
             processing_complete=True,
             termination_reason=reason,
         )
+
+    @classmethod
+    def notice(cls, frames_processed: int, errors: list[str]) -> ResultMessage:
+        """Errors that belong to no frame (a refused upload, an unreadable file).
+
+        Sent as an ordinary message just before the completion: inference-sdk reads no
+        errors from the completion message, so there they would reach nobody.
+        """
+        return cls(video_metadata=_frameless_metadata(frames_processed), errors=errors)
+
+
+def _frameless_metadata(frames_processed: int) -> dict[str, Any]:
+    return {
+        "frame_id": frames_processed,
+        "received_at": datetime.now().isoformat(),
+        "pts": None,
+        "time_base": None,
+        "declared_fps": None,
+        "measured_fps": None,
+        "width": None,
+        "height": None,
+    }
 
 
 class ControlMessage(_Lenient):
