@@ -7,6 +7,7 @@ import asyncio
 import httpx
 import pytest
 
+from streaming.config import Settings
 from tests.conftest import DETECT_SPEC, load_photo
 from tests.support.peer import LoopbackPeer
 
@@ -96,24 +97,25 @@ async def test_deadline_ends_session_with_timeout_reached(server):
 
 
 async def test_ack_window_paces_production_without_dropping(server, photos):
+    window = Settings().ack_window  # what the server process read from the same environment
     peer = await _session(server, webrtc_realtime_processing=False)
     image = load_photo(photos, "eagle.jpg")
     try:
         for _ in range(2):  # the server sees a frame once the next one was sent
             peer.track.send(image)
         await peer.wait_for(lambda: len(peer.results) >= 1)
-        peer.send_control({"ack": 1})  # pacing starts with the first ACK; window is 4
-        for _ in range(12):
+        peer.send_control({"ack": 1})  # pacing starts with the first ACK
+        for _ in range(3 * window):
             peer.track.send(image)
-        await peer.wait_for(lambda: len(peer.results) >= 5)
-        # Frames 2..5 are within ack 1 + window 4; frame 6 must wait for another ACK.
-        stalled = peer.wait_for(lambda: len(peer.results) >= 6, timeout=1.5)
+        await peer.wait_for(lambda: len(peer.results) >= 1 + window)
+        # Frames 2..1+window are within ack 1 + window; the next must wait for another ACK.
+        stalled = peer.wait_for(lambda: len(peer.results) >= 2 + window, timeout=1.5)
         with pytest.raises(TimeoutError):
             await stalled
-        peer.send_control({"ack": 5})
-        await peer.wait_for(lambda: len(peer.results) >= 9)
-        peer.send_control({"ack": 100})
-        await peer.wait_for(lambda: len(peer.results) >= 13)
+        peer.send_control({"ack": 1 + window})
+        await peer.wait_for(lambda: len(peer.results) >= 1 + 2 * window)
+        peer.send_control({"ack": 1000})
+        await peer.wait_for(lambda: len(peer.results) >= 1 + 3 * window)
     finally:
         await _closed(server, peer)
     ids = [r["video_metadata"]["frame_id"] for r in peer.results]

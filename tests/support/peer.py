@@ -1,7 +1,8 @@
 """A protocol-level aiortc client: sends frames we make, collects results and returned frames.
 
 The inference-sdk client is tested as-is elsewhere; this one exists for what that client
-cannot do on purpose: send hostile control messages, skip the video track, hold sessions.
+cannot do on purpose: send hostile control messages and uploads, skip the video track, hold
+sessions.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import fractions
 import json
+from collections.abc import Iterable
 from typing import Any
 
 import av
@@ -66,10 +68,17 @@ class LoopbackPeer:
         self._changed = asyncio.Condition()
         self._reassembler = Reassembler()
         self.channel = None
+        self.upload_channel = None
+        self.upload_echoes: list[bytes | str] = []
         self.connected = asyncio.Event()
         self._tasks: set[asyncio.Future] = set()
 
-    async def offer_body(self, video: bool = True, channel: bool = True, **fields: Any) -> dict:
+    async def offer_body(
+        self, video: bool = True, channel: bool = True, upload: bool = False, **fields: Any
+    ) -> dict:
+        if upload:
+            self.upload_channel = self.pc.createDataChannel("video_upload")
+            self.upload_channel.on("message", self.upload_echoes.append)
         if video:
             self.track = QueuedVideoTrack()
             self.pc.addTrack(self.track)
@@ -145,6 +154,24 @@ class LoopbackPeer:
         for sender in self.pc.getSenders():
             if sender.track is self.track:
                 await sender.stop()
+
+    async def send_upload(self, messages: Iterable[bytes | str]) -> None:
+        """Send on ``video_upload`` once it is open, keeping aiortc's queue short."""
+        channel = self.upload_channel
+        assert channel is not None
+        changed = asyncio.Event()
+        for event in ("open", "bufferedamountlow", "close"):
+            channel.on(event, changed.set)
+        channel.bufferedAmountLowThreshold = 1 << 18
+        for message in messages:
+            while channel.readyState == "connecting" or (
+                channel.readyState == "open" and channel.bufferedAmount > 1 << 20
+            ):
+                changed.clear()
+                await changed.wait()
+            if channel.readyState != "open":
+                return
+            channel.send(message)
 
     def send_control(self, message: str | bytes | dict) -> None:
         assert self.channel is not None

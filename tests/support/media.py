@@ -1,0 +1,45 @@
+"""Test clips made with PyAV on the spot, so no media files live in the repository."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+
+import av
+import numpy as np
+
+from sources import SyntheticSource
+
+
+def write_clip(
+    path: Path,
+    images: Iterable[np.ndarray],
+    fps: int = 30,
+    rotation: int | None = None,
+    faststart: bool = False,
+) -> Path:
+    """H.264 in MP4. ``rotation``: a display matrix (counter-clockwise degrees), as phones
+    write; ``faststart`` puts the index first, so a truncated copy still opens."""
+    options = {"movflags": "faststart"} if faststart else {}
+    with av.open(str(path), "w", options=options) as container:
+        stream = None
+        for image in images:
+            if stream is None:
+                stream = container.add_stream("libx264", rate=fps)
+                stream.height, stream.width = image.shape[:2]
+                stream.pix_fmt = "yuv420p"
+                stream.options = {"preset": "ultrafast", "crf": "18"}
+                if rotation is not None:
+                    stream.set_display_rotation(rotation)
+            frame = av.VideoFrame.from_ndarray(np.ascontiguousarray(image), format="bgr24")
+            container.mux(stream.encode(frame))
+        assert stream is not None, "a clip needs at least one frame"
+        container.mux(stream.encode())
+    return path
+
+
+def stamped_clip(path: Path, frames: int = 150, size=(640, 480), fps: int = 30, **kw) -> Path:
+    """``frames`` frames, each stamped with its index (``sources.decode_stamp`` reads it)."""
+    width, height = size
+    source = SyntheticSource(width, height, fps=fps, frames=frames, realtime=False)
+    return write_clip(path, (f.image for f in source), fps, **kw)
