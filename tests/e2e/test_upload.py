@@ -300,6 +300,23 @@ async def test_bad_file_ends_with_its_error_and_one_completion(upload_server, cl
     sessions.assert_all_closed_and_nothing_left()
 
 
+async def test_a_client_leaving_mid_upload_leaves_nothing_behind(upload_server, tmp_path):
+    sessions = Sessions(upload_server)
+    partial = tmp_path / "partial.mp4"
+    partial.write_bytes(os.urandom(20 << 20))
+    halfway = asyncio.Event()
+
+    def progress(done: int, total: int) -> None:
+        if 2 * done >= total:
+            halfway.set()
+
+    source = VideoFileSource(partial, on_upload_progress=progress)
+    client = Client(upload_server.url)
+    async with client.webrtc.astream(source, workflow=DETECT_SPEC, config=CONFIG):
+        await asyncio.wait_for(halfway.wait(), 60)
+    await asyncio.to_thread(sessions.assert_all_closed_and_nothing_left)
+
+
 # ------------------------------------------------------------------ hostile uploads
 
 
