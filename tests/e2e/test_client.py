@@ -30,6 +30,10 @@ from tests.support.server import free_port
 pytestmark = pytest.mark.e2e
 
 BOTH = StreamConfig(stream_output=["annotated"], data_output=["predictions"])
+# Tests that count frames process every one: in realtime mode a loaded machine drops some.
+EVERY = StreamConfig(
+    stream_output=["annotated"], data_output=["predictions"], realtime_processing=False
+)
 
 
 def synthetic(frames: int | None, fps: float = 20) -> FrameSourceStream:
@@ -105,8 +109,7 @@ def test_manual_source_round_trip_with_every_on_data_form(server, photos):
 
 
 def test_results_pairs_each_returned_frame_with_its_own_message(server):
-    config = StreamConfig(stream_output=["annotated"], data_output=["predictions"])
-    session = Client(server.url).webrtc.stream(synthetic(30), workflow=DETECT_SPEC, config=config)
+    session = Client(server.url).webrtc.stream(synthetic(30), workflow=DETECT_SPEC, config=EVERY)
     results = list(session.results())  # ends with the server's completion message
     session.close()
     assert len(results) >= 28  # the connection may eat the very first keyframe
@@ -297,7 +300,7 @@ def test_a_session_left_open_warns_when_collected(server):
 async def test_asyncio_form(server):
     client = Client(server.url)
     stamps = []
-    async with client.webrtc.astream(synthetic(20), workflow=DETECT_SPEC, config=BOTH) as session:
+    async with client.webrtc.astream(synthetic(20), workflow=DETECT_SPEC, config=EVERY) as session:
         async for frame, metadata in session.video():
             stamps.append((frame, metadata))
     assert session.closed and len(stamps) >= 18
@@ -309,7 +312,7 @@ def test_cli_records_a_playable_mp4_and_one_json_line_per_frame(server, tmp_path
     frames = 24
     command = [
         sys.executable, "-m", "streaming.cli", "stream",
-        "--source", "synthetic:320x240@20", "--frames", str(frames),
+        "--source", "synthetic:320x240@20", "--frames", str(frames), "--no-realtime",
         "--record", str(video), "--jsonl", str(jsonl), "--api-url", server.url,
     ]  # fmt: skip
     done = subprocess.run(command, capture_output=True, text=True, timeout=120)
