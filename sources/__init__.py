@@ -7,18 +7,23 @@ pending ``read()``. ``sources.track.FrameSourceTrack`` turns any of them into an
 
 from .base import FrameSource, SourceError, SourceFrame
 from .file import FileSource
+from .live import LiveSource, LiveStats
 from .manual import ManualFrames
 from .synthetic import Stamp, SyntheticSource, decode_stamp
+from .urls import mask_url
 from .webcam import CameraSource
 
 __all__ = [
     "CameraSource",
     "FileSource",
     "FrameSource",
+    "LiveSource",
+    "LiveStats",
     "ManualFrames",
     "SourceError",
     "SourceFrame",
     "Stamp",
     "SyntheticSource",
     "decode_stamp",
+    "mask_url",
 ]

@@ -5,9 +5,15 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 export DEBIAN_FRONTEND=noninteractive
-if ! command -v ip >/dev/null || ! command -v unshare >/dev/null; then
+# iproute2/util-linux: the loopback-only namespace. GStreamer's RTSP server under Debian's
+# python3-gi: a real camera for the RTSP tests (tests/support/rtsp_camera_server.py).
+packages="iproute2 util-linux python3-gi gir1.2-gst-rtsp-server-1.0 gstreamer1.0-rtsp
+    gstreamer1.0-plugins-base gstreamer1.0-plugins-good gstreamer1.0-plugins-ugly"
+missing=$(for p in $packages; do dpkg -s "$p" >/dev/null 2>&1 || echo "$p"; done)
+if [ -n "$missing" ]; then
     apt-get update -qq
-    apt-get install -y -qq --no-install-recommends iproute2 util-linux >/dev/null
+    # shellcheck disable=SC2086
+    apt-get install -y -qq --no-install-recommends $missing >/dev/null
 fi
 
 python3 -m pip install -q --disable-pip-version-check -e ".[test]"

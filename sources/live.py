@@ -1,0 +1,243 @@
+"""A network camera (RTSP, or MJPEG over HTTP) that keeps reading through reboots and cuts.
+
+PyAV reads it: RTSP over TCP with a 0.1 s probe and slice threading (frame threading would add
+about three frames of latency), MJPEG through FFmpeg's multipart demuxer. A camera that stops
+sending is noticed within ``read_timeout``; FFmpeg ending the stream (what a killed camera
+looks like) is a disconnect too, never an end: the source reconnects forever, waiting
+``initial_backoff`` doubled per failed attempt up to ``max_backoff``, reset once a connection
+has stayed up for ``healthy_after`` seconds. ``stats()`` says how it is doing, with the URL's
+credentials masked, as in every message it produces.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+
+import av
+
+from .base import RTP_CLOCK, FrameSource, SourceError, SourceFrame
+from .urls import mask_credentials, mask_url
+
+__all__ = ["LiveSource", "LiveState", "LiveStats"]
+
+LIVE_SCHEMES = ("rtsp", "rtsps", "http", "https")
+
+
+class LiveState(Enum):
+    CONNECTING = "connecting"
+    STREAMING = "streaming"
+    RECONNECTING = "reconnecting"
+    CLOSED = "closed"
+
+
+@dataclass(frozen=True)
+class LiveStats:
+    url: str
+    """Credentials masked."""
+    state: str
+    frames: int
+    fps_in: float | None
+    disconnects: int
+    """Connections lost (the camera ended the stream or stopped sending)."""
+    reconnects: int
+    """Connections made again after one was lost or an attempt failed."""
+    failed_attempts: int
+    last_error: str | None
+    last_frame_age_s: float | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def _options(scheme: str) -> tuple[str | None, dict[str, str]]:
+    if scheme.startswith("rtsp"):
+        return None, {"rtsp_transport": "tcp", "analyzeduration": "100000"}
+    return "mpjpeg", {}
+
+
+class LiveSource(FrameSource):
+    def __init__(
+        self,
+        url: str,
+        *,
+        read_timeout: float = 5.0,
+        max_backoff: float = 10.0,
+        initial_backoff: float = 0.25,
+        healthy_after: float = 10.0,
+    ) -> None:
+        scheme = url.partition("://")[0].lower()
+        if scheme not in LIVE_SCHEMES or "://" not in url:
+            raise SourceError(f"not a camera URL (rtsp:// or http(s):// MJPEG): {mask_url(url)}")
+        self.url = url
+        self.masked_url = mask_url(url)
+        self._format, self._options = _options(scheme)
+        self.read_timeout = read_timeout
+        self.max_backoff = max_backoff
+        self.initial_backoff = initial_backoff
+        self.healthy_after = healthy_after
+        self._container: av.container.InputContainer | None = None
+        self._frames: Iterator[av.VideoFrame] | None = None
+        self._connected_at = 0.0
+        self._backoff = 0.0
+        self._closed = threading.Event()
+        self._reading = threading.Lock()  # held by the thread inside read()
+        self._stats_lock = threading.Lock()
+        self._changed = threading.Condition(self._stats_lock)
+        self._state = LiveState.CONNECTING
+        self._frames_read = 0
+        self._disconnects = 0
+        self._reconnects = 0
+        self._failed_attempts = 0
+        self._last_error: str | None = None
+        self._arrivals: deque[float] = deque(maxlen=30)
+        self._origin: float | None = None
+
+    # ----------------------------------------------------------------- reading
+
+    def read(self) -> SourceFrame | None:
+        """The next frame; blocks through disconnects and reconnects. None once closed."""
+        with self._reading:
+            while not self._closed.is_set():
+                if self._frames is None and not self._connect():
+                    continue
+                assert self._frames is not None
+                try:
+                    decoded = next(self._frames)
+                except StopIteration:
+                    self._lost("the camera ended the stream")
+                    continue
+                except av.error.ExitError:  # PyAV's read timeout interrupts FFmpeg this way
+                    self._lost(f"no data for {self.read_timeout:g} s")
+                    continue
+                except av.error.FFmpegError as exc:
+                    self._lost(_reason(exc, "stopped sending"))
+                    continue
+                return self._frame(decoded)
+            self._disconnect()
+            return None
+
+    def _connect(self) -> bool:
+        if self._backoff and self._closed.wait(self._backoff):
+            return False  # closed while waiting
+        try:
+            container = av.open(
+                self.url,
+                format=self._format,
+                options=self._options,
+                timeout=(self.read_timeout, self.read_timeout),
+            )
+        except (av.error.FFmpegError, OSError) as exc:
+            self._failed(f"cannot connect to {self.masked_url}: {_reason(exc, 'failed')}")
+            return False
+        if not container.streams.video:
+            container.close()
+            self._failed(f"{self.masked_url} has no video stream")
+            return False
+        stream = container.streams.video[0]
+        stream.thread_type = "SLICE"
+        self._container, self._frames = container, container.decode(stream)
+        self._connected_at = time.monotonic()
+        with self._changed:
+            if self._disconnects or self._failed_attempts:
+                self._reconnects += 1
+            self._state = LiveState.STREAMING
+            self._changed.notify_all()
+        return True
+
+    def _failed(self, error: str) -> None:
+        with self._changed:
+            self._failed_attempts += 1
+            self._record_error(error)
+        self._grow_backoff()
+
+    def _lost(self, why: str) -> None:
+        if time.monotonic() - self._connected_at >= self.healthy_after:
+            self._backoff = 0.0  # after a good period, retries start from the shortest wait
+        self._disconnect()
+        with self._changed:
+            self._disconnects += 1
+            self._record_error(f"lost {self.masked_url}: {why}")
+        self._grow_backoff()
+
+    def _grow_backoff(self) -> None:
+        self._backoff = min(self.max_backoff, max(self.initial_backoff, self._backoff * 2))
+
+    def _record_error(self, error: str) -> None:
+        """Call with ``_changed`` held."""
+        self._last_error = error
+        if self._state is not LiveState.CLOSED:
+            self._state = LiveState.RECONNECTING
+        self._changed.notify_all()
+
+    def _disconnect(self) -> None:
+        if self._container is not None:
+            self._container.close()
+        self._container, self._frames = None, None
+
+    def _frame(self, decoded: av.VideoFrame) -> SourceFrame:
+        now = time.monotonic()
+        self._origin = now if self._origin is None else self._origin
+        with self._changed:
+            index = self._frames_read
+            self._frames_read += 1
+            self._arrivals.append(now)
+            self._changed.notify_all()
+        # Stamped on arrival: pts stay monotonic across reconnects, whatever the camera sends.
+        pts = round((now - self._origin) * RTP_CLOCK.denominator)
+        return SourceFrame(decoded.to_ndarray(format="bgr24"), pts, RTP_CLOCK, index)
+
+    # ------------------------------------------------------------------ control
+
+    def stats(self) -> LiveStats:
+        with self._stats_lock:
+            return self._stats()
+
+    def wait_for(self, predicate: Callable[[LiveStats], bool], timeout: float) -> LiveStats:
+        """Block until ``predicate(stats)`` holds (checked at every frame and state change);
+        ``TimeoutError`` after ``timeout`` seconds."""
+        with self._changed:
+            if not self._changed.wait_for(lambda: predicate(self._stats()), timeout):
+                raise TimeoutError(f"{self.masked_url}: not within {timeout:g} s: {self._stats()}")
+            return self._stats()
+
+    def _stats(self) -> LiveStats:
+        now = time.monotonic()
+        arrivals = list(self._arrivals)
+        fps = None
+        if len(arrivals) >= 2 and now - arrivals[-1] < 2.0:
+            fps = round((len(arrivals) - 1) / (arrivals[-1] - arrivals[0]), 2)
+        return LiveStats(
+            url=self.masked_url,
+            state=self._state.value,
+            frames=self._frames_read,
+            fps_in=fps,
+            disconnects=self._disconnects,
+            reconnects=self._reconnects,
+            failed_attempts=self._failed_attempts,
+            last_error=self._last_error,
+            last_frame_age_s=round(now - arrivals[-1], 3) if arrivals else None,
+        )
+
+    def close(self) -> None:
+        """Idempotent. A ``read`` in progress returns None within ``read_timeout`` at worst
+        and releases the connection itself; otherwise it is released here."""
+        self._closed.set()
+        with self._changed:
+            self._state = LiveState.CLOSED
+            self._changed.notify_all()
+        if self._reading.acquire(blocking=False):
+            try:
+                self._disconnect()
+            finally:
+                self._reading.release()
+
+
+def _reason(exc: Exception, fallback: str) -> str:
+    text = getattr(exc, "strerror", None) or str(exc) or fallback
+    return mask_credentials(text)

@@ -1,0 +1,75 @@
+"""An RTSP camera for tests: GStreamer's gst-rtsp-server fed raw BGR frames on stdin.
+
+Runs under Debian's ``/usr/bin/python3`` (``python3-gi``), not the project's interpreter:
+    /usr/bin/python3 rtsp_camera_server.py PORT PATH WIDTH HEIGHT FPS
+Frames (WIDTH*HEIGHT*3 bytes each, BGR) are read from stdin by a thread; while a client is
+attached the latest one is pushed into the shared media's appsrc, which H.264-encodes it with
+zero-latency settings. Prints ``READY rtsp://127.0.0.1:PORT/PATH`` once it listens. The
+frames, stamped with their send time, come from the test process, so the stamp code lives in
+one place.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+
+import gi
+
+gi.require_version("Gst", "1.0")
+gi.require_version("GstRtspServer", "1.0")
+from gi.repository import GLib, Gst, GstRtspServer  # noqa: E402
+
+
+def main() -> None:
+    port, path, width, height, fps = sys.argv[1], sys.argv[2], *map(int, sys.argv[3:6])
+    Gst.init(None)
+    frame_bytes = width * height * 3
+    sources: list[Gst.Element] = []
+    lock = threading.Lock()
+
+    factory = GstRtspServer.RTSPMediaFactory()
+    factory.set_launch(
+        f"( appsrc name=src is-live=true do-timestamp=true format=time "
+        f"caps=video/x-raw,format=BGR,width={width},height={height},framerate={fps}/1 "
+        f"! videoconvert ! video/x-raw,format=I420 "
+        f"! x264enc tune=zerolatency speed-preset=ultrafast key-int-max={fps} bitrate=2000 "
+        f"! rtph264pay name=pay0 pt=96 config-interval=1 )"
+    )
+    factory.set_shared(True)
+
+    def configured(_factory, media) -> None:
+        source = media.get_element().get_child_by_name("src")
+        with lock:
+            sources.append(source)
+
+    factory.connect("media-configure", configured)
+    server = GstRtspServer.RTSPServer()
+    server.set_address("127.0.0.1")
+    server.set_service(port)
+    server.get_mount_points().add_factory(f"/{path}", factory)
+    server.attach(None)
+
+    def feed() -> None:
+        stdin = sys.stdin.buffer
+        while True:
+            data = stdin.read(frame_bytes)
+            if len(data) < frame_bytes:
+                break
+            with lock:
+                targets = list(sources)
+            for source in targets:
+                if source.emit("push-buffer", Gst.Buffer.new_wrapped(data)) != Gst.FlowReturn.OK:
+                    with lock:  # that client's media is gone
+                        if source in sources:
+                            sources.remove(source)
+        loop.quit()
+
+    loop = GLib.MainLoop()
+    threading.Thread(target=feed, daemon=True).start()
+    print(f"READY rtsp://127.0.0.1:{port}/{path}", flush=True)
+    loop.run()
+
+
+if __name__ == "__main__":
+    main()
