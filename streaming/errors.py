@@ -8,6 +8,7 @@ __all__ = [
     "ModelError",
     "NotReady",
     "RequestTooLarge",
+    "SourceUnavailable",
     "StreamingError",
     "TooManySessions",
     "Unauthorized",
@@ -62,6 +63,12 @@ class TooManySessions(StreamingError):
 
 class NotReady(StreamingError):
     status = 503
+
+
+class SourceUnavailable(StreamingError):
+    """A camera the server was asked to pull cannot be opened (its URL masked in the message)."""
+
+    status = 502
 
 
 class UpstreamTimeout(StreamingError):

@@ -11,6 +11,7 @@ idempotent, cancels them, awaits them and deletes the upload.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 import uuid
@@ -23,11 +24,12 @@ import av
 from aiortc import MediaStreamTrack, RTCDataChannel, RTCPeerConnection, RTCSessionDescription
 from aiortc.mediastreams import MediaStreamError
 
-from sources import FileSource, SourceError, SourceFrame
+from sources import FileSource, LiveSource, SourceError, SourceFrame
+from sources.hub import SourceHub, Subscription
 
 from ..buffering import BufferClosed, FrameBuffer
 from ..config import Settings
-from ..errors import InvalidOffer, UpstreamTimeout
+from ..errors import InvalidOffer, InvalidRequest, SourceUnavailable, UpstreamTimeout
 from ..metrics import Metrics
 from ..protocol.messages import (
     ResultMessage,
@@ -93,6 +95,7 @@ class PeerWorker:
         self._input_ready = asyncio.Event()
         self._upload: UploadReceiver | None = None
         self._file: FileSource | None = None
+        self._camera: Subscription | None = None
         self._acks = AckGate(settings.ack_window, enabled=not realtime)
         self._results = ResultChannel(
             settings.datachannel_high_water_bytes,
@@ -149,6 +152,52 @@ class PeerWorker:
         self._spawn(self._expire_unless_connected())
         return pc.localDescription
 
+    async def attach_camera(self, hub: SourceHub, url: str, wait_s: float) -> None:
+        """Make a camera (read through the hub, shared) this session's source; before
+        ``start``. Raises ``SourceUnavailable`` naming the masked URL if it gives no frame."""
+        try:
+            subscription = hub.subscribe(url, self._camera_delivery())
+        except SourceError as exc:
+            raise InvalidRequest(str(exc)) from None
+        self._camera = subscription
+        self._source_attached = True
+        source = subscription.source
+        if not isinstance(source, LiveSource):
+            return
+        try:
+            stats = await asyncio.to_thread(
+                source.wait_for,
+                lambda s: s.frames > 0 or s.failed_attempts > 0 or s.disconnects > 0,
+                wait_s,
+            )
+        except TimeoutError:
+            raise SourceUnavailable(f"no frame from {source.masked_url} in {wait_s:g} s") from None
+        if stats.frames == 0:
+            raise SourceUnavailable(stats.last_error or f"cannot read {source.masked_url}")
+        log.info("session %s watches %s", self.session_id[:8], source.masked_url)
+
+    def _camera_delivery(self) -> Callable[[SourceFrame], None]:
+        """What the hub's reader thread calls with each camera frame."""
+        buffer: FrameBuffer[InputItem] = self._attach_input(
+            FrameBuffer("latest")
+            if self.realtime
+            else FrameBuffer("drop_oldest", self._settings.input_queue_frames)
+        )
+        loop = asyncio.get_running_loop()
+        reason = "latest_frame_wins" if self.realtime else "input_queue_full"
+
+        async def offer(frame: SourceFrame) -> None:
+            self._metrics.frames_received.inc()
+            with contextlib.suppress(BufferClosed):  # the session is ending
+                if await buffer.put((frame, datetime.now(), time.perf_counter())):
+                    self._metrics.frames_dropped.labels(reason).inc()
+
+        def deliver(frame: SourceFrame) -> None:
+            # Never blocks the camera's other consumers: the frame is queued on our loop.
+            asyncio.run_coroutine_threadsafe(offer(frame), loop)
+
+        return deliver
+
     def _drop_track_nobody_receives(self, pc: RTCPeerConnection) -> None:
         # A client that does not receive video never pulls the track; waiting on it would
         # stall a non-realtime session forever.
@@ -177,6 +226,8 @@ class PeerWorker:
         if self._input is not None:
             await self._input.close(discard=True)
         await self._acks.close()
+        if self._camera is not None:
+            self._camera.close()
         if self._file is not None:
             self._file.close()
         if self._upload is not None:

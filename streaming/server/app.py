@@ -13,6 +13,9 @@ from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
+from sources import LiveSource
+from sources.hub import SourceHub
+
 from ..config import Settings
 from ..errors import StreamingError
 from ..inference.default_model import DEFAULT_MODEL_ID, ensure_default_model
@@ -44,6 +47,15 @@ async def _prepare_models(state: ServerState) -> None:
     state.ready.set()
 
 
+def camera_factory(settings: Settings):
+    def open_camera(url: str) -> LiveSource:
+        return LiveSource(
+            url, read_timeout=settings.rtsp_read_timeout, max_backoff=settings.rtsp_max_backoff
+        )
+
+    return open_camera
+
+
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or Settings()
     restrict_host_addresses(settings.ice_host_addresses)
@@ -57,6 +69,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             sessions=SessionRegistry(settings.max_sessions, metrics),
             metrics=metrics,
             executor=ThreadPoolExecutor(settings.workflow_threads, thread_name_prefix="workflow"),
+            hub=SourceHub(camera_factory(settings)),
         )
         app.state.server = state
         preparing = asyncio.create_task(_prepare_models(state))
@@ -66,6 +79,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             preparing.cancel()
             await asyncio.gather(preparing, return_exceptions=True)
             await state.sessions.close_all()
+            await asyncio.to_thread(state.hub.close)
             state.executor.shutdown(wait=True, cancel_futures=True)
             state.models.close()
 

@@ -24,6 +24,8 @@ async def healthz(state: ServerState = Depends(get_state)) -> dict:
             name: {"providers": model.session.providers}
             for name, model in state.models.loaded().items()
         },
+        # One entry per camera being read, however many sessions and pipelines watch it.
+        "sources": state.hub.stats(),
     }
 
 

@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 
 from fastapi import Request
 
+from sources.hub import SourceHub
+
 from ..config import Settings
 from ..inference.registry import ModelRegistry
 from ..metrics import Metrics
@@ -23,6 +25,8 @@ class ServerState:
     sessions: SessionRegistry
     metrics: Metrics
     executor: ThreadPoolExecutor
+    hub: SourceHub
+    """Camera readers, shared by every session and pipeline that watches the same URL."""
     ready: asyncio.Event = field(default_factory=asyncio.Event)
     startup_error: str | None = None
 

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+from urllib.parse import urlsplit
 
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
 from pydantic import ValidationError
+
+from sources import mask_url
 
 from ..errors import InvalidRequest, NotReady, RequestTooLarge
 from ..peer.processor import FrameProcessor, OutputSelection
@@ -50,6 +53,27 @@ def validation_response(exc: ValidationError) -> JSONResponse:
     )
 
 
+def camera_of(payload: WebRTCWorkerRequest) -> str | None:
+    """The camera the server should pull (``rtsp_url`` wins over ``mjpeg_url``), checked."""
+    for field, url, schemes in (
+        ("rtsp_url", payload.rtsp_url, ("rtsp", "rtsps")),
+        ("mjpeg_url", payload.mjpeg_url, ("http", "https")),
+    ):
+        if url:
+            try:
+                parts = urlsplit(url)
+                valid = parts.scheme.lower() in schemes and bool(parts.hostname)
+            except ValueError:
+                valid = False
+            if not valid:
+                raise InvalidRequest(
+                    f"{field} must be a {' or '.join(s + '://' for s in schemes)} URL "
+                    f"with a host: {mask_url(url)}"
+                )
+            return url
+    return None
+
+
 @router.post("/initialise_webrtc_worker", response_model=InitializeWebRTCResponse)
 async def initialise_webrtc_worker(
     request: Request, state: ServerState = Depends(get_state)
@@ -63,8 +87,7 @@ async def initialise_webrtc_worker(
     check_api_key(settings.api_key, request, payload.api_key)
     if not state.ready.is_set():
         raise NotReady(state.startup_error or "the server is still preparing its models")
-    if payload.rtsp_url or payload.mjpeg_url:
-        raise InvalidRequest("server-pulled sources (rtsp_url, mjpeg_url) are not enabled yet")
+    camera_url = camera_of(payload)
     config = payload.workflow_configuration
     if config.workflow_specification is None:
         name = f"{config.workspace_name}/{config.workflow_id}"
@@ -100,6 +123,8 @@ async def initialise_webrtc_worker(
             settings, payload, processor, state.executor, state.metrics, state.sessions.remove
         )
         state.sessions.add(worker)
+        if camera_url is not None:
+            await worker.attach_camera(state.hub, camera_url, settings.rtsp_read_timeout + 1.0)
         answer = await worker.start(payload.webrtc_offer)
     except BaseException:
         if worker is None:

@@ -29,6 +29,8 @@ class RTSPCamera:
         self.port = free_port()
         self.url = f"rtsp://127.0.0.1:{self.port}/{path}"
         self.frames_fed = 0
+        self.clients = 0
+        self._clients_changed = threading.Condition()
         self._process: subprocess.Popen[bytes] | None = None
         self._lock = threading.Lock()
         self._source = SyntheticSource(width, height, fps=fps, realtime=True)
@@ -54,6 +56,21 @@ class RTSPCamera:
             raise RuntimeError(f"RTSP camera did not start: {line}{rest}")
         with self._lock:
             self._process = process
+        threading.Thread(target=self._count_clients, args=(process,), daemon=True).start()
+
+    def _count_clients(self, process: subprocess.Popen[bytes]) -> None:
+        assert process.stdout is not None
+        for line in process.stdout:
+            if line.startswith(b"CLIENT"):
+                with self._clients_changed:
+                    self.clients += 1
+                    self._clients_changed.notify_all()
+
+    def wait_clients(self, count: int, timeout: float = 10) -> None:
+        """Until the camera has had ``count`` RTSP connections in all."""
+        with self._clients_changed:
+            if not self._clients_changed.wait_for(lambda: self.clients >= count, timeout):
+                raise TimeoutError(f"camera had {self.clients} connections, not {count}")
 
     def _feed(self) -> None:
         for frame in self._source:  # paced in real time by the source

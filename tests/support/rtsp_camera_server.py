@@ -48,6 +48,8 @@ def main() -> None:
     server.set_address("127.0.0.1")
     server.set_service(port)
     server.get_mount_points().add_factory(f"/{path}", factory)
+    # One line per RTSP connection, so tests can count how many readers a camera has.
+    server.connect("client-connected", lambda *_: print("CLIENT", flush=True))
     server.attach(None)
 
     def feed() -> None:

@@ -1,0 +1,129 @@
+"""SourceHub: one reader per camera URL, shared by every consumer of that camera.
+
+Two browser viewers and a monitoring pipeline on one camera make one connection to it. Each
+URL's reader thread reads the source and hands every frame to each subscriber's ``deliver``
+callback, on the reader thread, in subscription order. A callback decides what buffering
+means for its consumer (drop, replace, or block: a blocking callback holds up that camera's
+other consumers too, which is what a ``WAIT`` strategy on a live source implies). The reader
+is closed when its last subscriber leaves, and made again by the next subscription.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from .base import FrameSource, SourceFrame
+from .urls import mask_url
+
+__all__ = ["SourceHub", "Subscription"]
+
+log = logging.getLogger(__name__)
+
+Deliver = Callable[[SourceFrame], None]
+SourceFactory = Callable[[str], FrameSource]
+
+
+@dataclass(eq=False)
+class Subscription:
+    url: str
+    deliver: Deliver
+    _hub: SourceHub = field(repr=False)
+    closed: bool = False
+
+    @property
+    def source(self) -> FrameSource | None:
+        """The shared source (for its stats), while this subscription is open."""
+        return None if self.closed else self._hub.source_of(self.url)
+
+    def close(self) -> None:
+        """Idempotent; the last subscriber to leave closes the camera's reader."""
+        self._hub.unsubscribe(self)
+
+
+class _Reader:
+    def __init__(self, url: str, source: FrameSource) -> None:
+        self.url = url
+        self.source = source
+        self.subscribers: list[Subscription] = []
+        self.thread = threading.Thread(target=self._run, name=f"hub {mask_url(url)}", daemon=True)
+
+    def _run(self) -> None:
+        while (frame := self.source.read()) is not None:
+            for subscription in list(self.subscribers):
+                if subscription.closed:
+                    continue
+                try:
+                    subscription.deliver(frame)
+                except Exception:  # one consumer's failure must not starve the others
+                    log.exception("a consumer of %s failed on a frame", mask_url(self.url))
+
+
+class SourceHub:
+    def __init__(self, factory: SourceFactory) -> None:
+        self._factory = factory
+        self._readers: dict[str, _Reader] = {}
+        self._lock = threading.Lock()
+        self.readers_opened = 0
+
+    def subscribe(self, url: str, deliver: Deliver) -> Subscription:
+        """Raises whatever the factory raises for a URL it refuses (e.g. ``SourceError``)."""
+        with self._lock:
+            reader = self._readers.get(url)
+            if reader is None:
+                reader = _Reader(url, self._factory(url))
+                self._readers[url] = reader
+                self.readers_opened += 1
+                reader.thread.start()
+            subscription = Subscription(url, deliver, self)
+            reader.subscribers.append(subscription)
+            return subscription
+
+    def unsubscribe(self, subscription: Subscription) -> None:
+        with self._lock:
+            if subscription.closed:
+                return
+            subscription.closed = True
+            reader = self._readers.get(subscription.url)
+            if reader is None:
+                return
+            reader.subscribers.remove(subscription)
+            if reader.subscribers:
+                return
+            del self._readers[subscription.url]
+        reader.source.close()  # the reader thread sees None and ends
+
+    def source_of(self, url: str) -> FrameSource | None:
+        with self._lock:
+            reader = self._readers.get(url)
+            return reader.source if reader is not None else None
+
+    def stats(self) -> list[dict[str, Any]]:
+        with self._lock:
+            readers = list(self._readers.values())
+        out = []
+        for reader in readers:
+            entry: dict[str, Any] = {
+                "url": mask_url(reader.url),
+                "consumers": len(reader.subscribers),
+            }
+            stats = getattr(reader.source, "stats", None)
+            if callable(stats):
+                entry.update(stats().to_dict())
+            out.append(entry)
+        return out
+
+    def close(self) -> None:
+        """Close every reader and wait for their threads (server shutdown)."""
+        with self._lock:
+            readers = list(self._readers.values())
+            self._readers.clear()
+        for reader in readers:
+            for subscription in reader.subscribers:
+                subscription.closed = True
+            reader.source.close()
+        for reader in readers:
+            reader.thread.join(10)
