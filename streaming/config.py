@@ -80,8 +80,6 @@ class Settings(BaseSettings):
     """A camera that sends nothing for this long is treated as disconnected (and reconnected)."""
     rtsp_max_backoff: float = Field(default=10.0, gt=0)
     """Longest wait between reconnection attempts to a camera (the wait doubles up to it)."""
-    allow_local_sources: bool = False
-    """Let callers name local files and device indexes as sources (the server's own disk)."""
     jpeg_quality: int = Field(default=80, ge=1, le=100)
     """Quality of JPEG images serialized into data-channel results."""
     gzip_level: int = Field(default=6, ge=1, le=9)
