@@ -178,11 +178,7 @@ class PeerWorker:
 
     def _camera_delivery(self) -> Callable[[SourceFrame], None]:
         """What the hub's reader thread calls with each camera frame."""
-        buffer: FrameBuffer[InputItem] = self._attach_input(
-            FrameBuffer("latest")
-            if self.realtime
-            else FrameBuffer("drop_oldest", self._settings.input_queue_frames)
-        )
+        buffer = self._attach_input(self._live_input())
         loop = asyncio.get_running_loop()
         reason = "latest_frame_wins" if self.realtime else "input_queue_full"
 
@@ -296,12 +292,7 @@ class PeerWorker:
     def _on_track(self, track: MediaStreamTrack) -> None:
         if track.kind == "video" and not self._source_attached:
             self._source_attached = True
-            buffer: FrameBuffer[InputItem] = (
-                FrameBuffer("latest")
-                if self.realtime
-                else FrameBuffer("drop_oldest", self._settings.input_queue_frames)
-            )
-            self._spawn(self._read_track(track, self._attach_input(buffer)))
+            self._spawn(self._read_track(track, self._attach_input(self._live_input())))
         else:
             # First video track wins; anything else is drained so aiortc's queue stays empty.
             self._spawn(self._discard(track))
@@ -388,6 +379,13 @@ class PeerWorker:
         channel.on("close", on_close)
 
     # -------------------------------------------------------------------- tasks
+
+    def _live_input(self) -> FrameBuffer[InputItem]:
+        """For a source that cannot be paused (a client's track, a camera): realtime keeps
+        the newest frame; otherwise a bounded FIFO that drops (and reports) the oldest."""
+        if self.realtime:
+            return FrameBuffer("latest")
+        return FrameBuffer("drop_oldest", self._settings.input_queue_frames)
 
     def _attach_input(self, buffer: FrameBuffer[InputItem]) -> FrameBuffer[InputItem]:
         self._input = buffer

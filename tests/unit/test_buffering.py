@@ -1,8 +1,9 @@
 import asyncio
+import itertools
 
 import pytest
 
-from streaming.buffering import BufferClosed, FrameBuffer
+from streaming.buffering import BufferClosed, Consumption, Filling, FrameBuffer
 from streaming.peer.ack import AckGate
 
 
@@ -66,3 +67,73 @@ async def test_realtime_gate_never_waits():
     gate = AckGate(window=1, enabled=False)
     await gate.ack(1)
     assert await gate.wait_turn(1000)
+
+
+async def _fill(buffer: FrameBuffer, items) -> list[int]:
+    return [await buffer.put(i) for i in items]
+
+
+async def _drain(buffer: FrameBuffer) -> list:
+    await buffer.close()
+    out = []
+    while (item := await buffer.get()) is not None:
+        out.append(item)
+    return out
+
+
+async def test_drop_latest_keeps_the_early_items():
+    buffer = FrameBuffer(Filling.DROP_LATEST, 3)
+    assert await _fill(buffer, range(6)) == [0, 0, 0, 1, 1, 1]
+    assert await _drain(buffer) == [0, 1, 2]
+    assert buffer.drops == {"drop_latest": 3}
+
+
+async def test_eager_returns_the_newest_and_counts_the_rest():
+    buffer = FrameBuffer(Filling.WAIT, 5, Consumption.EAGER)
+    await _fill(buffer, range(5))
+    assert await buffer.get() == 4
+    assert buffer.drops == {"eager": 4}
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+async def test_adaptive_sheds_load_while_the_producer_outpaces_the_consumer():
+    clock = FakeClock()
+    buffer = FrameBuffer(Filling.ADAPTIVE_DROP_OLDEST, 64, clock=clock)
+    kept = 0
+    for i in range(200):  # 100 items/s in, one taken every 4th: 25/s out
+        clock.now = i / 100
+        kept += 1 - await buffer.put(i)
+        if i % 4 == 0:
+            await buffer.get()
+    assert buffer.drops["adaptive"] > 50 and "drop_oldest" not in buffer.drops
+    assert kept + buffer.drops["adaptive"] == 200
+    # Never more than 16 in a row: the consumer still sees a fresh item now and then.
+    assert buffer.drops["adaptive"] <= 200 * 16 / 17
+
+
+async def test_max_fps_drops_early_items_on_live_buffers():
+    clock = FakeClock()
+    buffer = FrameBuffer(Filling.DROP_OLDEST, 10, max_fps=10, clock=clock)
+    taken: list[int] = []
+
+    async def consume() -> None:
+        while (item := await buffer.get()) is not None:
+            taken.append(item)
+
+    consumer = asyncio.create_task(consume())
+    for i in range(40):  # 40 items/s offered for 1 s, 10/s allowed
+        clock.now = i / 40
+        await buffer.put(i)
+        await asyncio.sleep(0)  # one loop turn: the consumer takes it (or drops it)
+    await buffer.close()
+    await consumer
+    assert taken[0] == 0 and 9 <= len(taken) <= 10
+    assert all(b - a >= 3 for a, b in itertools.pairwise(taken))
+    assert buffer.drops == {"max_fps": 40 - len(taken)}
