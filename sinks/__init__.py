@@ -1,7 +1,17 @@
-"""Result consumers with no WebRTC inside: video recording, JSON lines, an OpenCV window."""
+"""Result consumers with no WebRTC inside: video files, JSON lines, a webhook, an in-memory
+buffer, an OpenCV window."""
 
 from .display import DisplayWindow
 from .jsonl import JsonLinesWriter
-from .video import VideoRecorder
+from .memory import MemorySink
+from .video import RollingVideoRecorder, VideoRecorder
+from .webhook import WebhookSink
 
-__all__ = ["DisplayWindow", "JsonLinesWriter", "VideoRecorder"]
+__all__ = [
+    "DisplayWindow",
+    "JsonLinesWriter",
+    "MemorySink",
+    "RollingVideoRecorder",
+    "VideoRecorder",
+    "WebhookSink",
+]

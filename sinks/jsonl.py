@@ -10,10 +10,11 @@ __all__ = ["JsonLinesWriter"]
 
 
 class JsonLinesWriter:
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, append: bool = False) -> None:
+        """``append``: keep what the file already holds (a long-running monitoring log)."""
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._file = self.path.open("w", encoding="utf-8")
+        self._file = self.path.open("a" if append else "w", encoding="utf-8")
         self.lines = 0
 
     def write(self, record: dict[str, Any]) -> None:

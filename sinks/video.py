@@ -8,7 +8,7 @@ from pathlib import Path
 import av
 import numpy as np
 
-__all__ = ["VideoRecorder"]
+__all__ = ["RollingVideoRecorder", "VideoRecorder"]
 
 
 class VideoRecorder:
@@ -58,6 +58,14 @@ class VideoRecorder:
         stream.width, stream.height = width - width % 2, height - height % 2
         stream.pix_fmt = "yuv420p"
         stream.time_base = self._time_base
+        # The encoder counts in milliseconds too: at 1/fps, two frames of a live source less
+        # than a frame interval apart would share a timestamp, which the muxer refuses.
+        stream.codec_context.time_base = self._time_base
+        if self.codec == "libx264":
+            # No B-frames or lookahead: frames are written as they come (a recording of a live
+            # stream is readable up to its last segment), and irregular timestamps from a
+            # live source never produce out-of-order DTS when the encoder is flushed.
+            stream.options = {"preset": "veryfast", "tune": "zerolatency"}
         self._stream = stream
 
     def close(self) -> None:
@@ -73,3 +81,44 @@ class VideoRecorder:
 
     def __exit__(self, *_: object) -> None:
         self.close()
+
+
+class RollingVideoRecorder:
+    """Consecutive MP4 segments of at most ``segment_s`` seconds each: ``<stem>-0001.mp4``, ...
+
+    A finished segment is complete and playable while the next is being written, so a camera
+    recorded for days never leaves one huge file that is only readable once closed.
+    """
+
+    def __init__(
+        self, directory: str | Path, stem: str, segment_s: float = 300.0, fps: float = 30.0
+    ) -> None:
+        self.directory = Path(directory)
+        self.stem = stem
+        self.segment_s = segment_s
+        self.fps = fps
+        self.segments: list[Path] = []
+        self._current: VideoRecorder | None = None
+        self._started: float | None = None
+
+    def write(self, image: np.ndarray, timestamp_s: float) -> None:
+        if self._current is None or timestamp_s - (self._started or 0.0) >= self.segment_s:
+            self._roll(timestamp_s)
+        assert self._current is not None
+        self._current.write(image, timestamp_s)
+
+    def _roll(self, timestamp_s: float) -> None:
+        finished, self._current = self._current, None
+        try:
+            if finished is not None:
+                finished.close()
+        finally:  # a segment that failed to close never stops the next one
+            path = self.directory / f"{self.stem}-{len(self.segments) + 1:04d}.mp4"
+            self.segments.append(path)
+            self._current = VideoRecorder(path, self.fps)
+            self._started = timestamp_s
+
+    def close(self) -> None:
+        if self._current is not None:
+            self._current.close()
+            self._current = None
