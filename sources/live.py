@@ -11,6 +11,7 @@ credentials masked, as in every message it produces.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections import deque
@@ -25,6 +26,8 @@ from .base import RTP_CLOCK, FrameSource, SourceError, SourceFrame
 from .urls import mask_credentials, mask_url
 
 __all__ = ["LiveSource", "LiveState", "LiveStats"]
+
+log = logging.getLogger(__name__)
 
 LIVE_SCHEMES = ("rtsp", "rtsps", "http", "https")
 
@@ -97,6 +100,7 @@ class LiveSource(FrameSource):
         self._last_error: str | None = None
         self._arrivals: deque[float] = deque(maxlen=30)
         self._origin: float | None = None
+        self._listeners: list[Callable[[str, str, LiveStats], None]] = []
 
     # ----------------------------------------------------------------- reading
 
@@ -125,12 +129,15 @@ class LiveSource(FrameSource):
     def _connect(self) -> bool:
         if self._backoff and self._closed.wait(self._backoff):
             return False  # closed while waiting
+        opening = time.monotonic()
         try:
             container = av.open(
                 self.url,
                 format=self._format,
                 options=self._options,
-                timeout=(self.read_timeout, self.read_timeout),
+                # Measured: a stalled RTSP read ends only at PyAV's second read timeout (FFmpeg
+                # retries once), so half the budget each makes the whole wait read_timeout.
+                timeout=(self.read_timeout, self.read_timeout / 2),
             )
         except (av.error.FFmpegError, OSError) as exc:
             self._failed(f"cannot connect to {self.masked_url}: {_reason(exc, 'failed')}")
@@ -143,10 +150,11 @@ class LiveSource(FrameSource):
         stream.thread_type = "SLICE"
         self._container, self._frames = container, container.decode(stream)
         self._connected_at = time.monotonic()
+        log.info("connected to %s in %.2f s", self.masked_url, self._connected_at - opening)
         with self._changed:
             if self._disconnects or self._failed_attempts:
                 self._reconnects += 1
-            self._state = LiveState.STREAMING
+            self._set_state(LiveState.STREAMING)
             self._changed.notify_all()
         return True
 
@@ -172,8 +180,26 @@ class LiveSource(FrameSource):
         """Call with ``_changed`` held."""
         self._last_error = error
         if self._state is not LiveState.CLOSED:
-            self._state = LiveState.RECONNECTING
+            self._set_state(LiveState.RECONNECTING)
         self._changed.notify_all()
+
+    def _set_state(self, state: LiveState) -> None:
+        """Call with ``_changed`` held; listeners hear about every change (and every failed
+        attempt, which repeats the reconnecting state with a new error)."""
+        previous, self._state = self._state, state
+        stats = self._stats()
+        for listener in list(self._listeners):
+            listener(previous.value, state.value, stats)
+
+    def add_listener(self, listener: Callable[[str, str, LiveStats], None]) -> None:
+        """``listener(previous_state, new_state, stats)`` on the reader thread; keep it short."""
+        with self._changed:
+            self._listeners.append(listener)
+
+    def remove_listener(self, listener: Callable[[str, str, LiveStats], None]) -> None:
+        with self._changed:
+            if listener in self._listeners:
+                self._listeners.remove(listener)
 
     def _disconnect(self) -> None:
         if self._container is not None:
@@ -229,7 +255,8 @@ class LiveSource(FrameSource):
         and releases the connection itself; otherwise it is released here."""
         self._closed.set()
         with self._changed:
-            self._state = LiveState.CLOSED
+            if self._state is not LiveState.CLOSED:
+                self._set_state(LiveState.CLOSED)
             self._changed.notify_all()
         if self._reading.acquire(blocking=False):
             try:
