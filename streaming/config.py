@@ -80,6 +80,14 @@ class Settings(BaseSettings):
     """A camera that sends nothing for this long is treated as disconnected (and reconnected)."""
     rtsp_max_backoff: float = Field(default=10.0, gt=0)
     """Longest wait between reconnection attempts to a camera (the wait doubles up to it)."""
+    allow_local_sources: bool = False
+    """Let pipelines read local files and device indexes (the server's own disk and cameras)."""
+    max_pipelines: int = Field(default=8, ge=1)
+    """Concurrent monitoring pipelines; one more is answered 429."""
+    sink_dir: Path = Field(
+        default_factory=lambda: Path.home() / ".local" / "share" / "visionstream" / "sinks"
+    )
+    """Where pipelines' jsonl and video_file sinks write (requests name files, never paths)."""
     jpeg_quality: int = Field(default=80, ge=1, le=100)
     """Quality of JPEG images serialized into data-channel results."""
     gzip_level: int = Field(default=6, ge=1, le=9)

@@ -12,6 +12,7 @@ from fastapi import FastAPI, Request
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from pydantic import ValidationError
 
 from sources import LiveSource
 from sources.hub import SourceHub
@@ -23,8 +24,10 @@ from ..inference.registry import ModelRegistry
 from ..metrics import Metrics
 from ..peer.ice import restrict_host_addresses
 from ..peer.sessions import SessionRegistry
-from . import health, webrtc
+from ..pipelines import PipelineManager
+from . import health, pipelines, webrtc
 from .state import ServerState
+from .webrtc import validation_response
 
 __all__ = ["create_app"]
 
@@ -63,13 +66,17 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        models = ModelRegistry(settings)
+        executor = ThreadPoolExecutor(settings.workflow_threads, thread_name_prefix="workflow")
+        hub = SourceHub(camera_factory(settings))
         state = ServerState(
             settings=settings,
-            models=ModelRegistry(settings),
+            models=models,
             sessions=SessionRegistry(settings.max_sessions, metrics),
             metrics=metrics,
-            executor=ThreadPoolExecutor(settings.workflow_threads, thread_name_prefix="workflow"),
-            hub=SourceHub(camera_factory(settings)),
+            executor=executor,
+            hub=hub,
+            pipelines=PipelineManager(settings, models, hub, executor),
         )
         app.state.server = state
         preparing = asyncio.create_task(_prepare_models(state))
@@ -79,6 +86,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             preparing.cancel()
             await asyncio.gather(preparing, return_exceptions=True)
             await state.sessions.close_all()
+            await state.pipelines.close_all()
             await asyncio.to_thread(state.hub.close)
             state.executor.shutdown(wait=True, cancel_futures=True)
             state.models.close()
@@ -90,6 +98,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         return JSONResponse(
             status_code=exc.status, content={"message": exc.message, "error_type": exc.error_type}
         )
+
+    @app.exception_handler(ValidationError)
+    async def _body_error(_: Request, exc: ValidationError) -> JSONResponse:
+        return validation_response(exc)
 
     @app.exception_handler(RequestValidationError)
     async def _validation_error(_: Request, exc: RequestValidationError) -> JSONResponse:
@@ -105,4 +117,5 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     app.include_router(health.router)
     app.include_router(webrtc.router)
+    app.include_router(pipelines.router)
     return app

@@ -14,6 +14,7 @@ from ..config import Settings
 from ..inference.registry import ModelRegistry
 from ..metrics import Metrics
 from ..peer.sessions import SessionRegistry
+from ..pipelines import PipelineManager
 
 __all__ = ["ServerState", "get_state"]
 
@@ -27,6 +28,7 @@ class ServerState:
     executor: ThreadPoolExecutor
     hub: SourceHub
     """Camera readers, shared by every session and pipeline that watches the same URL."""
+    pipelines: PipelineManager
     ready: asyncio.Event = field(default_factory=asyncio.Event)
     startup_error: str | None = None
 

@@ -1,0 +1,13 @@
+"""Headless monitoring pipelines (inference-sdk's ``inference_pipelines`` API)."""
+
+from .manager import PipelineManager, PipelineNotFound
+from .models import InitialisePipelinePayload
+from .pipeline import Pipeline, PipelineResult
+
+__all__ = [
+    "InitialisePipelinePayload",
+    "Pipeline",
+    "PipelineManager",
+    "PipelineNotFound",
+    "PipelineResult",
+]

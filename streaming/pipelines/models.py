@@ -1,0 +1,184 @@
+"""Request and reference models of the headless pipelines API (reference: pipelines-api.md §1)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Literal
+from urllib.parse import urlsplit, urlunsplit
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from sources.urls import mask_url
+
+from ..buffering import Consumption, Filling
+from ..errors import InvalidRequest, StreamingError
+from ..protocol.messages import WorkflowConfiguration
+
+__all__ = [
+    "ConsumePayload",
+    "InitialisePipelinePayload",
+    "LocalSourceRefused",
+    "SinkConfiguration",
+    "SourceReference",
+    "VideoConfiguration",
+    "resolve_references",
+]
+
+_NETWORK_SCHEMES = ("rtsp", "rtsps", "http", "https")
+# Schemes the reference accepts that name something on this machine or that we do not read.
+_KNOWN_SCHEMES = (*_NETWORK_SCHEMES, "rtspt", "rtspst", "rtmp", "rtmps", "udp", "srt", "rtp",
+                  "tcp", "file", "csi")  # fmt: skip
+_EXPLICIT_PATH = re.compile(r"^(/|\./|\.\./|\.\\|\.\.\\|[A-Za-z]:[\\/])")
+_SINK_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
+
+
+class _Lenient(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+
+class VideoConfiguration(_Lenient):
+    type: Literal["VideoConfiguration"]
+    video_reference: str | int | list[str | int]
+    max_fps: float | None = Field(default=None, gt=0)
+    source_buffer_filling_strategy: Filling | None = None
+    source_buffer_consumption_strategy: Consumption | None = None
+    video_source_properties: dict[str, float | str] | None = None
+    batch_collection_timeout: float | None = Field(default=None, ge=0)
+
+    @field_validator("video_reference")
+    @classmethod
+    def _references(cls, value: object) -> object:
+        for reference in value if isinstance(value, list) else [value]:
+            _check_reference(reference)
+        if isinstance(value, list) and not value:
+            raise ValueError("video_reference must not be an empty list")
+        return value
+
+
+class JsonlSinkConfiguration(_Lenient):
+    name: str
+    """File name under the server's sink directory (``STREAMING_SINK_DIR``), without ``.jsonl``."""
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        if not _SINK_NAME.match(value):
+            raise ValueError("a sink name is letters, digits, '.', '_' and '-' (no paths)")
+        return value
+
+
+class VideoFileSinkConfiguration(JsonlSinkConfiguration):
+    segment_seconds: float = Field(default=300.0, gt=0)
+    output: str | None = None
+    """Workflow output to record (default: the first image output)."""
+
+
+class WebhookSinkConfiguration(_Lenient):
+    url: str
+    timeout_seconds: float = Field(default=5.0, gt=0)
+    max_attempts: int = Field(default=5, ge=1, le=100)
+    queue_size: int = Field(default=256, ge=1, le=100_000)
+
+    @field_validator("url")
+    @classmethod
+    def _url(cls, value: str) -> str:
+        if urlsplit(value).scheme not in ("http", "https") or not urlsplit(value).hostname:
+            raise ValueError("a webhook url is http(s)://host/...")
+        return value
+
+
+class SinkConfiguration(_Lenient):
+    """The reference's memory sink, plus our optional extra sinks."""
+
+    type: Literal["MemorySinkConfiguration"] = "MemorySinkConfiguration"
+    results_buffer_size: int = Field(default=64, ge=0, le=100_000)
+    jsonl: JsonlSinkConfiguration | None = None
+    video_file: VideoFileSinkConfiguration | None = None
+    webhook: WebhookSinkConfiguration | None = None
+
+
+class InitialisePipelinePayload(_Lenient):
+    api_key: str | None = None
+    video_configuration: VideoConfiguration
+    processing_configuration: WorkflowConfiguration
+    sink_configuration: SinkConfiguration = Field(default_factory=SinkConfiguration)
+    consumption_timeout: float | None = Field(default=None, gt=0)
+    decoding_buffer_size: int = Field(default=64, ge=1, le=1024)
+
+
+class ConsumePayload(_Lenient):
+    api_key: str | None = None
+    excluded_fields: list[str] = Field(default_factory=list)
+    wait_seconds: float = Field(default=0.0, ge=0, le=30)
+    """Ours: with an empty buffer, wait up to this long for a result (a long poll)."""
+
+
+class LocalSourceRefused(StreamingError):
+    """A remote caller named a file or device on the server's own machine."""
+
+    status = 403
+
+
+@dataclass(frozen=True)
+class SourceReference:
+    source_id: int
+    reference: str | int
+    kind: Literal["camera", "file", "device"]
+
+    @property
+    def shown(self) -> str:
+        """As status shows it: credentials and query removed (the reference's rule)."""
+        if isinstance(self.reference, int):
+            return str(self.reference)
+        parts = urlsplit(mask_url(self.reference))
+        host = parts.netloc.rpartition("@")[2]
+        return urlunsplit((parts.scheme, host, parts.path, "", ""))
+
+
+def _check_reference(reference: object) -> None:
+    """The reference's syntax rules (a 422 when broken); policy comes later."""
+    if isinstance(reference, bool) or not isinstance(reference, str | int):
+        raise ValueError("video_reference entries are URLs, paths or device indexes")
+    if isinstance(reference, int):
+        return
+    if any(c.isspace() or c in "\"'" for c in reference):
+        raise ValueError("video_reference must not contain whitespace or quotes")
+    if "://" in reference:
+        parts = urlsplit(reference)
+        if parts.scheme.lower() not in _KNOWN_SCHEMES:
+            raise ValueError(f"video_reference scheme '{parts.scheme}' is not supported")
+        if parts.scheme.lower() != "file" and not parts.hostname:
+            raise ValueError(f"video_reference {mask_url(reference)} has no host")
+        return
+    if not _EXPLICIT_PATH.match(reference) or any(c in reference for c in "!="):
+        raise ValueError(
+            "video_reference must be a URL, an explicit path (/..., ./...) or a device index"
+        )
+
+
+def resolve_references(
+    value: str | int | list[str | int], allow_local: bool
+) -> list[SourceReference]:
+    """Classify each reference; local ones are refused unless the server allows them."""
+    resolved = []
+    for source_id, reference in enumerate(value if isinstance(value, list) else [value]):
+        if isinstance(reference, int):
+            kind: Literal["camera", "file", "device"] = "device"
+        elif urlsplit(reference).scheme.lower() in _NETWORK_SCHEMES and "://" in reference:
+            kind = "camera"
+        elif "://" in reference and urlsplit(reference).scheme.lower() != "file":
+            raise InvalidRequest(
+                f"video_reference {mask_url(reference)}: only rtsp(s):// and http(s):// "
+                "cameras are read by this server"
+            )
+        else:
+            kind = "file"
+        if kind != "camera" and not allow_local:
+            what = "device" if kind == "device" else "local file"
+            raise LocalSourceRefused(
+                f"video_reference {reference!r} is a {what} on the server: refused "
+                "(set STREAMING_ALLOW_LOCAL_SOURCES=true to allow local sources)"
+            )
+        resolved.append(SourceReference(source_id, reference, kind))
+    return resolved

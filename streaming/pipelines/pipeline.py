@@ -1,0 +1,577 @@
+"""One headless monitoring pipeline: its sources, its workflow runs and its sinks.
+
+Each source has its own FrameBuffer (the request's strategies) and its own task: frames are
+taken from the buffer and run through that source's compiled workflow in the shared executor,
+one at a time, and every result goes to the memory sink (read by ``consume``), the extra sinks
+and any watchers (WebRTC sessions that show this pipeline's output). Cameras come from the
+shared SourceHub, so a pipeline and viewers of the same camera share one connection. A
+pipeline runs until terminated, whatever its cameras do: they reconnect on their own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import threading
+import time
+import uuid
+from collections import deque
+from collections.abc import Callable
+from concurrent.futures import Executor
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from sinks import JsonLinesWriter, MemorySink, RollingVideoRecorder, WebhookSink
+from sources import FileSource, LiveSource, LiveStats, SourceFrame
+from sources.hub import SourceHub, Subscription
+
+from ..buffering import BufferClosed, Consumption, Filling, FrameBuffer
+from ..workflows.blocks.base import FrameState, WorkflowImage
+from ..workflows.engine import CompiledWorkflow
+from ..workflows.serialization import serialize_value
+from .models import InitialisePipelinePayload, SourceReference
+
+__all__ = ["Pipeline", "PipelineResult", "Watcher"]
+
+log = logging.getLogger(__name__)
+
+_EVENTS = 512
+_LATENCY_WINDOW = 64
+# LiveSource states as the reference's source states.
+_STATE_NAMES = {
+    "connecting": "INITIALISING",
+    "streaming": "RUNNING",
+    "reconnecting": "RESTARTING",
+    "closed": "ENDED",
+}
+
+Item = tuple[SourceFrame, datetime, float]
+
+
+@dataclass
+class PipelineResult:
+    """One processed frame, as the sinks and watchers get it."""
+
+    source_id: int
+    frame_id: int
+    frame_timestamp: datetime
+    frame: SourceFrame
+    outputs: dict[str, Any]
+
+    def metadata(self) -> dict[str, Any]:
+        return {
+            "frame_timestamp": self.frame_timestamp.isoformat(),
+            "frame_id": self.frame_id,
+            "source_id": self.source_id,
+        }
+
+
+Watcher = Callable[[PipelineResult], None]
+"""Called on the event loop with every result; must not block."""
+
+
+@dataclass(eq=False)
+class _Source:
+    reference: SourceReference
+    buffer: FrameBuffer[Item]
+    workflow: CompiledWorkflow
+    subscription: Subscription | None = None
+    file: FileSource | None = None
+    state: str = "NOT_STARTED"
+    processed: int = 0
+    last_frame_id: int = 0
+    last_completed_at: float | None = None
+    latencies: deque[tuple[float, float, float]] = field(
+        default_factory=lambda: deque(maxlen=_LATENCY_WINDOW)
+    )
+    listener: Callable[[str, str, LiveStats], None] | None = None
+    announce: bool = True
+    """Log the next processed frame (the first, and the first after each reconnection)."""
+
+    @property
+    def live(self) -> LiveSource | None:
+        source = self.subscription.source if self.subscription is not None else None
+        return source if isinstance(source, LiveSource) else None
+
+
+class Pipeline:
+    def __init__(
+        self,
+        payload: InitialisePipelinePayload,
+        references: list[SourceReference],
+        workflows: list[CompiledWorkflow],
+        *,
+        hub: SourceHub,
+        executor: Executor,
+        sink_dir: Path,
+        jpeg_quality: int,
+    ) -> None:
+        self.pipeline_id = str(uuid.uuid4())
+        self.payload = payload
+        video = payload.video_configuration
+        self._hub = hub
+        self._executor = executor
+        self._jpeg_quality = jpeg_quality
+        self._events: deque[dict[str, Any]] = deque(maxlen=_EVENTS)
+        self._running = asyncio.Event()
+        self._running.set()
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._watchers: list[Watcher] = []
+        self._terminated = False
+        self._processed_at: deque[float] = deque(maxlen=100)
+        self._results_changed = asyncio.Event()
+        self.last_consumed = time.monotonic()
+        self.memory: MemorySink[PipelineResult] = MemorySink(
+            payload.sink_configuration.results_buffer_size
+        )
+        self._sources = [
+            _Source(ref, self._buffer_for(ref, video, payload.decoding_buffer_size), workflow)
+            for ref, workflow in zip(references, workflows, strict=True)
+        ]
+        self._jsonl: JsonLinesWriter | None = None
+        self._videos: dict[int, RollingVideoRecorder] = {}
+        self._webhook: WebhookSink | None = None
+        self._sink_errors: dict[str, dict[str, Any]] = {}
+        self._sinks_lock = threading.Lock()
+        self._sinks_closed = False
+        self._open_sinks(sink_dir)
+
+    # ----------------------------------------------------------------- set up
+
+    @staticmethod
+    def _buffer_for(ref: SourceReference, video: Any, size: int) -> FrameBuffer[Item]:
+        # Defaults when the caller gives none: every frame of a file; the newest of a camera.
+        file = ref.kind == "file"
+        filling = video.source_buffer_filling_strategy or (
+            Filling.WAIT if file else Filling.DROP_OLDEST
+        )
+        consumption = video.source_buffer_consumption_strategy or (
+            Consumption.LAZY if file else Consumption.EAGER
+        )
+        return FrameBuffer(filling, size, consumption, video.max_fps)
+
+    def _open_sinks(self, sink_dir: Path) -> None:
+        config = self.payload.sink_configuration
+        if config.jsonl is not None:
+            self._jsonl = JsonLinesWriter(sink_dir / f"{config.jsonl.name}.jsonl", append=True)
+        if config.webhook is not None:
+            hook = config.webhook
+            self._webhook = WebhookSink(
+                hook.url,
+                queue_size=hook.queue_size,
+                timeout_s=hook.timeout_seconds,
+                max_attempts=hook.max_attempts,
+            )
+        if config.video_file is not None:
+            for source in self._sources:
+                # Started-at in the name: a restarted pipeline never overwrites earlier segments.
+                started = datetime.now().strftime("%Y%m%d-%H%M%S")
+                stem = f"{config.video_file.name}-source{source.reference.source_id}-{started}"
+                self._videos[source.reference.source_id] = RollingVideoRecorder(
+                    sink_dir, stem, config.video_file.segment_seconds
+                )
+
+    async def start(self) -> None:
+        """Subscribe to every source and start processing; raises if a source is refused."""
+        self._event(20, "INFERENCE_THREAD_STARTED", {}, "inference_pipeline")
+        loop = asyncio.get_running_loop()
+        try:
+            for source in self._sources:
+                if source.reference.kind == "camera":
+                    self._subscribe(source, loop)
+                    self._spawn(self._process(source))
+                else:
+                    self._spawn(self._read_file(source))
+                    self._spawn(self._process(source))
+        except BaseException:
+            await self.terminate()
+            raise
+
+    def _subscribe(self, source: _Source, loop: asyncio.AbstractEventLoop) -> None:
+        buffer, source_id = source.buffer, source.reference.source_id
+        waits = buffer.filling is Filling.WAIT
+
+        def deliver(frame: SourceFrame) -> None:  # on the camera's reader thread
+            if not self._running.is_set():
+                buffer.drops["paused"] += 1
+                return
+            put = asyncio.run_coroutine_threadsafe(
+                buffer.put((frame, datetime.now(), time.perf_counter())), loop
+            )
+            if waits:  # WAIT on a live camera holds its reader, as the strategy says
+                with contextlib.suppress(BufferClosed, RuntimeError, TimeoutError):
+                    put.result(timeout=30)
+
+        source.subscription = self._hub.subscribe(str(source.reference.reference), deliver)
+        source.state = "INITIALISING"
+        live = source.live
+        if live is not None:
+
+            def on_change(previous: str, new: str, stats: LiveStats) -> None:
+                old_state, source.state = source.state, _STATE_NAMES.get(new, new.upper())
+                if new == "streaming":
+                    source.announce = True  # log the first frame processed from this connection
+                log.info(
+                    "pipeline %s source %d: %s%s",
+                    self.pipeline_id[:8],
+                    source_id,
+                    source.state,
+                    f" ({stats.last_error})" if new == "reconnecting" else "",
+                )
+                self._event(
+                    20,
+                    "SOURCE_STATE_UPDATE",
+                    {"previous_state": old_state, "new_state": source.state,
+                     "source_id": source_id},
+                    "video_source",
+                )  # fmt: skip
+                if new == "reconnecting" and stats.last_error:
+                    self._event(
+                        30,
+                        "SOURCE_ERROR",
+                        {"source_id": source_id, "error_type": "SourceConnectionError",
+                         "error_message": stats.last_error,
+                         "error_context": "stream_consumer_thread"},
+                        "video_source",
+                    )  # fmt: skip
+
+            source.listener = on_change
+            live.add_listener(on_change)
+            current = live.stats().state
+            source.state = _STATE_NAMES.get(current, current.upper())
+
+    async def _read_file(self, source: _Source) -> None:
+        """A local file (only when the server allows local sources): every frame when the
+        filling strategy waits, else played at its own rate like the camera it stands in for."""
+        realtime = source.buffer.filling is not Filling.WAIT
+        file = FileSource(source.reference.reference, realtime, defer_open=True)
+        source.file = file
+        source.state = "INITIALISING"
+        try:
+            await asyncio.to_thread(file.open)
+            source.state = "RUNNING"
+            while True:
+                await self._running.wait()  # a paused file stops reading, loses nothing
+                frame = await asyncio.to_thread(file.read)
+                if frame is None:
+                    break
+                await source.buffer.put((frame, datetime.now(), time.perf_counter()))
+        except BufferClosed:
+            return
+        except Exception as exc:
+            self._source_failed(source, exc)
+        else:
+            if file.error:
+                self._source_failed(source, RuntimeError(file.error))
+        finally:
+            file.close()
+            await source.buffer.close()
+
+    def _source_failed(self, source: _Source, exc: Exception) -> None:
+        source.state = "ERROR"
+        self._event(
+            40,
+            "SOURCE_ERROR",
+            {"source_id": source.reference.source_id, "error_type": type(exc).__name__,
+             "error_message": str(exc), "error_context": "stream_consumer_thread"},
+            "video_source",
+        )  # fmt: skip
+
+    # -------------------------------------------------------------- processing
+
+    async def _process(self, source: _Source) -> None:
+        loop = asyncio.get_running_loop()
+        source_id = source.reference.source_id
+        while True:
+            await self._running.wait()
+            item = await source.buffer.get()
+            if item is None:
+                break
+            frame, received_at, received_mono = item
+            frame_id = frame.index + 1
+            metadata = {
+                "video_identifier": str(source_id),
+                "frame_number": frame_id,
+                "frame_timestamp": received_at.isoformat(),
+                "fps": None,
+                "measured_fps": None,
+                "comes_from_video_file": source.reference.kind == "file",
+            }
+            started = time.perf_counter()
+            try:
+                outputs = await loop.run_in_executor(
+                    self._executor, source.workflow.run, frame.image, metadata, FrameState()
+                )
+            except Exception as exc:  # one bad frame must not end a monitoring pipeline
+                self._event(
+                    40,
+                    "INFERENCE_ERROR",
+                    {"error_type": type(exc).__name__, "error_message": str(exc),
+                     "error_context": "inference_thread"},
+                    "inference_pipeline",
+                )  # fmt: skip
+                continue
+            done = time.perf_counter()
+            source.latencies.append((started - received_mono, done - started, done - received_mono))
+            source.processed += 1
+            source.last_frame_id = frame_id
+            source.last_completed_at = time.monotonic()
+            self._processed_at.append(source.last_completed_at)
+            if source.announce:
+                source.announce = False
+                log.info("pipeline %s source %d: processing", self.pipeline_id[:8], source_id)
+            await self._dispatch(PipelineResult(source_id, frame_id, received_at, frame, outputs))
+        if source.reference.kind == "file":
+            source.state = "ENDED" if source.state != "ERROR" else "ERROR"
+            self._event(20, "VIDEO_CONSUMPTION_FINISHED", {"source_id": source_id}, "video_source")
+
+    async def _dispatch(self, result: PipelineResult) -> None:
+        self.memory.write(result)
+        self._results_changed.set()
+        for watcher in list(self._watchers):
+            self._guarded("watcher", watcher, result)
+        if self._jsonl is None and self._webhook is None and not self._videos:
+            return
+        await asyncio.get_running_loop().run_in_executor(
+            self._executor, self._write_extra_sinks, result
+        )
+
+    def _write_extra_sinks(self, result: PipelineResult) -> None:
+        # Under the lock: terminate cancels the task awaiting this, not this thread, and
+        # closing an encoder while it encodes would crash the process.
+        with self._sinks_lock:
+            if not self._sinks_closed:
+                self._write_extra_sinks_locked(result)
+
+    def _write_extra_sinks_locked(self, result: PipelineResult) -> None:
+        if self._jsonl is not None or self._webhook is not None:
+            record = {**result.metadata(), "outputs": self.serialize(result, images=False)}
+            if self._jsonl is not None:
+                self._guarded("jsonl", self._jsonl.write, record)
+            if self._webhook is not None:
+                self._guarded("webhook", self._webhook.write, record)
+        recorder = self._videos.get(result.source_id)
+        if recorder is not None:
+            image = self._image_to_record(result.outputs)
+            frame = image if image is not None else result.frame.image
+            self._guarded("video_file", recorder.write, frame, time.monotonic())
+
+    def _guarded(self, sink: str, write: Callable[..., None], *args: Any) -> None:
+        """A failing sink (disk full, a codec error) is counted and reported in the status;
+        it never stops the pipeline or the other sinks."""
+        try:
+            write(*args)
+        except Exception as exc:
+            errors = self._sink_errors.setdefault(sink, {"errors": 0, "last_error": None})
+            if not errors["errors"]:
+                log.warning("pipeline %s: %s sink failed", self.pipeline_id[:8], sink, exc_info=exc)
+            errors["errors"] += 1
+            errors["last_error"] = f"{type(exc).__name__}: {exc}"
+
+    def _image_to_record(self, outputs: dict[str, Any]) -> Any:
+        config = self.payload.sink_configuration.video_file
+        name = config.output if config is not None else None
+        if name is not None:
+            value = outputs.get(name)
+            return value.numpy if isinstance(value, WorkflowImage) else None
+        for value in outputs.values():
+            if isinstance(value, WorkflowImage):
+                return value.numpy
+        return None
+
+    async def next_result(self, wait_s: float) -> PipelineResult | None:
+        """The oldest buffered result; waits up to ``wait_s`` for one (our long poll)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + wait_s
+        while (result := self.memory.pop()) is None and not self._terminated:
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return None
+            self._results_changed.clear()
+            try:
+                await asyncio.wait_for(self._results_changed.wait(), remaining)
+            except TimeoutError:
+                return None
+        return result
+
+    def serialize(
+        self, result: PipelineResult, excluded: list[str] | None = None, images: bool = True
+    ) -> dict[str, Any]:
+        """Top-level outputs as JSON values (images as base64 JPEG unless ``images`` is off)."""
+        skip = set(excluded or ())
+        metadata = {"frame_number": result.frame_id, "source_id": result.source_id}
+        return {
+            name: serialize_value(value, self._jpeg_quality, metadata)
+            for name, value in result.outputs.items()
+            if name not in skip and (images or not isinstance(value, WorkflowImage))
+        }
+
+    # ----------------------------------------------------------------- control
+
+    def watch(self, watcher: Watcher) -> Callable[[], None]:
+        """Receive every result from now on; returns the function that stops it."""
+        self._watchers.append(watcher)
+
+        def stop() -> None:
+            if watcher in self._watchers:
+                self._watchers.remove(watcher)
+
+        return stop
+
+    @property
+    def workflow(self) -> CompiledWorkflow:
+        """The workflow every source runs (compiled once per source from one specification)."""
+        return self._sources[0].workflow
+
+    @property
+    def source_count(self) -> int:
+        return len(self._sources)
+
+    @property
+    def paused(self) -> bool:
+        return not self._running.is_set()
+
+    def pause(self) -> None:
+        self._running.clear()
+        for source in self._sources:
+            source.state = "PAUSED"
+        self._event(20, "PIPELINE_PAUSED", {}, "inference_pipeline")
+        log.info("pipeline %s paused", self.pipeline_id[:8])
+
+    def resume(self) -> None:
+        self._running.set()
+        for source in self._sources:
+            live = source.live
+            source.state = _STATE_NAMES.get(live.stats().state, "RUNNING") if live else "RUNNING"
+        for source in self._sources:
+            source.announce = True
+        self._event(20, "PIPELINE_RESUMED", {}, "inference_pipeline")
+        log.info("pipeline %s resumed", self.pipeline_id[:8])
+
+    async def terminate(self) -> None:
+        """Idempotent: stops the sources (leaving the hub), the tasks and the sinks."""
+        if self._terminated:
+            return
+        self._terminated = True
+        for source in self._sources:
+            live = source.live
+            if live is not None and source.listener is not None:
+                live.remove_listener(source.listener)
+            if source.subscription is not None:
+                source.subscription.close()
+            if source.file is not None:
+                source.file.close()
+            await source.buffer.close(discard=True)
+        self._running.set()  # wake tasks parked on a pause so they can finish
+        self._results_changed.set()  # and long polls
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await asyncio.to_thread(self._close_sinks)
+        self._watchers.clear()
+        self.memory.close()
+
+    def _close_sinks(self) -> None:
+        with self._sinks_lock:  # waits out a write in progress
+            self._sinks_closed = True
+        if self._jsonl is not None:
+            self._guarded("jsonl", self._jsonl.close)
+        for recorder in self._videos.values():
+            self._guarded("video_file", recorder.close)
+        if self._webhook is not None:
+            self._guarded("webhook", self._webhook.close)
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def _event(self, severity: int, event_type: str, payload: dict, context: str) -> None:
+        # deque.append is atomic: camera reader threads add events too.
+        self._events.append(
+            {
+                "timestamp": datetime.now().isoformat(),
+                "severity": severity,
+                "event_type": event_type,
+                "payload": payload,
+                "context": context,
+            }
+        )
+
+    # ------------------------------------------------------------------ status
+
+    def report(self) -> dict[str, Any]:
+        now = time.monotonic()
+        recent = [t for t in self._processed_at if now - t <= 5.0]
+        throughput = (len(recent) - 1) / (recent[-1] - recent[0]) if len(recent) > 1 else 0.0
+        return {
+            "video_source_status_updates": list(self._events),
+            "latency_reports": [self._latency(s) for s in self._sources],
+            "inference_throughput": round(throughput, 2),
+            "sources_metadata": [self._source_metadata(s) for s in self._sources],
+            "completion_statistics": {
+                "sampled_at_monotonic": now,
+                "sources": [
+                    {
+                        "source_id": s.reference.source_id,
+                        "completed_frames": s.processed,
+                        "last_completed_at_monotonic": s.last_completed_at,
+                        "last_frame_id": s.last_frame_id or None,
+                    }
+                    for s in self._sources
+                ],
+            },
+            "paused": self.paused,
+            "sinks": self._sink_stats(),
+        }
+
+    @staticmethod
+    def _latency(source: _Source) -> dict[str, Any]:
+        entries = list(source.latencies)
+        names = ("frame_decoding_latency", "inference_latency", "e2e_latency")
+        averages = (
+            [round(sum(e[i] for e in entries) / len(entries), 4) for i in range(3)]
+            if entries
+            else [None, None, None]
+        )
+        return {"source_id": source.reference.source_id, **dict(zip(names, averages, strict=True))}
+
+    def _source_metadata(self, source: _Source) -> dict[str, Any]:
+        live = source.live
+        stats = live.stats().to_dict() if live is not None else None
+        properties = None
+        if source.processed or (stats and stats["frames"]):
+            properties = {"is_file": source.reference.kind == "file",
+                          "fps": stats["fps_in"] if stats else None}  # fmt: skip
+        return {
+            "source_properties": properties,
+            "source_reference": source.reference.shown,
+            "buffer_size": source.buffer.capacity,
+            "state": source.state,
+            "buffer_filling_strategy": source.buffer.filling.value,
+            "buffer_consumption_strategy": source.buffer.consumption.value,
+            "source_id": source.reference.source_id,
+            # Ours: the camera's own stats (masked), and every drop by reason.
+            "stats": stats,
+            "drops": dict(source.buffer.drops),
+            "frames_processed": source.processed,
+        }
+
+    def _sink_stats(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "memory": {"buffered": len(self.memory), "dropped": self.memory.dropped}
+        }
+        if self._jsonl is not None:
+            out["jsonl"] = {"lines": self._jsonl.lines, "file": self._jsonl.path.name}
+        if self._videos:
+            out["video_file"] = {
+                str(i): [p.name for p in r.segments] for i, r in self._videos.items()
+            }
+        if self._webhook is not None:
+            out["webhook"] = {**self._webhook.stats.__dict__, "pending": self._webhook.pending()}
+        for sink, errors in self._sink_errors.items():
+            out.setdefault(sink, {}).update(errors)
+        return out

@@ -1,0 +1,114 @@
+"""``/inference_pipelines/*``: the reference's routes and response shapes (pipelines-api.md §1)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from typing import Any
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel
+
+from ..errors import NotReady
+from ..pipelines import InitialisePipelinePayload
+from ..pipelines.models import ConsumePayload
+from .auth import check_api_key
+from .state import ServerState, get_state
+from .webrtc import read_limited_body
+
+__all__ = ["router"]
+
+router = APIRouter(prefix="/inference_pipelines")
+
+
+def _context(pipeline_id: str | None) -> dict[str, Any]:
+    return {"request_id": str(uuid.uuid4()), "pipeline_id": pipeline_id}
+
+
+def _success(pipeline_id: str | None, **fields: Any) -> dict[str, Any]:
+    return {"status": "success", "context": _context(pipeline_id), **fields}
+
+
+async def _body(request: Request, state: ServerState, model: type[BaseModel]) -> Any:
+    """The JSON body (the SDK sends one even on GET) validated by ``model``, API key checked.
+    ``ValidationError`` propagates: a 422."""
+    raw = await read_limited_body(request, state.settings.max_request_bytes)
+    parsed = model.model_validate_json(raw or b"{}")
+    check_api_key(state.settings.api_key, request, getattr(parsed, "api_key", None))
+    return parsed
+
+
+class _KeyOnly(BaseModel):
+    api_key: str | None = None
+
+
+@router.post("/initialise")
+async def initialise(request: Request, state: ServerState = Depends(get_state)) -> JSONResponse:
+    payload = await _body(request, state, InitialisePipelinePayload)
+    if not state.ready.is_set():
+        raise NotReady(state.startup_error or "the server is still preparing its models")
+    pipeline = await state.pipelines.initialise(payload)
+    return JSONResponse(_success(pipeline.pipeline_id))
+
+
+@router.get("/list")
+async def list_pipelines(request: Request, state: ServerState = Depends(get_state)) -> dict:
+    await _body(request, state, _KeyOnly)
+    return _success(None, pipelines=state.pipelines.ids())
+
+
+@router.get("/{pipeline_id}/status")
+async def status(
+    pipeline_id: str, request: Request, state: ServerState = Depends(get_state)
+) -> dict:
+    await _body(request, state, _KeyOnly)
+    return _success(pipeline_id, report=state.pipelines.get(pipeline_id).report())
+
+
+@router.post("/{pipeline_id}/pause")
+async def pause(
+    pipeline_id: str, request: Request, state: ServerState = Depends(get_state)
+) -> dict:
+    await _body(request, state, _KeyOnly)
+    state.pipelines.get(pipeline_id).pause()
+    return _success(pipeline_id)
+
+
+@router.post("/{pipeline_id}/resume")
+async def resume(
+    pipeline_id: str, request: Request, state: ServerState = Depends(get_state)
+) -> dict:
+    await _body(request, state, _KeyOnly)
+    state.pipelines.get(pipeline_id).resume()
+    return _success(pipeline_id)
+
+
+@router.post("/{pipeline_id}/terminate")
+async def terminate(
+    pipeline_id: str, request: Request, state: ServerState = Depends(get_state)
+) -> dict:
+    await _body(request, state, _KeyOnly)
+    await state.pipelines.terminate(pipeline_id)
+    return _success(pipeline_id)
+
+
+@router.get("/{pipeline_id}/consume")
+async def consume(
+    pipeline_id: str, request: Request, state: ServerState = Depends(get_state)
+) -> JSONResponse:
+    payload = await _body(request, state, ConsumePayload)
+    pipeline = state.pipelines.get(pipeline_id)
+    result = await pipeline.next_result(payload.wait_seconds)
+    if result is None:
+        return JSONResponse(_success(pipeline_id, outputs=[], frames_metadata=[]))
+    pipeline.last_consumed = time.monotonic()
+    # One slot per source, in video_reference order; only this result's is filled.
+    outputs: list[Any] = [None] * pipeline.source_count
+    metadata: list[Any] = [None] * pipeline.source_count
+    outputs[result.source_id] = await asyncio.to_thread(
+        pipeline.serialize, result, payload.excluded_fields
+    )
+    metadata[result.source_id] = result.metadata()
+    return JSONResponse(_success(pipeline_id, outputs=outputs, frames_metadata=metadata))
