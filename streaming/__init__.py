@@ -15,6 +15,7 @@ _CLIENT_NAMES = {
     "Client",
     "InvalidParameterError",
     "MJPEGSource",
+    "PipelineSource",
     "ManualSource",
     "RTSPSource",
     "SessionStartError",

@@ -8,7 +8,7 @@ from .blocking import WebRTCSession
 from .config import StreamConfig
 from .errors import InvalidParameterError
 from .session import AsyncWebRTCSession
-from .sources import StreamSource
+from .sources import PipelineSource, StreamSource
 
 __all__ = ["Client", "WebRTCClient"]
 
@@ -47,7 +47,7 @@ class WebRTCClient:
         self,
         source: StreamSource,
         *,
-        workflow: str | dict[str, Any],
+        workflow: str | dict[str, Any] | None = None,
         image_input: str = "image",
         workspace: str | None = None,
         config: StreamConfig | None = None,
@@ -67,7 +67,7 @@ class WebRTCClient:
         self,
         source: StreamSource,
         *,
-        workflow: str | dict[str, Any],
+        workflow: str | dict[str, Any] | None = None,
         image_input: str = "image",
         workspace: str | None = None,
         config: StreamConfig | None = None,
@@ -78,11 +78,14 @@ class WebRTCClient:
                 f"source must be a StreamSource (WebcamSource, ManualSource, ...), "
                 f"not {type(source).__name__}"
             )
+        if workflow is None and not isinstance(source, PipelineSource):
+            raise InvalidParameterError("workflow is required (except to watch a pipeline)")
         return AsyncWebRTCSession(
             api_url=self.api_url,
             api_key=self.api_key,
             source=source,
-            workflow_config=workflow_config(workflow, workspace),
+            # A watched pipeline already runs its workflow: none is sent.
+            workflow_config={} if workflow is None else workflow_config(workflow, workspace),
             image_input=image_input,
             config=config or StreamConfig(),
             connect_timeout=self.connect_timeout,

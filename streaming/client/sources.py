@@ -172,6 +172,20 @@ class MJPEGSource(_ServerPulled):
         super().__init__(_check_url(url, ("http", "https"), "MJPEG"))
 
 
+class PipelineSource(_ServerPulled):
+    """Watch a monitoring pipeline running on the server (our extension): its annotated frames
+    and results, without running the workflow a second time or opening the camera again."""
+
+    def __init__(self, pipeline_id: str, source_id: int = 0) -> None:
+        if not pipeline_id:
+            raise InvalidParameterError("pipeline_id is required")
+        super().__init__(pipeline_id)
+        self.source_id = source_id
+
+    def request_fields(self, config: StreamConfig) -> dict[str, Any]:
+        return {"pipeline_id": self.url, "pipeline_source_id": self.source_id}
+
+
 UPLOAD_CHANNEL = "video_upload"
 _UPLOAD_HIGH_WATER = 256 * 1024
 _UPLOAD_LOW_WATER = 64 * 1024

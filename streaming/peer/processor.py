@@ -140,8 +140,10 @@ class FrameProcessor:
         errors: list[str],
         extra_metadata: dict[str, Any],
         render: bool,
+        outputs: dict[str, Any] | None = None,
     ) -> ProcessedFrame:
-        """Blocking: run in a worker thread. ``errors`` is owned by this frame."""
+        """Blocking: run in a worker thread. ``errors`` is owned by this frame. ``outputs``
+        given: the workflow's outputs for this frame already exist (a watched pipeline's)."""
         started = time.perf_counter()
         selection = self.selection  # one consistent view even if a control message swaps it
         # Decoded files arrive as BGR already (decoded and turned upright on the reader's thread).
@@ -157,11 +159,12 @@ class FrameProcessor:
             "measured_fps": None,
             "comes_from_video_file": self.from_file,
         }
-        try:
-            outputs = self.workflow.run(image, workflow_metadata, state)
-        except Exception as exc:  # a failing frame must not end the session
-            outputs = {}
-            errors.append(f"workflow failed on frame {frame_id}: {type(exc).__name__}: {exc}")
+        if outputs is None:  # else a pipeline this session watches already ran the workflow
+            try:
+                outputs = self.workflow.run(image, workflow_metadata, state)
+            except Exception as exc:  # a failing frame must not end the session
+                outputs = {}
+                errors.append(f"workflow failed on frame {frame_id}: {type(exc).__name__}: {exc}")
 
         video_frame = None
         if render and selection.stream_output is not None:

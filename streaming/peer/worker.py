@@ -17,6 +17,7 @@ import time
 import uuid
 from collections.abc import Callable, Coroutine
 from concurrent.futures import Executor
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -31,6 +32,7 @@ from ..buffering import BufferClosed, FrameBuffer
 from ..config import Settings
 from ..errors import InvalidOffer, InvalidRequest, SourceUnavailable, UpstreamTimeout
 from ..metrics import Metrics
+from ..pipelines import Pipeline, PipelineResult
 from ..protocol.messages import (
     ResultMessage,
     WebRTCOffer,
@@ -51,8 +53,22 @@ log = logging.getLogger(__name__)
 UPLOAD_CHANNEL = "video_upload"
 UPLOAD_LABEL = "the uploaded video"
 
-InputItem = tuple[av.VideoFrame | SourceFrame, datetime, float]
-"""A frame with when it was received (wall clock for the metadata, monotonic for waits)."""
+
+@dataclass(frozen=True, slots=True)
+class InputItem:
+    """A frame with when it was received (wall clock for the metadata, monotonic for waits)."""
+
+    frame: av.VideoFrame | SourceFrame
+    received_at: datetime
+    received_mono: float
+    outputs: dict[str, Any] | None = None
+    """Already computed by the pipeline this session watches: the workflow is not run again."""
+
+    @classmethod
+    def now(cls, frame: av.VideoFrame | SourceFrame, outputs: dict[str, Any] | None = None):
+        return cls(frame, datetime.now(), time.perf_counter(), outputs)
+
+
 _FIRST_RESULT_CHANNEL_WAIT_S = 2.0
 _COMPLETION_FLUSH_S = 2.0
 
@@ -96,6 +112,7 @@ class PeerWorker:
         self._upload: UploadReceiver | None = None
         self._file: FileSource | None = None
         self._camera: Subscription | None = None
+        self._stop_watching: Callable[[], None] | None = None
         self._acks = AckGate(settings.ack_window, enabled=not realtime)
         self._results = ResultChannel(
             settings.datachannel_high_water_bytes,
@@ -165,10 +182,10 @@ class PeerWorker:
         if not isinstance(source, LiveSource):
             return
         try:
+            # A camera that refuses or cannot be reached fails at once; one that connected
+            # and then paused gets the whole wait to deliver its first frame.
             stats = await asyncio.to_thread(
-                source.wait_for,
-                lambda s: s.frames > 0 or s.failed_attempts > 0 or s.disconnects > 0,
-                wait_s,
+                source.wait_for, lambda s: s.frames > 0 or s.failed_attempts > 0, wait_s
             )
         except TimeoutError:
             raise SourceUnavailable(f"no frame from {source.masked_url} in {wait_s:g} s") from None
@@ -176,21 +193,40 @@ class PeerWorker:
             raise SourceUnavailable(stats.last_error or f"cannot read {source.masked_url}")
         log.info("session %s watches %s", self.session_id[:8], source.masked_url)
 
+    def attach_pipeline(self, pipeline: Pipeline, source_id: int) -> None:
+        """Show a running pipeline's results for one of its sources: frames and outputs come
+        from the pipeline, so the workflow is not run a second time."""
+        if not 0 <= source_id < pipeline.source_count:
+            raise InvalidRequest(
+                f"pipeline_source_id {source_id} is not a source of pipeline "
+                f"{pipeline.pipeline_id} (it has {pipeline.source_count})"
+            )
+        buffer = self._attach_input(self._live_input())
+        self._source_attached = True
+
+        def watch(result: PipelineResult) -> None:  # on our loop, from the pipeline's task
+            if result.source_id == source_id and not buffer.closed:
+                self._metrics.frames_received.inc()
+                self._spawn(self._offer(buffer, InputItem.now(result.frame, result.outputs)))
+
+        self._stop_watching = pipeline.watch(watch)
+        log.info("session %s watches pipeline %s", self.session_id[:8], pipeline.pipeline_id[:8])
+
+    async def _offer(self, buffer: FrameBuffer[InputItem], item: InputItem) -> None:
+        with contextlib.suppress(BufferClosed):  # the session is ending
+            if await buffer.put(item):
+                reason = "latest_frame_wins" if self.realtime else "input_queue_full"
+                self._metrics.frames_dropped.labels(reason).inc()
+
     def _camera_delivery(self) -> Callable[[SourceFrame], None]:
         """What the hub's reader thread calls with each camera frame."""
         buffer = self._attach_input(self._live_input())
         loop = asyncio.get_running_loop()
-        reason = "latest_frame_wins" if self.realtime else "input_queue_full"
-
-        async def offer(frame: SourceFrame) -> None:
-            self._metrics.frames_received.inc()
-            with contextlib.suppress(BufferClosed):  # the session is ending
-                if await buffer.put((frame, datetime.now(), time.perf_counter())):
-                    self._metrics.frames_dropped.labels(reason).inc()
 
         def deliver(frame: SourceFrame) -> None:
             # Never blocks the camera's other consumers: the frame is queued on our loop.
-            asyncio.run_coroutine_threadsafe(offer(frame), loop)
+            self._metrics.frames_received.inc()
+            asyncio.run_coroutine_threadsafe(self._offer(buffer, InputItem.now(frame)), loop)
 
         return deliver
 
@@ -224,6 +260,8 @@ class PeerWorker:
         await self._acks.close()
         if self._camera is not None:
             self._camera.close()
+        if self._stop_watching is not None:
+            self._stop_watching()
         if self._file is not None:
             self._file.close()
         if self._upload is not None:
@@ -412,7 +450,7 @@ class PeerWorker:
                 except MediaStreamError:
                     break
                 self._metrics.frames_received.inc()
-                if await buffer.put((frame, datetime.now(), time.perf_counter())):
+                if await buffer.put(InputItem.now(frame)):
                     self._metrics.frames_dropped.labels(reason).inc()
         except BufferClosed:
             pass  # the session is ending
@@ -448,7 +486,7 @@ class PeerWorker:
         try:
             while (frame := await asyncio.to_thread(source.read)) is not None:
                 self._metrics.frames_received.inc()
-                if await buffer.put((frame, datetime.now(), time.perf_counter())):
+                if await buffer.put(InputItem.now(frame)):
                     self._metrics.frames_dropped.labels("late_frame").inc()
         except BufferClosed:
             return  # the session is ending
@@ -481,15 +519,14 @@ class PeerWorker:
             item = await source.get()
             if item is None:
                 break
-            frame, received_at, received_mono = item
             frame_id += 1
-            queue_wait_ms = (time.perf_counter() - received_mono) * 1000
+            queue_wait_ms = (time.perf_counter() - item.received_mono) * 1000
             processed = await loop.run_in_executor(
                 self._executor,
                 self._processor.process,
-                frame,
+                item.frame,
                 frame_id,
-                received_at,
+                item.received_at,
                 queue_wait_ms,
                 self._take_errors(source),
                 {
@@ -497,6 +534,7 @@ class PeerWorker:
                     "dropped_frames": source.dropped,
                 },
                 self._out_track is not None,
+                item.outputs,
             )
             self.frames_processed = frame_id
             self._metrics.frames_processed.inc()

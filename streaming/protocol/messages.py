@@ -7,7 +7,15 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictInt,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 __all__ = [
     "ControlMessage",
@@ -67,7 +75,8 @@ class WebRTCWorkerRequest(_Lenient):
     """Body of ``POST /initialise_webrtc_worker`` (reference §1.1)."""
 
     api_key: str | None = None
-    workflow_configuration: WorkflowConfiguration
+    workflow_configuration: WorkflowConfiguration | None = None
+    """Required, except when watching a pipeline (whose workflow already runs)."""
     webrtc_offer: WebRTCOffer
     webrtc_config: WebRTCConfig | None = None
     webrtc_turn_config: IceServer | None = None
@@ -82,6 +91,15 @@ class WebRTCWorkerRequest(_Lenient):
     requested_plan: str | None = None
     requested_region: str | None = None
     is_preview: bool = False
+    pipeline_id: str | None = None
+    """Ours: watch this running pipeline's output instead of running a workflow."""
+    pipeline_source_id: int = Field(default=0, ge=0)
+
+    @model_validator(mode="after")
+    def _workflow_or_pipeline(self) -> WebRTCWorkerRequest:
+        if self.workflow_configuration is None and self.pipeline_id is None:
+            raise ValueError("workflow_configuration is required (or pipeline_id, to watch one)")
+        return self
 
     def ice_servers(self) -> list[IceServer]:
         if self.webrtc_turn_config is not None:  # legacy single-TURN form wins, as upstream

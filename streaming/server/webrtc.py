@@ -88,8 +88,9 @@ async def initialise_webrtc_worker(
     if not state.ready.is_set():
         raise NotReady(state.startup_error or "the server is still preparing its models")
     camera_url = camera_of(payload)
+    watched = state.pipelines.get(payload.pipeline_id) if payload.pipeline_id else None
     config = payload.workflow_configuration
-    if config.workflow_specification is None:
+    if watched is None and config is not None and config.workflow_specification is None:
         name = f"{config.workspace_name}/{config.workflow_id}"
         raise InvalidRequest(
             f"workflow '{name}' not found: send workflow_specification inline"
@@ -100,15 +101,18 @@ async def initialise_webrtc_worker(
     state.sessions.reserve()
     worker: PeerWorker | None = None
     try:
-        spec = parse_spec(config.workflow_specification)
-        workflow = await asyncio.to_thread(
-            compile_workflow,
-            spec,
-            BuildContext(state.models),
-            image_input_name=config.image_input_name,
-            video_metadata_input_name=config.video_metadata_input_name,
-            parameters=config.workflows_parameters,
-        )
+        if watched is not None:
+            workflow = watched.workflow  # its outputs are what the session shows
+        else:
+            assert config is not None and config.workflow_specification is not None
+            workflow = await asyncio.to_thread(
+                compile_workflow,
+                parse_spec(config.workflow_specification),
+                BuildContext(state.models),
+                image_input_name=config.image_input_name,
+                video_metadata_input_name=config.video_metadata_input_name,
+                parameters=config.workflows_parameters,
+            )
         selection = OutputSelection.from_request(
             workflow, payload.stream_output, payload.data_output
         )
@@ -123,7 +127,9 @@ async def initialise_webrtc_worker(
             settings, payload, processor, state.executor, state.metrics, state.sessions.remove
         )
         state.sessions.add(worker)
-        if camera_url is not None:
+        if watched is not None:
+            worker.attach_pipeline(watched, payload.pipeline_source_id)
+        elif camera_url is not None:
             await worker.attach_camera(state.hub, camera_url, settings.rtsp_read_timeout + 1.0)
         answer = await worker.start(payload.webrtc_offer)
     except BaseException:
