@@ -2,9 +2,9 @@
 
 Runs under Debian's ``/usr/bin/python3`` (``python3-gi``), not the project's interpreter:
     /usr/bin/python3 rtsp_camera_server.py PORT PATH WIDTH HEIGHT FPS
-Frames (WIDTH*HEIGHT*3 bytes each, BGR) are read from stdin by a thread; while a client is
-attached the latest one is pushed into the shared media's appsrc, which H.264-encodes it with
-zero-latency settings. Prints ``READY rtsp://127.0.0.1:PORT/PATH`` once it listens. The
+Frames (WIDTH*HEIGHT*3 bytes each, BGR) are read from stdin by a thread and pushed into every
+attached client's appsrc, which H.264-encodes them with zero-latency settings. Prints
+``READY rtsp://127.0.0.1:PORT/PATH`` once it listens, and ``CLIENT`` per connection. The
 frames, stamped with their send time, come from the test process, so the stamp code lives in
 one place.
 """
@@ -36,12 +36,21 @@ def main() -> None:
         f"! x264enc tune=zerolatency speed-preset=ultrafast key-int-max={fps} bitrate=2000 "
         f"! rtph264pay name=pay0 pt=96 config-interval=1 )"
     )
-    factory.set_shared(True)
+    # One media (and encoder) per client. A shared media, set up by a client that connects
+    # within a moment of the server's start, sometimes never sent it data (measured).
+    factory.set_shared(False)
 
     def configured(_factory, media) -> None:
         source = media.get_element().get_child_by_name("src")
         with lock:
             sources.append(source)
+
+        def unprepared(_media) -> None:  # the last client left: this appsrc is gone
+            with lock:
+                if source in sources:
+                    sources.remove(source)
+
+        media.connect("unprepared", unprepared)
 
     factory.connect("media-configure", configured)
     server = GstRtspServer.RTSPServer()
@@ -61,10 +70,9 @@ def main() -> None:
             with lock:
                 targets = list(sources)
             for source in targets:
-                if source.emit("push-buffer", Gst.Buffer.new_wrapped(data)) != Gst.FlowReturn.OK:
-                    with lock:  # that client's media is gone
-                        if source in sources:
-                            sources.remove(source)
+                # FLUSHING only means the media is not playing yet (a client is still setting
+                # up): keep feeding it. The media's "unprepared" signal removes it for good.
+                source.emit("push-buffer", Gst.Buffer.new_wrapped(data))
         loop.quit()
 
     loop = GLib.MainLoop()

@@ -30,6 +30,7 @@ class ServerProcess:
         env.update({"STREAMING_ICE_HOST_ADDRESSES": "127.0.0.1", "PYTHONUNBUFFERED": "1"})
         env.update({f"STREAMING_{k.upper()}": v for k, v in settings.items()})
         self.output: deque[str] = deque(maxlen=400)
+        self.lines: list[str] = []  # every line, for wait_for_output
         self.closed_sessions = 0
         self.connected_sessions = 0
         self._lines = threading.Condition()
@@ -51,6 +52,7 @@ class ServerProcess:
         for line in self.process.stdout:
             with self._lines:
                 self.output.append(line.rstrip())
+                self.lines.append(line.rstrip())
                 if "session " in line and " closed after " in line:
                     self.closed_sessions += 1
                 if "session " in line and line.rstrip().endswith(" connected"):
@@ -75,6 +77,22 @@ class ServerProcess:
                     f"{attribute}: {getattr(self, attribute)} of {count}:\n"
                     + "\n".join(self.output)
                 )
+
+    def wait_for_output(self, text: str, start: int = 0, timeout: float = 10) -> int:
+        """Until a line containing ``text`` is logged at or after line ``start`` (use
+        ``len(server.lines)`` taken before the action); returns the line's index."""
+
+        def found() -> int | None:
+            return next((i for i in range(start, len(self.lines)) if text in self.lines[i]), None)
+
+        with self._lines:
+            if not self._lines.wait_for(lambda: found() is not None, timeout):
+                raise TimeoutError(
+                    f"no line with {text!r} in {timeout:g} s:\n" + "\n".join(self.output)
+                )
+            index = found()
+            assert index is not None
+            return index
 
     def wait_sessions_closed(self, count: int, timeout: float = 10) -> None:
         """Wait until the server has logged ``count`` session teardowns in all."""

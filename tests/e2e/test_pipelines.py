@@ -1,0 +1,313 @@
+"""Headless monitoring pipelines on real RTSP cameras, through the published client and raw HTTP."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import av
+import httpx
+import pytest
+from inference_sdk import InferenceHTTPClient
+
+from sources import decode_stamp
+from streaming.client import Client, PipelineSource, RTSPSource, StreamConfig
+from tests.conftest import DETECT_SPEC
+from tests.support.camera import RTSPCamera
+from tests.support.server import ServerProcess
+
+pytestmark = pytest.mark.e2e
+
+READ_TIMEOUT = 1.5
+CONFIG = StreamConfig(stream_output=["annotated"], data_output=["predictions"])
+
+
+@pytest.fixture(scope="module")
+def sink_dir(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("sinks")
+
+
+@pytest.fixture(scope="module")
+def server(sink_dir):
+    process = ServerProcess(sink_dir=str(sink_dir), rtsp_read_timeout=str(READ_TIMEOUT))
+    try:
+        process.wait_ready()
+        yield process
+    finally:
+        process.stop()
+
+
+@pytest.fixture
+def camera():
+    camera = RTSPCamera(320, 240, fps=30)
+    try:
+        yield camera
+    finally:
+        camera.close()
+
+
+def start(server: ServerProcess, reference, **extra) -> str:
+    body = {
+        "video_configuration": {"type": "VideoConfiguration", "video_reference": reference},
+        "processing_configuration": {
+            "type": "WorkflowConfiguration",
+            "workflow_specification": DETECT_SPEC,
+        },
+        **extra,
+    }
+    response = server.post("/inference_pipelines/initialise", json=body)
+    assert response.status_code == 200, response.text
+    return response.json()["context"]["pipeline_id"]
+
+
+def consume(server: ServerProcess, pipeline_id: str, wait: float = 10, **extra) -> dict:
+    """Our long poll: waits up to ``wait`` s for a result instead of polling."""
+    response = httpx.request(
+        "GET",
+        f"{server.url}/inference_pipelines/{pipeline_id}/consume",
+        json={"wait_seconds": wait, **extra},
+        timeout=wait + 10,
+    )
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+def status(server: ServerProcess, pipeline_id: str) -> dict:
+    response = server.get(f"/inference_pipelines/{pipeline_id}/status")
+    assert response.status_code == 200, response.text
+    return response.json()["report"]
+
+
+def terminate(server: ServerProcess, pipeline_id: str) -> None:
+    assert server.post(f"/inference_pipelines/{pipeline_id}/terminate").status_code == 200
+
+
+def test_published_client_pipeline_methods_end_to_end(server, camera):
+    client = InferenceHTTPClient(api_url=server.url, api_key=None)
+    mark = len(server.lines)
+    started = client.start_inference_pipeline_with_workflow(
+        video_reference=camera.url, workflow_specification=DETECT_SPEC
+    )
+    pipeline_id = started["context"]["pipeline_id"]
+    assert started["status"] == "success"
+    assert pipeline_id in client.list_inference_pipelines()["pipelines"]
+    server.wait_for_output(f"pipeline {pipeline_id[:8]} source 0: processing", mark)
+
+    result = client.consume_inference_pipeline_result(pipeline_id, excluded_fields=["annotated"])
+    (outputs,) = result["outputs"]
+    (metadata,) = result["frames_metadata"]
+    assert set(outputs) == {"predictions"} and metadata["source_id"] == 0
+    assert metadata["frame_id"] >= 1 and "frame_timestamp" in metadata
+    whole = consume(server, pipeline_id)["outputs"][0]
+    assert whole["annotated"]["type"] == "base64" and "predictions" in whole
+
+    report = client.get_inference_pipeline_status(pipeline_id)["report"]
+    (source,) = report["sources_metadata"]
+    assert source["state"] == "RUNNING" and source["source_reference"] == camera.url
+    assert source["buffer_filling_strategy"] == "DROP_OLDEST"
+    assert source["buffer_consumption_strategy"] == "EAGER"
+    assert source["stats"]["state"] == "streaming" and source["frames_processed"] >= 2
+    assert report["latency_reports"][0]["e2e_latency"] is not None
+
+    assert client.pause_inference_pipeline(pipeline_id)["status"] == "success"
+    assert status(server, pipeline_id)["sources_metadata"][0]["state"] == "PAUSED"
+    mark = len(server.lines)
+    assert client.resume_inference_pipeline(pipeline_id)["status"] == "success"
+    server.wait_for_output(f"pipeline {pipeline_id[:8]} source 0: processing", mark)
+
+    assert client.terminate_inference_pipeline(pipeline_id)["status"] == "success"
+    assert pipeline_id not in client.list_inference_pipelines()["pipelines"]
+    assert server.get("/healthz").json()["sources"] == []
+
+
+def test_a_killed_camera_reconnects_and_frames_flow_within_2s_of_its_restart(server, camera):
+    mark = len(server.lines)
+    pipeline_id = start(server, camera.url)
+    tag = f"pipeline {pipeline_id[:8]} source 0"
+    try:
+        server.wait_for_output(f"{tag}: processing", mark)
+        mark = len(server.lines)
+        camera.kill()
+        # "the camera ended the stream", or a packet cut short: either way a lost connection.
+        server.wait_for_output(f"{tag}: RESTARTING (lost {camera.url}: ", mark)
+        mark = len(server.lines)
+        camera.start()
+        # Processing again within 2 s of the restart (wait_for_output raises otherwise).
+        server.wait_for_output(f"{tag}: processing", mark, timeout=2.0)
+        stats = status(server, pipeline_id)["sources_metadata"][0]["stats"]
+        assert stats["disconnects"] >= 1 and stats["reconnects"] >= 1
+        events = [
+            e["event_type"] for e in status(server, pipeline_id)["video_source_status_updates"]
+        ]
+        assert "SOURCE_ERROR" in events and "SOURCE_STATE_UPDATE" in events
+        assert server.process.poll() is None
+    finally:
+        terminate(server, pipeline_id)
+
+
+def test_a_frozen_camera_is_noticed_within_the_read_timeout(server, camera):
+    mark = len(server.lines)
+    pipeline_id = start(server, camera.url)
+    tag = f"pipeline {pipeline_id[:8]} source 0"
+    try:
+        server.wait_for_output(f"{tag}: processing", mark)
+        mark = len(server.lines)
+        camera.freeze()
+        server.wait_for_output(f"no data for {READ_TIMEOUT:g} s", mark, timeout=READ_TIMEOUT + 1.5)
+        camera.thaw()
+        server.wait_for_output(f"{tag}: processing", mark, timeout=10)
+    finally:
+        camera.thaw()
+        terminate(server, pipeline_id)
+
+
+def test_two_viewers_and_a_pipeline_share_one_camera_connection(server, camera):
+    connections = camera.clients
+    pipeline_id = start(server, camera.url)
+    client = Client(server.url)
+    try:
+        viewers = [
+            client.webrtc.stream(RTSPSource(camera.url), workflow=DETECT_SPEC, config=CONFIG)
+            for _ in range(2)
+        ]
+        # A third viewer watches the pipeline itself: its frames and results, no second run.
+        watcher = client.webrtc.stream(PipelineSource(pipeline_id), config=CONFIG)
+        with viewers[0], viewers[1], watcher:
+            for session in (*viewers, watcher):
+                frame, metadata = next(iter(session.video()))
+                assert decode_stamp(frame) is not None and metadata.pts is not None
+            (source,) = server.get("/healthz").json()["sources"]
+            assert source["consumers"] == 3  # two viewers and the pipeline
+        assert camera.clients == connections + 1
+    finally:
+        terminate(server, pipeline_id)
+
+
+def test_two_cameras_in_one_pipeline_are_tagged_by_source(server, camera):
+    second = RTSPCamera(320, 240, fps=30, path="second")
+    try:
+        pipeline_id = start(server, [camera.url, second.url])
+        seen = set()
+        while seen != {0, 1}:
+            result = consume(server, pipeline_id)
+            (index,) = [i for i, m in enumerate(result["frames_metadata"]) if m is not None]
+            assert len(result["outputs"]) == 2 and result["outputs"][1 - index] is None
+            assert result["frames_metadata"][index]["source_id"] == index
+            seen.add(index)
+        terminate(server, pipeline_id)
+    finally:
+        second.close()
+
+
+class _Receiver:
+    """A local webhook endpoint: slow at first, then gone."""
+
+    def __init__(self) -> None:
+        self.bodies: list[dict] = []
+        self.received = threading.Condition()
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers["content-length"])))
+                time.sleep(0.3)  # a slow endpoint, on purpose: the pipeline must not wait
+                self.send_response(204)
+                self.end_headers()
+                with receiver.received:
+                    receiver.bodies.append(body)
+                    receiver.received.notify_all()
+
+            def log_message(self, *_: object) -> None:
+                pass
+
+        self.http = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._up = True
+        self.url = f"http://127.0.0.1:{self.http.server_address[1]}/hook"
+        self._thread = threading.Thread(target=self.http.serve_forever, daemon=True)
+        self._thread.start()
+
+    def wait_bodies(self, count: int, timeout: float = 20) -> None:
+        with self.received:
+            assert self.received.wait_for(lambda: len(self.bodies) >= count, timeout)
+
+    def down(self) -> None:
+        """Idempotent: the endpoint stops answering (connections are refused)."""
+        if self._up:
+            self._up = False
+            self.http.shutdown()
+            self.http.server_close()
+
+
+def test_sinks_write_video_jsonl_and_survive_a_slow_then_dead_webhook(server, camera, sink_dir):
+    receiver = _Receiver()
+    sinks = {
+        "type": "MemorySinkConfiguration",
+        "results_buffer_size": 8,
+        "jsonl": {"name": "front-door"},
+        "video_file": {"name": "front-door", "segment_seconds": 1.0},
+        "webhook": {"url": receiver.url, "max_attempts": 2, "queue_size": 4},
+    }
+    mark = len(server.lines)
+    pipeline_id = start(server, camera.url, sink_configuration=sinks)
+    try:
+        server.wait_for_output(f"pipeline {pipeline_id[:8]} source 0: processing", mark)
+        receiver.wait_bodies(2)
+        assert {"frame_id", "source_id", "frame_timestamp", "outputs"} <= set(receiver.bodies[0])
+        assert "annotated" not in receiver.bodies[0]["outputs"]  # images stay out of JSON sinks
+        receiver.down()
+        before = status(server, pipeline_id)["completion_statistics"]["sources"][0]
+        # The pipeline keeps processing while the endpoint is slow, then down.
+        for _ in range(30):
+            consume(server, pipeline_id)
+        after = status(server, pipeline_id)
+        assert after["completion_statistics"]["sources"][0]["completed_frames"] > (
+            before["completed_frames"] + 20
+        )
+        hook = after["sinks"]["webhook"]
+        assert hook["dropped"] > 0 and hook["delivered"] >= 2
+        assert "errors" not in after["sinks"]["video_file"], after["sinks"]["video_file"]
+        assert "errors" not in after["sinks"]["jsonl"], after["sinks"]["jsonl"]
+    finally:
+        terminate(server, pipeline_id)
+        receiver.down()
+    report_lines = (sink_dir / "front-door.jsonl").read_text().splitlines()
+    assert report_lines and all(json.loads(line)["source_id"] == 0 for line in report_lines)
+    segments = sorted(sink_dir.glob("front-door-source0-*.mp4"))
+    assert len(segments) >= 2  # rolled over every second
+    with av.open(str(segments[0])) as container:
+        frames = [f for f in container.decode(video=0)]
+    assert frames and (frames[0].width, frames[0].height) == (320, 240)
+
+
+@pytest.mark.parametrize(
+    ("reference", "status_code", "message"),
+    [
+        ("/etc/passwd", 403, "is a local file on the server: refused"),
+        (0, 403, "is a device on the server: refused"),
+        ("video.mp4", 422, "video_reference must be a URL"),
+        ("ftp://host/x", 422, "scheme 'ftp' is not supported"),
+    ],
+)
+def test_local_and_odd_references_are_refused(server, reference, status_code, message):
+    body = {
+        "video_configuration": {"type": "VideoConfiguration", "video_reference": reference},
+        "processing_configuration": {
+            "type": "WorkflowConfiguration",
+            "workflow_specification": DETECT_SPEC,
+        },
+    }
+    response = server.post("/inference_pipelines/initialise", json=body)
+    assert response.status_code == status_code
+    assert message in response.json()["message"]
+    assert server.get("/inference_pipelines/list").json()["pipelines"] == []
+
+
+def test_unknown_pipeline_ids_are_404(server):
+    for method, path in [("GET", "status"), ("GET", "consume"), ("POST", "pause"),
+                         ("POST", "resume"), ("POST", "terminate")]:  # fmt: skip
+        response = httpx.request(method, f"{server.url}/inference_pipelines/nope/{path}")
+        assert response.status_code == 404, path
+        assert "Could not find InferencePipeline with id=nope" in response.json()["message"]
