@@ -12,9 +12,10 @@ from inference_sdk.webrtc import RTSPSource as SdkRTSPSource
 from inference_sdk.webrtc import StreamConfig as SdkStreamConfig
 
 from sources import decode_stamp
-from streaming.client import Client, RTSPSource, StreamConfig
+from streaming.client import Client, MJPEGSource, RTSPSource, StreamConfig
 from tests.conftest import DETECT_SPEC
 from tests.support.camera import RTSPCamera
+from tests.support.mjpeg import MJPEGCamera
 from tests.support.peer import LoopbackPeer
 
 pytestmark = pytest.mark.e2e
@@ -105,3 +106,13 @@ async def test_a_camera_that_cannot_be_opened_is_a_clear_error(server, url, stat
     assert response.json()["message"].startswith(message)
     assert "hunter2" not in response.text
     assert server.sessions() == 0
+
+
+def test_a_session_on_an_mjpeg_camera(server):
+    camera = MJPEGCamera(320, 240, fps=20)
+    try:
+        source = MJPEGSource(camera.url)
+        with Client(server.url).webrtc.stream(source, workflow=DETECT_SPEC, config=CONFIG) as s:
+            assert len(watch(s, 10)) == 10
+    finally:
+        camera.close()

@@ -10,6 +10,7 @@ import pytest
 from sources import decode_stamp
 from sources.live import LiveSource
 from tests.support.camera import RTSPCamera
+from tests.support.mjpeg import MJPEGCamera
 
 pytestmark = pytest.mark.e2e
 
@@ -100,3 +101,16 @@ def test_an_unreachable_camera_keeps_retrying_and_closes_at_once(camera):
     started = time.monotonic()
     reader.close()
     assert time.monotonic() - started < 2.5
+
+
+def test_reads_an_mjpeg_camera():
+    camera = MJPEGCamera(320, 240, fps=20)
+    reader = Reader(LiveSource(camera.url))
+    try:
+        stats = reader.source.wait_for(lambda s: s.frames >= 10, timeout=10)
+        assert stats.state == "streaming" and stats.disconnects == 0
+        indices = [index for _, index in reader.frames if index is not None]
+        assert len(indices) >= 8 and indices == sorted(set(indices))
+    finally:
+        reader.close()
+        camera.close()
