@@ -180,5 +180,10 @@ def resolve_references(
                 f"video_reference {reference!r} is a {what} on the server: refused "
                 "(set STREAMING_ALLOW_LOCAL_SOURCES=true to allow local sources)"
             )
+        if kind == "device":
+            raise InvalidRequest(
+                f"video_reference {reference}: camera devices are not read by pipelines yet "
+                "(use the camera's RTSP or MJPEG URL)"
+            )
         resolved.append(SourceReference(source_id, reference, kind))
     return resolved

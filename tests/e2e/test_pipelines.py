@@ -273,8 +273,10 @@ def test_sinks_write_video_jsonl_and_survive_a_slow_then_dead_webhook(server, ca
     finally:
         terminate(server, pipeline_id)
         receiver.down()
-    report_lines = (sink_dir / "front-door.jsonl").read_text().splitlines()
-    assert report_lines and all(json.loads(line)["source_id"] == 0 for line in report_lines)
+    lines = [json.loads(line) for line in (sink_dir / "front-door.jsonl").read_text().splitlines()]
+    ids = [line["frame_id"] for line in lines]
+    assert ids and ids == sorted(set(ids))  # one line per processed frame
+    assert all(line["source_id"] == 0 and "predictions" in line["outputs"] for line in lines)
     segments = sorted(sink_dir.glob("front-door-source0-*.mp4"))
     assert len(segments) >= 2  # rolled over every second
     with av.open(str(segments[0])) as container:
