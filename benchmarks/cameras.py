@@ -63,16 +63,8 @@ def _logged_at(line: str) -> float:
 
 
 def restarts(server: ServerProcess, camera: RTSPCamera, count: int) -> list[float]:
-    body = {
-        "video_configuration": {"type": "VideoConfiguration", "video_reference": camera.url},
-        "processing_configuration": {
-            "type": "WorkflowConfiguration",
-            "workflow_specification": object_detection(),
-        },
-    }
-    pipeline_id = server.post("/inference_pipelines/initialise", json=body).json()["context"][
-        "pipeline_id"
-    ]
+    started = server.start_pipeline(camera.url, object_detection())
+    pipeline_id = started.json()["context"]["pipeline_id"]
     tag = f"pipeline {pipeline_id[:8]} source 0"
     seconds = []
     try:

@@ -5,11 +5,20 @@ from __future__ import annotations
 import re
 from urllib.parse import urlsplit, urlunsplit
 
-__all__ = ["mask_credentials", "mask_url"]
+__all__ = ["has_scheme_and_host", "mask_credentials", "mask_url"]
 
 _MASK = "***"
 # user:password@ inside any scheme://... (also inside longer text such as FFmpeg messages).
 _USERINFO = re.compile(r"(?P<scheme>[a-zA-Z][a-zA-Z0-9+.-]*://)(?P<userinfo>[^/@\s]+)@")
+
+
+def has_scheme_and_host(url: str, schemes: tuple[str, ...]) -> bool:
+    """``url`` is ``scheme://host...`` with one of ``schemes`` (what a camera URL must be)."""
+    try:
+        parts = urlsplit(url)
+        return parts.scheme.lower() in schemes and bool(parts.hostname)
+    except ValueError:  # e.g. a port that is not a number
+        return False
 
 
 def mask_url(url: str) -> str:

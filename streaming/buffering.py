@@ -103,6 +103,11 @@ class FrameBuffer(Generic[T]):
         self._items: deque[T] = deque()
         self._changed = asyncio.Condition()
         self._closed = False
+        # Paces are only read by the adaptive rule: other buffers skip the bookkeeping.
+        self._adaptive = self.filling in (
+            Filling.ADAPTIVE_DROP_OLDEST,
+            Filling.ADAPTIVE_DROP_LATEST,
+        )
         self._produced = _Pace()
         self._consumed = _Pace()
         self._adaptive_in_row = 0
@@ -125,8 +130,7 @@ class FrameBuffer(Generic[T]):
         return 1
 
     def _adaptive_drop(self, now: float) -> bool:
-        if self.filling not in (Filling.ADAPTIVE_DROP_OLDEST, Filling.ADAPTIVE_DROP_LATEST):
-            return False
+        self._produced.tick(now)
         if (
             self._adaptive_in_row >= _ADAPTIVE_MAX_IN_ROW
             or len(self._produced) <= _ADAPTIVE_MIN_SAMPLES
@@ -150,9 +154,7 @@ class FrameBuffer(Generic[T]):
                 )
             if self._closed:
                 raise BufferClosed
-            now = self._clock()
-            self._produced.tick(now)
-            if self._adaptive_drop(now):
+            if self._adaptive and self._adaptive_drop(self._clock()):
                 return self._drop("adaptive")
             discarded = 0
             if len(self._items) >= self.capacity:
@@ -186,7 +188,8 @@ class FrameBuffer(Generic[T]):
                 now = self._clock()
             if self.max_fps:
                 self._next_due = max(now, self._next_due) + 1.0 / self.max_fps
-            self._consumed.tick(now)
+            if self._adaptive:
+                self._consumed.tick(now)
             return item
 
     async def close(self, discard: bool = False) -> None:

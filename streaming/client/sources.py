@@ -9,13 +9,13 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 import numpy as np
 from aiortc import RTCDataChannel, RTCPeerConnection
 
 from sources import CameraSource, FrameSource, ManualFrames
 from sources.track import FrameSourceTrack
+from sources.urls import has_scheme_and_host
 from sources.webcam import CaptureFactory
 
 from ..protocol.upload import iter_upload_chunks, upload_chunk_count
@@ -131,8 +131,7 @@ class ManualSource(FrameSourceStream):
 
 
 def _check_url(url: str, schemes: tuple[str, ...], what: str) -> str:
-    parts = urlsplit(url)
-    if parts.scheme not in schemes or not parts.hostname:
+    if not has_scheme_and_host(url, schemes):
         raise InvalidParameterError(
             f"invalid {what} URL: it must look like {schemes[0]}://host/path "
             f"(schemes: {', '.join(schemes)})"

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-from urllib.parse import urlsplit
 
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 
-from sources import mask_url
+from sources.urls import has_scheme_and_host, mask_url
 
 from ..errors import InvalidRequest, NotReady, RequestTooLarge
 from ..peer.processor import FrameProcessor, OutputSelection
@@ -60,12 +59,7 @@ def camera_of(payload: WebRTCWorkerRequest) -> str | None:
         ("mjpeg_url", payload.mjpeg_url, ("http", "https")),
     ):
         if url:
-            try:
-                parts = urlsplit(url)
-                valid = parts.scheme.lower() in schemes and bool(parts.hostname)
-            except ValueError:
-                valid = False
-            if not valid:
+            if not has_scheme_and_host(url, schemes):
                 raise InvalidRequest(
                     f"{field} must be a {' or '.join(s + '://' for s in schemes)} URL "
                     f"with a host: {mask_url(url)}"

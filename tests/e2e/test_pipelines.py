@@ -50,15 +50,7 @@ def camera():
 
 
 def start(server: ServerProcess, reference, **extra) -> str:
-    body = {
-        "video_configuration": {"type": "VideoConfiguration", "video_reference": reference},
-        "processing_configuration": {
-            "type": "WorkflowConfiguration",
-            "workflow_specification": DETECT_SPEC,
-        },
-        **extra,
-    }
-    response = server.post("/inference_pipelines/initialise", json=body)
+    response = server.start_pipeline(reference, DETECT_SPEC, **extra)
     assert response.status_code == 200, response.text
     return response.json()["context"]["pipeline_id"]
 
@@ -294,14 +286,7 @@ def test_sinks_write_video_jsonl_and_survive_a_slow_then_dead_webhook(server, ca
     ],
 )
 def test_local_and_odd_references_are_refused(server, reference, status_code, message):
-    body = {
-        "video_configuration": {"type": "VideoConfiguration", "video_reference": reference},
-        "processing_configuration": {
-            "type": "WorkflowConfiguration",
-            "workflow_specification": DETECT_SPEC,
-        },
-    }
-    response = server.post("/inference_pipelines/initialise", json=body)
+    response = server.start_pipeline(reference, DETECT_SPEC)
     assert response.status_code == status_code
     assert message in response.json()["message"]
     assert server.get("/inference_pipelines/list").json()["pipelines"] == []

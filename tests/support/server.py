@@ -108,6 +108,18 @@ class ServerProcess:
     def post(self, path: str, **kwargs) -> httpx.Response:
         return httpx.post(self.url + path, timeout=30, **kwargs)
 
+    def start_pipeline(self, reference, spec: dict, **extra) -> httpx.Response:
+        """``POST /inference_pipelines/initialise`` for ``reference`` running ``spec``."""
+        body = {
+            "video_configuration": {"type": "VideoConfiguration", "video_reference": reference},
+            "processing_configuration": {
+                "type": "WorkflowConfiguration",
+                "workflow_specification": spec,
+            },
+            **extra,
+        }
+        return self.post("/inference_pipelines/initialise", json=body)
+
     def sessions(self) -> int:
         return self.get("/healthz").json()["sessions"]
 
