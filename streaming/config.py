@@ -88,6 +88,8 @@ class Settings(BaseSettings):
         default_factory=lambda: Path.home() / ".local" / "share" / "visionstream" / "sinks"
     )
     """Where pipelines' jsonl and video_file sinks write (requests name files, never paths)."""
+    workflows_dir: Path | None = None
+    """Directory of ``<id>.json`` workflow specifications requests may name as ``local/<id>``."""
     jpeg_quality: int = Field(default=80, ge=1, le=100)
     """Quality of JPEG images serialized into data-channel results."""
     gzip_level: int = Field(default=6, ge=1, le=9)

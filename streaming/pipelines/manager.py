@@ -9,10 +9,11 @@ from concurrent.futures import Executor
 from sources.hub import SourceHub
 
 from ..config import Settings
-from ..errors import InvalidRequest, StreamingError, TooManySessions
+from ..errors import StreamingError, TooManySessions
 from ..inference.registry import ModelRegistry
 from ..workflows import compile_workflow, parse_spec
 from ..workflows.blocks.base import BuildContext
+from ..workflows.library import WorkflowLibrary
 from .models import InitialisePipelinePayload, resolve_references
 from .pipeline import Pipeline
 
@@ -27,9 +28,15 @@ class PipelineNotFound(StreamingError):
 
 class PipelineManager:
     def __init__(
-        self, settings: Settings, models: ModelRegistry, hub: SourceHub, executor: Executor
+        self,
+        settings: Settings,
+        models: ModelRegistry,
+        hub: SourceHub,
+        executor: Executor,
+        library: WorkflowLibrary,
     ) -> None:
         self._settings = settings
+        self._library = library
         self._models = models
         self._hub = hub
         self._executor = executor
@@ -59,14 +66,10 @@ class PipelineManager:
             payload.video_configuration.video_reference, settings.allow_local_sources
         )
         config = payload.processing_configuration
-        if config.workflow_specification is None:
-            raise InvalidRequest(
-                "processing_configuration needs workflow_specification "
-                "(workflows by id are not fetched by this server)"
-            )
+        specification = self._library.specification(config)
         self._starting += 1
         try:
-            spec = parse_spec(config.workflow_specification)
+            spec = parse_spec(specification)
             # One compiled workflow per source: blocks may keep per-stream state (trackers).
             workflows = [
                 await asyncio.to_thread(

@@ -25,7 +25,8 @@ from ..metrics import Metrics
 from ..peer.ice import restrict_host_addresses
 from ..peer.sessions import SessionRegistry
 from ..pipelines import PipelineManager
-from . import health, pipelines, webrtc
+from ..workflows.library import WorkflowLibrary
+from . import health, pipelines, webrtc, workflows
 from .state import ServerState
 from .webrtc import validation_response
 
@@ -69,6 +70,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         models = ModelRegistry(settings)
         executor = ThreadPoolExecutor(settings.workflow_threads, thread_name_prefix="workflow")
         hub = SourceHub(camera_factory(settings))
+        library = WorkflowLibrary(settings.workflows_dir, settings.default_model)
         state = ServerState(
             settings=settings,
             models=models,
@@ -76,7 +78,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             metrics=metrics,
             executor=executor,
             hub=hub,
-            pipelines=PipelineManager(settings, models, hub, executor),
+            pipelines=PipelineManager(settings, models, hub, executor, library),
+            workflows=library,
         )
         app.state.server = state
         preparing = asyncio.create_task(_prepare_models(state))
@@ -118,4 +121,5 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(health.router)
     app.include_router(webrtc.router)
     app.include_router(pipelines.router)
+    app.include_router(workflows.router)
     return app

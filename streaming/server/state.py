@@ -15,6 +15,7 @@ from ..inference.registry import ModelRegistry
 from ..metrics import Metrics
 from ..peer.sessions import SessionRegistry
 from ..pipelines import PipelineManager
+from ..workflows.library import WorkflowLibrary
 
 __all__ = ["ServerState", "get_state"]
 
@@ -29,6 +30,8 @@ class ServerState:
     hub: SourceHub
     """Camera readers, shared by every session and pipeline that watches the same URL."""
     pipelines: PipelineManager
+    workflows: WorkflowLibrary
+    """Workflows requests may name by id instead of sending a specification."""
     ready: asyncio.Event = field(default_factory=asyncio.Event)
     startup_error: str | None = None
 

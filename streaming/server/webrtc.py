@@ -84,13 +84,10 @@ async def initialise_webrtc_worker(
     camera_url = camera_of(payload)
     watched = state.pipelines.get(payload.pipeline_id) if payload.pipeline_id else None
     config = payload.workflow_configuration
-    if watched is None and config is not None and config.workflow_specification is None:
-        name = f"{config.workspace_name}/{config.workflow_id}"
-        raise InvalidRequest(
-            f"workflow '{name}' not found: send workflow_specification inline"
-            if config.workflow_id
-            else "workflow_configuration needs workflow_specification"
-        )
+    specification = None
+    if watched is None:
+        assert config is not None  # the request model requires one when no pipeline is named
+        specification = state.workflows.specification(config)
 
     state.sessions.reserve()
     worker: PeerWorker | None = None
@@ -98,10 +95,10 @@ async def initialise_webrtc_worker(
         if watched is not None:
             workflow = watched.workflow  # its outputs are what the session shows
         else:
-            assert config is not None and config.workflow_specification is not None
+            assert config is not None and specification is not None
             workflow = await asyncio.to_thread(
                 compile_workflow,
-                parse_spec(config.workflow_specification),
+                parse_spec(specification),
                 BuildContext(state.models),
                 image_input_name=config.image_input_name,
                 video_metadata_input_name=config.video_metadata_input_name,

@@ -1,10 +1,29 @@
-"""Built-in workflow specifications."""
+"""Workflows a request can name instead of sending a specification: built-ins plus a directory.
+
+A request names one as ``workspace_name`` + ``workflow_id`` (inference-sdk's
+``workflow="object-detection", workspace="local"``). Built-ins live in workspace ``local``; each
+``<id>.json`` in ``STREAMING_WORKFLOWS_DIR`` is ``local/<id>`` too and may replace a built-in.
+The directory is read on every lookup, so a workflow dropped in is usable without a restart.
+"""
 
 from __future__ import annotations
 
+import json
+import logging
+import re
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-__all__ = ["object_detection"]
+from ..errors import InvalidRequest
+from ..protocol.messages import WorkflowConfiguration
+
+__all__ = ["LOCAL_WORKSPACE", "LibraryWorkflow", "WorkflowLibrary", "object_detection"]
+
+log = logging.getLogger("visionstream")
+
+LOCAL_WORKSPACE = "local"
+_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
 
 
 def object_detection(model_id: str = "yolov3-tiny-416") -> dict[str, Any]:
@@ -41,3 +60,102 @@ def object_detection(model_id: str = "yolov3-tiny-416") -> dict[str, Any]:
             {"type": "JsonField", "name": "annotated", "selector": "$steps.labels.image"},
         ],
     }
+
+
+@dataclass(frozen=True)
+class LibraryWorkflow:
+    workflow_id: str
+    title: str
+    description: str
+    origin: str
+    """``built-in`` or ``library`` (a file in the workflows directory)."""
+    specification: dict[str, Any]
+    workspace: str = LOCAL_WORKSPACE
+
+    def summary(self) -> dict[str, Any]:
+        outputs = self.specification.get("outputs", [])
+        return {
+            "id": f"{self.workspace}/{self.workflow_id}",
+            "workspace_name": self.workspace,
+            "workflow_id": self.workflow_id,
+            "title": self.title,
+            "description": self.description,
+            "origin": self.origin,
+            "outputs": [o.get("name") for o in outputs if isinstance(o, dict)],
+        }
+
+
+class WorkflowLibrary:
+    def __init__(self, directory: Path | None, default_model: str) -> None:
+        self._directory = directory
+        self._builtins = {
+            "object-detection": LibraryWorkflow(
+                "object-detection",
+                "Object detection",
+                f"{default_model}: boxes and labels drawn on the video, predictions as data",
+                "built-in",
+                object_detection(default_model),
+            )
+        }
+
+    def list(self) -> tuple[list[LibraryWorkflow], list[dict[str, str]]]:
+        """Every workflow (built-ins first, a file of the same id replacing one), and the
+        directory's files that could not be read, each with why."""
+        found = dict(self._builtins)
+        problems = []
+        for path in self._files():
+            try:
+                found[path.stem] = self._read(path)
+            except InvalidRequest as exc:
+                problems.append({"file": path.name, "message": exc.message})
+        return list(found.values()), problems
+
+    def get(self, workspace: str | None, workflow_id: str) -> LibraryWorkflow:
+        name = f"{workspace}/{workflow_id}"
+        if (workspace or LOCAL_WORKSPACE) == LOCAL_WORKSPACE and _ID.fullmatch(workflow_id):
+            path = self._directory / f"{workflow_id}.json" if self._directory else None
+            if path is not None and path.is_file():
+                return self._read(path)
+            if workflow_id in self._builtins:
+                return self._builtins[workflow_id]
+        known = ", ".join(w.summary()["id"] for w in self.list()[0])
+        raise InvalidRequest(
+            f"workflow '{name}' not found: send workflow_specification inline, "
+            f"or name one of this server's workflows ({known})"
+        )
+
+    def specification(self, config: WorkflowConfiguration) -> dict[str, Any]:
+        """The request's inline specification, else the library's workflow it names."""
+        if config.workflow_specification is not None:
+            return config.workflow_specification
+        if not config.workflow_id:
+            raise InvalidRequest(
+                "workflow_configuration needs workflow_specification or workflow_id"
+            )
+        return self.get(config.workspace_name, config.workflow_id).specification
+
+    def _files(self) -> list[Path]:
+        if self._directory is None or not self._directory.is_dir():
+            return []
+        return sorted(p for p in self._directory.glob("*.json") if _ID.fullmatch(p.stem))
+
+    @staticmethod
+    def _read(path: Path) -> LibraryWorkflow:
+        """A file holds a specification, or ``{"title", "description", "specification"}``."""
+        try:
+            document = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            log.warning("workflow library: %s is unreadable: %s", path.name, exc)
+            raise InvalidRequest(f"workflow file {path.name} is unreadable: {exc}") from exc
+        if not isinstance(document, dict):
+            raise InvalidRequest(f"workflow file {path.name} must hold a JSON object")
+        spec = document.get("specification", document)
+        if not isinstance(spec, dict) or not isinstance(spec.get("steps"), list):
+            raise InvalidRequest(f"workflow file {path.name} has no specification with steps")
+        return LibraryWorkflow(
+            path.stem,
+            str(document.get("title") or path.stem),
+            str(document.get("description") or ""),
+            "library",
+            spec,
+        )

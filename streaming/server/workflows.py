@@ -1,0 +1,52 @@
+"""``/workflows``: what a request (or the browser page) may name instead of a specification."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Depends, Request
+
+from ..workflows.blocks import BLOCKS
+from ..workflows.blocks.base import REQUIRED
+from .auth import check_api_key
+from .state import ServerState, get_state
+
+__all__ = ["router"]
+
+router = APIRouter(prefix="/workflows")
+
+
+@router.get("")
+async def list_workflows(request: Request, state: ServerState = Depends(get_state)) -> dict:
+    check_api_key(state.settings.api_key, request, None)
+    workflows, unreadable = state.workflows.list()
+    return {
+        "workflows": [w.summary() for w in workflows],
+        "default": "local/object-detection",
+        "unreadable": unreadable,
+    }
+
+
+@router.get("/blocks")
+async def list_blocks(request: Request, state: ServerState = Depends(get_state)) -> dict:
+    check_api_key(state.settings.api_key, request, None)
+    return {
+        "blocks": [
+            {
+                "type": type_id,
+                "fields": {
+                    name: {"kinds": list(spec.kinds), "required": spec.default is REQUIRED}
+                    for name, spec in cls.fields.items()
+                },
+                "outputs": cls.outputs,
+            }
+            for type_id, cls in sorted(BLOCKS.items())
+        ]
+    }
+
+
+@router.get("/{workspace_name}/{workflow_id}")
+async def get_workflow(
+    workspace_name: str, workflow_id: str, request: Request, state: ServerState = Depends(get_state)
+) -> dict:
+    check_api_key(state.settings.api_key, request, None)
+    workflow = state.workflows.get(workspace_name, workflow_id)
+    return {**workflow.summary(), "specification": workflow.specification}

@@ -1,0 +1,59 @@
+"""``/workflows`` and sessions that name a workflow instead of sending one."""
+
+from __future__ import annotations
+
+import pytest
+
+from sources import SyntheticSource
+from streaming import Client, SessionStartError, StreamConfig
+from streaming.client import FrameSourceStream
+from streaming.workflows.library import object_detection
+
+pytestmark = pytest.mark.e2e
+
+
+def test_the_library_and_the_blocks_are_listed(server):
+    listed = server.get("/workflows").json()
+    assert listed["default"] == "local/object-detection"
+    (workflow,) = listed["workflows"]
+    assert workflow["id"] == "local/object-detection" and workflow["origin"] == "built-in"
+    assert workflow["outputs"] == ["predictions", "annotated"]
+
+    one = server.get("/workflows/local/object-detection").json()
+    assert one["specification"] == object_detection()
+
+    blocks = {b["type"]: b for b in server.get("/workflows/blocks").json()["blocks"]}
+    detection = blocks["roboflow_core/roboflow_object_detection_model@v2"]
+    assert detection["fields"]["model_id"]["required"] is True
+    assert "predictions" in detection["outputs"]
+
+    missing = server.get("/workflows/local/nope")
+    assert missing.status_code == 400
+    assert "'local/nope' not found" in missing.json()["message"]
+    assert "local/object-detection" in missing.json()["message"]
+
+
+def test_a_session_names_its_workflow_like_inference_sdk_does(server):
+    config = StreamConfig(data_output=["predictions"], realtime_processing=False)
+    source = FrameSourceStream(lambda: SyntheticSource(320, 240, fps=20, frames=10))
+    client = Client(server.url)
+    results = []
+    with client.webrtc.stream(
+        source, workflow="object-detection", workspace="local", config=config
+    ) as session:
+
+        @session.on_data("predictions")
+        def collect(predictions, metadata):
+            results.append(predictions)
+
+        session.wait(timeout=60)
+    assert len(results) >= 9 and all("predictions" in r for r in results)
+
+    unknown = client.webrtc.stream(source, workflow="nope", workspace="local", config=config)
+    with pytest.raises(SessionStartError, match="'local/nope' not found"):
+        unknown.start()
+
+
+def test_the_listing_needs_the_key_when_one_is_set(guarded_server):
+    assert guarded_server.get("/workflows").status_code == 401
+    assert guarded_server.get("/healthz").status_code == 200
