@@ -27,6 +27,7 @@ from ..peer.sessions import SessionRegistry
 from ..pipelines import PipelineManager
 from ..workflows.library import WorkflowLibrary
 from . import health, pipelines, webrtc, workflows
+from .page import PageFiles, web_root
 from .state import ServerState
 from .webrtc import validation_response
 
@@ -122,4 +123,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(webrtc.router)
     app.include_router(pipelines.router)
     app.include_router(workflows.router)
+    root = web_root()
+    if root is not None:  # last: the page's files answer only paths no route claimed
+        app.mount("/", PageFiles(directory=root, html=True), name="page")
+    else:
+        log.warning("the browser page's files are missing; GET / will be 404")
     return app

@@ -11,6 +11,7 @@ from inference_sdk import InferenceHTTPClient
 from inference_sdk.webrtc import ManualSource, StreamConfig
 
 from tests.conftest import DETECT_SPEC, load_photo
+from tests.support.media import outline_difference
 
 pytestmark = pytest.mark.e2e
 
@@ -37,23 +38,6 @@ def read_stamp(image: np.ndarray) -> int:
         if image[h - BLOCK + 3 : h - 3, w - (bit + 1) * BLOCK + 3 : w - bit * BLOCK - 3].mean()
         > 128
     )
-
-
-def _border_diff(returned: np.ndarray, original: np.ndarray, p: dict) -> tuple[float, float]:
-    """Mean difference on the box outline vs. away from every drawn thing."""
-    diff = np.abs(returned.astype(int) - original.astype(int)).sum(axis=2)
-    h, w = diff.shape
-    x1 = int(max(0, p["x"] - p["width"] / 2))
-    x2 = int(min(w - 1, p["x"] + p["width"] / 2))
-    y1 = int(max(0, p["y"] - p["height"] / 2))
-    y2 = int(min(h - 1, p["y"] + p["height"] / 2))
-    outline = np.concatenate(
-        [
-            diff[y1 : y2 + 1, max(0, x1 - 1) : x1 + 2].ravel(),
-            diff[y1 : y2 + 1, max(0, x2 - 1) : x2 + 2].ravel(),
-        ]
-    )
-    return float(outline.mean()), float(np.median(diff))
 
 
 def test_unmodified_sdk_program_gets_annotated_frames_and_predictions(server, photos):
@@ -169,7 +153,7 @@ def test_unmodified_sdk_program_gets_annotated_frames_and_predictions(server, ph
                 "parent_id",
             }
         best = max(data["predictions"], key=lambda p: p["confidence"])
-        outline, background = _border_diff(frame, original, best)
+        outline, background = outline_difference(frame, original, best)
         assert outline > 40 and outline > 4 * background, (index, outline, background)
         checked_boxes += 1
     assert checked_boxes >= wanted

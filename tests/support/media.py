@@ -43,3 +43,37 @@ def stamped_clip(path: Path, frames: int = 150, size=(640, 480), fps: int = 30, 
     width, height = size
     source = SyntheticSource(width, height, fps=fps, frames=frames, realtime=False)
     return write_clip(path, (f.image for f in source), fps, **kw)
+
+
+def write_y4m(path: Path, images: Iterable[np.ndarray], fps: int = 30) -> Path:
+    """Raw YUV 4:2:0 in a y4m file: what Chromium's fake camera plays (in a loop)."""
+    with av.open(str(path), "w", format="yuv4mpegpipe") as container:
+        stream = None
+        for image in images:
+            if stream is None:
+                stream = container.add_stream("rawvideo", rate=fps)
+                stream.height, stream.width = image.shape[:2]
+                stream.pix_fmt = "yuv420p"
+            frame = av.VideoFrame.from_ndarray(np.ascontiguousarray(image), format="bgr24")
+            container.mux(stream.encode(frame))
+        assert stream is not None, "a clip needs at least one frame"
+        container.mux(stream.encode())
+    return path
+
+
+def outline_difference(returned: np.ndarray, original: np.ndarray, p: dict) -> tuple[float, float]:
+    """How much a returned frame differs from the original along a predicted box's left and
+    right edges (where the server draws), and its median difference overall (VP8 loss)."""
+    diff = np.abs(returned.astype(int) - original.astype(int)).sum(axis=2)
+    h, w = diff.shape
+    x1 = int(max(0, p["x"] - p["width"] / 2))
+    x2 = int(min(w - 1, p["x"] + p["width"] / 2))
+    y1 = int(max(0, p["y"] - p["height"] / 2))
+    y2 = int(min(h - 1, p["y"] + p["height"] / 2))
+    outline = np.concatenate(
+        [
+            diff[y1 : y2 + 1, max(0, x1 - 1) : x1 + 2].ravel(),
+            diff[y1 : y2 + 1, max(0, x2 - 1) : x2 + 2].ravel(),
+        ]
+    )
+    return float(outline.mean()), float(np.median(diff))

@@ -1,0 +1,246 @@
+"""The browser page in real Chromium (Playwright) against the real server on 127.0.0.1.
+
+Screenshots of each mode are written to ``tests/artifacts/`` (ignored by git) for people to
+look at. The page keeps its live figures in ``window.visionstream.stats``; waits poll that on
+Chromium's animation frames, never on a timer.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from contextlib import contextmanager
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+
+from tests.conftest import DETECT_SPEC, load_photo
+from tests.support.browser import chromium
+from tests.support.camera import RTSPCamera
+from tests.support.media import outline_difference, write_clip, write_y4m
+from tests.support.server import ServerProcess
+
+pytestmark = pytest.mark.e2e
+
+ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts"
+WAIT_MS = 30_000
+
+
+def screenshot(page, name: str) -> None:
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / f"browser-{name}.png"), full_page=True)
+
+
+def wait_stats(page, condition: str, timeout_ms: int = WAIT_MS):
+    """Until ``condition`` (JavaScript over ``s``, the page's stats) holds; returns the stats."""
+    try:
+        predicate = f"() => {{ const s = window.visionstream.stats; return {condition}; }}"
+        page.wait_for_function(predicate, timeout=timeout_ms)
+    except Exception as exc:
+        stats = page.evaluate("() => window.visionstream.stats")
+        raise AssertionError(f"{condition} never held; stats: {json.dumps(stats)}") from exc
+    return page.evaluate("() => window.visionstream.stats")
+
+
+def shown_error(page) -> str:
+    alert = page.get_by_role("alert")
+    alert.wait_for(state="visible", timeout=WAIT_MS)
+    return alert.inner_text()
+
+
+def returned_frame(page) -> np.ndarray:
+    """The frame the <video> shows now, as BGR pixels (drawn through a canvas)."""
+    data_url = page.evaluate(
+        """() => {
+            const video = document.getElementById("output");
+            const canvas = document.createElement("canvas");
+            canvas.width = video.videoWidth;
+            canvas.height = video.videoHeight;
+            canvas.getContext("2d").drawImage(video, 0, 0);
+            return canvas.toDataURL("image/png");
+        }"""
+    )
+    png = base64.b64decode(data_url.split(",", 1)[1])
+    return cv2.imdecode(np.frombuffer(png, np.uint8), cv2.IMREAD_COLOR)
+
+
+@pytest.fixture(scope="module")
+def scene(photos) -> np.ndarray:
+    return load_photo(photos, "person.jpg")  # a person, a dog and a horse
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory, scene):
+    """Chromium whose fake camera loops the scene."""
+    clip = write_y4m(tmp_path_factory.mktemp("camera") / "scene.y4m", [scene] * 10)
+    with chromium(fake_camera=clip) as browser:
+        yield browser
+
+
+@contextmanager
+def open_page(browser, url: str, camera: bool = True):
+    """A fresh page (own context: own session storage) at ``url``; fails the test on any
+    uncaught exception in the page."""
+    context = browser.new_context(permissions=["camera"] if camera else [])
+    page = context.new_page()
+    problems: list[str] = []
+    page.on("pageerror", lambda error: problems.append(str(error)))
+    page.goto(url)
+    try:
+        yield page
+    finally:
+        context.close()
+    assert not problems, problems
+
+
+@pytest.fixture
+def page(browser, server):
+    with open_page(browser, server.url + "/") as page:
+        yield page
+
+
+def test_page_and_its_files_come_from_this_server(server):
+    response = server.get("/")
+    assert response.status_code == 200 and "<title>visionstream</title>" in response.text
+    assert "default-src 'self'" in response.headers["content-security-policy"]
+    for name in ("app.js", "session.js", "protocol.js", "style.css", "favicon.svg"):
+        assert server.get(f"/{name}").status_code == 200, name
+    assert "http" not in "".join(
+        line for line in response.text.splitlines() if "src=" in line or "href=" in line
+    )
+
+
+def test_webcam_mode_shows_annotated_video_and_detections_then_stop_frees_the_session(
+    page, server, scene
+):
+    assert page.get_by_label("Workflow").input_value() == "local/object-detection"
+    closed = server.closed_sessions
+    page.get_by_role("button", name="Start", exact=True).click()
+    stats = wait_stats(
+        page, 's.state === "connected" && s.framesReceived >= 15 && s.detections > 0'
+    )
+    assert stats["latencyMs"] is not None and stats["latencyBasis"] == "sent"
+    assert page.evaluate("() => document.getElementById('output').videoWidth") > 0
+    assert "CPU" in page.locator("#provider").inner_text()
+    assert page.get_by_role("status").inner_text().count("connected") == 1
+
+    # The detections panel lists what the server found in this frame.
+    cells = page.locator("#detections tbody tr td:first-child").all_inner_texts()
+    assert "person" in cells and len(cells) >= 2, cells
+
+    # The server drew the boxes: along a box's edge the returned pixels differ from the
+    # scene; away from every box they match it (up to VP8's loss).
+    frame = returned_frame(page)
+    height, width = frame.shape[:2]
+    source = cv2.resize(scene, (width, height))
+    predictions = page.evaluate("() => window.visionstream.detections")
+    for predicted in (p for p in predictions if p["confidence"] > 0.6):
+        outline, background = outline_difference(frame, source, predicted)
+        assert outline > 40 and outline > 4 * background, (predicted, outline, background)
+    screenshot(page, "webcam")
+
+    page.get_by_role("button", name="Stop", exact=True).click()
+    wait_stats(page, 's.phase === "stopped"')
+    server.wait_sessions_closed(closed + 1)
+    assert server.sessions() == 0
+
+
+def test_file_mode_uploads_with_progress_and_gets_every_result(page, server, scene, tmp_path):
+    frames = 40
+    clip = write_clip(tmp_path / "clip.mp4", [np.roll(scene, 4 * i, axis=1) for i in range(frames)])
+    page.get_by_role("radio", name="Video file").check()
+    assert page.get_by_label("Process every frame").is_checked()  # files default to every frame
+    page.get_by_label("Choose a video file").set_input_files(str(clip))
+    page.get_by_role("button", name="Start", exact=True).click()
+    stats = wait_stats(page, 's.phase === "done"', timeout_ms=60_000)
+    assert stats["uploadPercent"] == 100
+    assert stats["resultsReceived"] == frames and stats["dropped"] == 0
+    assert page.locator("#upload-progress").get_attribute("value") == "100"
+    assert f"Done: {frames} frames processed" in page.locator("#processed-text").inner_text()
+    assert page.get_by_role("status").inner_text().startswith("Connection: done")
+    screenshot(page, "file")
+
+
+def test_camera_mode_watches_a_running_pipeline(page, server):
+    camera = RTSPCamera(320, 240, fps=15)
+    try:
+        started = server.start_pipeline(camera.url, DETECT_SPEC)
+        assert started.status_code == 200, started.text
+        pipeline_id = started.json()["context"]["pipeline_id"]
+        page.get_by_role("radio", name="Camera or pipeline").check()
+        choice = page.get_by_label("or watch a running pipeline")
+        choice.locator("option", has_text=pipeline_id[:8]).wait_for(state="attached")
+        assert "rtsp://" in choice.inner_text()
+        choice.select_option(f"{pipeline_id}#0")
+        page.get_by_role("button", name="Start", exact=True).click()
+        wait_stats(
+            page, 's.state === "connected" && s.framesReceived >= 10 && s.resultsReceived >= 10'
+        )
+        screenshot(page, "pipeline")
+        page.get_by_role("button", name="Stop", exact=True).click()
+        wait_stats(page, 's.phase === "stopped"')
+        assert server.post(f"/inference_pipelines/{pipeline_id}/terminate").status_code == 200
+    finally:
+        camera.close()
+
+
+@pytest.fixture(scope="module")
+def keyed_server():
+    process = ServerProcess(api_key="s3cret-key")
+    try:
+        process.wait_ready()
+        yield process
+    finally:
+        process.stop()
+
+
+def test_a_wrong_api_key_is_shown_in_words_and_the_right_one_works(browser, keyed_server):
+    with open_page(browser, keyed_server.url + "/") as page:
+        assert "requires an API key" in shown_error(page)  # the workflow list needs it
+        key = page.get_by_label("API key (kept for this browser tab only)")
+        page.get_by_text("API key", exact=True).click()
+        key.fill("wrong-key")
+        key.dispatch_event("change")
+        page.get_by_role("button", name="Start", exact=True).click()
+        wait_stats(page, 's.phase === "failed"')
+        message = shown_error(page)
+        assert "401" in message and "invalid API key" in message, message
+        assert "s3cret-key" not in message and "wrong-key" not in message
+        screenshot(page, "wrong-key")
+
+        key.fill("s3cret-key")
+        key.dispatch_event("change")
+        page.get_by_role("button", name="Start", exact=True).click()
+        wait_stats(page, 's.state === "connected" && s.resultsReceived > 0')
+        assert page.get_by_role("alert").is_hidden()
+        assert page.evaluate("() => sessionStorage.getItem('visionstream.apiKey')") == "s3cret-key"
+        page.get_by_role("button", name="Stop", exact=True).click()
+        wait_stats(page, 's.phase === "stopped"')
+
+
+def test_a_stopped_server_is_a_readable_error(browser):
+    stopping = ServerProcess()
+    stopping.wait_ready()
+    try:
+        with open_page(browser, stopping.url + "/") as page:
+            wait_stats(page, "s.provider !== null")
+            stopping.stop()
+            page.get_by_role("button", name="Start", exact=True).click()
+            message = shown_error(page)
+            assert f"Cannot reach the server at {stopping.url}" in message, message
+            assert "Is visionstream running?" in message
+            wait_stats(page, 's.phase === "failed"')
+            assert page.get_by_role("button", name="Start", exact=True).is_enabled()
+            screenshot(page, "server-stopped")
+    finally:
+        stopping.stop()
+
+
+def test_a_denied_camera_is_a_readable_error(browser, server):
+    with open_page(browser, server.url + "/", camera=False) as page:
+        page.get_by_role("button", name="Start", exact=True).click()
+        assert "Camera permission was denied" in shown_error(page)
+        wait_stats(page, 's.phase === "failed"')
+    assert server.sessions() == 0

@@ -1,0 +1,372 @@
+// The page: controls -> StreamSession -> video, detections panel, status bar. Live figures are
+// kept in window.visionstream.stats for people debugging and for the browser tests.
+
+import { StreamError, getJson } from "./protocol.js";
+import { StreamSession } from "./session.js";
+
+const $ = (id) => document.getElementById(id);
+const form = $("controls");
+const video = $("output");
+const KEY_STORAGE = "visionstream.apiKey";
+const FPS_WINDOW_MS = 1000;
+const MAX_ROWS = 50;
+const LATENCIES_KEPT = 1000;
+
+const stats = {
+  state: "new", // the peer connection's state
+  phase: "idle", // the session's: connecting, uploading, processing, done, stopped, failed
+  mode: "webcam",
+  framesReceived: 0,
+  resultsReceived: 0,
+  latencyMs: null,
+  latencyBasis: null,
+  dropped: 0,
+  fps: 0,
+  uploadPercent: 0,
+  startToFirstFrameMs: null,
+  detections: 0,
+  provider: null,
+  lastError: null,
+};
+// `latencies`: the last readings, for percentiles (benchmarks/browser.py reads them).
+const latencies = [];
+window.visionstream = { stats, session: null, detections: [], latencies };
+
+let session = null;
+let startedAt = 0;
+let presented = [];
+let renderQueued = false;
+let latestResult = null;
+
+function mode() {
+  return form.elements.mode.value;
+}
+
+function apiKey() {
+  return $("api-key").value.trim();
+}
+
+function showError(error) {
+  const message = error instanceof StreamError ? error.message : `Unexpected problem: ${error?.message ?? error}`;
+  stats.lastError = message;
+  $("error").textContent = message;
+  $("error").hidden = false;
+}
+
+function clearError() {
+  stats.lastError = null;
+  $("error").hidden = true;
+  $("error").textContent = "";
+}
+
+function setPhase(phase) {
+  stats.phase = phase;
+  const running = !["idle", "done", "stopped", "failed"].includes(phase);
+  if (!running) freezeVideo();
+  $("start").disabled = running;
+  $("stop").disabled = !running;
+  for (const element of form.querySelectorAll("fieldset, .mode-panel, #workflow, #every-frame")) {
+    element.disabled = running;
+  }
+  renderStatus();
+}
+
+function renderStatus() {
+  // Words, not colours: the phase, or that the connection is interrupted.
+  $("state").textContent = stats.state === "disconnected" ? "interrupted" : stats.phase;
+  $("fps").textContent = stats.framesReceived ? stats.fps.toFixed(1) : "–";
+  $("latency").textContent =
+    stats.latencyMs === null
+      ? "–"
+      : `${Math.round(stats.latencyMs)} ms${stats.latencyBasis === "server" ? " (from the server's receipt)" : ""}`;
+  $("dropped").textContent = String(stats.dropped);
+  $("results").textContent = String(stats.resultsReceived);
+}
+
+// --- the video element: count what is actually presented ---------------------------------
+
+function watchFrames() {
+  if (typeof video.requestVideoFrameCallback !== "function") return;
+  const onFrame = (now) => {
+    if (!video.srcObject) return;
+    stats.framesReceived += 1;
+    if (stats.startToFirstFrameMs === null) stats.startToFirstFrameMs = now - startedAt;
+    presented.push(now);
+    while (presented.length && now - presented[0] > FPS_WINDOW_MS) presented.shift();
+    stats.fps = presented.length > 1 ? ((presented.length - 1) * 1000) / (now - presented[0]) : 0;
+    renderStatus();
+    video.requestVideoFrameCallback(onFrame);
+  };
+  video.requestVideoFrameCallback(onFrame);
+}
+
+/** Keeps the last frame on screen as the poster once the stream ends (no black box). */
+function freezeVideo() {
+  if (!video.srcObject) return;
+  if (video.videoWidth) {
+    const canvas = document.createElement("canvas");
+    canvas.width = video.videoWidth;
+    canvas.height = video.videoHeight;
+    canvas.getContext("2d").drawImage(video, 0, 0);
+    video.poster = canvas.toDataURL("image/jpeg", 0.9);
+  }
+  video.srcObject = null;
+}
+
+// --- results: the detections panel ---------------------------------------------------------
+
+function predictionsOf(result) {
+  for (const value of Object.values(result.serialized_output_data ?? {})) {
+    if (value && Array.isArray(value.predictions)) return value.predictions;
+  }
+  return null;
+}
+
+function renderDetections() {
+  renderQueued = false;
+  const predictions = latestResult ? predictionsOf(latestResult) : null;
+  const rows = (predictions ?? []).slice(0, MAX_ROWS).map((p) => {
+    const row = document.createElement("tr");
+    const [x, y, w, h] = [p.x, p.y, p.width, p.height].map((v) => Math.round(v));
+    const box = `${x}, ${y}; ${w} × ${h}`;
+    for (const text of [p.class ?? String(p.class_id), `${(100 * p.confidence).toFixed(0)} %`, box]) {
+      const cell = document.createElement("td");
+      cell.textContent = text;
+      row.append(cell);
+    }
+    return row;
+  });
+  $("detections").tBodies[0].replaceChildren(...rows);
+  $("detections").hidden = rows.length === 0;
+  $("no-detections").hidden = rows.length > 0;
+  $("no-detections").textContent = predictions === null ? "None yet." : "Nothing detected in this frame.";
+  const errors = latestResult?.errors ?? [];
+  if (errors.length) showError(new StreamError(`The server reported: ${errors.join("; ")}`));
+}
+
+function onResult(result, latencyMs) {
+  stats.resultsReceived = session.resultsReceived;
+  stats.latencyMs = latencyMs;
+  if (latencyMs !== null) {
+    latencies.push(latencyMs);
+    if (latencies.length > LATENCIES_KEPT) latencies.shift();
+  }
+  stats.latencyBasis = session.latencyBasis;
+  stats.dropped = session.dropped;
+  window.visionstream.detections = predictionsOf(result) ?? [];
+  stats.detections = window.visionstream.detections.length;
+  latestResult = result;
+  if (mode() === "file") $("processed-text").textContent = `${session.lastFrameId} frames processed`;
+  if (!renderQueued) {
+    renderQueued = true;
+    requestAnimationFrame(renderDetections); // at most one table per screen refresh
+  }
+  renderStatus();
+}
+
+// --- sources --------------------------------------------------------------------------------
+
+async function openCamera() {
+  const [width, height] = $("resolution").value.split("x").map(Number);
+  const constraints = { width: { ideal: width }, height: { ideal: height } };
+  if ($("device").value) constraints.deviceId = { exact: $("device").value };
+  if (!navigator.mediaDevices?.getUserMedia) {
+    throw new StreamError("This browser cannot use a camera here: open the page over HTTPS or on localhost.");
+  }
+  try {
+    const stream = await navigator.mediaDevices.getUserMedia({ video: constraints, audio: false });
+    listDevices(); // labels are only readable once permission is granted
+    return stream;
+  } catch (error) {
+    const words = {
+      NotAllowedError: "Camera permission was denied. Allow camera access for this page in the browser's site settings, then press Start again.",
+      NotFoundError: "No camera was found on this device.",
+      NotReadableError: "The camera is in use by another application or could not be started.",
+      OverconstrainedError: `The chosen camera cannot deliver ${width} × ${height}; pick another resolution.`,
+    };
+    throw new StreamError(words[error.name] ?? `The camera could not be opened: ${error.message}`, { cause: error });
+  }
+}
+
+async function sourceForMode() {
+  switch (mode()) {
+    case "webcam":
+      return { kind: "webcam", stream: await openCamera() };
+    case "file": {
+      const file = $("file").files[0];
+      if (!file) throw new StreamError("Choose a video file first.");
+      return { kind: "file", file };
+    }
+    default: {
+      const url = $("camera-url").value.trim();
+      const pipeline = $("pipeline").value;
+      if (pipeline) {
+        const [pipelineId, sourceId] = pipeline.split("#");
+        return { kind: "pipeline", pipelineId, sourceId: Number(sourceId) };
+      }
+      if (!/^(rtsps?|https?):\/\/[^/]+/i.test(url)) {
+        throw new StreamError("Enter a camera URL starting with rtsp://, http:// or https://, or pick a pipeline.");
+      }
+      return { kind: "camera", url };
+    }
+  }
+}
+
+// --- start / stop ---------------------------------------------------------------------------
+
+function resetStats() {
+  Object.assign(stats, {
+    state: "new",
+    framesReceived: 0,
+    resultsReceived: 0,
+    latencyMs: null,
+    latencyBasis: null,
+    dropped: 0,
+    fps: 0,
+    uploadPercent: 0,
+    startToFirstFrameMs: null,
+    detections: 0,
+    mode: mode(),
+  });
+  presented = [];
+  latencies.length = 0;
+  latestResult = null;
+  video.poster = "";
+  $("progress").hidden = mode() !== "file";
+  $("upload-progress").value = 0;
+  $("upload-text").textContent = "0 %";
+  $("processed-text").textContent = "";
+  renderDetections();
+}
+
+async function start(event) {
+  event.preventDefault();
+  if (session && !session.closed) return;
+  clearError();
+  resetStats();
+  startedAt = performance.now();
+  setPhase("connecting");
+  const [workspace_name, workflow_id] = $("workflow").value.split("/");
+  try {
+    const source = await sourceForMode();
+    session = new StreamSession({
+      source,
+      workflow: { workspace_name, workflow_id },
+      realtime: !$("every-frame").checked,
+      apiKey: apiKey(),
+      onState: (phase) => setPhase(phase),
+      onConnection: (state) => {
+        stats.state = state;
+        renderStatus();
+      },
+      onTrack: (stream) => {
+        video.srcObject = stream;
+        watchFrames();
+      },
+      onResult,
+      onUpload: (sent, total) => {
+        stats.uploadPercent = Math.round((100 * sent) / total);
+        $("upload-progress").value = stats.uploadPercent;
+        $("upload-text").textContent = `${stats.uploadPercent} %`;
+      },
+      onComplete: (reason) => {
+        $("processed-text").textContent =
+          `Done: ${session.lastFrameId} frames processed` + (reason ? ` (${reason.replaceAll("_", " ")})` : "");
+      },
+      onError: showError,
+    });
+    window.visionstream.session = session;
+    await session.start();
+  } catch (error) {
+    if (session?.closed && stats.lastError) return; // already reported by the session
+    showError(error);
+    session?.close("failed");
+    setPhase("failed");
+  }
+}
+
+function stop() {
+  freezeVideo();
+  session?.close("stopped");
+}
+
+// --- lists from the server --------------------------------------------------------------------
+
+async function listDevices() {
+  if (!navigator.mediaDevices?.enumerateDevices) return;
+  const select = $("device");
+  const chosen = select.value;
+  const cameras = (await navigator.mediaDevices.enumerateDevices()).filter((d) => d.kind === "videoinput");
+  const options = cameras.map((camera, index) => new Option(camera.label || `Camera ${index + 1}`, camera.deviceId));
+  select.replaceChildren(new Option("Default camera", ""), ...options);
+  select.value = chosen;
+}
+
+async function listWorkflows() {
+  try {
+    const { workflows, default: preferred } = await getJson("/workflows", apiKey());
+    const select = $("workflow");
+    select.replaceChildren(...workflows.map((w) => new Option(`${w.title} (${w.id})`, w.id)));
+    select.value = preferred;
+  } catch (error) {
+    showError(error);
+  }
+}
+
+async function listPipelines() {
+  const select = $("pipeline");
+  try {
+    const { pipelines } = await getJson("/inference_pipelines/list", apiKey());
+    const options = [];
+    for (const id of pipelines) {
+      const { report } = await getJson(`/inference_pipelines/${encodeURIComponent(id)}/status`, apiKey());
+      for (const [index, source] of (report.sources_metadata ?? []).entries()) {
+        const where = source.source_reference ?? `source ${index}`;
+        options.push(new Option(`${id.slice(0, 8)} · ${where}`, `${id}#${source.source_id ?? index}`));
+      }
+    }
+    select.replaceChildren(new Option(options.length ? "(none)" : "(no pipelines running)", ""), ...options);
+  } catch (error) {
+    showError(error);
+  }
+}
+
+async function showProvider() {
+  try {
+    const health = await getJson("/healthz");
+    const providers = Object.values(health.models ?? {}).map((m) => m.providers?.[0]);
+    stats.provider = providers[0] ?? null;
+    $("provider").textContent = stats.provider
+      ? stats.provider.replace("ExecutionProvider", "")
+      : health.ready ? "ready" : "loading models";
+  } catch (error) {
+    $("provider").textContent = "unreachable";
+    showError(error);
+  }
+}
+
+// --- wiring ---------------------------------------------------------------------------------
+
+function onModeChange() {
+  for (const panel of document.querySelectorAll(".mode-panel")) panel.hidden = panel.dataset.mode !== mode();
+  $("every-frame").checked = mode() === "file"; // a file is worth every frame; a live feed is not
+  stats.mode = mode();
+  if (mode() === "camera") listPipelines();
+}
+
+$("api-key").value = sessionStorage.getItem(KEY_STORAGE) ?? "";
+$("api-key").addEventListener("change", () => {
+  sessionStorage.setItem(KEY_STORAGE, apiKey());
+  clearError();
+  listWorkflows();
+});
+form.addEventListener("submit", start);
+$("stop").addEventListener("click", stop);
+$("refresh-pipelines").addEventListener("click", listPipelines);
+for (const radio of form.elements.mode) radio.addEventListener("change", onModeChange);
+window.addEventListener("pagehide", stop);
+onModeChange();
+setPhase("idle");
+showProvider();
+listWorkflows();
+listDevices();
