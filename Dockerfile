@@ -8,6 +8,7 @@ COPY pyproject.toml README.md ./
 COPY streaming streaming
 COPY sources sources
 COPY sinks sinks
+COPY web web
 RUN python3 -m pip install --no-cache-dir . && visionstream models pull
 EXPOSE 9001
 # aiortc picks random UDP ports for media: run with --network host, or configure a TURN relay.

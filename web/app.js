@@ -30,7 +30,7 @@ const stats = {
 };
 // `latencies`: the last readings, for percentiles (benchmarks/browser.py reads them).
 const latencies = [];
-window.visionstream = { stats, session: null, detections: [], latencies };
+window.visionstream = { stats, session: null, detections: [], metadata: null, latencies };
 
 let session = null;
 let startedAt = 0;
@@ -154,6 +154,7 @@ function onResult(result, latencyMs) {
   stats.latencyBasis = session.latencyBasis;
   stats.dropped = session.dropped;
   window.visionstream.detections = predictionsOf(result) ?? [];
+  window.visionstream.metadata = result.video_metadata; // the frame they were found in
   stats.detections = window.visionstream.detections.length;
   latestResult = result;
   if (mode() === "file") $("processed-text").textContent = `${session.lastFrameId} frames processed`;
