@@ -53,6 +53,7 @@ export class ResultAssembler {
     const payload = new Uint8Array(buffer, RESULT_HEADER_BYTES);
     if (total === 1 && !this.pending.has(id)) {
       this.#advance(id);
+      if (this.pending.size > 0) this.#evict();
       return payload; // the common case: one chunk, nothing to hold
     }
     let message = this.pending.get(id);

@@ -20,7 +20,7 @@ from tests.conftest import DETECT_SPEC, load_photo
 from tests.support.browser import chromium
 from tests.support.camera import RTSPCamera
 from tests.support.media import outline_difference, write_clip, write_y4m
-from tests.support.server import ServerProcess
+from tests.support.server import ServerProcess, free_port
 
 pytestmark = pytest.mark.e2e
 
@@ -170,13 +170,80 @@ def test_file_mode_uploads_with_progress_and_gets_every_result(page, server, sce
     screenshot(page, "file")
 
 
-def test_camera_mode_watches_a_running_pipeline(page, server):
+def test_the_page_reassembles_results_within_bounds(page):
+    """The page's own chunk reassembler and gzip decoding, fed crafted chunks in Chromium."""
+    outcome = page.evaluate(
+        """async () => {
+            const { ResultAssembler, decodeResult, CHUNK_BYTES } = await import("/protocol.js");
+            const chunk = (id, index, total, bytes) => {
+                const out = new Uint8Array(12 + bytes.length);
+                const view = new DataView(out.buffer);
+                view.setUint32(0, id, true); view.setUint32(4, index, true);
+                view.setUint32(8, total, true);
+                out.set(bytes, 12);
+                return out.buffer;
+            };
+            const message = JSON.stringify({ frame: 7, pad: "x".repeat(100) });
+            const text = new TextEncoder().encode(message);
+            const zipped = new Blob([text]).stream().pipeThrough(new CompressionStream("gzip"));
+            const gz = new Uint8Array(await new Response(zipped).arrayBuffer());
+            const out = {};
+            const assembler = new ResultAssembler({ window: 4 });
+            const half = Math.ceil(gz.length / 2);
+            out.first = assembler.add(chunk(1, 1, 2, gz.subarray(half)));  // out of order
+            const whole = assembler.add(chunk(1, 0, 2, gz.subarray(0, half)));
+            out.decoded = await decodeResult(whole);
+            out.plain = await decodeResult(assembler.add(chunk(2, 0, 1, text)));
+            const refused = [];
+            for (const bad of [chunk(3, 0, 0xffffffff, text), chunk(3, 5, 2, text),
+                               new Uint8Array(5).buffer]) {
+                try { assembler.add(bad); } catch (error) { refused.push(error.message); }
+            }
+            assembler.add(chunk(10, 0, 3, text));            // never completed...
+            assembler.add(chunk(20, 0, 1, text));            // ...and left behind by 10 ids
+            out.dropped = assembler.dropped;
+            out.pendingBytes = assembler.pendingBytes;
+            try { assembler.add(chunk(10, 1, 3, text)); }
+            catch (error) { refused.push(error.message); }
+            out.refused = refused;
+            out.chunkBytes = CHUNK_BYTES;
+            return out;
+        }"""
+    )
+    assert outcome["first"] is None
+    assert outcome["decoded"]["frame"] == 7 and outcome["plain"]["frame"] == 7
+    assert outcome["chunkBytes"] == 48 * 1024
+    assert outcome["dropped"] == 1 and outcome["pendingBytes"] == 0
+    refused = outcome["refused"]
+    assert "beyond the byte budget" in refused[0]
+    assert "out of range" in refused[1]
+    assert "shorter than its header" in refused[2]
+    assert "after its window closed" in refused[3]
+
+
+def test_camera_mode_reads_a_url_or_watches_a_running_pipeline(page, server):
     camera = RTSPCamera(320, 240, fps=15)
     try:
+        page.get_by_role("radio", name="Camera or pipeline").check()
+        url = page.get_by_label("Camera URL (RTSP or MJPEG)")
+        url.fill(f"rtsp://127.0.0.1:{free_port()}/nothing-here")
+        page.get_by_role("button", name="Start", exact=True).click()
+        message = shown_error(page)
+        assert "502" in message and "nothing-here" in message, message
+        wait_stats(page, 's.phase === "failed"')
+
+        url.fill(camera.url)
+        page.get_by_role("button", name="Start", exact=True).click()
+        wait_stats(page, 's.state === "connected" && s.framesReceived >= 10')
+        assert page.get_by_role("alert").is_hidden()
+        page.get_by_role("button", name="Stop", exact=True).click()
+        wait_stats(page, 's.phase === "stopped"')
+        url.fill("")
+
         started = server.start_pipeline(camera.url, DETECT_SPEC)
         assert started.status_code == 200, started.text
         pipeline_id = started.json()["context"]["pipeline_id"]
-        page.get_by_role("radio", name="Camera or pipeline").check()
+        page.get_by_role("button", name="Refresh pipelines").click()
         choice = page.get_by_label("or watch a running pipeline")
         choice.locator("option", has_text=pipeline_id[:8]).wait_for(state="attached")
         assert "rtsp://" in choice.inner_text()
