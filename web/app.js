@@ -63,8 +63,11 @@ function setPhase(phase) {
   stats.phase = phase;
   const running = !["idle", "done", "stopped", "failed"].includes(phase);
   if (!running) freezeVideo();
+  const focused = document.activeElement; // a disabled button loses focus: pass it on
   $("start").disabled = running;
   $("stop").disabled = !running;
+  if (running && focused === $("start")) $("stop").focus();
+  if (!running && focused === $("stop")) $("start").focus();
   for (const element of form.querySelectorAll("fieldset, .mode-panel, #workflow, #every-frame")) {
     element.disabled = running;
   }

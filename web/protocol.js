@@ -7,6 +7,7 @@ export const CHUNK_BYTES = 48 * 1024;
 export const UPLOAD_HEADER_BYTES = 8;
 const UPLOAD_HIGH_WATER = 256 * 1024; // what the SDK throttles at
 const UPLOAD_LOW_WATER = 64 * 1024;
+const UTF8 = new TextDecoder();
 
 /** A failure the person should read: `message` is already in words. */
 export class StreamError extends Error {
@@ -121,7 +122,7 @@ export async function decodeResult(payload) {
     const stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream("gzip"));
     bytes = new Uint8Array(await new Response(stream).arrayBuffer());
   }
-  return JSON.parse(new TextDecoder().decode(bytes));
+  return JSON.parse(UTF8.decode(bytes));
 }
 
 /** The server's `received_at` (naive ISO, the server's local time) as epoch milliseconds. */

@@ -14,6 +14,7 @@ import {
 } from "./protocol.js";
 
 const SENT_TIMES_KEPT = 600; // ~20 s of 30 fps: results come back long before that
+const PAIRING_RESULTS = 30; // results without a paired send time before falling back
 
 /**
  * Records when each encoded frame left this page, keyed by its RTP timestamp, which the server
@@ -248,7 +249,9 @@ export class StreamSession {
       this.latencyBasis = "sent";
       return arrived - sent;
     }
-    if (this.latencyBasis === "sent") return null; // a frame we no longer remember
+    // A frame we no longer remember, or still pairing: wait, unless pairing never succeeds.
+    const pairing = this.#offset !== null || this.resultsReceived < PAIRING_RESULTS;
+    if (this.latencyBasis === "sent" && pairing) return null;
     // No send time to pair with (uploads, server-read cameras, browsers without the
     // encoded-frame API): from the server's receipt of the frame, on the two machines' clocks.
     const received = receivedAtMs(metadata.received_at);

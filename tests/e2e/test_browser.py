@@ -170,6 +170,30 @@ def test_file_mode_uploads_with_progress_and_gets_every_result(page, server, sce
     screenshot(page, "file")
 
 
+def test_every_control_is_labelled_and_the_keyboard_starts_and_stops(page, server):
+    unlabelled = page.evaluate(
+        """() => [...document.querySelectorAll("input, select, button, video")]
+            .filter((e) => !(e.labels?.length || e.getAttribute("aria-label") ||
+                             (e.tagName === "BUTTON" && e.textContent.trim())))
+            .map((e) => e.outerHTML)"""
+    )
+    assert unlabelled == []
+    closed = server.closed_sessions
+    page.locator("body").focus()
+    for _ in range(20):  # Tab walks the controls in reading order up to Start
+        page.keyboard.press("Tab")
+        if page.evaluate("() => document.activeElement.id") == "start":
+            break
+    assert page.evaluate("() => document.activeElement.textContent") == "Start"
+    page.keyboard.press("Enter")
+    wait_stats(page, 's.state === "connected" && s.framesReceived > 0')
+    assert page.evaluate("() => document.activeElement.id") == "stop"  # focus follows
+    page.keyboard.press("Enter")
+    wait_stats(page, 's.phase === "stopped"')
+    assert page.evaluate("() => document.activeElement.id") == "start"
+    server.wait_sessions_closed(closed + 1)
+
+
 def test_the_page_reassembles_results_within_bounds(page):
     """The page's own chunk reassembler and gzip decoding, fed crafted chunks in Chromium."""
     outcome = page.evaluate(
