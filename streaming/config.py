@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
@@ -95,10 +95,42 @@ class Settings(BaseSettings):
     gzip_level: int = Field(default=6, ge=1, le=9)
     """gzip level of data-channel results that carry data outputs."""
 
+    inference_backend: Literal["auto", "onnxruntime", "openvino", "remote"] | None = None
+    """Runtime for every model, overriding their manifests. ``auto``: ONNX Runtime (TensorRT,
+    CUDA) where an NVIDIA driver is present, else OpenVINO (about 2x ONNX Runtime's speed on
+    this project's CPUs for the default model), else ONNX Runtime on CPU."""
     onnx_providers: Annotated[list[str], NoDecode] = Field(default_factory=list)
-    """ONNX Runtime providers in order of preference; empty: CUDA when a driver is present, CPU."""
+    """ONNX Runtime providers in order of preference; empty: the best that loads here
+    (TensorRT and CUDA only where an NVIDIA driver is present)."""
+    onnx_device_id: int = Field(default=0, ge=0)
+    """CUDA / TensorRT device."""
     onnx_intra_op_threads: int = Field(default=0, ge=0)
     """ONNX Runtime intra-op threads (0: ONNX Runtime decides)."""
+    trt_fp16: bool = True
+    """Let TensorRT run layers in fp16."""
+    trt_cache_dir: Path = Field(
+        default_factory=lambda: Path.home() / ".cache" / "visionstream" / "trt-engines"
+    )
+    """Where TensorRT engines are cached (building one takes minutes)."""
+    openvino_device: str = "AUTO"
+    """OpenVINO device: AUTO, CPU, GPU."""
+    openvino_performance_hint: Literal["LATENCY", "THROUGHPUT", "CUMULATIVE_THROUGHPUT"] = "LATENCY"
+    """OpenVINO's performance hint."""
+    openvino_precision: Literal["f32", "bf16", "f16"] | None = None
+    """OpenVINO inference precision; unset: the device's default (bf16 on CPUs that have it,
+    which shifts scores by up to ~0.07; f32 matches ONNX Runtime)."""
+    openvino_requests: int = Field(default=0, ge=0)
+    """In-flight OpenVINO infer requests per model (0: the device's optimal number)."""
+    remote_inference_url: str | None = None
+    """V2 server (``http://host:8000`` or ``grpc://host:8001``) for models whose backend is
+    ``remote`` and whose manifest names no server."""
+    max_batch_size: int = Field(default=0, ge=0)
+    """Largest cross-session batch per model; 0: 1 on CPU (batching does not pay there), 16
+    on GPUs and remote servers."""
+    max_queue_delay_ms: float = Field(default=2.0, ge=0)
+    """How long a batch waits for more frames after its first one (Triton's semantics)."""
+    batch_workers: int = Field(default=2, ge=1)
+    """Batches of one model in flight at once (one forms while the other runs)."""
     workflow_threads: int = Field(default=4, ge=1)
     """Threads that run workflows (preprocess, inference, annotate, serialize) for all sessions."""
 

@@ -59,10 +59,40 @@ class Metrics:
         )
         self.model_info = Gauge(
             "visionstream_model_loaded",
-            "Loaded models and the execution provider they run on",
-            ["model", "provider"],
+            "Loaded models, the backend and execution provider they run on",
+            ["model", "backend", "provider"],
             registry=self.registry,
         )
+        self.model_degraded = Gauge(
+            "visionstream_model_degraded",
+            "1 when a model runs on less than it asked for (e.g. CUDA requested, CPU in use)",
+            ["model"],
+            registry=self.registry,
+        )
+        self.batch_size = Histogram(
+            "visionstream_batch_size",
+            "Images per inference batch (frames from all sessions of a model)",
+            ["model"],
+            buckets=(1, 2, 4, 8, 16, 32, 64),
+            registry=self.registry,
+        )
+        self.batch_ms = Histogram(
+            "visionstream_batch_compute_milliseconds",
+            "Inference time per batch",
+            ["model"],
+            buckets=_STAGE_BUCKETS,
+            registry=self.registry,
+        )
+
+    def observe_batch(self, model: str, size: int, compute_ms: float) -> None:
+        self.batch_size.labels(model).observe(size)
+        self.batch_ms.labels(model).observe(compute_ms)
+
+    def observe_model(self, model) -> None:
+        """A model finished loading: what it runs on, and whether that is less than asked."""
+        session = model.session
+        self.model_info.labels(model.name, session.backend, session.providers[0]).set(1)
+        self.model_degraded.labels(model.name).set(1 if session.degraded else 0)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -8,9 +8,18 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-__all__ = ["MANIFEST_FILE", "ModelManifest"]
+__all__ = ["MANIFEST_FILE", "ModelManifest", "RemoteModel"]
 
 MANIFEST_FILE = "manifest.json"
+
+
+class RemoteModel(BaseModel):
+    url: str
+    """``http://host:8000`` or ``grpc://host:8001`` of a V2 (KServe / Triton) server."""
+    model_name: str | None = None
+    """Name on that server (default: this manifest's ``name``)."""
+    model_version: str = ""
+    """Version on that server (empty: the server's choice)."""
 
 
 class ModelManifest(BaseModel):
@@ -36,8 +45,22 @@ class ModelManifest(BaseModel):
     """Pixel values are multiplied by this."""
     letterbox_fill: int = 128
     """Grey level of the letterbox padding."""
-    decoder: Literal["yolov3"] = "yolov3"
-    """How raw outputs become detections."""
+    decoder: Literal["yolov3", "yolov5", "yolov8", "yolov11", "ssd", "detr"] = "yolov3"
+    """How raw outputs become detections (``streaming.inference.decoders`` lists the layouts)."""
+    box_format: Literal["cxcywh", "xyxy", "yxyx"] = "cxcywh"
+    """Box layout of ``ssd``/``detr`` outputs (the YOLO layouts are always centre-based)."""
+    normalized_boxes: bool = False
+    """``ssd``/``detr`` boxes are fractions of the input size rather than pixels."""
+    class_id_offset: int = 0
+    """Subtracted from ``ssd`` class ids (1 for exports whose class 0 is the background)."""
+    logits: Literal["softmax", "sigmoid"] = "softmax"
+    """``detr`` class logits: softmax with a trailing no-object class, or sigmoid per class."""
+    backend: Literal["auto", "onnxruntime", "openvino", "remote"] = "auto"
+    """Runtime for this model; ``STREAMING_INFERENCE_BACKEND`` overrides it."""
+    max_batch_size: int | None = Field(default=None, ge=1)
+    """Largest batch the dynamic batcher may form (default: the setting for the device)."""
+    remote: RemoteModel | None = None
+    """Where a ``remote`` model is served (KServe V2 / Triton)."""
     class_names: list[str] = Field(min_length=1)
     """Class names, indexed by class id."""
     source: str = ""

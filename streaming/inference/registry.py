@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 from pathlib import Path
 
 from ..config import Settings
 from ..errors import ModelError
-from .manifest import MANIFEST_FILE
+from ..metrics import Metrics
+from .backends import batch_size_for, open_session
+from .batcher import DynamicBatcher
+from .manifest import MANIFEST_FILE, ModelManifest
 from .model import DetectionModel
-from .session import OnnxRuntimeSession, default_onnx_providers
 
 __all__ = ["ModelRegistry", "UnknownModel"]
 
@@ -22,10 +25,10 @@ class UnknownModel(KeyError):
 
 
 class ModelRegistry:
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, metrics: Metrics | None = None) -> None:
         self._dir = Path(settings.models_dir)
-        self._providers = settings.onnx_providers or default_onnx_providers()
-        self._threads = settings.onnx_intra_op_threads
+        self._settings = settings
+        self._metrics = metrics
         self._models: dict[str, DetectionModel] = {}
         self._lock = threading.Lock()
 
@@ -50,21 +53,49 @@ class ModelRegistry:
             if "/" in model_id or not (directory / MANIFEST_FILE).is_file():
                 raise UnknownModel(model_id)
             try:
-                model = DetectionModel.from_directory(
-                    directory,
-                    OnnxRuntimeSession,
-                    providers=self._providers,
-                    intra_op_threads=self._threads,
-                )
-                model.warm_up()
+                model = self._load(directory)
+            except ModelError:
+                raise
             except Exception as exc:
                 raise ModelError(f"model '{model_id}' failed to load: {exc}") from exc
-            log.info("loaded model %s on %s", model_id, model.session.providers)
+            log.info(
+                "loaded model %s on %s (%s; batches up to %d)%s",
+                model_id,
+                model.session.device,
+                model.session.backend,
+                model.batcher.max_batch_size,
+                f"; DEGRADED: {model.session.degraded}" if model.session.degraded else "",
+            )
+            if self._metrics is not None:
+                self._metrics.observe_model(model)
             self._models[model_id] = model
             return model
+
+    def _load(self, directory: Path) -> DetectionModel:
+        manifest = ModelManifest.load(directory)
+        session = open_session(manifest, directory, self._settings)
+        try:
+            batcher = DynamicBatcher(
+                session,
+                batch_size_for(manifest, session, self._settings),
+                self._settings.max_queue_delay_ms,
+                self._settings.batch_workers,
+                on_batch=(
+                    functools.partial(self._metrics.observe_batch, manifest.name)
+                    if self._metrics
+                    else None
+                ),
+                name=manifest.name,
+            )
+            model = DetectionModel(manifest, session, batcher)
+            model.warm_up()
+        except BaseException:
+            session.close()
+            raise
+        return model
 
     def close(self) -> None:
         with self._lock:
             for model in self._models.values():
-                model.session.close()
+                model.close()
             self._models.clear()

@@ -1,66 +1,80 @@
-"""Inference sessions: one interface over the runtimes that execute a model file."""
+"""Inference sessions: one interface over the runtimes that execute a model.
+
+Backends: ONNX Runtime (``onnx_session``), OpenVINO (``openvino_session``) and a remote model
+behind the KServe V2 / Triton protocol (``remote_session``); ``backends.open_session`` picks
+one. A session runs raw tensors: preprocessing and decoding belong to ``DetectionModel``.
+"""
 
 from __future__ import annotations
 
 import ctypes.util
-import logging
 from abc import ABC, abstractmethod
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-__all__ = ["InferenceSession", "OnnxRuntimeSession", "default_onnx_providers"]
+__all__ = ["InferenceSession", "TensorSpec", "nvidia_driver_present"]
 
-log = logging.getLogger(__name__)
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """A model input or output as the V2 protocol describes it (``-1``: any size)."""
+
+    name: str
+    datatype: str
+    shape: tuple[int, ...]
+
+    def to_v2(self) -> dict:
+        return {"name": self.name, "datatype": self.datatype, "shape": list(self.shape)}
+
+
+NUMPY_TO_V2 = {
+    np.dtype(np.float32): "FP32",
+    np.dtype(np.float16): "FP16",
+    np.dtype(np.float64): "FP64",
+    np.dtype(np.int64): "INT64",
+    np.dtype(np.int32): "INT32",
+    np.dtype(np.uint8): "UINT8",
+    np.dtype(np.int8): "INT8",
+    np.dtype(np.bool_): "BOOL",
+}
+V2_TO_NUMPY = {v: k for k, v in NUMPY_TO_V2.items()}
+
+
+def nvidia_driver_present() -> bool:
+    return bool(ctypes.util.find_library("cuda")) or Path("/proc/driver/nvidia/version").exists()
 
 
 class InferenceSession(ABC):
     """Runs one model; ``run`` is thread-safe and may be called from many threads at once."""
 
+    backend: str = ""
+    """``onnxruntime``, ``openvino`` or ``remote``."""
+    degraded: str | None = None
+    """Why the session runs on less than it was asked for (a silent fallback), else None."""
+    inputs: list[TensorSpec]
+    outputs: list[TensorSpec]
+
     @property
     @abstractmethod
     def providers(self) -> list[str]:
-        """Execution providers really in use, best first."""
+        """What really executes the model, best first (ONNX Runtime's providers, or the
+        OpenVINO device, or the remote server)."""
+
+    @property
+    def device(self) -> str:
+        """Where the model runs, in a few words (for logs, ``/readyz``, ``/models``)."""
+        return self.providers[0]
+
+    @property
+    def on_accelerator(self) -> bool:
+        """True when the model runs on a GPU (batching pays there)."""
+        return False
 
     @abstractmethod
-    def run(self, batch: np.ndarray) -> np.ndarray:
-        """Run one NCHW float32 batch; return the model's single output."""
+    def run(self, batch: np.ndarray) -> list[np.ndarray]:
+        """Run one NCHW float32 batch; return every model output, batch dimension first."""
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release runtime resources (idempotent)."""
-
-
-def default_onnx_providers() -> list[str]:
-    """CUDA when an NVIDIA driver is installed, else CPU only.
-
-    onnxruntime-gpu lists CUDA as available even without a GPU, and asking for it then logs
-    a loud library-load error before falling back; asking only where a driver exists avoids that.
-    """
-    if ctypes.util.find_library("cuda") or Path("/proc/driver/nvidia/version").exists():
-        return ["CUDAExecutionProvider", "CPUExecutionProvider"]
-    return ["CPUExecutionProvider"]
-
-
-class OnnxRuntimeSession(InferenceSession):
-    def __init__(self, path: Path, providers: list[str], intra_op_threads: int = 0) -> None:
-        import onnxruntime as ort
-
-        available = set(ort.get_available_providers())
-        wanted = [p for p in providers if p in available] or ["CPUExecutionProvider"]
-        options = ort.SessionOptions()
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        if intra_op_threads:
-            options.intra_op_num_threads = intra_op_threads
-        self._session = ort.InferenceSession(str(path), sess_options=options, providers=wanted)
-        self._providers = list(self._session.get_providers())
-        if wanted[0] not in self._providers:
-            log.warning("asked for %s but ONNX Runtime runs on %s", wanted[0], self._providers)
-        self._input = self._session.get_inputs()[0].name
-        self._output = self._session.get_outputs()[0].name
-
-    @property
-    def providers(self) -> list[str]:
-        return self._providers
-
-    def run(self, batch: np.ndarray) -> np.ndarray:
-        return self._session.run([self._output], {self._input: batch})[0]

@@ -47,8 +47,7 @@ async def _prepare_models(state: ServerState) -> None:
         state.startup_error = f"default model unavailable: {exc}"
         log.error("%s", state.startup_error)
         return
-    state.metrics.model_info.labels(model.name, model.session.providers[0]).set(1)
-    log.info("ready: %s on %s", model.name, model.session.providers[0])
+    log.info("ready: %s on %s", model.name, model.session.device)
     state.ready.set()
 
 
@@ -68,7 +67,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        models = ModelRegistry(settings)
+        models = ModelRegistry(settings, metrics)
         executor = ThreadPoolExecutor(settings.workflow_threads, thread_name_prefix="workflow")
         hub = SourceHub(camera_factory(settings))
         library = WorkflowLibrary(settings.workflows_dir, settings.default_model)

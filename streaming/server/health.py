@@ -20,19 +20,32 @@ async def healthz(state: ServerState = Depends(get_state)) -> dict:
         "ready": state.ready.is_set(),
         "sessions": len(state.sessions),
         "max_sessions": state.settings.max_sessions,
-        "models": {
-            name: {"providers": model.session.providers}
-            for name, model in state.models.loaded().items()
-        },
+        "models": _models(state),
         # One entry per camera being read, however many sessions and pipelines watch it.
         "sources": state.hub.stats(),
+    }
+
+
+def _models(state: ServerState) -> dict:
+    return {
+        name: {
+            "backend": model.session.backend,
+            "device": model.session.device,
+            "providers": model.session.providers,
+            "degraded": model.session.degraded,
+            "max_batch_size": model.batcher.max_batch_size,
+        }
+        for name, model in state.models.loaded().items()
     }
 
 
 @router.get("/readyz")
 async def readyz(state: ServerState = Depends(get_state)) -> JSONResponse:
     if state.ready.is_set():
-        return JSONResponse({"status": "ready"})
+        models = _models(state)
+        # Still serving, but on less than asked for (say, CUDA requested and CPU in use).
+        degraded = any(m["degraded"] for m in models.values())
+        return JSONResponse({"status": "degraded" if degraded else "ready", "models": models})
     message = state.startup_error or "models are still loading"
     return JSONResponse({"status": "not ready", "message": message}, status_code=503)
 

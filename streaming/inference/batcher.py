@@ -1,0 +1,137 @@
+"""Dynamic batching across sessions (Triton's dynamic batcher semantics).
+
+Frames from every session that uses a model queue here; a worker takes the first waiting
+request, then keeps collecting until the batch holds ``max_batch_size`` images or
+``max_queue_delay_ms`` has passed since that first request, runs one batch and hands each
+caller its own slice. With ``max_batch_size`` 1 there is no queue and no thread at all:
+callers run the session directly (on CPU, batching rarely pays).
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .session import InferenceSession
+
+__all__ = ["BatchStats", "DynamicBatcher"]
+
+
+@dataclass
+class _Request:
+    blob: np.ndarray
+    future: Future[list[np.ndarray]] = field(default_factory=Future)
+    queued_at: float = field(default_factory=time.perf_counter)
+
+
+@dataclass
+class BatchStats:
+    """What one call went through: the batch it ran in and how long it queued."""
+
+    batch_size: int
+    queue_ms: float
+    compute_ms: float
+
+
+_STOP = object()
+
+
+class DynamicBatcher:
+    def __init__(
+        self,
+        session: InferenceSession,
+        max_batch_size: int = 1,
+        max_queue_delay_ms: float = 2.0,
+        workers: int = 1,
+        on_batch: Callable[[int, float], None] | None = None,
+        name: str = "model",
+    ) -> None:
+        self.session = session
+        self.max_batch_size = max(1, max_batch_size)
+        self.max_queue_delay = max_queue_delay_ms / 1000.0
+        self._on_batch = on_batch
+        self._queue: queue.Queue[_Request | object] = queue.Queue()
+        self._closed = False
+        self._workers = [
+            threading.Thread(target=self._work, name=f"batcher-{name}-{i}", daemon=True)
+            for i in range(workers if self.max_batch_size > 1 else 0)
+        ]
+        for worker in self._workers:
+            worker.start()
+
+    @property
+    def batching(self) -> bool:
+        return self.max_batch_size > 1
+
+    def infer(self, blob: np.ndarray) -> tuple[list[np.ndarray], BatchStats]:
+        """One image (a batch of 1) -> its outputs (batch of 1 each). Blocks; thread-safe."""
+        if self._closed:
+            raise RuntimeError("the model is closed")
+        if not self.batching:
+            started = time.perf_counter()
+            outputs = self.session.run(blob)
+            compute = (time.perf_counter() - started) * 1000
+            if self._on_batch is not None:
+                self._on_batch(1, compute)
+            return outputs, BatchStats(1, 0.0, compute)
+        request = _Request(blob)
+        self._queue.put(request)
+        outputs, stats = request.future.result()
+        return outputs, stats
+
+    def _collect(self, first: _Request) -> list[_Request]:
+        batch = [first]
+        deadline = first.queued_at + self.max_queue_delay
+        while len(batch) < self.max_batch_size:
+            remaining = deadline - time.perf_counter()
+            try:
+                item = (
+                    self._queue.get(timeout=remaining)
+                    if remaining > 0
+                    else self._queue.get_nowait()
+                )
+            except queue.Empty:
+                break
+            if item is _STOP:
+                self._queue.put(_STOP)  # the next worker stops too
+                break
+            assert isinstance(item, _Request)
+            batch.append(item)
+        return batch
+
+    def _work(self) -> None:
+        while True:
+            first = self._queue.get()
+            if first is _STOP:
+                self._queue.put(_STOP)
+                return
+            assert isinstance(first, _Request)
+            batch = self._collect(first)
+            started = time.perf_counter()
+            try:
+                outputs = self.session.run(np.concatenate([r.blob for r in batch]))
+            except BaseException as exc:
+                for request in batch:
+                    request.future.set_exception(exc)
+                continue
+            compute = (time.perf_counter() - started) * 1000
+            if self._on_batch is not None:
+                self._on_batch(len(batch), compute)
+            for index, request in enumerate(batch):
+                stats = BatchStats(len(batch), (started - request.queued_at) * 1000, compute)
+                request.future.set_result(([o[index : index + 1] for o in outputs], stats))
+
+    def close(self) -> None:
+        """Finish what is queued, stop the workers (idempotent)."""
+        if self._closed:
+            return
+        self._closed = True
+        self._queue.put(_STOP)
+        for worker in self._workers:
+            worker.join()

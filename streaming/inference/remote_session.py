@@ -1,0 +1,119 @@
+"""A model served elsewhere over the KServe V2 / Open Inference Protocol (Triton, KServe, or
+another visionstream), through ``tritonclient`` (HTTP with binary tensors, or gRPC).
+
+This is the scale-out path: many visionstream workers (WebRTC, decode, pre/post-processing)
+share a fleet of GPU inference servers. Same interface, same batching as a local session.
+"""
+
+from __future__ import annotations
+
+import threading
+from urllib.parse import urlsplit
+
+import numpy as np
+
+from ..errors import ModelError
+from .session import V2_TO_NUMPY, InferenceSession, TensorSpec
+
+__all__ = ["RemoteV2Session"]
+
+
+class RemoteV2Session(InferenceSession):
+    backend = "remote"
+
+    def __init__(self, url: str, model_name: str, model_version: str = "", timeout: float = 30.0):
+        parts = urlsplit(url if "://" in url else f"http://{url}")
+        if parts.scheme not in ("http", "https", "grpc") or not parts.netloc:
+            raise ModelError(
+                f"remote model URL must be http(s):// or grpc://host:port, not {url!r}"
+            )
+        self._grpc = parts.scheme == "grpc"
+        self._ssl = parts.scheme == "https"
+        self._address = parts.netloc
+        self._url = f"{parts.scheme}://{parts.netloc}"
+        self._model = model_name
+        self._version = model_version
+        self._timeout = timeout
+        self._local = threading.local()  # tritonclient's clients are not shared across threads
+        self._clients: list = []
+        self._lock = threading.Lock()
+        metadata = self._call(
+            lambda c: c.get_model_metadata(model_name, model_version, **self._json_kw)
+        )
+        self.inputs = [self._spec(t) for t in metadata["inputs"]]
+        self.outputs = [self._spec(t) for t in metadata["outputs"]]
+
+    @property
+    def _json_kw(self) -> dict:
+        return {"as_json": True} if self._grpc else {}
+
+    @staticmethod
+    def _spec(tensor: dict) -> TensorSpec:
+        return TensorSpec(
+            tensor["name"], tensor["datatype"], tuple(int(d) for d in tensor["shape"])
+        )
+
+    def _client(self):
+        client = getattr(self._local, "client", None)
+        if client is None:
+            if self._grpc:
+                import tritonclient.grpc as triton
+
+                client = triton.InferenceServerClient(self._address)
+            else:
+                import tritonclient.http as triton
+
+                client = triton.InferenceServerClient(
+                    self._address, ssl=self._ssl, connection_timeout=self._timeout,
+                    network_timeout=self._timeout,
+                )  # fmt: skip
+            self._local.client = client
+            with self._lock:
+                self._clients.append(client)
+        return client
+
+    def _call(self, action):
+        from tritonclient.utils import InferenceServerException
+
+        try:
+            return action(self._client())
+        except InferenceServerException as exc:
+            raise ModelError(f"remote model {self._model} at {self._url}: {exc.message()}") from exc
+        except OSError as exc:
+            raise ModelError(f"remote model {self._model} at {self._url}: {exc}") from exc
+
+    @property
+    def providers(self) -> list[str]:
+        return [f"remote:{self._url}/{self._model}"]
+
+    @property
+    def device(self) -> str:
+        return f"remote {self._url} ({'gRPC' if self._grpc else 'HTTP'})"
+
+    @property
+    def on_accelerator(self) -> bool:
+        return True  # a fleet server: batching pays (fewer round trips)
+
+    def run(self, batch: np.ndarray) -> list[np.ndarray]:
+        if self._grpc:
+            import tritonclient.grpc as triton
+        else:
+            import tritonclient.http as triton
+        spec = self.inputs[0]
+        data = np.ascontiguousarray(batch, dtype=V2_TO_NUMPY.get(spec.datatype, np.float32))
+        tensor = triton.InferInput(spec.name, list(data.shape), spec.datatype)
+        binary = {} if self._grpc else {"binary_data": True}
+        tensor.set_data_from_numpy(data, **binary)
+        wanted = [triton.InferRequestedOutput(o.name, **binary) for o in self.outputs]
+
+        def infer(client):
+            return client.infer(self._model, [tensor], model_version=self._version, outputs=wanted)
+
+        result = self._call(infer)
+        return [result.as_numpy(o.name) for o in self.outputs]
+
+    def close(self) -> None:
+        with self._lock:
+            clients, self._clients = self._clients, []
+        for client in clients:
+            client.close()

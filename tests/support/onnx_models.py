@@ -1,0 +1,61 @@
+"""Tiny ONNX models whose outputs are fixed tensors, in the layouts real exports use: the
+decoders are checked exactly against known boxes, on every backend, at any batch size."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+from streaming.inference.manifest import ModelManifest
+
+
+def constant_model(path: Path, outputs: list[tuple[str, np.ndarray]], size: int = 64) -> Path:
+    """Input ``images`` [batch, 3, size, size]; each output is its array, repeated per image.
+    The input feeds the outputs through its shape, so runtimes cannot fold it away."""
+    nodes = [
+        helper.make_node("Shape", ["images"], ["input_shape"]),
+        helper.make_node("Slice", ["input_shape", "zero", "one"], ["batch"]),
+    ]
+    initializers = [numpy_helper.from_array(np.array([0], np.int64), "zero"),
+                    numpy_helper.from_array(np.array([1], np.int64), "one")]  # fmt: skip
+    graph_outputs = []
+    for name, value in outputs:
+        value = np.asarray(value)
+        initializers.append(numpy_helper.from_array(value[None], f"{name}_value"))
+        initializers.append(
+            numpy_helper.from_array(np.array(value.shape, np.int64), f"{name}_dims")
+        )
+        nodes.append(
+            helper.make_node("Concat", ["batch", f"{name}_dims"], [f"{name}_shape"], axis=0)
+        )
+        nodes.append(helper.make_node("Expand", [f"{name}_value", f"{name}_shape"], [name]))
+        element = helper.np_dtype_to_tensor_dtype(value.dtype)
+        graph_outputs.append(helper.make_tensor_value_info(name, element, ["batch", *value.shape]))
+    graph = helper.make_graph(
+        nodes,
+        "constant",
+        [helper.make_tensor_value_info("images", TensorProto.FLOAT, ["batch", 3, size, size])],
+        graph_outputs,
+        initializers,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    onnx.save(model, str(path))
+    return path
+
+
+def model_directory(
+    root: Path, name: str, outputs: list[tuple[str, np.ndarray]], size: int = 64, **manifest
+) -> Path:
+    """A models-directory entry (ONNX file + manifest) for ``constant_model``."""
+    directory = root / name
+    directory.mkdir(parents=True, exist_ok=True)
+    constant_model(directory / "model.onnx", outputs, size)
+    fields = {"name": name, "version": "test", "input_width": size, "input_height": size,
+              "class_names": ["cat", "dog", "bird"], **manifest}  # fmt: skip
+    ModelManifest(**fields).save(directory)
+    return directory
