@@ -46,6 +46,8 @@ class Settings(BaseSettings):
     """Concurrent WebRTC sessions; one more is answered 429."""
     max_request_bytes: int = Field(default=1024 * 1024, ge=1024)
     """Largest accepted signaling request body; larger is answered 413."""
+    max_infer_request_bytes: int = Field(default=64 * 1024 * 1024, ge=1024)
+    """Largest V2 infer request (``/v2/models/.../infer``); larger is answered 413."""
     api_key: SecretStr | None = None
     """When set, signaling requires it (body ``api_key`` or ``Authorization: Bearer``)."""
 
@@ -121,6 +123,8 @@ class Settings(BaseSettings):
     which shifts scores by up to ~0.07; f32 matches ONNX Runtime)."""
     openvino_requests: int = Field(default=0, ge=0)
     """In-flight OpenVINO infer requests per model (0: the device's optimal number)."""
+    remote_inference_api_key: SecretStr | None = None
+    """Sent as ``Authorization: Bearer`` to the remote V2 server (never logged)."""
     remote_inference_url: str | None = None
     """V2 server (``http://host:8000`` or ``grpc://host:8001``) for models whose backend is
     ``remote`` and whose manifest names no server."""

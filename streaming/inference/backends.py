@@ -40,7 +40,13 @@ def open_session(manifest: ModelManifest, directory: Path, settings: Settings) -
                 "(manifest 'remote.url' or STREAMING_REMOTE_INFERENCE_URL)"
             )
         name = (remote.model_name if remote else None) or manifest.name
-        return RemoteV2Session(url, name, remote.model_version if remote else "")
+        key = settings.remote_inference_api_key
+        return RemoteV2Session(
+            url,
+            name,
+            remote.model_version if remote else "",
+            api_key=key.get_secret_value() if key else None,
+        )
     path = manifest.onnx_path(directory)
     if backend == "openvino":
         from .openvino_session import OpenVINOOptions, OpenVINOSession

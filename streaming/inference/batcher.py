@@ -70,10 +70,12 @@ class DynamicBatcher:
         return self.max_batch_size > 1
 
     def infer(self, blob: np.ndarray) -> tuple[list[np.ndarray], BatchStats]:
-        """One image (a batch of 1) -> its outputs (batch of 1 each). Blocks; thread-safe."""
+        """A batch of images (usually 1) -> its outputs, same batch size. Blocks; thread-safe.
+        Only single images are queued: a request of several runs on its own, so no batch
+        ever outgrows ``max_batch_size``."""
         if self._closed:
             raise RuntimeError("the model is closed")
-        if not self.batching:
+        if not self.batching or len(blob) > 1:
             started = time.perf_counter()
             outputs = self.session.run(blob)
             compute = (time.perf_counter() - started) * 1000
@@ -87,8 +89,9 @@ class DynamicBatcher:
 
     def _collect(self, first: _Request) -> list[_Request]:
         batch = [first]
+        images = len(first.blob)
         deadline = first.queued_at + self.max_queue_delay
-        while len(batch) < self.max_batch_size:
+        while images < self.max_batch_size:
             remaining = deadline - time.perf_counter()
             try:
                 item = (
@@ -103,6 +106,7 @@ class DynamicBatcher:
                 break
             assert isinstance(item, _Request)
             batch.append(item)
+            images += len(item.blob)
         return batch
 
     def _work(self) -> None:
@@ -121,11 +125,15 @@ class DynamicBatcher:
                     request.future.set_exception(exc)
                 continue
             compute = (time.perf_counter() - started) * 1000
+            images = sum(len(r.blob) for r in batch)
             if self._on_batch is not None:
-                self._on_batch(len(batch), compute)
-            for index, request in enumerate(batch):
-                stats = BatchStats(len(batch), (started - request.queued_at) * 1000, compute)
-                request.future.set_result(([o[index : index + 1] for o in outputs], stats))
+                self._on_batch(images, compute)
+            offset = 0
+            for request in batch:
+                rows = slice(offset, offset + len(request.blob))
+                offset = rows.stop
+                stats = BatchStats(images, (started - request.queued_at) * 1000, compute)
+                request.future.set_result(([o[rows] for o in outputs], stats))
 
     def close(self) -> None:
         """Finish what is queued, stop the workers (idempotent)."""

@@ -8,6 +8,7 @@ share a fleet of GPU inference servers. Same interface, same batching as a local
 from __future__ import annotations
 
 import threading
+import uuid
 from urllib.parse import urlsplit
 
 import numpy as np
@@ -21,7 +22,14 @@ __all__ = ["RemoteV2Session"]
 class RemoteV2Session(InferenceSession):
     backend = "remote"
 
-    def __init__(self, url: str, model_name: str, model_version: str = "", timeout: float = 30.0):
+    def __init__(
+        self,
+        url: str,
+        model_name: str,
+        model_version: str = "",
+        timeout: float = 30.0,
+        api_key: str | None = None,
+    ) -> None:
         parts = urlsplit(url if "://" in url else f"http://{url}")
         if parts.scheme not in ("http", "https", "grpc") or not parts.netloc:
             raise ModelError(
@@ -34,11 +42,14 @@ class RemoteV2Session(InferenceSession):
         self._model = model_name
         self._version = model_version
         self._timeout = timeout
+        self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else None
         self._local = threading.local()  # tritonclient's clients are not shared across threads
         self._clients: list = []
         self._lock = threading.Lock()
         metadata = self._call(
-            lambda c: c.get_model_metadata(model_name, model_version, **self._json_kw)
+            lambda c: c.get_model_metadata(
+                model_name, model_version, headers=self._headers, **self._json_kw
+            )
         )
         self.inputs = [self._spec(t) for t in metadata["inputs"]]
         self.outputs = [self._spec(t) for t in metadata["outputs"]]
@@ -72,15 +83,18 @@ class RemoteV2Session(InferenceSession):
                 self._clients.append(client)
         return client
 
-    def _call(self, action):
+    def _call(self, action, request_id: str | None = None):
         from tritonclient.utils import InferenceServerException
 
+        where = f"remote model {self._model} at {self._url}"
+        if request_id:
+            where += f" (request {request_id})"
         try:
             return action(self._client())
         except InferenceServerException as exc:
-            raise ModelError(f"remote model {self._model} at {self._url}: {exc.message()}") from exc
+            raise ModelError(f"{where}: {exc.message()}") from exc
         except OSError as exc:
-            raise ModelError(f"remote model {self._model} at {self._url}: {exc}") from exc
+            raise ModelError(f"{where}: {exc}") from exc
 
     @property
     def providers(self) -> list[str]:
@@ -106,10 +120,15 @@ class RemoteV2Session(InferenceSession):
         tensor.set_data_from_numpy(data, **binary)
         wanted = [triton.InferRequestedOutput(o.name, **binary) for o in self.outputs]
 
-        def infer(client):
-            return client.infer(self._model, [tensor], model_version=self._version, outputs=wanted)
+        request_id = uuid.uuid4().hex  # names the call in both sides' errors and logs
 
-        result = self._call(infer)
+        def infer(client):
+            return client.infer(
+                self._model, [tensor], model_version=self._version, outputs=wanted,
+                request_id=request_id, headers=self._headers,
+            )  # fmt: skip
+
+        result = self._call(infer, request_id)
         return [result.as_numpy(o.name) for o in self.outputs]
 
     def close(self) -> None:

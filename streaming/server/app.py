@@ -26,7 +26,7 @@ from ..peer.ice import restrict_host_addresses
 from ..peer.sessions import SessionRegistry
 from ..pipelines import PipelineManager
 from ..workflows.library import WorkflowLibrary
-from . import health, pipelines, webrtc, workflows
+from . import health, pipelines, v2, webrtc, workflows
 from .page import PageFiles, web_root
 from .state import ServerState
 from .webrtc import validation_response
@@ -122,6 +122,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(webrtc.router)
     app.include_router(pipelines.router)
     app.include_router(workflows.router)
+    app.include_router(v2.router)
     root = web_root()
     if root is not None:  # last: the page's files answer only paths no route claimed
         app.mount("/", PageFiles(directory=root, html=True), name="page")

@@ -20,26 +20,17 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-class ServerProcess:
-    """``visionstream serve`` with extra ``STREAMING_*`` settings; waits for its ready lines."""
+class LoggedProcess:
+    """A subprocess whose output lines are kept, so tests wait on what it says."""
 
-    def __init__(self, **settings: str) -> None:
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        env = dict(os.environ)
-        env.update({"STREAMING_ICE_HOST_ADDRESSES": "127.0.0.1", "PYTHONUNBUFFERED": "1"})
-        env.update({f"STREAMING_{k.upper()}": v for k, v in settings.items()})
+    def __init__(self, command: list[str], env: dict[str, str] | None = None) -> None:
         self.output: deque[str] = deque(maxlen=400)
         self.lines: list[str] = []  # every line, for wait_for_output
-        self.closed_sessions = 0
-        self.connected_sessions = 0
         self._lines = threading.Condition()
-        self._seen: set[str] = set()
-        self._ready = threading.Event()
         self._exited = threading.Event()
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "streaming.cli", "serve", "--port", str(self.port)],
-            env=env,
+            command,
+            env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
@@ -53,30 +44,14 @@ class ServerProcess:
             with self._lines:
                 self.output.append(line.rstrip())
                 self.lines.append(line.rstrip())
-                if "session " in line and " closed after " in line:
-                    self.closed_sessions += 1
-                if "session " in line and line.rstrip().endswith(" connected"):
-                    self.connected_sessions += 1
+                self._on_line(line)
                 self._lines.notify_all()
-            for marker in READY_MARKERS:
-                if marker in line:
-                    self._seen.add(marker)
-            if len(self._seen) == len(READY_MARKERS):
-                self._ready.set()
         self._exited.set()
-        self._ready.set()
-
-    def wait_ready(self, timeout: float = 120) -> None:
-        if not self._ready.wait(timeout) or self._exited.is_set():
-            raise RuntimeError("server did not become ready:\n" + "\n".join(self.output))
-
-    def _wait_count(self, attribute: str, count: int, timeout: float) -> None:
         with self._lines:
-            if not self._lines.wait_for(lambda: getattr(self, attribute) >= count, timeout):
-                raise TimeoutError(
-                    f"{attribute}: {getattr(self, attribute)} of {count}:\n"
-                    + "\n".join(self.output)
-                )
+            self._lines.notify_all()
+
+    def _on_line(self, line: str) -> None:
+        """Called under the lines' lock for every line."""
 
     def wait_for_output(self, text: str, start: int = 0, timeout: float = 10) -> int:
         """Until a line containing ``text`` is logged at or after line ``start`` (use
@@ -93,6 +68,60 @@ class ServerProcess:
             index = found()
             assert index is not None
             return index
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(15)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self._reader.join(5)
+        if self.process.stdout is not None:
+            self.process.stdout.close()
+
+
+class ServerProcess(LoggedProcess):
+    """``visionstream serve`` with extra ``STREAMING_*`` settings; waits for its ready lines."""
+
+    def __init__(self, **settings: str) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        env = {"STREAMING_ICE_HOST_ADDRESSES": "127.0.0.1"}
+        env.update({f"STREAMING_{k.upper()}": v for k, v in settings.items()})
+        self.closed_sessions = 0
+        self.connected_sessions = 0
+        self._seen: set[str] = set()
+        self._ready = threading.Event()
+        super().__init__(
+            [sys.executable, "-m", "streaming.cli", "serve", "--port", str(self.port)], env
+        )
+
+    def _on_line(self, line: str) -> None:
+        if "session " in line and " closed after " in line:
+            self.closed_sessions += 1
+        if "session " in line and line.rstrip().endswith(" connected"):
+            self.connected_sessions += 1
+        for marker in READY_MARKERS:
+            if marker in line:
+                self._seen.add(marker)
+        if len(self._seen) == len(READY_MARKERS):
+            self._ready.set()
+
+    def wait_ready(self, timeout: float = 120) -> None:
+        with self._lines:
+            self._lines.wait_for(lambda: self._ready.is_set() or self._exited.is_set(), timeout)
+        if not self._ready.is_set() or self._exited.is_set():
+            raise RuntimeError("server did not become ready:\n" + "\n".join(self.output))
+
+    def _wait_count(self, attribute: str, count: int, timeout: float) -> None:
+        with self._lines:
+            if not self._lines.wait_for(lambda: getattr(self, attribute) >= count, timeout):
+                raise TimeoutError(
+                    f"{attribute}: {getattr(self, attribute)} of {count}:\n"
+                    + "\n".join(self.output)
+                )
 
     def wait_sessions_closed(self, count: int, timeout: float = 10) -> None:
         """Wait until the server has logged ``count`` session teardowns in all."""
@@ -122,15 +151,3 @@ class ServerProcess:
 
     def sessions(self) -> int:
         return self.get("/healthz").json()["sessions"]
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(15)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-        self._reader.join(5)
-        if self.process.stdout is not None:
-            self.process.stdout.close()

@@ -1,0 +1,151 @@
+"""KServe V2 / Open Inference Protocol for the loaded models (``/v2/...``).
+
+Other visionstream workers (``STREAMING_INFERENCE_BACKEND=remote``), Triton's and KServe's
+clients can run this server's models: raw tensors in, raw tensors out, through the same shared
+session and dynamic batcher the WebRTC sessions use. Errors are ``{"error": ...}`` as the
+protocol has them (plus our ``message``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from importlib.metadata import PackageNotFoundError, version
+
+import numpy as np
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import JSONResponse, Response
+
+from ..errors import ModelError, StreamingError
+from ..inference.model import DetectionModel
+from ..inference.registry import UnknownModel
+from ..protocol.v2 import HEADER_LENGTH, V2Error, encode_response, parse_request
+from .auth import check_api_key
+from .state import ServerState, get_state
+from .webrtc import read_limited_body
+
+__all__ = ["router"]
+
+router = APIRouter(prefix="/v2")
+
+
+def _error(status: int, message: str) -> JSONResponse:
+    return JSONResponse({"error": message, "message": message}, status_code=status)
+
+
+def _server_version() -> str:
+    try:
+        return version("visionstream")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+@router.get("")
+async def server_metadata() -> dict:
+    return {"name": "visionstream", "version": _server_version(),
+            "extensions": ["binary_tensor_data"]}  # fmt: skip
+
+
+@router.get("/health/live")
+async def live() -> dict:
+    return {"live": True}
+
+
+@router.get("/health/ready")
+async def ready(state: ServerState = Depends(get_state)) -> JSONResponse:
+    is_ready = state.ready.is_set()
+    return JSONResponse({"ready": is_ready}, status_code=200 if is_ready else 503)
+
+
+async def _model(
+    state: ServerState, request: Request, name: str, model_version: str | None
+) -> DetectionModel | JSONResponse:
+    """The named model, loaded if need be; or the V2 error response to send instead."""
+    try:
+        check_api_key(state.settings.api_key, request, None)
+        model = await asyncio.to_thread(state.models.get, name)
+    except UnknownModel:
+        return _error(404, f"model '{name}' is not in this server's models directory")
+    except StreamingError as exc:
+        return _error(exc.status, exc.message)
+    if model_version and model_version != model.manifest.version:
+        return _error(404, f"model '{name}' has version '{model.manifest.version}' only")
+    return model
+
+
+def _metadata(model: DetectionModel) -> dict:
+    session = model.session
+    return {
+        "name": model.name,
+        "versions": [model.manifest.version],
+        "platform": {"onnxruntime": "onnxruntime_onnx", "openvino": "openvino"}.get(
+            session.backend, session.backend
+        ),
+        "inputs": [t.to_v2() for t in session.inputs],
+        "outputs": [t.to_v2() for t in session.outputs],
+    }
+
+
+@router.get("/models/{name}")
+@router.get("/models/{name}/versions/{model_version}")
+async def model_metadata(
+    name: str, request: Request, model_version: str | None = None,
+    state: ServerState = Depends(get_state),
+) -> JSONResponse:  # fmt: skip
+    model = await _model(state, request, name, model_version)
+    return model if isinstance(model, JSONResponse) else JSONResponse(_metadata(model))
+
+
+@router.get("/models/{name}/ready")
+@router.get("/models/{name}/versions/{model_version}/ready")
+async def model_ready(
+    name: str, request: Request, model_version: str | None = None,
+    state: ServerState = Depends(get_state),
+) -> JSONResponse:  # fmt: skip
+    model = await _model(state, request, name, model_version)
+    if isinstance(model, JSONResponse):
+        return model
+    return JSONResponse({"name": name, "ready": True})
+
+
+@router.post("/models/{name}/infer")
+@router.post("/models/{name}/versions/{model_version}/infer")
+async def infer(
+    name: str, request: Request, model_version: str | None = None,
+    state: ServerState = Depends(get_state),
+) -> Response:  # fmt: skip
+    model = await _model(state, request, name, model_version)
+    if isinstance(model, JSONResponse):
+        return model
+    try:
+        body = await read_limited_body(request, state.settings.max_infer_request_bytes)
+        parsed = parse_request(body, request.headers.get(HEADER_LENGTH))
+    except V2Error as exc:
+        return _error(400, str(exc))
+    except StreamingError as exc:
+        return _error(exc.status, exc.message)
+    spec = model.session.inputs[0]
+    batch = parsed.inputs.get(spec.name)
+    if batch is None or len(parsed.inputs) != 1:
+        return _error(400, f"model '{name}' takes one input, '{spec.name}'")
+    expected = spec.shape[1:]
+    if batch.ndim != len(spec.shape) or any(
+        e not in (-1, g) for e, g in zip(expected, batch.shape[1:], strict=True)
+    ):
+        return _error(
+            400, f"input '{spec.name}' must be shaped {list(spec.shape)}, got {list(batch.shape)}"
+        )
+    names = [o.name for o in model.session.outputs]
+    wanted = parsed.outputs if parsed.outputs is not None else names
+    unknown = [o for o in wanted if o not in names]
+    if unknown:
+        return _error(400, f"model '{name}' has no output {unknown[0]!r} (it has {names})")
+    try:
+        loop = asyncio.get_running_loop()
+        values, _ = await loop.run_in_executor(
+            state.executor, model.batcher.infer, np.ascontiguousarray(batch, np.float32)
+        )
+    except ModelError as exc:
+        return _error(exc.status, exc.message)
+    outputs = {n: v for n, v in zip(names, values, strict=True) if n in wanted}
+    content, headers = encode_response(name, model.manifest.version, parsed, outputs)
+    return Response(content, headers=headers)
