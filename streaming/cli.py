@@ -1,10 +1,11 @@
-"""``visionstream serve | stream | models pull | models list``."""
+"""``visionstream serve | stream | models pull | list | add``."""
 
 from __future__ import annotations
 
 import argparse
 import logging
 import sys
+from pathlib import Path
 
 from .config import Settings
 
@@ -43,6 +44,39 @@ def _models_list(_: argparse.Namespace) -> int:
     return 0
 
 
+def _models_add(args: argparse.Namespace) -> int:
+    from .errors import ModelError
+    from .inference.class_names import read_class_names
+    from .inference.importer import add_model
+
+    size = None
+    if args.input_size:
+        width, _, height = args.input_size.partition("x")
+        size = (int(height), int(width))
+    extra = {key: getattr(args, key) for key in ("box_format", "class_id_offset", "logits")
+             if getattr(args, key) is not None}  # fmt: skip
+    if args.normalized_boxes:
+        extra["normalized_boxes"] = True
+    try:
+        manifest = add_model(
+            Settings().models_dir,
+            Path(args.file),
+            name=args.name or Path(args.file).stem,
+            decoder=args.decoder,
+            class_names=read_class_names(args.names),
+            input_size=size,
+            version=args.version,
+            channel_order=args.channel_order,
+            **extra,
+        )
+    except (ModelError, ValueError) as exc:
+        print(f"cannot add {args.file}: {exc}", file=sys.stderr)
+        return 2
+    print(f"added {manifest.name}: {manifest.input_width}x{manifest.input_height}, "
+          f"{manifest.decoder}, {len(manifest.class_names)} classes")  # fmt: skip
+    return 0
+
+
 def _stream(args: argparse.Namespace) -> int:
     from .client.command import run
 
@@ -68,6 +102,20 @@ def main(argv: list[str] | None = None) -> int:
     pull.add_argument("name", nargs="?", default="yolov3-tiny-416")
     pull.set_defaults(func=_models_pull)
     model_commands.add_parser("list", help="models ready to serve").set_defaults(func=_models_list)
+    add = model_commands.add_parser("add", help="register an ONNX export (YOLO, SSD, DETR)")
+    add.add_argument("file", help="the .onnx file")
+    add.add_argument("--decoder", required=True,
+                     choices=["yolov3", "yolov5", "yolov8", "yolov11", "ssd", "detr"])  # fmt: skip
+    add.add_argument("--names", required=True, help="coco | a file (lines or JSON list) | a,b,c")
+    add.add_argument("--name", help="model id workflows use (default: the file's stem)")
+    add.add_argument("--version", default="1")
+    add.add_argument("--input-size", help="WxH when the file's input size is dynamic")
+    add.add_argument("--channel-order", choices=["RGB", "BGR"], default="RGB")
+    add.add_argument("--box-format", choices=["cxcywh", "xyxy", "yxyx"], help="ssd/detr boxes")
+    add.add_argument("--normalized-boxes", action="store_true", help="ssd/detr boxes in 0..1")
+    add.add_argument("--class-id-offset", type=int, help="ssd: 1 when class 0 is background")
+    add.add_argument("--logits", choices=["softmax", "sigmoid"], help="detr class logits")
+    add.set_defaults(func=_models_add)
     args = parser.parse_args(argv)
     # The client command keeps the terminal for its status line: warnings only.
     logging.basicConfig(

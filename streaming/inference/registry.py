@@ -10,7 +10,7 @@ from pathlib import Path
 from ..config import Settings
 from ..errors import ModelError
 from ..metrics import Metrics
-from .backends import batch_size_for, open_session
+from .backends import batch_size_for, choose_backend, open_session
 from .batcher import DynamicBatcher
 from .manifest import MANIFEST_FILE, ModelManifest
 from .model import DetectionModel
@@ -70,6 +70,34 @@ class ModelRegistry:
                 self._metrics.observe_model(model)
             self._models[model_id] = model
             return model
+
+    def describe(self) -> list[dict]:
+        """Every model in the directory: what it is, and where it runs once loaded."""
+        out = []
+        for name in self.available():
+            try:
+                manifest = ModelManifest.load(self._dir / name)
+            except ValueError as exc:
+                out.append({"name": name, "error": f"unreadable manifest: {exc}"})
+                continue
+            entry = {
+                "name": name,
+                "version": manifest.version,
+                "task": manifest.task,
+                "decoder": manifest.decoder,
+                "input_size": [manifest.input_width, manifest.input_height],
+                "classes": manifest.class_names,
+                "loaded": False,
+                "backend": choose_backend(manifest, self._settings),
+            }
+            model = self._models.get(name)
+            if model is not None:
+                session = model.session
+                entry |= {"loaded": True, "backend": session.backend, "device": session.device,
+                          "providers": session.providers, "degraded": session.degraded,
+                          "max_batch_size": model.batcher.max_batch_size}  # fmt: skip
+            out.append(entry)
+        return out
 
     def _load(self, directory: Path) -> DetectionModel:
         manifest = ModelManifest.load(directory)

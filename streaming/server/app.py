@@ -26,7 +26,7 @@ from ..peer.ice import restrict_host_addresses
 from ..peer.sessions import SessionRegistry
 from ..pipelines import PipelineManager
 from ..workflows.library import WorkflowLibrary
-from . import health, pipelines, v2, webrtc, workflows
+from . import health, models, pipelines, v2, webrtc, workflows
 from .page import PageFiles, web_root
 from .state import ServerState
 from .webrtc import validation_response
@@ -67,18 +67,18 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        models = ModelRegistry(settings, metrics)
+        registry = ModelRegistry(settings, metrics)
         executor = ThreadPoolExecutor(settings.workflow_threads, thread_name_prefix="workflow")
         hub = SourceHub(camera_factory(settings))
         library = WorkflowLibrary(settings.workflows_dir, settings.default_model)
         state = ServerState(
             settings=settings,
-            models=models,
+            models=registry,
             sessions=SessionRegistry(settings.max_sessions, metrics),
             metrics=metrics,
             executor=executor,
             hub=hub,
-            pipelines=PipelineManager(settings, models, hub, executor, library),
+            pipelines=PipelineManager(settings, registry, hub, executor, library),
             workflows=library,
         )
         app.state.server = state
@@ -123,6 +123,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(pipelines.router)
     app.include_router(workflows.router)
     app.include_router(v2.router)
+    app.include_router(models.router)
     root = web_root()
     if root is not None:  # last: the page's files answer only paths no route claimed
         app.mount("/", PageFiles(directory=root, html=True), name="page")

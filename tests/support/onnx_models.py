@@ -11,6 +11,20 @@ from onnx import TensorProto, helper, numpy_helper
 
 from streaming.inference.manifest import ModelManifest
 
+# Rows of a YOLOv3/v5 output for two objects: a dog at (15, 18)-(25, 30) scoring 0.81 and a
+# cat at (36, 36)-(44, 44) scoring 0.80 (in 64x64 network pixels), plus a weaker copy of the
+# dog that NMS removes and a row below any threshold.
+YOLO_ROWS = np.array(
+    [
+        [20, 24, 10, 12, 0.9, 0.1, 0.9, 0.0],  # dog 0.81
+        [40, 40, 8, 8, 0.8, 1.0, 0.0, 0.0],  # cat 0.80
+        [21, 24, 10, 12, 0.85, 0.1, 0.9, 0.0],  # the dog again, weaker: NMS removes it
+        [10, 10, 4, 4, 0.1, 1.0, 1.0, 1.0],  # below the threshold
+    ],
+    np.float32,
+)
+V8_ROWS = np.column_stack([YOLO_ROWS[:, :4], YOLO_ROWS[:, 5:] * YOLO_ROWS[:, 4:5]])
+
 
 def constant_model(path: Path, outputs: list[tuple[str, np.ndarray]], size: int = 64) -> Path:
     """Input ``images`` [batch, 3, size, size]; each output is its array, repeated per image.

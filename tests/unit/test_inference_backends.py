@@ -16,22 +16,11 @@ from streaming.inference.manifest import ModelManifest
 from streaming.inference.onnx_session import OnnxOptions, OnnxRuntimeSession
 from streaming.inference.registry import ModelRegistry
 from streaming.inference.session import InferenceSession, TensorSpec
-from tests.support.onnx_models import model_directory
+from tests.support.onnx_models import V8_ROWS, YOLO_ROWS, model_directory
 
 S = 64.0
 # Two objects every layout encodes: a dog at (15, 18)-(25, 30) and a cat at (36, 36)-(44, 44).
 DOG, CAT = (15.0, 18.0, 25.0, 30.0), (36.0, 36.0, 44.0, 44.0)
-
-YOLO_ROWS = np.array(
-    [
-        [20, 24, 10, 12, 0.9, 0.1, 0.9, 0.0],  # dog 0.81
-        [40, 40, 8, 8, 0.8, 1.0, 0.0, 0.0],  # cat 0.80
-        [21, 24, 10, 12, 0.85, 0.1, 0.9, 0.0],  # the dog again, weaker: NMS removes it
-        [10, 10, 4, 4, 0.1, 1.0, 1.0, 1.0],  # below the threshold
-    ],
-    np.float32,
-)
-V8_ROWS = np.column_stack([YOLO_ROWS[:, :4], YOLO_ROWS[:, 5:] * YOLO_ROWS[:, 4:5]])
 
 
 def _softmax(x):

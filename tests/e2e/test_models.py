@@ -1,0 +1,89 @@
+"""``visionstream models add`` and ``GET /models``: a user's ONNX export, served by id."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from sources import SyntheticSource
+from streaming import Client, StreamConfig
+from streaming.client import FrameSourceStream
+from streaming.config import Settings
+from streaming.workflows.library import object_detection
+from tests.support.onnx_models import V8_ROWS, YOLO_ROWS, constant_model
+from tests.support.server import ServerProcess
+
+pytestmark = pytest.mark.e2e
+
+
+def add(models_dir, *args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "STREAMING_MODELS_DIR": str(models_dir)}
+    return subprocess.run(
+        [sys.executable, "-m", "streaming.cli", "models", "add", *args],
+        capture_output=True, text=True, env=env, timeout=120,
+    )  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def models_dir(tmp_path_factory):
+    root = tmp_path_factory.mktemp("models")
+    default = Settings().default_model
+    (root / default).symlink_to(Path(Settings().models_dir) / default)
+    return root
+
+
+def test_add_registers_an_export_and_the_server_runs_it(models_dir, tmp_path):
+    export = constant_model(tmp_path / "tiny-v8.onnx", [("output0", V8_ROWS.T.copy())])
+    names = tmp_path / "names.txt"
+    names.write_text("cat\ndog\nbird\n")
+    done = add(models_dir, str(export), "--decoder", "yolov8", "--names", str(names))
+    assert done.returncode == 0, done.stderr
+    assert "added tiny-v8: 64x64, yolov8, 3 classes" in done.stdout
+
+    server = ServerProcess(models_dir=str(models_dir))
+    try:
+        server.wait_ready()
+        listed = {m["name"]: m for m in server.get("/models").json()["models"]}
+        assert listed["tiny-v8"]["classes"] == ["cat", "dog", "bird"]
+        assert listed["tiny-v8"]["input_size"] == [64, 64] and not listed["tiny-v8"]["loaded"]
+        default = listed[Settings().default_model]
+        assert default["loaded"] and default["backend"] == "openvino" and "CPU" in default["device"]
+
+        found = []
+        source = FrameSourceStream(lambda: SyntheticSource(320, 240, fps=20, frames=5))
+        config = StreamConfig(data_output=["predictions"], realtime_processing=False)
+        spec = object_detection("tiny-v8")
+        with Client(server.url).webrtc.stream(source, workflow=spec, config=config) as session:
+
+            @session.on_data("predictions")
+            def collect(predictions):
+                found.append(sorted(p["class"] for p in predictions["predictions"]))
+
+            session.wait(timeout=60)
+        assert found and all(classes == ["cat", "dog"] for classes in found)
+        assert {m["name"]: m for m in server.get("/models").json()["models"]}["tiny-v8"]["loaded"]
+    finally:
+        server.stop()
+
+
+def test_add_refuses_what_cannot_be_served_and_leaves_nothing(models_dir, tmp_path):
+    export = constant_model(tmp_path / "rows.onnx", [("output", YOLO_ROWS)])
+    wrong = add(models_dir, str(export), "--decoder", "yolov8", "--names", "cat,dog,bird")
+    assert wrong.returncode == 2 and "yolov8 expects output [batch, 7, N]" in wrong.stderr
+    assert not (models_dir / "rows").exists()
+
+    broken = tmp_path / "broken.onnx"
+    broken.write_bytes(np.random.default_rng(1).bytes(256))
+    refused = add(models_dir, str(broken), "--decoder", "yolov3", "--names", "coco")
+    assert refused.returncode == 2 and "is not an ONNX model" in refused.stderr
+    assert not (models_dir / "broken").exists()
+
+    fine = add(models_dir, str(export), "--decoder", "yolov5", "--names", "cat,dog,bird")
+    assert fine.returncode == 0, fine.stderr
+    again = add(models_dir, str(export), "--decoder", "yolov5", "--names", "cat,dog,bird")
+    assert again.returncode == 2 and "already exists" in again.stderr
