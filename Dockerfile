@@ -1,15 +1,34 @@
-# GPU image: onnxruntime-gpu uses CUDA when the container gets a GPU (--gpus all), CPU otherwise.
-FROM nvidia/cuda:12.6.3-cudnn-runtime-ubuntu24.04
-ENV DEBIAN_FRONTEND=noninteractive PIP_BREAK_SYSTEM_PACKAGES=1 STREAMING_HOST=0.0.0.0
+# visionstream on an NVIDIA GPU: ONNX Runtime's CUDA provider when the container gets a GPU
+# (docker run --gpus all), OpenVINO on the CPU when it does not. CUDA 13 and cuDNN 9 are what
+# onnxruntime-gpu 1.31 is built for (host driver 580 or newer).
+#   docker build -t visionstream .
+#   docker run --gpus all --network host -v visionstream-models:/models visionstream
+# WebRTC media flows over UDP ports aiortc picks at random: use host networking, or a TURN
+# relay (STREAMING_ICE_SERVERS) when the container must stay on a bridge network.
+FROM nvidia/cuda:13.0.1-cudnn-runtime-ubuntu24.04
+
+ENV DEBIAN_FRONTEND=noninteractive PIP_BREAK_SYSTEM_PACKAGES=1 PIP_NO_CACHE_DIR=1 \
+    PYTHONUNBUFFERED=1 STREAMING_HOST=0.0.0.0 STREAMING_MODELS_DIR=/models \
+    STREAMING_TRT_CACHE_DIR=/models/.trt-engines STREAMING_SINK_DIR=/data/sinks
 RUN apt-get update && apt-get install -y --no-install-recommends python3 python3-pip \
-    && rm -rf /var/lib/apt/lists/*
+    && rm -rf /var/lib/apt/lists/* \
+    && useradd --create-home --uid 10001 visionstream \
+    && mkdir -p /models /data && chown visionstream:visionstream /models /data
+
 WORKDIR /app
 COPY pyproject.toml README.md ./
 COPY streaming streaming
 COPY sources sources
 COPY sinks sinks
 COPY web web
-RUN python3 -m pip install --no-cache-dir . && visionstream models pull
+RUN python3 -m pip install . && rm -rf /app/build
+
+USER visionstream
+# The default model is fetched and converted at build time, so a fresh volume starts with it.
+RUN visionstream models pull
+VOLUME ["/models", "/data"]
 EXPOSE 9001
-# aiortc picks random UDP ports for media: run with --network host, or configure a TURN relay.
-CMD ["visionstream", "serve"]
+HEALTHCHECK --interval=30s --timeout=5s --start-period=120s \
+    CMD python3 -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:9001/healthz', timeout=4)"
+ENTRYPOINT ["visionstream"]
+CMD ["serve"]
