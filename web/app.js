@@ -338,11 +338,11 @@ async function listPipelines() {
 async function showProvider() {
   try {
     const health = await getJson("/healthz");
-    const providers = Object.values(health.models ?? {}).map((m) => m.providers?.[0]);
-    stats.provider = providers[0] ?? null;
-    $("provider").textContent = stats.provider
-      ? stats.provider.replace("ExecutionProvider", "")
-      : health.ready ? "ready" : "loading models";
+    const [model] = Object.values(health.models ?? {});
+    stats.provider = model?.providers?.[0] ?? null;
+    // "OpenVINO CPU bf16", "CUDA:0", ...; and say so when it runs on less than it asked for.
+    const where = model ? model.device + (model.degraded ? " (degraded)" : "") : null;
+    $("provider").textContent = where ?? (health.ready ? "ready" : "loading models");
   } catch (error) {
     $("provider").textContent = "unreachable";
     showError(error);
