@@ -18,7 +18,13 @@ from typing import Any
 from ..errors import InvalidRequest
 from ..protocol.messages import WorkflowConfiguration
 
-__all__ = ["LOCAL_WORKSPACE", "LibraryWorkflow", "WorkflowLibrary", "object_detection"]
+__all__ = [
+    "LOCAL_WORKSPACE",
+    "LibraryWorkflow",
+    "WorkflowLibrary",
+    "image_blur",
+    "object_detection",
+]
 
 log = logging.getLogger("visionstream")
 
@@ -62,6 +68,25 @@ def object_detection(model_id: str = "yolov3-tiny-416") -> dict[str, Any]:
     }
 
 
+def image_blur(blur_type: str = "average", kernel_size: int = 5) -> dict[str, Any]:
+    """No model: the frame blurred, as ``output_image`` (the reference server runs this
+    offline too, so benchmarks compare the two servers on it)."""
+    return {
+        "version": "1.0",
+        "inputs": [{"type": "InferenceImage", "name": "image"}],
+        "steps": [
+            {
+                "type": "roboflow_core/image_blur@v1",
+                "name": "blur",
+                "image": "$inputs.image",
+                "blur_type": blur_type,
+                "kernel_size": kernel_size,
+            }
+        ],
+        "outputs": [{"type": "JsonField", "name": "output_image", "selector": "$steps.blur.image"}],
+    }
+
+
 @dataclass(frozen=True)
 class LibraryWorkflow:
     workflow_id: str
@@ -95,7 +120,14 @@ class WorkflowLibrary:
                 f"{default_model}: boxes and labels drawn on the video, predictions as data",
                 "built-in",
                 object_detection(default_model),
-            )
+            ),
+            "image-blur": LibraryWorkflow(
+                "image-blur",
+                "Image blur (no model)",
+                "average blur, kernel 5: streaming without inference",
+                "built-in",
+                image_blur(),
+            ),
         }
 
     def list(self) -> tuple[list[LibraryWorkflow], list[dict[str, str]]]:

@@ -15,8 +15,9 @@ pytestmark = pytest.mark.e2e
 def test_the_library_and_the_blocks_are_listed(server):
     listed = server.get("/workflows").json()
     assert listed["default"] == "local/object-detection"
-    (workflow,) = listed["workflows"]
+    workflow, blur = listed["workflows"]
     assert workflow["id"] == "local/object-detection" and workflow["origin"] == "built-in"
+    assert blur["id"] == "local/image-blur" and blur["outputs"] == ["output_image"]
     assert workflow["outputs"] == ["predictions", "annotated"]
 
     one = server.get("/workflows/local/object-detection").json()

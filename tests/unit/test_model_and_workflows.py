@@ -133,3 +133,17 @@ def test_malformed_specs_and_duplicate_names():
     spec["outputs"].append(dict(spec["outputs"][0]))
     with pytest.raises(WorkflowCompilationError, match="duplicate output name"):
         parse_spec(spec)
+
+
+def test_the_blur_block_needs_no_model_and_checks_its_kernel(registry, photos):
+    from streaming.workflows.library import image_blur
+
+    image = cv2.imread(str(photos / "dog.jpg"))
+    out = _compile(registry, image_blur("average", 5)).run(image.copy(), {}, FrameState())
+    np.testing.assert_array_equal(out["output_image"].numpy, cv2.blur(image, (5, 5)))
+    for blur_type in ("gaussian", "median", "bilateral"):
+        _compile(registry, image_blur(blur_type, 3)).run(image.copy(), {}, FrameState())
+    with pytest.raises(WorkflowCompilationError, match="kernel_size must be an odd"):
+        _compile(registry, image_blur("gaussian", 4))
+    with pytest.raises(WorkflowCompilationError, match="blur_type must be one of"):
+        _compile(registry, image_blur("motion", 5))

@@ -1,0 +1,56 @@
+"""Image transforms that need no model (``roboflow_core/image_blur@v1``)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import cv2
+
+from ...errors import WorkflowCompilationError
+from .base import IMAGE, Block, BuildContext, FieldSpec, FrameState, WorkflowImage
+
+__all__ = ["ImageBlurBlock"]
+
+_BLURS = {
+    "average": lambda image, k: cv2.blur(image, (k, k)),
+    "gaussian": lambda image, k: cv2.GaussianBlur(image, (k, k), 0),
+    "median": lambda image, k: cv2.medianBlur(image, k),
+    "bilateral": lambda image, k: cv2.bilateralFilter(image, k, 75, 75),
+}
+
+
+class ImageBlurBlock(Block):
+    """The reference's blur block: ``blur_type`` average | gaussian | median | bilateral."""
+
+    type_ids = ("roboflow_core/image_blur@v1", "ImageBlur")
+    fields = {
+        "image": FieldSpec((IMAGE,), per_frame=True),
+        "blur_type": FieldSpec(default="gaussian"),
+        "kernel_size": FieldSpec(default=5),
+    }
+    outputs = {"image": IMAGE}
+
+    def __init__(self, name: str, config: dict[str, Any], context: BuildContext) -> None:
+        super().__init__(name, config, context)
+        blur_type, size = config["blur_type"], config["kernel_size"]
+        if blur_type not in _BLURS:
+            raise WorkflowCompilationError(
+                f"step '{name}': blur_type must be one of {sorted(_BLURS)}, got {blur_type!r}"
+            )
+        # Gaussian and median kernels must be odd; every kernel at least 1 pixel.
+        if isinstance(size, bool) or not isinstance(size, int) or size < 1 or size % 2 == 0:
+            raise WorkflowCompilationError(
+                f"step '{name}': kernel_size must be an odd positive integer, got {size!r}"
+            )
+        self.blur = _BLURS[blur_type]
+        self.kernel_size = size
+
+    def run(self, inputs: dict[str, Any], frame: FrameState) -> dict[str, Any]:
+        started = time.perf_counter()
+        image: WorkflowImage = inputs["image"]
+        blurred = self.blur(image.numpy, self.kernel_size)
+        frame.timer["transform"] = (
+            frame.timer.get("transform", 0.0) + (time.perf_counter() - started) * 1000
+        )
+        return {"image": WorkflowImage(blurred, image.parent_id)}
