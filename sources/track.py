@@ -13,7 +13,7 @@ from aiortc.mediastreams import MediaStreamError
 
 from .base import FrameSource
 
-__all__ = ["FrameSourceTrack", "tail_flush_frame"]
+__all__ = ["FrameSourceTrack", "is_tail_flush", "tail_flush_frame"]
 
 
 def tail_flush_frame(last: av.VideoFrame) -> av.VideoFrame:
@@ -26,8 +26,20 @@ def tail_flush_frame(last: av.VideoFrame) -> av.VideoFrame:
     copy = av.VideoFrame.from_ndarray(last.to_ndarray(), format=last.format.name)
     time_base = Fraction(last.time_base) if last.time_base is not None else Fraction(1, 90000)
     copy.time_base = time_base
-    copy.pts = (last.pts or 0) + max(1, math.ceil(Fraction(1, 1000) / time_base))
+    copy.pts = (last.pts or 0) + _flush_offset(time_base)
     return copy
+
+
+def _flush_offset(time_base: Fraction) -> int:
+    return max(1, math.ceil(Fraction(1, 1000) / time_base))
+
+
+def is_tail_flush(previous_pts: int | None, frame: av.VideoFrame) -> bool:
+    """True for the copy ``tail_flush_frame`` sends: a receiver whose jitter buffer releases
+    frames on their last packet (``streaming.peer.jitter``) sees it as one more frame."""
+    if previous_pts is None or frame.pts is None or frame.time_base is None:
+        return False
+    return 0 < frame.pts - previous_pts <= _flush_offset(Fraction(frame.time_base))
 
 
 class FrameSourceTrack(MediaStreamTrack):

@@ -30,8 +30,11 @@ import numpy as np
 from aiortc import MediaStreamTrack, RTCPeerConnection, RTCSessionDescription
 from aiortc.mediastreams import MediaStreamError
 
+from sources.track import is_tail_flush
+
 from ..buffering import FrameBuffer
 from ..peer.ice import build_configuration
+from ..peer.jitter import install as install_jitter_buffer
 from ..protocol.chunking import Reassembler, maybe_gunzip
 from ..protocol.messages import IceServer, VideoMetadata
 from .config import StreamConfig
@@ -274,6 +277,7 @@ class AsyncWebRTCSession:
 
     async def _connect(self) -> None:
         ice = [IceServer.model_validate(self.config.turn_server)] if self.config.turn_server else []
+        install_jitter_buffer()  # frames leave on their last packet, not one frame later
         pc = RTCPeerConnection(build_configuration([], ice))
         self._pc = pc
         pc.on("connectionstatechange", self._on_connection_state)
@@ -386,11 +390,15 @@ class AsyncWebRTCSession:
             self._spawn(self._read_video(track))
 
     async def _read_video(self, track: MediaStreamTrack) -> None:
+        previous_pts = None
         while True:
             try:
                 frame = await track.recv()
             except MediaStreamError:
                 return
+            if is_tail_flush(previous_pts, frame):
+                continue  # the server's end-of-stream nudge, a copy of the last frame
+            previous_pts = frame.pts
             image = frame.to_ndarray(format="bgr24")
             self.stats.frames_received += 1
             ticks = rtp_ticks(frame.pts, frame.time_base)

@@ -23,6 +23,7 @@ from ..inference.default_model import DEFAULT_MODEL_ID, ensure_default_model
 from ..inference.registry import ModelRegistry
 from ..metrics import Metrics
 from ..peer.ice import restrict_host_addresses
+from ..peer.jitter import install as install_jitter_buffer
 from ..peer.sessions import SessionRegistry
 from ..pipelines import PipelineManager
 from ..workflows.library import WorkflowLibrary
@@ -63,6 +64,7 @@ def camera_factory(settings: Settings):
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or Settings()
     restrict_host_addresses(settings.ice_host_addresses)
+    install_jitter_buffer()  # each received frame is decoded on its last packet (peer/jitter.py)
     metrics = Metrics()
 
     @asynccontextmanager

@@ -7,7 +7,7 @@ batcher off (STREAMING_MAX_BATCH_SIZE=1) and once on (=8, 4 ms queue delay), alt
 --rounds; each run counts the results all sessions receive over --seconds after every session
 has had its first result, and reads the mean batch size from /metrics.
 
-Run: ``unshare --net sh -c 'ip link set lo up && python benchmarks/concurrency.py'``.
+Run: ``unshare --net sh -c 'ip link set lo up && python -m benchmarks batching'``.
 """
 
 from __future__ import annotations
@@ -118,7 +118,7 @@ def main() -> None:
         "ratio_on_over_off": round(on / off, 3) if off else None,
         "runs": runs,
     }
-    name = f"concurrency-{args.tag}.json" if args.tag else "concurrency.json"
+    name = f"batching-{args.tag}.json" if args.tag else "batching.json"
     (ROOT / "benchmarks/results" / name).write_text(json.dumps(report, indent=2) + "\n")
     print(json.dumps({"server_fps_median": summary, "ratio": report["ratio_on_over_off"]}))
 

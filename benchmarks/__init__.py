@@ -1,0 +1,1 @@
+"""Benchmarks: ``python -m benchmarks NAME [args]`` or ``visionstream bench NAME [args]``."""

@@ -1,0 +1,40 @@
+"""``python -m benchmarks NAME [args]``: run one benchmark (``--help`` after NAME for its own)."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+from benchmarks import common  # noqa: F401 - puts the repository on sys.path
+
+NAMES = {
+    "latency": "glass-to-glass latency, drops and drift (default model and blur)",
+    "throughput": "every-frame fps over the upload path and a client track vs decode+inference",
+    "concurrency": "N sessions: delivered fps, p95 latency, server CPU and RSS",
+    "session-cost": "POST to first annotated frame, and server RSS per extra session",
+    "reference": "side by side with the reference server (installs it on request)",
+    "batching": "8 sessions with and without the dynamic batcher",
+    "inference": "the default model on every backend, no server around",
+    "stages": "where a frame's time goes, stage by stage",
+    "clients": "our client vs inference-sdk on the same live feed",
+    "upload": "uploaded files: the whole path vs decode + inference alone",
+    "cameras": "camera -> viewer latency, restart -> processed again",
+    "browser": "the page in Chromium: Start -> first frame, the page's latency",
+    "plots": "PNG plots from the results",
+}
+
+
+def main() -> None:
+    if len(sys.argv) < 2 or sys.argv[1] not in NAMES:
+        width = max(map(len, NAMES))
+        listing = "\n".join(f"  {name:<{width}}  {what}" for name, what in NAMES.items())
+        print(f"usage: python -m benchmarks NAME [args]\n\n{listing}", file=sys.stderr)
+        sys.exit(2)
+    name = sys.argv[1]
+    module = importlib.import_module(f"benchmarks.{name.replace('-', '_')}")
+    sys.argv = [f"benchmarks {name}", *sys.argv[2:]]
+    module.main()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,116 @@
+"""What every benchmark shares: the machine description, percentiles, process memory and CPU,
+glass-to-glass stamps, and writing results."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import sys
+from datetime import datetime
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks" / "results"
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+
+def machine() -> dict:
+    """The machine and the versions that shape the figures."""
+    versions = {}
+    for package in ("visionstream", "aiortc", "av", "openvino", "onnxruntime-gpu", "numpy",
+                    "inference-sdk"):  # fmt: skip
+        try:
+            versions[package] = version(package)
+        except PackageNotFoundError:
+            continue
+    return {
+        "machine": f"{platform.machine()}, {os.cpu_count()} CPUs",
+        "cpu": _cpu_model(),
+        "python": platform.python_version(),
+        "versions": versions,
+        "date": datetime.now().isoformat(timespec="seconds"),
+    }
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor()
+
+
+def percentiles(values, points=(50, 95, 99), digits: int = 1) -> dict:
+    if len(values) == 0:
+        return {f"p{p}": None for p in points}
+    array = np.asarray(values, dtype=float)
+    return {f"p{p}": round(float(np.percentile(array, p)), digits) for p in points}
+
+
+def tree_rss_mb(pid: int) -> float:
+    """Resident memory of a process and its children (the reference spawns one per session)."""
+    import psutil
+
+    try:
+        root = psutil.Process(pid)
+        processes = [root, *root.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return 0.0
+    total = 0
+    for process in processes:
+        try:
+            total += process.memory_info().rss
+        except psutil.NoSuchProcess:
+            continue
+    return round(total / 2**20, 1)
+
+
+class CpuMeter:
+    """CPU seconds a process tree used between ``start()`` and ``stop()``, as % of one core."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self._start = 0.0
+        self._wall = 0.0
+
+    def _cpu_seconds(self) -> float:
+        import psutil
+
+        try:
+            root = psutil.Process(self.pid)
+            processes = [root, *root.children(recursive=True)]
+        except psutil.NoSuchProcess:
+            return 0.0
+        total = 0.0
+        for process in processes:
+            try:
+                times = process.cpu_times()
+                total += times.user + times.system
+            except psutil.NoSuchProcess:
+                continue
+        return total
+
+    def start(self) -> None:
+        import time
+
+        self._start, self._wall = self._cpu_seconds(), time.perf_counter()
+
+    def stop(self) -> float:
+        import time
+
+        used = self._cpu_seconds() - self._start
+        return round(100 * used / max(1e-9, time.perf_counter() - self._wall), 1)
+
+
+def write_result(name: str, report: dict) -> Path:
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    path = RESULTS / f"{name}.json"
+    path.write_text(json.dumps({**machine(), **report}, indent=2) + "\n")
+    return path

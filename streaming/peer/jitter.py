@@ -1,0 +1,120 @@
+"""Video frames leave the jitter buffer when their last packet arrives, not one frame later.
+
+aiortc's jitter buffer knows a video frame is complete only when a packet of the *next* frame
+arrives, so every receiving hop holds each frame for one frame interval (33 ms at 30 fps):
+66 ms of a round trip through the server, more than the whole processing budget. The RTP
+marker bit says "last packet of this frame" (RFC 7741 for VP8, RFC 6184 for H.264; aiortc and
+browsers set it), so a run of packets that starts where the previous frame ended and ends on
+a marker is a whole frame already.
+
+``VideoJitterBuffer`` is our own buffer with aiortc's interface (``add`` returns the PLI flag
+and at most one complete frame; ``capacity``). ``install()`` makes aiortc's receivers build it
+for video; audio keeps aiortc's. This is the one place we step around aiortc: the receiver
+creates its buffer through the module name ``JitterBuffer``, and hands packets over with the
+depayloaded bytes in ``packet._data`` (aiortc's own contract between the two). ``install``
+checks both are still there and otherwise leaves aiortc as it is.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from aiortc import rtcrtpreceiver
+from aiortc.jitterbuffer import JitterBuffer, JitterFrame
+from aiortc.rtp import RtpPacket
+
+__all__ = ["VideoJitterBuffer", "install"]
+
+log = logging.getLogger(__name__)
+
+MAX_MISORDER = 100  # an older packet this far behind means the sender restarted its numbering
+_SEQ = 1 << 16
+
+
+def _ahead(a: int, b: int) -> int:
+    """How far sequence number ``a`` is past ``b`` (mod 2^16)."""
+    return (a - b) % _SEQ
+
+
+class VideoJitterBuffer:
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self._packets: dict[int, RtpPacket] = {}
+        self._start: int | None = None  # first sequence number of the next frame to emit
+
+    def add(self, packet: RtpPacket) -> tuple[bool, JitterFrame | None]:
+        seq = packet.sequence_number
+        if self._start is None:
+            self._start = seq
+        pli = False
+        behind = _ahead(self._start, seq)
+        if 0 < behind < _SEQ // 2:  # older than what was already emitted
+            if behind < MAX_MISORDER:
+                return False, None  # late or duplicate: its frame is gone
+            self._packets.clear()  # a new numbering: start over from here
+            self._start = seq
+            pli = True
+        if _ahead(seq, self._start) >= self.capacity:
+            self._drop_until_fits(seq)
+            pli = True
+        self._packets[seq] = packet
+        return pli, self._take_frame()
+
+    def _take_frame(self) -> JitterFrame | None:
+        assert self._start is not None
+        first = self._packets.get(self._start)
+        if first is None:
+            return None
+        run = [first]
+        seq = self._start
+        while not run[-1].marker:
+            nxt = self._packets.get((seq + 1) % _SEQ)
+            if nxt is None:
+                return None  # a gap: wait for it (NACK) or for the buffer to overflow
+            if nxt.timestamp != first.timestamp:
+                break  # the next frame began: this one ended without a marker
+            run.append(nxt)
+            seq = (seq + 1) % _SEQ
+        for i in range(len(run)):
+            del self._packets[(self._start + i) % _SEQ]
+        self._start = (self._start + len(run)) % _SEQ
+        return JitterFrame(b"".join(p._data for p in run), first.timestamp)  # aiortc sets _data
+
+    def _drop_until_fits(self, newest: int) -> None:
+        """Discard the oldest packets, whole frames, until ``newest`` fits in the window."""
+        assert self._start is not None
+        doomed = None  # timestamp of the last frame the window cut into
+        while _ahead(newest, self._start) >= self.capacity:
+            dropped = self._packets.pop(self._start, None)
+            if dropped is not None:
+                doomed = dropped.timestamp
+            self._start = (self._start + 1) % _SEQ
+        # The rest of that frame goes too (a partial frame would only make the decoder fail);
+        # its missing packets, should they come, are then too late and ignored.
+        rest = [seq for seq, p in self._packets.items() if p.timestamp == doomed]
+        for seq in rest:
+            del self._packets[seq]
+        if rest:
+            last = max(rest, key=lambda seq: _ahead(seq, self._start))
+            self._start = (last + 1) % _SEQ
+
+
+def _jitter_buffer(capacity: int, prefetch: int = 0, is_video: bool = False) -> Any:
+    if is_video:
+        return VideoJitterBuffer(capacity)
+    return JitterBuffer(capacity, prefetch=prefetch, is_video=is_video)
+
+
+def install() -> bool:
+    """Make aiortc's receivers use ``VideoJitterBuffer`` for video (idempotent). Returns
+    whether it is in place; an aiortc that no longer builds its buffer this way is left as it
+    is, with a warning."""
+    current = getattr(rtcrtpreceiver, "JitterBuffer", None)
+    if current is _jitter_buffer:
+        return True
+    if current is not JitterBuffer:
+        log.warning("aiortc builds its jitter buffer differently now: frames keep a frame's delay")
+        return False
+    rtcrtpreceiver.JitterBuffer = _jitter_buffer  # type: ignore[assignment,misc]
+    return True
