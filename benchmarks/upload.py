@@ -35,7 +35,7 @@ from inference_sdk.webrtc import VideoFileSource as SdkVideoFileSource  # noqa: 
 
 from sources import FileSource, SyntheticSource  # noqa: E402
 from streaming import Client, StreamConfig  # noqa: E402
-from streaming.client import VideoFileSource  # noqa: E402
+from streaming.client import FrameSourceStream, VideoFileSource  # noqa: E402
 from streaming.config import Settings  # noqa: E402
 from streaming.inference.registry import ModelRegistry  # noqa: E402
 from streaming.peer.ice import restrict_host_addresses  # noqa: E402
@@ -110,6 +110,23 @@ def ours(url: str, clip: Path, images_in_results: bool) -> dict:
     return _timed(run)
 
 
+def ours_track(url: str, clip: Path) -> dict:
+    """The same frames as a client video track (VP8 over RTP), every frame processed: the
+    client reads the file as fast as the server's ACKs let it."""
+    config = StreamConfig(stream_output=[], data_output=["predictions"], realtime_processing=False)
+
+    def run() -> int:
+        source = FrameSourceStream(lambda: FileSource(clip, realtime=False))
+        session = Client(url).webrtc.stream(source, workflow=object_detection(), config=config)
+        count = 0
+        with session:
+            for _ in session.results():
+                count += 1
+        return count
+
+    return _timed(run)
+
+
 def sdk(url: str, clip: Path) -> dict:
     """inference-sdk's VideoFileSource with its default StreamConfig: no ACKs."""
 
@@ -137,6 +154,7 @@ PATHS: dict[str, Callable[[str, Path], dict]] = {
     "ours, predictions only": lambda url, clip: ours(url, clip, False),
     "ours, annotated JPEG in every result": lambda url, clip: ours(url, clip, True),
     "inference-sdk VideoFileSource, no ACKs": sdk,
+    "ours, client track, every frame": ours_track,
 }
 
 

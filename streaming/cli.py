@@ -1,4 +1,4 @@
-"""``visionstream serve | stream | models pull | list | add``."""
+"""``visionstream serve | stream | bench | models pull | list | add``."""
 
 from __future__ import annotations
 
@@ -77,6 +77,19 @@ def _models_add(args: argparse.Namespace) -> int:
     return 0
 
 
+def _bench(args: argparse.Namespace) -> int:
+    """The harness lives in the source checkout's benchmarks/ (it drives the real server)."""
+    import subprocess
+
+    root = Path(__file__).resolve().parent.parent
+    if not (root / "benchmarks" / "__main__.py").is_file():
+        print("visionstream bench runs from a source checkout (benchmarks/ is not installed)",
+              file=sys.stderr)  # fmt: skip
+        return 2
+    command = [sys.executable, "-m", "benchmarks", *args.bench_args]
+    return subprocess.run(command, cwd=root, check=False).returncode
+
+
 def _stream(args: argparse.Namespace) -> int:
     from .client.command import run
 
@@ -96,6 +109,10 @@ def main(argv: list[str] | None = None) -> int:
 
     add_arguments(stream)
     stream.set_defaults(func=_stream)
+    bench = commands.add_parser("bench", help="run a benchmark: visionstream bench NAME [args]",
+                                add_help=False)  # fmt: skip
+    bench.add_argument("bench_args", nargs=argparse.REMAINDER)
+    bench.set_defaults(func=_bench)
     models = commands.add_parser("models", help="manage the models directory")
     model_commands = models.add_subparsers(dest="models_command", required=True)
     pull = model_commands.add_parser("pull", help="fetch and convert a model")

@@ -22,3 +22,17 @@ def test_every_package_is_listed_and_the_page_ships_inside_streaming():
     shipped = setuptools["package-data"]["streaming.web"]
     for path in (ROOT / "web").iterdir():
         assert any(path.match(pattern) for pattern in shipped), f"{path.name} would not ship"
+
+
+def test_bench_lists_every_benchmark_and_each_one_exists():
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-m", "streaming.cli", "bench"], capture_output=True, text=True, cwd=ROOT
+    )
+    assert done.returncode == 2 and "latency" in done.stderr and "reference" in done.stderr
+    from benchmarks.__main__ import NAMES
+
+    for name in NAMES:
+        assert (ROOT / "benchmarks" / f"{name.replace('-', '_')}.py").is_file(), name

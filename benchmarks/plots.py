@@ -1,0 +1,94 @@
+"""PNG plots from the JSON results: the latency CDF (latency.json), delivered fps and p95
+latency against concurrent sessions (concurrency.json), and ours against the reference server
+(reference.json). Run: ``python -m benchmarks plots``; writes results/*.png."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+import matplotlib
+
+matplotlib.use("Agg")  # files only, no screen
+import matplotlib.pyplot as plt
+import numpy as np
+
+from benchmarks.common import RESULTS
+
+
+def _load(name: str) -> dict | None:
+    path = RESULTS / f"{name}.json"
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def latency_cdf(data: dict) -> str:
+    figure, axes = plt.subplots(figsize=(7, 4.2))
+    for name, run in data["runs"].items():
+        samples = np.sort(run["samples_ms"])
+        axes.plot(samples, np.arange(1, len(samples) + 1) / len(samples),
+                  label=f"{name}: p50 {run['latency_ms']['p50']} ms")  # fmt: skip
+    axes.set(xlabel="glass-to-glass latency (ms)", ylabel="fraction of frames",
+             title="640x480 @ 30 fps, realtime, one session")  # fmt: skip
+    axes.grid(alpha=0.3)
+    axes.legend()
+    figure.tight_layout()
+    figure.savefig(RESULTS / "latency-cdf.png", dpi=110)
+    return "latency-cdf.png"
+
+
+def concurrency(data: dict) -> str:
+    steps = data["steps"]
+    n = [s["sessions"] for s in steps]
+    figure, (fps_axes, lat_axes) = plt.subplots(1, 2, figsize=(10, 4))
+    fps_axes.plot(n, [min(p["fps"] for p in s["per_session"]) for s in steps], "o-",
+                  label="slowest session")  # fmt: skip
+    fps_axes.plot(n, [np.mean([p["fps"] for p in s["per_session"]]) for s in steps], "s--",
+                  label="mean")  # fmt: skip
+    fps_axes.axhline(0.9 * data["fps_each"], color="grey", ls=":", label="90 % of input")
+    fps_axes.set(xlabel="concurrent sessions", ylabel="delivered fps per session")
+    lat_axes.plot(n, [s["latency_ms_p95_worst"] for s in steps], "o-", label="worst p95")
+    lat_axes.axhline(250, color="grey", ls=":", label="250 ms")
+    lat_axes.set(xlabel="concurrent sessions", ylabel="glass-to-glass (ms)")
+    for axes in (fps_axes, lat_axes):
+        axes.set_xticks(n)
+        axes.grid(alpha=0.3)
+        axes.legend()
+    figure.suptitle(f"640x480 @ {data['fps_each']:g} fps each, default model, realtime")
+    figure.tight_layout()
+    figure.savefig(RESULTS / "concurrency.png", dpi=110)
+    return "concurrency.png"
+
+
+def reference(data: dict) -> str:
+    figure, (fps_axes, lat_axes, setup_axes) = plt.subplots(1, 3, figsize=(13, 4))
+    for name, server in data["servers"].items():
+        steps = server["steps"]
+        n = [s["sessions"] for s in steps]
+        fps_axes.plot(n, [min(s["fps_each"]) for s in steps], "o-", label=name)
+        lat_axes.plot(n, [s["latency_ms_p95_worst"] for s in steps], "o-", label=f"{name} p95")
+        lat_axes.plot(n, [s["latency_ms_p50_median"] for s in steps], "s--", label=f"{name} p50")
+        setup_axes.plot(n, [s["setup_s"]["max"] for s in steps], "o-", label=name)
+    fps_axes.set(xlabel="concurrent sessions", ylabel="delivered fps (slowest session)")
+    lat_axes.set(xlabel="concurrent sessions", ylabel="glass-to-glass (ms)")
+    setup_axes.set(xlabel="concurrent sessions", ylabel="setup, slowest (s)", yscale="log")
+    for axes in (fps_axes, lat_axes, setup_axes):
+        axes.grid(alpha=0.3)
+        axes.legend()
+    figure.suptitle("blur workflow, 640x480 @ 30 fps each, inference-sdk ManualSource client")
+    figure.tight_layout()
+    figure.savefig(RESULTS / "reference.png", dpi=110)
+    return "reference.png"
+
+
+def main(argv: list[str] | None = None) -> None:
+    argparse.ArgumentParser(
+        prog="benchmarks plots", description=__doc__.splitlines()[0]
+    ).parse_args(argv)
+    for name, plot in (("latency", latency_cdf), ("concurrency", concurrency),
+                       ("reference", reference)):  # fmt: skip
+        data = _load(name)
+        print(f"{name}: {plot(data)}" if data else f"{name}: no results/{name}.json yet")
+
+
+if __name__ == "__main__":
+    main()
