@@ -205,6 +205,9 @@ def step(url: str, pid: int, sessions: int, fps: float, seconds: float, idle_mb:
 def run_server(name: str, server, counts: list[int], fps: float, seconds: float) -> dict:
     server.wait_ready()
     pid = server.process.pid
+    # One session first, not measured: first-use costs of this client process (codec and
+    # library imports) would otherwise land on whichever server runs first.
+    step(server.url, pid, 1, fps, 2.0, 0.0)
     idle = tree_rss_mb(pid)
     out = {"idle_rss_mb": idle, "steps": []}
     for count in counts:
