@@ -99,6 +99,7 @@ class Viewer:
             def __init__(self) -> None:
                 super().__init__()
                 self.connected = threading.Event()
+                self.offer_ready_at: float | None = None
 
             async def configure_peer_connection(self, pc) -> None:
                 await super().configure_peer_connection(pc)
@@ -107,6 +108,12 @@ class Viewer:
                 def _state() -> None:
                     if pc.connectionState == "connected":
                         self.connected.set()
+
+                @pc.on("icegatheringstatechange")
+                def _gathered() -> None:
+                    # The SDK posts its offer as soon as gathering completes: the POST time.
+                    if pc.iceGatheringState == "complete":
+                        self.offer_ready_at = time.perf_counter()
 
         self.source = LiveManualSource()
         config = StreamConfig(stream_output=["output_image"], data_output=[])
@@ -117,6 +124,7 @@ class Viewer:
         self.fps = fps
         self.first_frame = threading.Event()
         self.setup_s: float | None = None
+        self.post_to_frame_s: float | None = None
         self.ages: list[tuple[float, int, float]] = []  # (arrival, index, age ms)
         self._stop = threading.Event()
         self._threads = [threading.Thread(target=self._send, daemon=True),
@@ -147,6 +155,8 @@ class Viewer:
                 now = time.perf_counter()
                 if not self.first_frame.is_set():
                     self.setup_s = now - self._started
+                    posted = self.source.offer_ready_at
+                    self.post_to_frame_s = None if posted is None else now - posted
                     self.first_frame.set()
                 self.ages.append((now, stamp.index, stamp.age_ms()))
                 if self._stop.is_set():
@@ -186,10 +196,17 @@ def step(url: str, pid: int, sessions: int, fps: float, seconds: float, idle_mb:
         for viewer in viewers:
             viewer.close()
     setups = [v.setup_s for v in viewers if v.setup_s is not None]
+    posts = [v.post_to_frame_s for v in viewers if v.post_to_frame_s is not None]
     return {
         "sessions": sessions,
         "setup_s": {"max": round(max(setups), 2), "median": round(float(np.median(setups)), 2)}
         if setups
+        else None,
+        "post_to_first_frame_s": {
+            "max": round(max(posts), 2),
+            "median": round(float(np.median(posts)), 2),
+        }
+        if posts
         else None,
         "fps_each": [w["fps"] for w in windows],
         "latency_ms_each": [w["latency_ms"] for w in windows],
