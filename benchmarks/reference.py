@@ -18,6 +18,7 @@ The reference lives in its own virtualenv (~7 GB: a CUDA torch comes along), mad
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
 import subprocess
@@ -87,7 +88,7 @@ class Viewer:
     """One inference-sdk session: a sender thread feeding ManualSource at --fps, and a reader
     decoding the stamps of returned frames."""
 
-    def __init__(self, url: str, fps: float) -> None:
+    def __init__(self, url: str, fps: float, send_on_loop: bool = True) -> None:
         from inference_sdk import InferenceHTTPClient
         from inference_sdk.webrtc import ManualSource, StreamConfig
 
@@ -100,9 +101,11 @@ class Viewer:
                 super().__init__()
                 self.connected = threading.Event()
                 self.offer_ready_at: float | None = None
+                self.loop: asyncio.AbstractEventLoop | None = None
 
             async def configure_peer_connection(self, pc) -> None:
                 await super().configure_peer_connection(pc)
+                self.loop = asyncio.get_running_loop()  # the SDK's own loop (see send_on_loop)
 
                 @pc.on("connectionstatechange")
                 def _state() -> None:
@@ -122,6 +125,11 @@ class Viewer:
             source=self.source, workflow=image_blur(), config=config
         )
         self.fps = fps
+        # inference-sdk 1.8.3's ManualSource.send puts the frame on an asyncio.Queue from the
+        # calling thread; the track waiting on that queue then wakes only when the SDK's loop
+        # wakes for something else. Calling send on the SDK's own loop (a loop we are handed
+        # through the public configure_peer_connection hook) is the thread-safe way to use it.
+        self.send_on_loop = send_on_loop
         self.first_frame = threading.Event()
         self.setup_s: float | None = None
         self.post_to_frame_s: float | None = None
@@ -140,10 +148,14 @@ class Viewer:
             if self._stop.is_set():
                 return
         feed = SyntheticSource(640, 480, fps=self.fps, frames=None)
+        loop = self.source.loop
         for frame in feed:
             if self._stop.is_set():
                 break
-            self.source.send(frame.image)
+            if self.send_on_loop and loop is not None:
+                loop.call_soon_threadsafe(self.source.send, frame.image)
+            else:
+                self.source.send(frame.image)
         feed.close()
 
     def _read(self) -> None:
@@ -180,8 +192,10 @@ class Viewer:
         }
 
 
-def step(url: str, pid: int, sessions: int, fps: float, seconds: float, idle_mb: float) -> dict:
-    viewers = [Viewer(url, fps) for _ in range(sessions)]
+def step(
+    url: str, pid: int, sessions: int, fps: float, seconds: float, idle_mb: float, on_loop: bool
+) -> dict:
+    viewers = [Viewer(url, fps, on_loop) for _ in range(sessions)]
     for viewer in viewers:
         viewer.start()
     try:
@@ -219,16 +233,18 @@ def step(url: str, pid: int, sessions: int, fps: float, seconds: float, idle_mb:
     }
 
 
-def run_server(name: str, server, counts: list[int], fps: float, seconds: float) -> dict:
+def run_server(
+    name: str, server, counts: list[int], fps: float, seconds: float, on_loop: bool
+) -> dict:
     server.wait_ready()
     pid = server.process.pid
     # One session first, not measured: first-use costs of this client process (codec and
     # library imports) would otherwise land on whichever server runs first.
-    step(server.url, pid, 1, fps, 2.0, 0.0)
+    step(server.url, pid, 1, fps, 2.0, 0.0, on_loop)
     idle = tree_rss_mb(pid)
     out = {"idle_rss_mb": idle, "steps": []}
     for count in counts:
-        result = step(server.url, pid, count, fps, seconds, idle)
+        result = step(server.url, pid, count, fps, seconds, idle, on_loop)
         out["steps"].append(result)
         print(f"{name} x{count}: {json.dumps(result)}", flush=True)
     return out
@@ -243,6 +259,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--fps", type=float, default=30)
     parser.add_argument("--seconds", type=float, default=20)
     parser.add_argument("--only", choices=["visionstream", "reference"])
+    parser.add_argument(
+        "--send-from-caller",
+        action="store_true",
+        help="call ManualSource.send from the sender thread, as a naive program does (hits "
+        "the SDK's thread-safety bug; default: on the SDK's loop)",
+    )
     args = parser.parse_args(argv)
     if args.setup:
         setup()
@@ -255,11 +277,20 @@ def main(argv: list[str] | None = None) -> None:
             continue
         server = make()
         try:
-            results[name] = run_server(name, server, counts, args.fps, args.seconds)
+            results[name] = run_server(
+                name, server, counts, args.fps, args.seconds, not args.send_from_caller
+            )
         finally:
             server.stop()
-    path = write_result("reference", {"workflow": "image_blur (average, 5)", "fps": args.fps,
-                                      "size": [640, 480], "servers": results})  # fmt: skip
+    out = "reference-send-from-caller" if args.send_from_caller else "reference"
+    report = {
+        "send": "caller thread" if args.send_from_caller else "SDK loop",
+        "workflow": "image_blur (average, 5)",
+        "fps": args.fps,
+        "size": [640, 480],
+        "servers": results,
+    }
+    path = write_result(out, report)
     print(f"wrote {path}")
 
 
