@@ -9,6 +9,7 @@ import pytest
 
 from streaming.inference.session import nvidia_driver_present
 from streaming.peer.ice import restrict_host_addresses
+from tests.support.camera import RTSPCamera
 from tests.support.server import ServerProcess
 
 # The test process runs client peers too: keep their candidates on loopback as well.
@@ -94,3 +95,10 @@ def guarded_server():
         yield process
     finally:
         process.stop()
+
+
+@pytest.fixture
+def camera():
+    """A real RTSP camera (GStreamer) serving 320x240 stamped frames at 30 fps."""
+    with RTSPCamera(320, 240, fps=30) as camera:
+        yield camera

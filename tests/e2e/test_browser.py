@@ -246,8 +246,7 @@ def test_the_page_reassembles_results_within_bounds(page):
 
 
 def test_camera_mode_reads_a_url_or_watches_a_running_pipeline(page, server):
-    camera = RTSPCamera(320, 240, fps=15)
-    try:
+    with RTSPCamera(320, 240, fps=15) as camera:
         page.get_by_role("radio", name="Camera or pipeline").check()
         url = page.get_by_label("Camera URL (RTSP or MJPEG)")
         url.fill(f"rtsp://127.0.0.1:{free_port()}/nothing-here")
@@ -280,8 +279,6 @@ def test_camera_mode_reads_a_url_or_watches_a_running_pipeline(page, server):
         page.get_by_role("button", name="Stop", exact=True).click()
         wait_stats(page, 's.phase === "stopped"')
         assert server.post(f"/inference_pipelines/{pipeline_id}/terminate").status_code == 200
-    finally:
-        camera.close()
 
 
 @pytest.fixture(scope="module")

@@ -25,11 +25,8 @@ CONFIG = StreamConfig(stream_output=["annotated"], data_output=["predictions"])
 
 @pytest.fixture(scope="module")
 def camera():
-    camera = RTSPCamera(640, 480, fps=30)
-    try:
+    with RTSPCamera(640, 480, fps=30) as camera:
         yield camera
-    finally:
-        camera.close()
 
 
 def watch(session, frames: int) -> list[float]:

@@ -9,19 +9,9 @@ import pytest
 
 from sources import decode_stamp
 from sources.live import LiveSource
-from tests.support.camera import RTSPCamera
 from tests.support.mjpeg import MJPEGCamera
 
 pytestmark = pytest.mark.e2e
-
-
-@pytest.fixture
-def camera():
-    camera = RTSPCamera(320, 240, fps=30)
-    try:
-        yield camera
-    finally:
-        camera.close()
 
 
 class Reader:

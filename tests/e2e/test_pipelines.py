@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -38,15 +37,6 @@ def server(sink_dir):
         yield process
     finally:
         process.stop()
-
-
-@pytest.fixture
-def camera():
-    camera = RTSPCamera(320, 240, fps=30)
-    try:
-        yield camera
-    finally:
-        camera.close()
 
 
 def start(server: ServerProcess, reference, **extra) -> str:
@@ -195,22 +185,24 @@ def test_two_cameras_in_one_pipeline_are_tagged_by_source(server, camera):
 
 
 class _Receiver:
-    """A local webhook endpoint: slow at first, then gone."""
+    """A local webhook endpoint: it holds every request until ``answer()`` (a stalled
+    endpoint the pipeline must not wait for), then answers, then is gone."""
 
     def __init__(self) -> None:
         self.bodies: list[dict] = []
         self.received = threading.Condition()
+        self.answering = threading.Event()
         receiver = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers["content-length"])))
-                time.sleep(0.3)  # a slow endpoint, on purpose: the pipeline must not wait
-                self.send_response(204)
-                self.end_headers()
                 with receiver.received:
                     receiver.bodies.append(body)
                     receiver.received.notify_all()
+                receiver.answering.wait(30)  # stalled until the test lets it answer
+                self.send_response(204)
+                self.end_headers()
 
             def log_message(self, *_: object) -> None:
                 pass
@@ -225,8 +217,12 @@ class _Receiver:
         with self.received:
             assert self.received.wait_for(lambda: len(self.bodies) >= count, timeout)
 
+    def answer(self) -> None:
+        self.answering.set()
+
     def down(self) -> None:
         """Idempotent: the endpoint stops answering (connections are refused)."""
+        self.answering.set()  # a request still held is let go first
         if self._up:
             self._up = False
             self.http.shutdown()
@@ -246,13 +242,22 @@ def test_sinks_write_video_jsonl_and_survive_a_slow_then_dead_webhook(server, ca
     pipeline_id = start(server, camera.url, sink_configuration=sinks)
     try:
         server.wait_for_output(f"pipeline {pipeline_id[:8]} source 0: processing", mark)
-        receiver.wait_bodies(2)
+        receiver.wait_bodies(1)  # the endpoint now holds that request
+        before = status(server, pipeline_id)["completion_statistics"]["sources"][0]
+        # The pipeline keeps processing while the endpoint is stalled, then down.
+        for _ in range(15):
+            consume(server, pipeline_id)
+        receiver.answer()
+        receiver.wait_bodies(3)  # one sender: the third means the first two were answered
         assert {"frame_id", "source_id", "frame_timestamp", "outputs"} <= set(receiver.bodies[0])
         assert "annotated" not in receiver.bodies[0]["outputs"]  # images stay out of JSON sinks
         receiver.down()
-        before = status(server, pipeline_id)["completion_statistics"]["sources"][0]
-        # The pipeline keeps processing while the endpoint is slow, then down.
-        for _ in range(30):
+        for _ in range(15):
+            consume(server, pipeline_id)
+        # Frames flow until the recording has rolled over to a second segment.
+        for _ in range(300):
+            if len(list(sink_dir.glob("front-door-source0-*.mp4"))) >= 2:
+                break
             consume(server, pipeline_id)
         after = status(server, pipeline_id)
         assert after["completion_statistics"]["sources"][0]["completed_frames"] > (

@@ -104,6 +104,12 @@ class RTSPCamera:
     def thaw(self) -> None:
         os.kill(self.pid, signal.SIGCONT)
 
+    def __enter__(self) -> RTSPCamera:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
     def close(self) -> None:
         self._source.close()
         with self._lock:
