@@ -3,15 +3,19 @@ glass-to-glass stamps, and writing results."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import platform
 import sys
+import time
+from collections.abc import Callable
 from datetime import datetime
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 import numpy as np
+import psutil
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
@@ -54,22 +58,24 @@ def percentiles(values, points=(50, 95, 99), digits: int = 1) -> dict:
     return {f"p{p}": round(float(np.percentile(array, p)), digits) for p in points}
 
 
-def tree_rss_mb(pid: int) -> float:
-    """Resident memory of a process and its children (the reference spawns one per session)."""
-    import psutil
-
+def _tree_sum(pid: int, measure: Callable[[psutil.Process], float]) -> float:
+    """``measure`` summed over a process and its children (the reference spawns one per
+    session); processes that exit meanwhile count as nothing."""
     try:
         root = psutil.Process(pid)
         processes = [root, *root.children(recursive=True)]
     except psutil.NoSuchProcess:
         return 0.0
-    total = 0
+    total = 0.0
     for process in processes:
-        try:
-            total += process.memory_info().rss
-        except psutil.NoSuchProcess:
-            continue
-    return round(total / 2**20, 1)
+        with contextlib.suppress(psutil.NoSuchProcess):
+            total += measure(process)
+    return total
+
+
+def tree_rss_mb(pid: int) -> float:
+    """Resident memory of a process and its children, in MiB."""
+    return round(_tree_sum(pid, lambda p: p.memory_info().rss) / 2**20, 1)
 
 
 class CpuMeter:
@@ -81,30 +87,12 @@ class CpuMeter:
         self._wall = 0.0
 
     def _cpu_seconds(self) -> float:
-        import psutil
-
-        try:
-            root = psutil.Process(self.pid)
-            processes = [root, *root.children(recursive=True)]
-        except psutil.NoSuchProcess:
-            return 0.0
-        total = 0.0
-        for process in processes:
-            try:
-                times = process.cpu_times()
-                total += times.user + times.system
-            except psutil.NoSuchProcess:
-                continue
-        return total
+        return _tree_sum(self.pid, lambda p: sum(p.cpu_times()[:2]))  # user + system
 
     def start(self) -> None:
-        import time
-
         self._start, self._wall = self._cpu_seconds(), time.perf_counter()
 
     def stop(self) -> float:
-        import time
-
         used = self._cpu_seconds() - self._start
         return round(100 * used / max(1e-9, time.perf_counter() - self._wall), 1)
 

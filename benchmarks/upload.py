@@ -93,14 +93,11 @@ def _timed(run: Callable[[], int]) -> dict:
     return {"frames": frames, "seconds": round(seconds, 3), "fps": round(frames / seconds, 2)}
 
 
-def ours(url: str, clip: Path, images_in_results: bool) -> dict:
-    outputs = ["annotated"] if images_in_results else []
-    config = StreamConfig(stream_output=outputs, data_output=["predictions"])
+def _count_results(url: str, source, config: StreamConfig) -> dict:
+    """One session of our client, timed from its start to its completion message."""
 
     def run() -> int:
-        session = Client(url).webrtc.stream(
-            VideoFileSource(clip), workflow=object_detection(), config=config
-        )
+        session = Client(url).webrtc.stream(source(), workflow=object_detection(), config=config)
         count = 0
         with session:
             for _ in session.results():
@@ -108,23 +105,21 @@ def ours(url: str, clip: Path, images_in_results: bool) -> dict:
         return count
 
     return _timed(run)
+
+
+def ours(url: str, clip: Path, images_in_results: bool) -> dict:
+    outputs = ["annotated"] if images_in_results else []
+    config = StreamConfig(stream_output=outputs, data_output=["predictions"])
+    return _count_results(url, lambda: VideoFileSource(clip), config)
 
 
 def ours_track(url: str, clip: Path) -> dict:
     """The same frames as a client video track (VP8 over RTP), every frame processed: the
     client reads the file as fast as the server's ACKs let it."""
     config = StreamConfig(stream_output=[], data_output=["predictions"], realtime_processing=False)
-
-    def run() -> int:
-        source = FrameSourceStream(lambda: FileSource(clip, realtime=False))
-        session = Client(url).webrtc.stream(source, workflow=object_detection(), config=config)
-        count = 0
-        with session:
-            for _ in session.results():
-                count += 1
-        return count
-
-    return _timed(run)
+    return _count_results(
+        url, lambda: FrameSourceStream(lambda: FileSource(clip, realtime=False)), config
+    )
 
 
 def sdk(url: str, clip: Path) -> dict:

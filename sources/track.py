@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import math
+from collections.abc import AsyncIterator
 from fractions import Fraction
 
 import av
@@ -13,7 +14,7 @@ from aiortc.mediastreams import MediaStreamError
 
 from .base import FrameSource
 
-__all__ = ["FrameSourceTrack", "is_tail_flush", "tail_flush_frame"]
+__all__ = ["FrameSourceTrack", "received_frames", "tail_flush_frame"]
 
 
 def tail_flush_frame(last: av.VideoFrame) -> av.VideoFrame:
@@ -34,12 +35,26 @@ def _flush_offset(time_base: Fraction) -> int:
     return max(1, math.ceil(Fraction(1, 1000) / time_base))
 
 
-def is_tail_flush(previous_pts: int | None, frame: av.VideoFrame) -> bool:
-    """True for the copy ``tail_flush_frame`` sends: a receiver whose jitter buffer releases
-    frames on their last packet (``streaming.peer.jitter``) sees it as one more frame."""
+def _is_tail_flush(previous_pts: int | None, frame: av.VideoFrame) -> bool:
     if previous_pts is None or frame.pts is None or frame.time_base is None:
         return False
     return 0 < frame.pts - previous_pts <= _flush_offset(Fraction(frame.time_base))
+
+
+async def received_frames(track: MediaStreamTrack) -> AsyncIterator[av.VideoFrame]:
+    """A remote track's frames until it ends, without the copy ``tail_flush_frame`` sends:
+    a receiver whose jitter buffer releases frames on their last packet
+    (``streaming.peer.jitter``) would see that copy as one more frame."""
+    previous_pts = None
+    while True:
+        try:
+            frame = await track.recv()
+        except MediaStreamError:
+            return
+        if _is_tail_flush(previous_pts, frame):
+            continue
+        previous_pts = frame.pts
+        yield frame
 
 
 class FrameSourceTrack(MediaStreamTrack):

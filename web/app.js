@@ -12,10 +12,10 @@ const FPS_WINDOW_MS = 1000;
 const MAX_ROWS = 50;
 const LATENCIES_KEPT = 1000;
 
-const stats = {
+// What each session starts from (Start resets these; phase, mode, provider and lastError are
+// kept by the page across sessions).
+const SESSION_STATS = {
   state: "new", // the peer connection's state
-  phase: "idle", // the session's: connecting, uploading, processing, done, stopped, failed
-  mode: "webcam",
   framesReceived: 0,
   resultsReceived: 0,
   latencyMs: null,
@@ -25,6 +25,11 @@ const stats = {
   uploadPercent: 0,
   startToFirstFrameMs: null,
   detections: 0,
+};
+const stats = {
+  ...SESSION_STATS,
+  phase: "idle", // the session's: connecting, uploading, processing, done, stopped, failed
+  mode: "webcam",
   provider: null,
   lastError: null,
 };
@@ -219,19 +224,7 @@ async function sourceForMode() {
 // --- start / stop ---------------------------------------------------------------------------
 
 function resetStats() {
-  Object.assign(stats, {
-    state: "new",
-    framesReceived: 0,
-    resultsReceived: 0,
-    latencyMs: null,
-    latencyBasis: null,
-    dropped: 0,
-    fps: 0,
-    uploadPercent: 0,
-    startToFirstFrameMs: null,
-    detections: 0,
-    mode: mode(),
-  });
+  Object.assign(stats, SESSION_STATS, { mode: mode() });
   presented = [];
   latencies.length = 0;
   latestResult = null;

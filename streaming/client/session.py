@@ -28,9 +28,8 @@ import cv2
 import httpx
 import numpy as np
 from aiortc import MediaStreamTrack, RTCPeerConnection, RTCSessionDescription
-from aiortc.mediastreams import MediaStreamError
 
-from sources.track import is_tail_flush
+from sources.track import received_frames
 
 from ..buffering import FrameBuffer
 from ..peer.ice import build_configuration
@@ -390,15 +389,7 @@ class AsyncWebRTCSession:
             self._spawn(self._read_video(track))
 
     async def _read_video(self, track: MediaStreamTrack) -> None:
-        previous_pts = None
-        while True:
-            try:
-                frame = await track.recv()
-            except MediaStreamError:
-                return
-            if is_tail_flush(previous_pts, frame):
-                continue  # the server's end-of-stream nudge, a copy of the last frame
-            previous_pts = frame.pts
+        async for frame in received_frames(track):
             image = frame.to_ndarray(format="bgr24")
             self.stats.frames_received += 1
             ticks = rtp_ticks(frame.pts, frame.time_base)

@@ -27,7 +27,7 @@ from aiortc.mediastreams import MediaStreamError
 
 from sources import FileSource, LiveSource, SourceError, SourceFrame
 from sources.hub import SourceHub, Subscription
-from sources.track import is_tail_flush
+from sources.track import received_frames
 
 from ..buffering import BufferClosed, FrameBuffer
 from ..config import Settings
@@ -444,16 +444,8 @@ class PeerWorker:
 
     async def _read_track(self, track: MediaStreamTrack, buffer: FrameBuffer[InputItem]) -> None:
         reason = "latest_frame_wins" if self.realtime else "input_queue_full"
-        previous_pts = None
         try:
-            while True:
-                try:
-                    frame = await track.recv()
-                except MediaStreamError:
-                    break
-                if is_tail_flush(previous_pts, frame):
-                    continue  # our client's end-of-stream nudge for aiortc's stock buffer
-                previous_pts = frame.pts
+            async for frame in received_frames(track):
                 self._metrics.frames_received.inc()
                 if await buffer.put(InputItem.now(frame)):
                     self._metrics.frames_dropped.labels(reason).inc()
