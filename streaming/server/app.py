@@ -125,6 +125,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(pipelines.router)
     app.include_router(workflows.router)
     app.include_router(v2.router)
+    app.add_exception_handler(v2.V2Failure, v2.failure_response)
     app.include_router(models.router)
     root = web_root()
     if root is not None:  # last: the page's files answer only paths no route claimed

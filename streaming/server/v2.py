@@ -23,13 +23,27 @@ from .auth import check_api_key
 from .state import ServerState, get_state
 from .webrtc import read_limited_body
 
-__all__ = ["router"]
+__all__ = ["V2Failure", "failure_response", "router"]
 
 router = APIRouter(prefix="/v2")
 
 
 def _error(status: int, message: str) -> JSONResponse:
     return JSONResponse({"error": message, "message": message}, status_code=status)
+
+
+class V2Failure(Exception):
+    """Ends a V2 request with ``{"error": ...}`` (the app installs ``failure_response``)."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+async def failure_response(_: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, V2Failure)
+    return _error(exc.status, exc.message)
 
 
 def _server_version() -> str:
@@ -58,17 +72,17 @@ async def ready(state: ServerState = Depends(get_state)) -> JSONResponse:
 
 async def _model(
     state: ServerState, request: Request, name: str, model_version: str | None
-) -> DetectionModel | JSONResponse:
-    """The named model, loaded if need be; or the V2 error response to send instead."""
+) -> DetectionModel:
+    """The named model, loaded if need be (``V2Failure`` otherwise)."""
     try:
         check_api_key(state.settings.api_key, request, None)
         model = await asyncio.to_thread(state.models.get, name)
     except UnknownModel:
-        return _error(404, f"model '{name}' is not in this server's models directory")
+        raise V2Failure(404, f"model '{name}' is not in this server's models directory") from None
     except StreamingError as exc:
-        return _error(exc.status, exc.message)
+        raise V2Failure(exc.status, exc.message) from None
     if model_version and model_version != model.manifest.version:
-        return _error(404, f"model '{name}' has version '{model.manifest.version}' only")
+        raise V2Failure(404, f"model '{name}' has version '{model.manifest.version}' only")
     return model
 
 
@@ -91,8 +105,7 @@ async def model_metadata(
     name: str, request: Request, model_version: str | None = None,
     state: ServerState = Depends(get_state),
 ) -> JSONResponse:  # fmt: skip
-    model = await _model(state, request, name, model_version)
-    return model if isinstance(model, JSONResponse) else JSONResponse(_metadata(model))
+    return JSONResponse(_metadata(await _model(state, request, name, model_version)))
 
 
 @router.get("/models/{name}/ready")
@@ -101,9 +114,7 @@ async def model_ready(
     name: str, request: Request, model_version: str | None = None,
     state: ServerState = Depends(get_state),
 ) -> JSONResponse:  # fmt: skip
-    model = await _model(state, request, name, model_version)
-    if isinstance(model, JSONResponse):
-        return model
+    await _model(state, request, name, model_version)
     return JSONResponse({"name": name, "ready": True})
 
 
@@ -114,8 +125,6 @@ async def infer(
     state: ServerState = Depends(get_state),
 ) -> Response:  # fmt: skip
     model = await _model(state, request, name, model_version)
-    if isinstance(model, JSONResponse):
-        return model
     try:
         body = await read_limited_body(request, state.settings.max_infer_request_bytes)
         parsed = parse_request(body, request.headers.get(HEADER_LENGTH))
