@@ -10,16 +10,15 @@ import json
 import httpx
 import numpy as np
 import pytest
-from aiortc import RTCPeerConnection
 
 from tests.conftest import DETECT_SPEC, load_photo
-from tests.support.peer import LoopbackPeer
+from tests.support.peer import LoopbackPeer, loopback_peer
 
 pytestmark = pytest.mark.e2e
 
 
 async def _offer_sdp() -> str:
-    pc = RTCPeerConnection()
+    pc = loopback_peer()
     pc.createDataChannel("inference")
     await pc.setLocalDescription(await pc.createOffer())
     sdp = pc.localDescription.sdp

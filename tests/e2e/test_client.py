@@ -25,6 +25,7 @@ from sources import SyntheticSource, decode_stamp
 from streaming import Client, ManualSource, SessionStartError, StreamConfig, WebcamSource
 from streaming.client import FrameSourceStream, InvalidParameterError, MJPEGSource, RTSPSource
 from tests.conftest import DETECT_SPEC, load_photo
+from tests.support.peer import loopback_peer
 from tests.support.server import free_port
 
 pytestmark = pytest.mark.e2e
@@ -224,7 +225,7 @@ class DeadEndAnswers(BaseHTTPRequestHandler):
 
     @staticmethod
     async def _answer(offer: str) -> str:
-        pc = RTCPeerConnection()
+        pc = loopback_peer()
         await pc.setRemoteDescription(RTCSessionDescription(offer, "offer"))
         await pc.setLocalDescription(await pc.createAnswer())
         sdp = pc.localDescription.sdp

@@ -16,13 +16,19 @@ from typing import Any
 import av
 import httpx
 import numpy as np
-from aiortc import MediaStreamTrack, RTCPeerConnection, RTCSessionDescription
+from aiortc import MediaStreamTrack, RTCConfiguration, RTCPeerConnection, RTCSessionDescription
 from aiortc.mediastreams import MediaStreamError
 
 from streaming.protocol.chunking import Reassembler, maybe_gunzip
 
 CLOCK = fractions.Fraction(1, 90000)
 STEP = 3000  # 30 fps on the RTP clock
+
+
+def loopback_peer() -> RTCPeerConnection:
+    """A peer with no ICE servers: given none at all, aiortc falls back to a public STUN
+    server, and tests send nothing beyond 127.0.0.1."""
+    return RTCPeerConnection(RTCConfiguration(iceServers=[]))
 
 
 class QueuedVideoTrack(MediaStreamTrack):
@@ -61,7 +67,7 @@ class QueuedVideoTrack(MediaStreamTrack):
 class LoopbackPeer:
     def __init__(self, base_url: str) -> None:
         self.base_url = base_url
-        self.pc = RTCPeerConnection()
+        self.pc = loopback_peer()
         self.track: QueuedVideoTrack | None = None
         self.results: list[dict[str, Any]] = []
         self.frames: list[av.VideoFrame] = []
