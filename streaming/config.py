@@ -60,6 +60,11 @@ class Settings(BaseSettings):
     ice_gathering_timeout_s: float = Field(default=5.0, gt=0)
     """Longest wait for the server's ICE gathering before the offer fails (504)."""
 
+    release_frames: Literal["auto", "always", "never"] = "auto"
+    """Follow each returned VP8 frame with a 3-byte hidden one, so receivers that hold a frame
+    until the next begins (aiortc: every inference-sdk program) show it at once; ``auto``: for
+    peers whose offer aiortc made, other than our own client (``peer/release.py``)."""
+
     ack_window: int = Field(default=8, ge=1)
     """Processed-but-unacknowledged frames allowed in non-realtime mode once ACKs flow."""
     input_queue_frames: int = Field(default=120, ge=1)

@@ -31,9 +31,11 @@ from aiortc import MediaStreamTrack, RTCPeerConnection, RTCSessionDescription
 
 from sources.track import received_frames
 
+from .. import __version__
 from ..buffering import FrameBuffer
 from ..peer.ice import build_configuration
 from ..peer.jitter import install as install_jitter_buffer
+from ..peer.release import OUR_USER_AGENT_PREFIX
 from ..protocol.chunking import Reassembler, maybe_gunzip
 from ..protocol.messages import IceServer, VideoMetadata
 from .config import StreamConfig
@@ -335,7 +337,10 @@ class AsyncWebRTCSession:
 
     async def _post(self, body: dict[str, Any]) -> dict[str, Any]:
         try:
-            async with httpx.AsyncClient(timeout=self._request_timeout) as http:
+            # Says it is ours: our receiver releases frames itself, so the server need not
+            # send it hidden frames (peer/release.py).
+            headers = {"User-Agent": f"{OUR_USER_AGENT_PREFIX}{__version__}"}
+            async with httpx.AsyncClient(timeout=self._request_timeout, headers=headers) as http:
                 response = await http.post(self.url, json=body)
         except httpx.HTTPError as exc:
             reason = str(exc) or type(exc).__name__

@@ -11,6 +11,7 @@ from aiortc.mediastreams import MediaStreamError
 from sources.track import tail_flush_frame
 
 from ..buffering import BufferClosed, FrameBuffer, Strategy
+from .release import hidden_frame_after
 
 __all__ = ["OutboundVideoTrack"]
 
@@ -21,6 +22,10 @@ class OutboundVideoTrack(MediaStreamTrack):
     Frames keep the pts and time_base of their input frame, so clients pair them with the
     data-channel results by pts. There is no placeholder frame: the first frame a client sees
     is the first processed one, which keeps pts on both paths counting from the same origin.
+
+    With ``release_held_frames`` set, each frame is followed by a hidden one, unless the next
+    frame is already waiting (its packets release the previous frame anyway): a receiver that
+    holds each frame until the next begins then shows it at once (see ``release.py``).
     """
 
     kind = "video"
@@ -29,6 +34,8 @@ class OutboundVideoTrack(MediaStreamTrack):
         super().__init__()
         self._frames: FrameBuffer[av.VideoFrame] = FrameBuffer(strategy, capacity)
         self._last: av.VideoFrame | None = None
+        self._released = True  # whether the receiver already has everything sent so far
+        self.release_held_frames = False
 
     async def publish(self, frame: av.VideoFrame) -> None:
         with contextlib.suppress(BufferClosed):  # the session ended while this frame was made
@@ -38,14 +45,20 @@ class OutboundVideoTrack(MediaStreamTrack):
         """No more frames: ``recv`` raises once the queued ones are sent. Idempotent."""
         await self._frames.close()
 
-    async def recv(self) -> av.VideoFrame:
+    async def recv(self) -> av.VideoFrame | av.Packet:
+        if not self._released and len(self._frames) == 0 and self._last is not None:
+            self._released = True
+            hidden = hidden_frame_after(self._last)
+            if hidden is not None:
+                return hidden  # aiortc's sender packs a Packet as it is, no encoding
         frame = await self._frames.get()
         if frame is None:
             last, self._last = self._last, None
-            if last is not None:
+            if last is not None and not self.release_held_frames:
                 # Lets the client's receiver release the real final frame (see the helper).
                 return tail_flush_frame(last)
             self.stop()
             raise MediaStreamError
         self._last = frame
+        self._released = not self.release_held_frames
         return frame

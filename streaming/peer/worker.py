@@ -43,6 +43,7 @@ from ..protocol.messages import (
 from .ack import AckGate
 from .ice import build_configuration
 from .processor import FrameProcessor, OutputSelection
+from .release import releases_frames
 from .result_channel import ResultChannel
 from .tracks import OutboundVideoTrack
 from .upload import UploadError, UploadReceiver, UploadStatus
@@ -135,8 +136,9 @@ class PeerWorker:
 
     # ----------------------------------------------------------------- lifecycle
 
-    async def start(self, offer: WebRTCOffer) -> RTCSessionDescription:
-        """Apply the offer, gather ICE, start the session; returns the complete answer."""
+    async def start(self, offer: WebRTCOffer, user_agent: str = "") -> RTCSessionDescription:
+        """Apply the offer, gather ICE, start the session; returns the complete answer.
+        ``user_agent`` (the request's) tells our own client, which releases frames itself."""
         if offer.type != "offer":
             raise InvalidOffer(f"webrtc_offer.type must be 'offer', got '{offer.type}'")
         check_offer_sdp(offer.sdp)
@@ -165,6 +167,10 @@ class PeerWorker:
         except Exception as exc:
             raise InvalidOffer(f"cannot answer this offer: {exc}") from None
         self._drop_track_nobody_receives(pc)
+        if self._out_track is not None:
+            self._out_track.release_held_frames = releases_frames(
+                self._settings.release_frames, offer.sdp, pc.localDescription.sdp, user_agent
+            )
         self._spawn(self._session_loop())
         self._spawn(self._expire_at_deadline())
         self._spawn(self._expire_unless_connected())
