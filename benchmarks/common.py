@@ -79,15 +79,20 @@ def tree_rss_mb(pid: int) -> float:
 
 
 class CpuMeter:
-    """CPU seconds a process tree used between ``start()`` and ``stop()``, as % of one core."""
+    """CPU seconds a process tree (or with ``children=False`` the process alone) used between
+    ``start()`` and ``stop()``, as % of one core."""
 
-    def __init__(self, pid: int) -> None:
+    def __init__(self, pid: int, children: bool = True) -> None:
         self.pid = pid
+        self.children = children
         self._start = 0.0
         self._wall = 0.0
 
     def _cpu_seconds(self) -> float:
-        return _tree_sum(self.pid, lambda p: sum(p.cpu_times()[:2]))  # user + system
+        def used(p: psutil.Process) -> float:
+            return sum(p.cpu_times()[:2])  # user + system
+
+        return _tree_sum(self.pid, used) if self.children else used(psutil.Process(self.pid))
 
     def start(self) -> None:
         self._start, self._wall = self._cpu_seconds(), time.perf_counter()

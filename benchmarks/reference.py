@@ -18,7 +18,6 @@ The reference lives in its own virtualenv (~7 GB: a CUDA torch comes along), mad
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import os
 import subprocess
@@ -30,10 +29,11 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.common import ROOT, percentiles, tree_rss_mb, write_result
+from benchmarks.common import ROOT, CpuMeter, percentiles, tree_rss_mb, write_result
 from sources import SyntheticSource, decode_stamp
 from streaming.peer.ice import restrict_host_addresses
 from streaming.workflows.library import image_blur
+from tests.support.sdk import LoopManualSource
 from tests.support.server import LoggedProcess, ServerProcess, free_port
 
 VENV = Path.home() / ".cache" / "visionstream" / "reference-venv"
@@ -90,45 +90,17 @@ class Viewer:
 
     def __init__(self, url: str, fps: float, send_on_loop: bool = True) -> None:
         from inference_sdk import InferenceHTTPClient
-        from inference_sdk.webrtc import ManualSource, StreamConfig
+        from inference_sdk.webrtc import StreamConfig
 
-        class LiveManualSource(ManualSource):
-            """Says when the connection is up: frames sent before that would sit in the SDK's
-            10-frame queue, and a live feed at the rate the SDK drains it never catches up,
-            adding up to 333 ms to every later frame (more, the longer the setup)."""
-
-            def __init__(self) -> None:
-                super().__init__()
-                self.connected = threading.Event()
-                self.offer_ready_at: float | None = None
-                self.loop: asyncio.AbstractEventLoop | None = None
-
-            async def configure_peer_connection(self, pc) -> None:
-                await super().configure_peer_connection(pc)
-                self.loop = asyncio.get_running_loop()  # the SDK's own loop (see send_on_loop)
-
-                @pc.on("connectionstatechange")
-                def _state() -> None:
-                    if pc.connectionState == "connected":
-                        self.connected.set()
-
-                @pc.on("icegatheringstatechange")
-                def _gathered() -> None:
-                    # The SDK posts its offer as soon as gathering completes: the POST time.
-                    if pc.iceGatheringState == "complete":
-                        self.offer_ready_at = time.perf_counter()
-
-        self.source = LiveManualSource()
+        self.source = LoopManualSource()
         config = StreamConfig(stream_output=["output_image"], data_output=[])
         client = InferenceHTTPClient(api_url=url, api_key=None)
         self.session = client.webrtc.stream(
             source=self.source, workflow=image_blur(), config=config
         )
         self.fps = fps
-        # inference-sdk 1.8.3's ManualSource.send puts the frame on an asyncio.Queue from the
-        # calling thread; the track waiting on that queue then wakes only when the SDK's loop
-        # wakes for something else. Calling send on the SDK's own loop (a loop we are handed
-        # through the public configure_peer_connection hook) is the thread-safe way to use it.
+        # Send on the SDK's own loop (see LoopManualSource); the caller's thread is the naive
+        # use, which the SDK's send is not safe for.
         self.send_on_loop = send_on_loop
         self.first_frame = threading.Event()
         self.setup_s: float | None = None
@@ -148,14 +120,11 @@ class Viewer:
             if self._stop.is_set():
                 return
         feed = SyntheticSource(640, 480, fps=self.fps, frames=None)
-        loop = self.source.loop
+        send = self.source.send_on_loop if self.send_on_loop else self.source.send
         for frame in feed:
             if self._stop.is_set():
                 break
-            if self.send_on_loop and loop is not None:
-                loop.call_soon_threadsafe(self.source.send, frame.image)
-            else:
-                self.source.send(frame.image)
+            send(frame.image)
         feed.close()
 
     def _read(self) -> None:
@@ -201,14 +170,19 @@ def step(
     try:
         for viewer in viewers:
             viewer.first_frame.wait(300)
+        server_cpu, client_cpu = CpuMeter(pid), CpuMeter(os.getpid(), children=False)
+        server_cpu.start()
+        client_cpu.start()
         start = time.perf_counter()
         time.sleep(seconds)  # the measuring window itself
         end = time.perf_counter()
+        server_pct, client_pct = server_cpu.stop(), client_cpu.stop()
         rss = tree_rss_mb(pid)
         windows = [v.window(start, end) for v in viewers]
     finally:
         for viewer in viewers:
             viewer.close()
+    fps = [w["fps"] for w in windows]
     setups = [v.setup_s for v in viewers if v.setup_s is not None]
     posts = [v.post_to_frame_s for v in viewers if v.post_to_frame_s is not None]
     return {
@@ -222,7 +196,7 @@ def step(
         }
         if posts
         else None,
-        "fps_each": [w["fps"] for w in windows],
+        "fps_each": fps,
         "latency_ms_each": [w["latency_ms"] for w in windows],
         "latency_ms_p50_median": round(
             float(np.median([w["latency_ms"]["p50"] for w in windows])), 1
@@ -230,6 +204,10 @@ def step(
         "latency_ms_p95_worst": max(w["latency_ms"]["p95"] for w in windows),
         "server_rss_mb": rss,
         "rss_per_session_mb": round((rss - idle_mb) / sessions, 1),
+        # % of one core over the window; the client is this process (every session's SDK).
+        "server_cpu_pct": server_pct,
+        "client_cpu_pct": client_pct,
+        "server_cpu_ms_per_frame": round(10 * server_pct / max(0.1, sum(fps)), 2),
     }
 
 
