@@ -15,6 +15,7 @@ NAMES = {
     "reference": "side by side with the reference server (installs it on request)",
     "batching": "8 sessions with and without the dynamic batcher",
     "inference": "the default model on every backend, no server around",
+    "encoder": "aiortc's VP8 encoder vs ours (denoiser off): time, bitrate, PSNR",
     "stages": "where a frame's time goes, stage by stage",
     "clients": "our client vs inference-sdk on the same live feed",
     "upload": "uploaded files: the whole path vs decode + inference alone",

@@ -22,6 +22,7 @@ from ..errors import StreamingError
 from ..inference.default_model import DEFAULT_MODEL_ID, ensure_default_model
 from ..inference.registry import ModelRegistry
 from ..metrics import Metrics
+from ..peer.encoder import install as install_vp8_encoder
 from ..peer.ice import restrict_host_addresses
 from ..peer.jitter import install as install_jitter_buffer
 from ..peer.sessions import SessionRegistry
@@ -65,6 +66,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or Settings()
     restrict_host_addresses(settings.ice_host_addresses)
     install_jitter_buffer()  # each received frame is decoded on its last packet (peer/jitter.py)
+    install_vp8_encoder()  # returned frames are encoded without the denoiser (peer/encoder.py)
     metrics = Metrics()
 
     @asynccontextmanager

@@ -1,0 +1,71 @@
+"""Our VP8 encoder: aiortc's, denoiser off, reopened exactly when aiortc would reopen it."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import av
+from aiortc import rtcrtpsender
+from aiortc.codecs import get_encoder
+from aiortc.codecs.vpx import vp8_depayload
+from aiortc.rtcrtpparameters import RTCRtpCodecParameters
+
+from sources import SyntheticSource
+from streaming.peer import encoder as encoder_module
+from streaming.peer.encoder import Vp8Encoder, install
+
+
+def frames(count: int, size=(320, 240)) -> list[av.VideoFrame]:
+    out = []
+    for i, source in enumerate(SyntheticSource(*size, frames=count, realtime=False)):
+        frame = av.VideoFrame.from_ndarray(source.image, format="bgr24").reformat(format="yuv420p")
+        frame.pts, frame.time_base = i * 3000, Fraction(1, 90000)
+        out.append(frame)
+    return out
+
+
+def test_it_encodes_without_the_denoiser_and_reopens_on_a_bitrate_change_or_new_size(
+    monkeypatch,
+):
+    opened, options = [], []  # every codec our encoder opened, and its options (PyAV clears
+    original = encoder_module._open  # them once libvpx has taken them)
+
+    def recording_open(*args):
+        codec = original(*args)
+        opened.append(codec)
+        options.append(dict(codec.options))
+        return codec
+
+    monkeypatch.setattr(encoder_module, "_open", recording_open)
+    encoder = Vp8Encoder()
+    decoder = av.CodecContext.create("libvpx", "r")
+    for i, frame in enumerate(frames(12) + frames(3, size=(256, 192))):
+        if i == 6:
+            encoder.target_bitrate = 250_000  # a REMB change of half: aiortc reopens
+        payloads, _ = encoder.encode(frame, force_keyframe=i == 9)
+        assert encoder.codec is opened[-1]  # aiortc's encode kept the codec ours opened
+        assert encoder.codec.bit_rate == encoder.target_bitrate
+        data = b"".join(vp8_depayload(p) for p in payloads)
+        assert decoder.decode(av.Packet(data))[0].width == frame.width
+        key_frame = data[0] & 1 == 0  # the frame tag's first bit (RFC 6386 §9.1)
+        assert key_frame == (i in (0, 6, 9, 12)), i  # first, reopened, PLI, new size
+    assert len(opened) == 3  # first frame, bitrate change, new size; a PLI reopens nothing
+    assert all(o["noise-sensitivity"] == "0" and o["cpu-used"] == "-6" for o in options)
+
+
+def test_a_small_bitrate_change_keeps_the_encoder():
+    encoder = Vp8Encoder()
+    first, second = frames(2)
+    encoder.encode(first)
+    codec = encoder.codec
+    encoder.target_bitrate = int(encoder.target_bitrate * 1.05)
+    encoder.encode(second)
+    assert encoder.codec is codec
+
+
+def test_install_makes_aiortc_senders_build_it_for_vp8_only():
+    assert install() and install()  # idempotent
+    vp8 = RTCRtpCodecParameters(mimeType="video/VP8", clockRate=90000, payloadType=96)
+    h264 = RTCRtpCodecParameters(mimeType="video/H264", clockRate=90000, payloadType=102)
+    assert isinstance(rtcrtpsender.get_encoder(vp8), Vp8Encoder)
+    assert type(rtcrtpsender.get_encoder(h264)) is type(get_encoder(h264))
