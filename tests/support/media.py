@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from fractions import Fraction
 from pathlib import Path
 
 import av
@@ -43,6 +44,22 @@ def stamped_clip(path: Path, frames: int = 150, size=(640, 480), fps: int = 30, 
     width, height = size
     source = SyntheticSource(width, height, fps=fps, frames=frames, realtime=False)
     return write_clip(path, (f.image for f in source), fps, **kw)
+
+
+def video_frames(count: int, size=(320, 240), noise: int = 0) -> list[av.VideoFrame]:
+    """A moving synthetic pattern as yuv420p frames, 30 fps on the 90 kHz RTP clock; ``noise``
+    adds uniform noise of that amplitude, so every frame has residual to code."""
+    rng = np.random.default_rng(7)
+    out = []
+    for i, source in enumerate(SyntheticSource(*size, frames=count, realtime=False)):
+        image = source.image
+        if noise:
+            image = image.astype(np.int16) + rng.integers(-noise, noise + 1, image.shape)
+            image = np.clip(image, 0, 255).astype(np.uint8)
+        frame = av.VideoFrame.from_ndarray(image, format="bgr24").reformat(format="yuv420p")
+        frame.pts, frame.time_base = i * 3000, Fraction(1, 90000)
+        out.append(frame)
+    return out
 
 
 def write_y4m(path: Path, images: Iterable[np.ndarray], fps: int = 30) -> Path:

@@ -2,26 +2,15 @@
 
 from __future__ import annotations
 
-from fractions import Fraction
-
 import av
 from aiortc import rtcrtpsender
 from aiortc.codecs import get_encoder
 from aiortc.codecs.vpx import vp8_depayload
 from aiortc.rtcrtpparameters import RTCRtpCodecParameters
 
-from sources import SyntheticSource
 from streaming.peer import encoder as encoder_module
 from streaming.peer.encoder import Vp8Encoder, install
-
-
-def frames(count: int, size=(320, 240)) -> list[av.VideoFrame]:
-    out = []
-    for i, source in enumerate(SyntheticSource(*size, frames=count, realtime=False)):
-        frame = av.VideoFrame.from_ndarray(source.image, format="bgr24").reformat(format="yuv420p")
-        frame.pts, frame.time_base = i * 3000, Fraction(1, 90000)
-        out.append(frame)
-    return out
+from tests.support.media import video_frames
 
 
 def test_it_encodes_without_the_denoiser_and_reopens_on_a_bitrate_change_or_new_size(
@@ -39,7 +28,7 @@ def test_it_encodes_without_the_denoiser_and_reopens_on_a_bitrate_change_or_new_
     monkeypatch.setattr(encoder_module, "_open", recording_open)
     encoder = Vp8Encoder()
     decoder = av.CodecContext.create("libvpx", "r")
-    for i, frame in enumerate(frames(12) + frames(3, size=(256, 192))):
+    for i, frame in enumerate(video_frames(12) + video_frames(3, size=(256, 192))):
         if i == 6:
             encoder.target_bitrate = 250_000  # a REMB change of half: aiortc reopens
         payloads, _ = encoder.encode(frame, force_keyframe=i == 9)
@@ -55,7 +44,7 @@ def test_it_encodes_without_the_denoiser_and_reopens_on_a_bitrate_change_or_new_
 
 def test_a_small_bitrate_change_keeps_the_encoder():
     encoder = Vp8Encoder()
-    first, second = frames(2)
+    first, second = video_frames(2)
     encoder.encode(first)
     codec = encoder.codec
     encoder.target_bitrate = int(encoder.target_bitrate * 1.05)

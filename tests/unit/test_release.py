@@ -13,34 +13,21 @@ from aiortc import RTCRtpSender
 from aiortc.codecs.vpx import Vp8Encoder, vp8_depayload
 from aiortc.mediastreams import MediaStreamError
 
-from sources import SyntheticSource
 from streaming.peer.processor import wire_timestamp
 from streaming.peer.release import HIDDEN_VP8_FRAME, hidden_frame_after, releases_frames
 from streaming.peer.tracks import OutboundVideoTrack
+from tests.support.media import video_frames
 from tests.support.peer import loopback_peer
 
 # Chrome's offer starts like this (its origin: a 64-bit session id, version 2, 127.0.0.1).
 CHROME_OFFER = "v=0\r\no=- 4611731400430051336 2 IN IP4 127.0.0.1\r\ns=-\r\nt=0 0\r\n"
 
 
-def moving_frames(count: int) -> list[av.VideoFrame]:
-    """A pattern that moves, with noise: every frame has residual to code."""
-    rng = np.random.default_rng(7)
-    frames = []
-    for i, source_frame in enumerate(SyntheticSource(320, 240, frames=count, realtime=False)):
-        noisy = source_frame.image.astype(np.int16) + rng.integers(-6, 7, (240, 320, 3))
-        frame = av.VideoFrame.from_ndarray(np.clip(noisy, 0, 255).astype(np.uint8), "bgr24")
-        frame = frame.reformat(format="yuv420p")
-        frame.pts, frame.time_base = wire_timestamp(i * 3000, Fraction(1, 90000))
-        frames.append(frame)
-    return frames
-
-
 def test_a_stream_decodes_bit_for_bit_the_same_with_hidden_frames_in_it():
     encoder = Vp8Encoder()  # aiortc's, as the server's sender uses it
     plain = av.CodecContext.create("libvpx", "r")  # what aiortc's receiver decodes with
     mixed = av.CodecContext.create("libvpx", "r")
-    for i, frame in enumerate(moving_frames(60)):
+    for i, frame in enumerate(video_frames(60, noise=6)):
         if i == 30:
             encoder.target_bitrate = 300_000  # a REMB change: aiortc reopens its encoder
         payloads, _ = encoder.encode(frame, force_keyframe=i == 45)  # a PLI's keyframe
@@ -54,7 +41,9 @@ def test_a_stream_decodes_bit_for_bit_the_same_with_hidden_frames_in_it():
 
 def test_the_hidden_frame_is_one_rtp_tick_after_its_frame():
     encoder = Vp8Encoder()
-    for frame in moving_frames(3):
+    for frame in video_frames(3):
+        # The server hands aiortc its frames on a microsecond clock (see wire_timestamp).
+        frame.pts, frame.time_base = wire_timestamp(frame.pts, frame.time_base)
         _, timestamp = encoder.encode(frame)
         hidden = hidden_frame_after(frame)
         assert hidden is not None and bytes(hidden) == HIDDEN_VP8_FRAME
