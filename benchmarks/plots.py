@@ -61,13 +61,15 @@ def concurrency(data: dict) -> str:
 
 def reference(data: dict) -> str:
     figure, (fps_axes, lat_axes, setup_axes) = plt.subplots(1, 3, figsize=(13, 4))
-    for name, server in data["servers"].items():
+    for (name, server), color in zip(data["servers"].items(), ("C0", "C1"), strict=False):
         steps = server["steps"]
         n = [s["sessions"] for s in steps]
-        fps_axes.plot(n, [min(s["fps_each"]) for s in steps], "o-", label=name)
-        lat_axes.plot(n, [s["latency_ms_p95_worst"] for s in steps], "o-", label=f"{name} p95")
-        lat_axes.plot(n, [s["latency_ms_p50_median"] for s in steps], "s--", label=f"{name} p50")
-        setup_axes.plot(n, [s["setup_s"]["max"] for s in steps], "o-", label=name)
+        fps_axes.plot(n, [min(s["fps_each"]) for s in steps], "o-", color=color, label=name)
+        lat_axes.plot(n, [s["latency_ms_p95_worst"] for s in steps], "o-", color=color,
+                      label=f"{name} worst p95")  # fmt: skip
+        lat_axes.plot(n, [s["latency_ms_p50_median"] for s in steps], "s--", color=color,
+                      label=f"{name} p50")  # fmt: skip
+        setup_axes.plot(n, [s["setup_s"]["max"] for s in steps], "o-", color=color, label=name)
     fps_axes.set(xlabel="concurrent sessions", ylabel="delivered fps (slowest session)")
     lat_axes.set(xlabel="concurrent sessions", ylabel="glass-to-glass (ms)")
     setup_axes.set(xlabel="concurrent sessions", ylabel="setup, slowest (s)", yscale="log")
