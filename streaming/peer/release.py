@@ -16,8 +16,9 @@ decoded it changes nothing and shows nothing:
 - a VP8 bool decoder reads zeros once its data ends (libvpx shifts in zeros by design), and
   a zero from the bool decoder reads as "no" for every header flag: no segmentation, no
   loop filter, no probability updates (and ``refresh_entropy_probs = 0``, so nothing
-  persists), and ``refresh_last = 0`` with no golden or altref refresh. The decoder's
-  reference frames and probabilities are exactly as before, and nothing is output.
+  persists), and ``refresh_last = 0`` with no golden or altref refresh. The macroblocks
+  decode as flat intra blocks into a buffer nothing keeps: the decoder's reference frames
+  and probabilities are exactly as before, and nothing is output.
 
 It costs 3 bytes (one RTP packet) per frame and no encoding. libvpx decodes it so (aiortc,
 Chrome, Firefox and Safari all use libvpx for VP8); ``tests/unit/test_release.py`` checks that
@@ -31,7 +32,6 @@ from __future__ import annotations
 
 import re
 from fractions import Fraction
-from typing import Literal
 
 import av
 from aiortc.sdp import SessionDescription
@@ -39,12 +39,9 @@ from aiortc.sdp import SessionDescription
 __all__ = [
     "HIDDEN_VP8_FRAME",
     "OUR_USER_AGENT_PREFIX",
-    "ReleaseMode",
     "hidden_frame_after",
     "releases_frames",
 ]
-
-ReleaseMode = Literal["auto", "always", "never"]
 
 # Frame tag, little-endian 24 bits: bit 0 = 1 (inter frame), bits 1-3 = version 0,
 # bit 4 = show_frame 0, bits 5-23 = first partition size 0.
@@ -68,8 +65,9 @@ def hidden_frame_after(frame: av.VideoFrame) -> av.Packet | None:
     return packet
 
 
-def releases_frames(mode: ReleaseMode, offer_sdp: str, answer_sdp: str, user_agent: str) -> bool:
-    """Whether this session's returned frames are each followed by a hidden frame."""
+def releases_frames(mode: str, offer_sdp: str, answer_sdp: str, user_agent: str) -> bool:
+    """Whether this session's returned frames are each followed by a hidden frame; ``mode``
+    is ``Settings.release_frames``: auto, always or never."""
     if mode == "never" or _video_codec(answer_sdp) != "video/VP8":
         return False  # another codec would not carry a VP8 frame (H.264 has no hidden frames)
     if mode == "always":
