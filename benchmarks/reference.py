@@ -28,6 +28,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import psutil
 
 from benchmarks.common import ROOT, CpuMeter, percentiles, tree_rss_mb, write_result
 from sources import SyntheticSource, decode_stamp
@@ -216,16 +217,28 @@ def run_server(
 ) -> dict:
     server.wait_ready()
     pid = server.process.pid
+    idle_processes = {p.pid for p in psutil.Process(pid).children(recursive=True)}
     # One session first, not measured: first-use costs of this client process (codec and
     # library imports) would otherwise land on whichever server runs first.
     step(server.url, pid, 1, fps, 2.0, 0.0, on_loop)
+    _wait_sessions_gone(pid, idle_processes)
     idle = tree_rss_mb(pid)
     out = {"idle_rss_mb": idle, "steps": []}
     for count in counts:
         result = step(server.url, pid, count, fps, seconds, idle, on_loop)
         out["steps"].append(result)
         print(f"{name} x{count}: {json.dumps(result)}", flush=True)
+        _wait_sessions_gone(pid, idle_processes)
     return out
+
+
+def _wait_sessions_gone(pid: int, idle_processes: set[int]) -> None:
+    """Waits for the processes the reference spawned for closed sessions to exit, so idle RSS
+    and the next step count only what is running."""
+    extra = [p for p in psutil.Process(pid).children(recursive=True) if p.pid not in idle_processes]
+    _, alive = psutil.wait_procs(extra, timeout=60)
+    if alive:
+        print(f"{len(alive)} session processes still running after 60 s", file=sys.stderr)
 
 
 def main(argv: list[str] | None = None) -> None:
