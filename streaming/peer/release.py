@@ -31,9 +31,9 @@ and only when VP8 is the codec in use.
 from __future__ import annotations
 
 import re
-from fractions import Fraction
 
 import av
+from aiortc.mediastreams import VIDEO_TIME_BASE, convert_timebase
 from aiortc.sdp import SessionDescription
 
 __all__ = [
@@ -48,7 +48,6 @@ __all__ = [
 HIDDEN_VP8_FRAME = bytes([0x01, 0x00, 0x00])
 OUR_USER_AGENT_PREFIX = "visionstream/"  # our client: its receiver releases frames itself
 
-_RTP_CLOCK = Fraction(1, 90000)
 # aiortc writes its origin line as "- <ntp seconds> <the same number> IN IP4 0.0.0.0".
 _AIORTC_ORIGIN = re.compile(r"^o=- (\d+) \1 IN IP4 0\.0\.0\.0\s*$", re.MULTILINE)
 
@@ -59,9 +58,9 @@ def hidden_frame_after(frame: av.VideoFrame) -> av.Packet | None:
     if frame.pts is None or frame.time_base is None:
         return None
     packet = av.Packet(HIDDEN_VP8_FRAME)
-    # Truncated exactly as aiortc converts the real frame's pts to its RTP timestamp.
-    packet.pts = int(frame.pts * Fraction(frame.time_base) / _RTP_CLOCK) + 1
-    packet.time_base = _RTP_CLOCK
+    # aiortc's own conversion, the one its encoder gives the real frame's RTP timestamp.
+    packet.pts = convert_timebase(frame.pts, frame.time_base, VIDEO_TIME_BASE) + 1
+    packet.time_base = VIDEO_TIME_BASE
     return packet
 
 
