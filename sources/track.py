@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
+import contextlib
 import math
+import queue
+import threading
 from collections.abc import AsyncIterator
 from fractions import Fraction
+from typing import Any
 
 import av
 from aiortc import MediaStreamTrack
 from aiortc.mediastreams import MediaStreamError
 
-from .base import FrameSource
+from .base import FrameSource, SourceFrame
 
 __all__ = ["FrameSourceTrack", "received_frames", "tail_flush_frame"]
 
@@ -57,6 +60,92 @@ async def received_frames(track: MediaStreamTrack) -> AsyncIterator[av.VideoFram
         yield frame
 
 
+class _ReaderThread:
+    """Calls ``source.read`` on a daemon thread of its own, one call per ``read()``.
+
+    Not an executor: the interpreter joins executor workers at exit, so one blocked in a
+    read (a ManualSource nobody feeds, a camera that stopped answering) would keep the
+    program from ending. A daemon thread never does; ``close`` wakes it through the source.
+    """
+
+    def __init__(self, source: FrameSource) -> None:
+        self._source = source
+        self._requests: queue.SimpleQueue[
+            tuple[asyncio.AbstractEventLoop, asyncio.Future[SourceFrame | None]] | None
+        ] = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._serve, name="source", daemon=True)
+        self._started = False
+        self._closed = False
+        self._lock = threading.Lock()
+        self._finished = False
+        self._waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[Any]]] = []
+
+    async def read(self) -> SourceFrame | None:
+        if self._closed:
+            return None
+        if not self._started:
+            self._started = True
+            self._thread.start()
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[SourceFrame | None] = loop.create_future()
+        self._requests.put((loop, future))
+        return await future
+
+    def _serve(self) -> None:
+        try:
+            while (request := self._requests.get()) is not None:
+                loop, future = request
+                try:
+                    outcome: Any = self._source.read()
+                    deliver = _set_result
+                except Exception as exc:
+                    outcome, deliver = exc, _set_exception
+                if not _post(loop, deliver, future, outcome):
+                    return  # the loop is closed: nobody waits any more
+        finally:
+            with self._lock:
+                self._finished = True
+                waiters, self._waiters = self._waiters, []
+            for loop, future in waiters:
+                _post(loop, _set_result, future, None)
+
+    def close(self) -> None:
+        """Idempotent; the thread ends after the read in progress (the source's ``close``
+        wakes a blocked one)."""
+        self._closed = True
+        self._requests.put(None)
+
+    async def wait_finished(self, timeout: float) -> None:
+        """Until the thread has ended, at most ``timeout`` s. Waits on the loop, not in an
+        executor: at interpreter exit executors take no new work, and closing must still."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Any] = loop.create_future()
+        with self._lock:
+            if not self._started or self._finished:
+                return
+            self._waiters.append((loop, future))
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(future, timeout)
+
+
+def _post(loop: asyncio.AbstractEventLoop, deliver: Any, *args: Any) -> bool:
+    try:
+        loop.call_soon_threadsafe(deliver, *args)
+    except RuntimeError:  # loop closed
+        return False
+    return True
+
+
+def _set_result(future: asyncio.Future[Any], value: Any) -> None:
+    if not future.done():
+        future.set_result(value)
+
+
+def _set_exception(future: asyncio.Future[Any], exc: BaseException) -> None:
+    if not future.done():
+        future.set_exception(exc)
+
+
 class FrameSourceTrack(MediaStreamTrack):
     """Reads the source on a thread of its own, one frame per ``recv``.
 
@@ -72,18 +161,14 @@ class FrameSourceTrack(MediaStreamTrack):
         self.source = source
         self.frames_sent = 0
         self._last: av.VideoFrame | None = None
-        # A dedicated thread, not the loop's default executor: a read blocked on a camera
-        # must not starve other blocking work, and stop() can release the thread.
-        self._reader = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="source")
+        # A thread of its own, not the loop's default executor: a read blocked on a camera
+        # must not starve other blocking work, nor keep the process from exiting.
+        self._reader = _ReaderThread(source)
 
     async def recv(self) -> av.VideoFrame:
         if self.readyState != "live":
             raise MediaStreamError
-        loop = asyncio.get_running_loop()
-        try:
-            frame = await loop.run_in_executor(self._reader, self.source.read)
-        except RuntimeError:  # executor shut down by stop()
-            frame = None
+        frame = await self._reader.read()
         if frame is None:
             last, self._last = self._last, None
             if last is not None and self.readyState == "live":
@@ -99,9 +184,9 @@ class FrameSourceTrack(MediaStreamTrack):
     def stop(self) -> None:
         super().stop()
         self.source.close()
-        self._reader.shutdown(wait=False)
+        self._reader.close()
 
-    async def aclose(self) -> None:
-        """``stop`` and wait until the reader thread is gone."""
+    async def aclose(self, timeout: float = 5.0) -> None:
+        """``stop`` and wait (at most ``timeout`` s) until the reader thread is gone."""
         self.stop()
-        await asyncio.to_thread(self._reader.shutdown, True)
+        await self._reader.wait_finished(timeout)

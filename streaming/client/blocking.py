@@ -3,15 +3,25 @@
 The thread starts on first use and is joined by ``close``; its loop (``asyncio.run``) also
 shuts down the default executor, so a closed session leaves no thread behind. Data and error
 handlers run on that loop thread; frame handlers run on the thread that calls ``run()``.
+
+A program must always be able to end, whatever it does with a session: the loop thread is a
+daemon; a session still open when the program ends is closed by an ``atexit`` hook, which
+waits for the server's goodbye at most ``_EXIT_CLOSE_S``; a garbage-collected session closes
+with the same bound, and never waits at all once the interpreter is finalising (the loop
+thread can no longer run then). Ctrl-C cancels whatever the caller's thread was waiting on.
 """
 
 from __future__ import annotations
 
 import asyncio
+import atexit
 import concurrent.futures
+import contextlib
 import logging
+import sys
 import threading
 import warnings
+import weakref
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from typing import Any, TypeVar
 
@@ -22,6 +32,22 @@ __all__ = ["WebRTCSession"]
 T = TypeVar("T")
 
 log = logging.getLogger(__name__)
+
+# Closing a session waits for the peer connection's goodbye: usually milliseconds, never
+# longer than this; at exit or from a finaliser no longer than the second.
+_CLOSE_S = 10.0
+_EXIT_CLOSE_S = 2.0
+# After Ctrl-C, how long the caller waits for the interrupted call to unwind on the loop.
+_CANCEL_WAIT_S = 2.0
+
+_open_sessions: weakref.WeakSet[WebRTCSession] = weakref.WeakSet()
+
+
+@atexit.register
+def _close_open_sessions() -> None:
+    """Sessions a program left open: say goodbye to the server, bounded, before exit."""
+    for session in list(_open_sessions):
+        session.close(timeout=_EXIT_CLOSE_S)
 
 
 class _LoopThread:
@@ -45,12 +71,22 @@ class _LoopThread:
         self.thread.start()
         self._ready.wait()
 
-    def call(self, coro: Coroutine[Any, Any, T]) -> T:
+    def call(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
+        """Runs ``coro`` on the loop and waits for it; on timeout or an interrupt of the
+        waiting thread (Ctrl-C) the coroutine is cancelled, briefly awaited, and the error
+        raised here."""
         assert self.loop is not None
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
+        future = asyncio.run_coroutine_threadsafe(coro, self.loop)
+        try:
+            return future.result(timeout)
+        except BaseException:
+            future.cancel()
+            with contextlib.suppress(BaseException):
+                future.result(_CANCEL_WAIT_S)
+            raise
 
-    def stop(self) -> None:
-        """Ends the loop; joins the thread unless called from it."""
+    def stop(self, timeout: float | None = None) -> None:
+        """Ends the loop; joins the thread (at most ``timeout`` s) unless called from it."""
         if self.loop is None or self._stop is None or not self.thread.is_alive():
             return
         try:
@@ -58,7 +94,7 @@ class _LoopThread:
         except RuntimeError:  # loop already closed
             return
         if threading.current_thread() is not self.thread:
-            self.thread.join()
+            self.thread.join(timeout)
 
 
 class WebRTCSession:
@@ -113,17 +149,22 @@ class WebRTCSession:
                 runner.call(self._core.start())
             except BaseException:
                 self._closed = True
-                runner.stop()
+                runner.stop(_EXIT_CLOSE_S)
                 raise
             self._runner = runner
+            _open_sessions.add(self)
 
-    def close(self) -> None:
-        """Idempotent. From a handler (on the loop thread) it closes without waiting."""
+    def close(self, timeout: float = _CLOSE_S) -> None:
+        """Idempotent. From a handler (on the loop thread) it closes without waiting.
+
+        ``timeout`` bounds the wait for the connection's goodbye; the session is closed
+        locally either way."""
         with self._lock:
             if self._closed:
                 return
             self._closed = True
             runner = self._runner
+        _open_sessions.discard(self)
         if runner is None:
             return
         if threading.current_thread() is runner.thread:
@@ -132,9 +173,11 @@ class WebRTCSession:
             task.add_done_callback(lambda _: runner.stop())
             return
         try:
-            runner.call(self._core.close())
+            runner.call(self._core.close(), timeout)
+        except (TimeoutError, concurrent.futures.TimeoutError):
+            log.warning("the session did not close within %g s; leaving it", timeout)
         finally:
-            runner.stop()
+            runner.stop(timeout)
 
     def __enter__(self) -> WebRTCSession:
         return self
@@ -143,13 +186,18 @@ class WebRTCSession:
         self.close()
 
     def __del__(self) -> None:
-        if getattr(self, "_runner", None) is not None and not self._closed:
-            warnings.warn(
-                "WebRTCSession was left open; call close() or use 'with'",
-                ResourceWarning,
-                stacklevel=2,
-            )
-            self.close()
+        if getattr(self, "_runner", None) is None or self._closed:
+            return
+        warnings.warn(
+            "WebRTCSession was left open; call close() or use 'with'",
+            ResourceWarning,
+            stacklevel=2,
+        )
+        if sys.is_finalizing():
+            # The loop thread cannot run any more: nothing to wait for (the OS closes it).
+            self._closed = True
+            return
+        self.close(timeout=_EXIT_CLOSE_S)
 
     def _iterate(self, stream: Callable[[], AsyncIterator[T]]) -> Iterator[T]:
         self.start()

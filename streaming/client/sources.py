@@ -110,7 +110,12 @@ class WebcamSource(FrameSourceStream):
 
 class ManualSource(FrameSourceStream):
     """Frames the program hands in with ``send``; when sending outpaces the connection the
-    oldest queued frames are dropped (10 are kept, as in inference-sdk)."""
+    oldest queued frames are dropped (10 are kept, as in inference-sdk).
+
+    Unlike inference-sdk, ``send`` before the session has started is not an error: the frame
+    waits in the same bounded mailbox and goes out once the session runs, so a program may
+    start a consumer thread and send at once without racing it.
+    """
 
     def __init__(self, queue_size: int = 10) -> None:
         self._mailbox = ManualFrames(queue_size)
@@ -120,9 +125,7 @@ class ManualSource(FrameSourceStream):
         return {"manual_mode": True}
 
     def send(self, frame: np.ndarray) -> None:
-        """Thread-safe. Raises RuntimeError before the session starts or after it closed."""
-        if self.track is None:
-            raise RuntimeError("the session has not started: send frames once it runs")
+        """Thread-safe; queues before the session starts. RuntimeError once it closed."""
         self._mailbox.send(frame)
 
     @property

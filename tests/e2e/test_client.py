@@ -284,8 +284,18 @@ def test_invalid_arguments_fail_before_connecting(tmp_path):
         RTSPSource("http://camera/stream")
     with pytest.raises(InvalidParameterError, match="MJPEG"):
         MJPEGSource("rtsp://camera/stream")
-    with pytest.raises(RuntimeError, match="has not started"):
-        ManualSource().send(np.zeros((8, 8, 3), np.uint8))
+
+def test_manual_source_send_before_the_session_starts_queues_in_the_same_bounded_mailbox(server):
+    source = ManualSource(queue_size=3)
+    for _ in range(5):  # before any session: queued, the oldest dropped as when running
+        source.send(np.full((240, 320, 3), 80, np.uint8))
+    assert source.dropped == 2
+    session = Client(server.url).webrtc.stream(source, workflow=DETECT_SPEC, config=BOTH)
+    with session:
+        frame, _ = next(session.video())  # the queued frames went out once it started
+        assert frame.shape == (240, 320, 3)
+    with pytest.raises(RuntimeError, match="closed"):
+        source.send(np.zeros((8, 8, 3), np.uint8))
 
 
 def test_a_session_left_open_warns_when_collected(server):
