@@ -34,7 +34,10 @@ class CameraSource(FrameSource):
         self._capture = factory(device_id)
         if not self._capture.isOpened():
             self._capture.release()
-            raise SourceError(f"cannot open camera {device_id}")
+            raise SourceError(
+                f"cannot open camera {device_id}: no such device, or it is busy or not readable "
+                "by this user"
+            )
         if resolution is not None:
             self._capture.set(cv2.CAP_PROP_FRAME_WIDTH, resolution[0])
             self._capture.set(cv2.CAP_PROP_FRAME_HEIGHT, resolution[1])

@@ -1,4 +1,8 @@
-"""``visionstream serve | stream | bench | models pull | list | add``."""
+"""``visionstream serve | stream | bench | models pull | list | add``.
+
+Only the standard library is imported here: ``--help`` and argument errors answer at once,
+and each command imports what it needs when it runs.
+"""
 
 from __future__ import annotations
 
@@ -6,22 +10,60 @@ import argparse
 import logging
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from .config import Settings
+from . import __version__
+
+if TYPE_CHECKING:
+    from .config import Settings
 
 __all__ = ["main"]
+
+_EXAMPLES = """examples:
+  visionstream serve                                   the server and its page on :9001
+  visionstream stream --source webcam                  your camera, annotated, in the terminal
+  visionstream stream --source clip.mp4 --jsonl out.jsonl --record out.mp4
+  visionstream stream --source rtsp://cam.local/live --workflow local/object-detection --display
+  visionstream models list                             models ready to serve
+"""
+
+
+class _HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Each option's default after its help (unless it says its own, or has none that
+    means anything); the examples kept as written."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        default = action.default
+        if (
+            "default" in text
+            or default in (None, False, argparse.SUPPRESS)
+            or not action.option_strings
+        ):
+            return text
+        shown = " ".join(default) if isinstance(default, list) else default
+        return f"{text} (default: {shown})"
+
+
+def _settings(**overrides: Any) -> Settings:
+    from .config import Settings
+
+    return Settings(**overrides)
 
 
 def _serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from .server import create_app
+    from .server.shutdown import DrainingServer
 
     overrides = {k: v for k, v in (("host", args.host), ("port", args.port)) if v is not None}
-    settings = Settings(**overrides)
+    settings = _settings(**overrides)
     app = create_app(settings)
     print(f"visionstream listening on http://{settings.host}:{settings.port}", flush=True)
-    uvicorn.run(app, host=settings.host, port=settings.port, log_level=args.log_level)
+    config = uvicorn.Config(app, host=settings.host, port=settings.port, log_level=args.log_level)
+    # SIGTERM or Ctrl-C drains the sessions first (server/shutdown.py); a second one hurries.
+    DrainingServer(config, app).run()
     return 0
 
 
@@ -31,7 +73,7 @@ def _models_pull(args: argparse.Namespace) -> int:
     if args.name != DEFAULT_MODEL_ID:
         print(f"unknown model '{args.name}'; pullable: {DEFAULT_MODEL_ID}", file=sys.stderr)
         return 2
-    path = ensure_default_model(Settings().models_dir, progress=lambda m: print(m, flush=True))
+    path = ensure_default_model(_settings().models_dir, progress=lambda m: print(m, flush=True))
     print(path)
     return 0
 
@@ -39,7 +81,7 @@ def _models_pull(args: argparse.Namespace) -> int:
 def _models_list(_: argparse.Namespace) -> int:
     from .inference.registry import ModelRegistry
 
-    for name in ModelRegistry(Settings()).available():
+    for name in ModelRegistry(_settings()).available():
         print(name)
     return 0
 
@@ -59,7 +101,7 @@ def _models_add(args: argparse.Namespace) -> int:
         extra["normalized_boxes"] = True
     try:
         manifest = add_model(
-            Settings().models_dir,
+            _settings().models_dir,
             Path(args.file),
             name=args.name or Path(args.file).stem,
             decoder=args.decoder,
@@ -96,38 +138,92 @@ def _stream(args: argparse.Namespace) -> int:
     return run(args)
 
 
+def _add_stream_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--source",
+        required=True,
+        help="webcam[:N] | PATH (a video file, uploaded) | rtsp://... | http(s)://... (MJPEG) "
+        "| synthetic[:WxH@FPS] (a stamped test pattern)",
+    )
+    parser.add_argument(
+        "--workflow",
+        help="a workflow id as GET /workflows lists it (WORKSPACE/ID, or ID in the 'local' "
+        "workspace), or a specification JSON file (default: built-in object detection)",
+    )
+    parser.add_argument("--workspace", help="workspace of a workflow id given without one")
+    parser.add_argument(
+        "--api-url",
+        default="http://127.0.0.1:9001",
+        help="the server (http:// is assumed when no scheme is given)",
+    )
+    parser.add_argument("--api-key", help="the server's API key (or set VISIONSTREAM_API_KEY)")
+    parser.add_argument("--display", action="store_true", help="show frames in a window")
+    parser.add_argument("--record", type=Path, metavar="OUT.mp4", help="record returned frames")
+    parser.add_argument("--jsonl", type=Path, metavar="OUT.jsonl", help="one line per result")
+    parser.add_argument(
+        "--realtime",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="drop frames to keep up (default: on for live sources, off for files)",
+    )
+    parser.add_argument(
+        "--stream-output", help="workflow output to render (default: the server picks)"
+    )
+    parser.add_argument(
+        "--data-output", nargs="*", default=["*"], help="workflow outputs to receive ('*': all)"
+    )
+    parser.add_argument("--frames", type=int, help="synthetic: how many frames (default endless)")
+    parser.add_argument(
+        "--connect-timeout", type=float, default=30.0, help="seconds to set up the session"
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="visionstream")
-    commands = parser.add_subparsers(dest="command", required=True)
-    serve = commands.add_parser("serve", help="run the server")
+    parser = argparse.ArgumentParser(
+        prog="visionstream",
+        description="Real-time video inference over WebRTC: the server, and a client for it.",
+        epilog=_EXAMPLES,
+        formatter_class=_HelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def command(name: str, help: str, **kwargs: object) -> argparse.ArgumentParser:
+        return commands.add_parser(
+            name, help=help, description=help, formatter_class=_HelpFormatter, **kwargs
+        )
+
+    serve = command("serve", "run the server (settings: STREAMING_* environment variables)")
     serve.add_argument("--host", help="bind address (default 127.0.0.1, STREAMING_HOST)")
     serve.add_argument("--port", type=int, help="port (default 9001, STREAMING_PORT)")
-    serve.add_argument("--log-level", default="info")
+    serve.add_argument(
+        "--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"]
+    )
     serve.set_defaults(func=_serve)
-    stream = commands.add_parser("stream", help="stream a source to a server and show results")
-    from .client.command import add_arguments
-
-    add_arguments(stream)
+    stream = command("stream", "stream a source to a server and show or save the results")
+    _add_stream_arguments(stream)
     stream.set_defaults(func=_stream)
-    bench = commands.add_parser("bench", help="run a benchmark: visionstream bench NAME [args]",
-                                add_help=False)  # fmt: skip
+    bench = command("bench", "run a benchmark: visionstream bench NAME [args]", add_help=False)
     bench.add_argument("bench_args", nargs=argparse.REMAINDER)
     bench.set_defaults(func=_bench)
-    models = commands.add_parser("models", help="manage the models directory")
+    models = command("models", "manage the models directory")
     model_commands = models.add_subparsers(dest="models_command", required=True)
-    pull = model_commands.add_parser("pull", help="fetch and convert a model")
-    pull.add_argument("name", nargs="?", default="yolov3-tiny-416")
+    pull = model_commands.add_parser("pull", help="fetch and convert a model",
+                                     formatter_class=_HelpFormatter)  # fmt: skip
+    pull.add_argument("name", nargs="?", default="yolov3-tiny-416", help="the model")
     pull.set_defaults(func=_models_pull)
     model_commands.add_parser("list", help="models ready to serve").set_defaults(func=_models_list)
-    add = model_commands.add_parser("add", help="register an ONNX export (YOLO, SSD, DETR)")
+    add = model_commands.add_parser("add", help="register an ONNX export (YOLO, SSD, DETR)",
+                                    formatter_class=_HelpFormatter)  # fmt: skip
     add.add_argument("file", help="the .onnx file")
     add.add_argument("--decoder", required=True,
                      choices=["yolov3", "yolov5", "yolov8", "yolov11", "ssd", "detr"])  # fmt: skip
     add.add_argument("--names", required=True, help="coco | a file (lines or JSON list) | a,b,c")
     add.add_argument("--name", help="model id workflows use (default: the file's stem)")
-    add.add_argument("--version", default="1")
+    add.add_argument("--version", default="1", help="the model's version")
     add.add_argument("--input-size", help="WxH when the file's input size is dynamic")
-    add.add_argument("--channel-order", choices=["RGB", "BGR"], default="RGB")
+    add.add_argument("--channel-order", choices=["RGB", "BGR"], default="RGB",
+                     help="the channel order the model expects")  # fmt: skip
     add.add_argument("--box-format", choices=["cxcywh", "xyxy", "yxyx"], help="ssd/detr boxes")
     add.add_argument("--normalized-boxes", action="store_true", help="ssd/detr boxes in 0..1")
     add.add_argument("--class-id-offset", type=int, help="ssd: 1 when class 0 is background")

@@ -133,6 +133,11 @@ class WebRTCSession:
         return self._core.termination_reason
 
     @property
+    def completed(self) -> bool:
+        """The server said the stream is over; False when the connection was lost first."""
+        return self._core.completed
+
+    @property
     def closed(self) -> bool:
         return self._closed
 

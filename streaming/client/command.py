@@ -11,6 +11,7 @@ import argparse
 import json
 import os
 import re
+import signal
 import sys
 import threading
 import time
@@ -18,6 +19,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
+
+import cv2
 
 from sinks import DisplayWindow, JsonLinesWriter, VideoRecorder
 from sources import FileSource, SourceError, SyntheticSource, decode_stamp
@@ -38,40 +41,11 @@ from .sources import (
     WebcamSource,
 )
 
-__all__ = ["add_arguments", "run"]
+__all__ = ["run"]
+
+_OPENCV_LOG_FATAL = 1  # cv2.utils.logging.LOG_LEVEL_FATAL, not exposed by every build
 
 _SYNTHETIC = re.compile(r"^synthetic(?::(\d+)x(\d+)(?:@(\d+(?:\.\d+)?))?)?$")
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--source",
-        required=True,
-        help="webcam[:N] | PATH | rtsp://... | http(s)://... (MJPEG) | synthetic[:WxH@FPS]",
-    )
-    parser.add_argument(
-        "--workflow",
-        help="workflow id (with --workspace) or a specification JSON file "
-        "(default: built-in object detection)",
-    )
-    parser.add_argument("--workspace", help="workspace of a workflow id")
-    parser.add_argument("--api-url", default="http://127.0.0.1:9001")
-    parser.add_argument("--api-key", help="or set VISIONSTREAM_API_KEY")
-    parser.add_argument("--display", action="store_true", help="show frames in a window")
-    parser.add_argument("--record", type=Path, metavar="OUT.mp4", help="record returned frames")
-    parser.add_argument("--jsonl", type=Path, metavar="OUT.jsonl", help="one line per result")
-    parser.add_argument(
-        "--realtime",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="drop frames to keep up (default: on for live sources, off for files)",
-    )
-    parser.add_argument("--stream-output", help="workflow output to render (default: auto)")
-    parser.add_argument(
-        "--data-output", nargs="*", default=["*"], help="workflow outputs to receive (default: all)"
-    )
-    parser.add_argument("--frames", type=int, help="synthetic: how many frames (default endless)")
-    parser.add_argument("--connect-timeout", type=float, default=30.0)
 
 
 class _Progress:
@@ -146,6 +120,9 @@ def _source(args: argparse.Namespace, progress: _Progress) -> tuple[StreamSource
         device = spec.partition(":")[2] or "0"
         if not device.isdigit():
             raise InvalidParameterError(f"webcam device must be a number: {spec!r}")
+        # OpenCV's own warnings about a missing device (one per backend it tries) say less
+        # than our error does: only its fatal messages stay.
+        cv2.setLogLevel(_OPENCV_LOG_FATAL)
         return WebcamSource(int(device)), True
     if match := _SYNTHETIC.match(spec):
         width, height, fps = match.groups()
@@ -186,11 +163,51 @@ def _workflow(args: argparse.Namespace) -> tuple[str | dict[str, Any], str | Non
         if not isinstance(spec, dict):
             raise InvalidParameterError(f"workflow {path} is not a JSON object")
         return spec, None
-    return args.workflow, args.workspace
+    workflow, workspace = args.workflow, args.workspace
+    if workspace is None:
+        # As GET /workflows and the page name them: "workspace/id"; a bare id is ours.
+        workspace, _, rest = workflow.rpartition("/")
+        workflow, workspace = (rest, workspace) if workspace else (workflow, "local")
+    return workflow, workspace
+
+
+def _api_url(value: str) -> str:
+    """``http://`` is assumed when none is given (``127.0.0.1:9001``)."""
+    url = value if "://" in value else f"http://{value}"
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise InvalidParameterError(
+            f"--api-url must be the server's http(s) URL, like http://127.0.0.1:9001, not {value!r}"
+        )
+    return url
+
+
+class _Terminated(Exception):
+    """SIGTERM: ends the stream as Ctrl-C does, closing the session on the way out."""
+
+
+def _raise_terminated(signum: int, frame: object) -> None:
+    raise _Terminated
 
 
 def run(args: argparse.Namespace) -> int:
+    # Ours to own: the command is the whole process. Ctrl-C and SIGTERM both close cleanly.
+    signal.signal(signal.SIGTERM, _raise_terminated)
+    try:
+        return _run(args)
+    except (KeyboardInterrupt, _Terminated):
+        # Before the session existed (opening a camera, probing a file): nothing to close.
+        print("\nvisionstream stream: interrupted", file=sys.stderr)
+        return 130
+
+
+def _run(args: argparse.Namespace) -> int:
     settings = Settings()
+    try:
+        args.api_url = _api_url(args.api_url)
+    except InvalidParameterError as exc:
+        print(f"visionstream stream: {exc}", file=sys.stderr)
+        return 2
     host = urlsplit(args.api_url).hostname or ""
     if settings.ice_host_addresses:
         restrict_host_addresses(settings.ice_host_addresses)
@@ -244,7 +261,10 @@ def run(args: argparse.Namespace) -> int:
     recorder = VideoRecorder(args.record) if args.record else None
     window = DisplayWindow() if args.display else None
     code = 0
+    started = stopped_by_user = False
     try:
+        session.start()
+        started = True
         with session:
             if wants_video:
                 for frame, metadata in session.video():
@@ -254,19 +274,36 @@ def run(args: argparse.Namespace) -> int:
                         seconds = (metadata.pts or 0) * (metadata.time_base or 0) or None
                         recorder.write(frame, seconds)
                     if window is not None and not window.show(frame):
+                        stopped_by_user = True
                         break
             else:
                 session.wait()
     except SessionStartError as exc:
-        print(f"\nvisionstream stream: {exc}", file=sys.stderr)
+        print(f"visionstream stream: {_start_failure(exc)}", file=sys.stderr)
         code = 1
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, _Terminated):
         code = 130
     finally:
+        session.close()
         for sink in (recorder, jsonl, window):
             if sink is not None:
                 sink.close()
+    if not started:
+        return code  # no status line: nothing was streamed
     progress.finish()
     if session.termination_reason:
         print(f"server ended the stream: {session.termination_reason}", file=sys.stderr)
+    if code == 0 and not session.completed and not stopped_by_user:
+        print(
+            f"visionstream stream: lost the connection to the server at {args.api_url} "
+            "before the stream finished",
+            file=sys.stderr,
+        )
+        code = 1
     return code
+
+
+def _start_failure(exc: SessionStartError) -> str:
+    if exc.status is None and str(exc).startswith("cannot reach"):
+        return f"{exc}\nIs the server running? Start one with: visionstream serve"
+    return str(exc)

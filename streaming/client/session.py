@@ -29,6 +29,7 @@ import httpx
 import numpy as np
 from aiortc import MediaStreamTrack, RTCPeerConnection, RTCSessionDescription
 
+from sources import SourceError
 from sources.track import received_frames
 
 from .. import __version__
@@ -134,6 +135,8 @@ class AsyncWebRTCSession:
         self._request_timeout = request_timeout
         self.stats = SessionStats()
         self.termination_reason: str | None = None
+        self.completed = False
+        """The server said the stream is over (``processing_complete``): not a lost link."""
         self.reassembler = Reassembler()
         self.pairer = PtsPairer()
         self._frames: FrameBuffer[Frame] = FrameBuffer("drop_oldest", frame_buffer)
@@ -220,6 +223,8 @@ class AsyncWebRTCSession:
                     raise
                 if not isinstance(exc, Exception):
                     raise
+                if isinstance(exc, SourceError):  # the source's fault, said in its words
+                    raise SessionStartError(str(exc), url=self.url) from exc
                 raise SessionStartError(
                     f"cannot start a session with {self.url}: {type(exc).__name__}: {exc}",
                     url=self.url,
@@ -444,6 +449,7 @@ class AsyncWebRTCSession:
     async def _handle(self, message: dict[str, Any]) -> None:
         self.stats.messages_received += 1
         if message.get("processing_complete"):
+            self.completed = True
             self.termination_reason = message.get("termination_reason")
             log.info("server finished the stream (%s)", self.termination_reason or "end of source")
             self._spawn(self._end_after_tail())
