@@ -117,8 +117,13 @@ class WebhookSink:
             if self._closed.is_set():
                 return
             self._closed.set()
-            self.stats.dropped += len(self._queue)
+            abandoned = len(self._queue)
+            self.stats.dropped += abandoned
             self._queue.clear()
             self._changed.notify_all()
+        if abandoned:
+            log.warning(
+                "webhook %s: %d queued deliveries dropped on close", self.masked_url, abandoned
+            )
         self._thread.join(10)
         self._http.close()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -40,7 +41,14 @@ class Settings(BaseSettings):
     ice_host_addresses: Annotated[list[str], NoDecode] = Field(default_factory=list)
     """Host addresses ICE candidates are restricted to (comma-separated); empty: all interfaces."""
     allow_client_ice_servers: bool = True
-    """Honour the ICE servers a client sends in ``webrtc_config``."""
+    """Honour the ICE servers a client sends in ``webrtc_config`` (their hosts checked)."""
+    allowed_networks: Annotated[list[str], NoDecode] = Field(
+        default_factory=lambda: ["0.0.0.0/0", "::/0"]
+    )
+    """Networks (CIDR, comma-separated) the server may connect to for a caller: cameras,
+    webhooks, client ICE servers. Loopback, link-local (cloud metadata), unspecified and
+    multicast addresses stay refused unless a listed network lies inside them
+    (``127.0.0.0/8`` for cameras on this machine)."""
 
     max_sessions: int = Field(default=16, ge=1)
     """Concurrent WebRTC sessions; one more is answered 429."""
@@ -51,6 +59,9 @@ class Settings(BaseSettings):
     api_key: SecretStr | None = None
     """When set, signaling requires it (body ``api_key`` or ``Authorization: Bearer``)."""
 
+    shutdown_drain_s: float = Field(default=10.0, ge=0)
+    """On SIGTERM, how long live sessions and pipelines get to end (completion message sent,
+    sinks flushed) before the server closes what is left and exits."""
     session_timeout_s: float = Field(default=3600.0, gt=0)
     """Session lifetime when the request gives no ``processing_timeout``."""
     max_session_timeout_s: float = Field(default=24 * 3600.0, gt=0)
@@ -80,7 +91,9 @@ class Settings(BaseSettings):
     max_upload_bytes: int = Field(default=2 * 1024**3, ge=1)
     """Largest uploaded video file; checked on the first chunk and on every byte after."""
     upload_dir: Path | None = None
-    """Where uploads are written while their session lives (default: the system temp dir)."""
+    """Base directory of uploads (default ``<tmp>/visionstream-uploads-<uid>``); each server
+    writes into a private ``server-<pid>`` directory there and, at start, removes those of
+    servers that were killed."""
     decode_queue_frames: int = Field(default=8, ge=1)
     """Decoded frames an uploaded file's reader runs ahead; when full, decoding pauses."""
     rtsp_read_timeout: float = Field(default=5.0, gt=0)
@@ -143,7 +156,16 @@ class Settings(BaseSettings):
     workflow_threads: int = Field(default=4, ge=1)
     """Threads that run workflows (preprocess, inference, annotate, serialize) for all sessions."""
 
-    @field_validator("ice_servers", "ice_host_addresses", "onnx_providers", mode="before")
+    @field_validator(
+        "ice_servers", "ice_host_addresses", "onnx_providers", "allowed_networks", mode="before"
+    )
     @classmethod
     def _csv(cls, value: object) -> object:
         return _split_csv(value)
+
+    @field_validator("allowed_networks")
+    @classmethod
+    def _networks(cls, value: list[str]) -> list[str]:
+        for network in value:
+            ipaddress.ip_network(network, strict=False)  # ValueError names the bad one
+        return value

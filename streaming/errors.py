@@ -65,6 +65,10 @@ class NotReady(StreamingError):
     status = 503
 
 
+class ShuttingDown(NotReady):
+    """The server is draining before it exits: no new sessions or pipelines."""
+
+
 class SourceUnavailable(StreamingError):
     """A camera the server was asked to pull cannot be opened (its URL masked in the message)."""
 

@@ -47,3 +47,16 @@ class SessionRegistry:
 
     async def close_all(self) -> None:
         await asyncio.gather(*(w.close() for w in list(self._workers.values())))
+
+    async def drain(self, reason: str, timeout: float) -> None:
+        """Tells every session why it ends (its completion message carries ``reason``), gives
+        them ``timeout`` s to send it and close, then closes what is left."""
+        workers = list(self._workers.values())
+        for worker in workers:
+            await worker.terminate(reason)
+        closing = [asyncio.ensure_future(w.closed.wait()) for w in workers]
+        if closing:
+            _, pending = await asyncio.wait(closing, timeout=timeout)
+            for waiter in pending:
+                waiter.cancel()
+        await self.close_all()

@@ -19,6 +19,7 @@ from collections.abc import Callable, Coroutine
 from concurrent.futures import Executor
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import av
@@ -98,8 +99,10 @@ class PeerWorker:
         executor: Executor,
         metrics: Metrics,
         on_closed: Callable[[PeerWorker], None],
+        upload_dir: Path | None = None,
     ) -> None:
         self.session_id = uuid.uuid4().hex
+        self._upload_dir = upload_dir
         self._settings = settings
         self._request = request
         self._processor = processor
@@ -287,6 +290,11 @@ class PeerWorker:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
+    async def terminate(self, reason: str) -> None:
+        """End the session from the server's side: the client's completion message says
+        ``reason``; the session closes once it is sent."""
+        await self._terminate(reason)
+
     async def _terminate(self, reason: str | None) -> None:
         """End processing: the session loop sends the completion message and closes."""
         self._termination_reason = reason
@@ -389,7 +397,7 @@ class PeerWorker:
             return
         self._source_attached = True
         try:
-            receiver = UploadReceiver(self._settings.max_upload_bytes, self._settings.upload_dir)
+            receiver = UploadReceiver(self._settings.max_upload_bytes, self._upload_dir)
         except OSError as exc:
             log.error("session %s: cannot create an upload file: %s", self.session_id[:8], exc)
             channel.close()

@@ -18,6 +18,7 @@ from sources import LiveSource
 from sources.hub import SourceHub
 
 from ..config import Settings
+from ..egress import EgressPolicy
 from ..errors import StreamingError
 from ..inference.default_model import DEFAULT_MODEL_ID, ensure_default_model
 from ..inference.registry import ModelRegistry
@@ -30,7 +31,9 @@ from ..pipelines import PipelineManager
 from ..workflows.library import WorkflowLibrary
 from . import health, models, pipelines, v2, webrtc, workflows
 from .page import PageFiles, web_root
+from .shutdown import drain
 from .state import ServerState
+from .uploads import UploadDirectory
 from .webrtc import validation_response
 
 __all__ = ["create_app"]
@@ -84,6 +87,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             hub=hub,
             pipelines=PipelineManager(settings, registry, hub, executor, library),
             workflows=library,
+            uploads=UploadDirectory(settings.upload_dir),
+            egress=EgressPolicy(settings.allowed_networks),
         )
         app.state.server = state
         preparing = asyncio.create_task(_prepare_models(state))
@@ -92,11 +97,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         finally:
             preparing.cancel()
             await asyncio.gather(preparing, return_exceptions=True)
-            await state.sessions.close_all()
+            await drain(state)  # done already when a signal started the shutdown
             await state.pipelines.close_all()
             await asyncio.to_thread(state.hub.close)
             state.executor.shutdown(wait=True, cancel_futures=True)
             state.models.close()
+            state.uploads.close()
 
     app = FastAPI(title="visionstream", lifespan=lifespan)
 

@@ -41,6 +41,8 @@ def _models(state: ServerState) -> dict:
 
 @router.get("/readyz")
 async def readyz(state: ServerState = Depends(get_state)) -> JSONResponse:
+    if state.draining:
+        return JSONResponse({"status": "shutting down", "message": "draining"}, status_code=503)
     if state.ready.is_set():
         models = _models(state)
         # Still serving, but on less than asked for (say, CUDA requested and CPU in use).

@@ -11,7 +11,6 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 
-from ..errors import NotReady
 from ..pipelines import InitialisePipelinePayload
 from ..pipelines.models import ConsumePayload
 from .auth import check_api_key
@@ -40,6 +39,17 @@ async def _body(request: Request, state: ServerState, model: type[BaseModel]) ->
     return parsed
 
 
+async def _check_egress(state: ServerState, payload: InitialisePipelinePayload) -> None:
+    """Cameras and the webhook: hosts this server may connect to for a caller."""
+    references = payload.video_configuration.video_reference
+    for reference in references if isinstance(references, list) else [references]:
+        if isinstance(reference, str) and "://" in reference and not reference.startswith("file:"):
+            await state.egress.check_url(reference, "video_reference")
+    webhook = payload.sink_configuration.webhook if payload.sink_configuration else None
+    if webhook is not None:
+        await state.egress.check_url(webhook.url, "webhook url")
+
+
 class _KeyOnly(BaseModel):
     api_key: str | None = None
 
@@ -47,8 +57,8 @@ class _KeyOnly(BaseModel):
 @router.post("/initialise")
 async def initialise(request: Request, state: ServerState = Depends(get_state)) -> JSONResponse:
     payload = await _body(request, state, InitialisePipelinePayload)
-    if not state.ready.is_set():
-        raise NotReady(state.startup_error or "the server is still preparing its models")
+    state.check_accepting()
+    await _check_egress(state, payload)
     pipeline = await state.pipelines.initialise(payload)
     return JSONResponse(_success(pipeline.pipeline_id))
 

@@ -11,11 +11,14 @@ from fastapi import Request
 from sources.hub import SourceHub
 
 from ..config import Settings
+from ..egress import EgressPolicy
+from ..errors import NotReady, ShuttingDown
 from ..inference.registry import ModelRegistry
 from ..metrics import Metrics
 from ..peer.sessions import SessionRegistry
 from ..pipelines import PipelineManager
 from ..workflows.library import WorkflowLibrary
+from .uploads import UploadDirectory
 
 __all__ = ["ServerState", "get_state"]
 
@@ -32,8 +35,21 @@ class ServerState:
     pipelines: PipelineManager
     workflows: WorkflowLibrary
     """Workflows requests may name by id instead of sending a specification."""
+    uploads: UploadDirectory
+    """This server's private directory for uploaded videos."""
+    egress: EgressPolicy
+    """Where callers may make this server connect (cameras, webhooks, ICE servers)."""
     ready: asyncio.Event = field(default_factory=asyncio.Event)
     startup_error: str | None = None
+    draining: bool = False
+    """Set on SIGTERM: live sessions are being ended; new ones are refused (503)."""
+
+    def check_accepting(self) -> None:
+        """Raises 503 unless new sessions and pipelines may start now."""
+        if self.draining:
+            raise ShuttingDown("the server is shutting down; try another server or later")
+        if not self.ready.is_set():
+            raise NotReady(self.startup_error or "the server is still preparing its models")
 
 
 def get_state(request: Request) -> ServerState:

@@ -11,7 +11,7 @@ from pydantic import ValidationError
 
 from sources.urls import has_scheme_and_host, mask_url
 
-from ..errors import InvalidRequest, NotReady, RequestTooLarge
+from ..errors import InvalidRequest, RequestTooLarge
 from ..peer.processor import FrameProcessor, OutputSelection
 from ..peer.worker import PeerWorker
 from ..protocol.messages import InitializeWebRTCResponse, WebRTCWorkerRequest
@@ -79,9 +79,14 @@ async def initialise_webrtc_worker(
     except ValidationError as exc:
         return validation_response(exc)
     check_api_key(settings.api_key, request, payload.api_key)
-    if not state.ready.is_set():
-        raise NotReady(state.startup_error or "the server is still preparing its models")
+    state.check_accepting()
     camera_url = camera_of(payload)
+    if camera_url is not None:
+        await state.egress.check_url(camera_url, "rtsp_url" if payload.rtsp_url else "mjpeg_url")
+    if settings.allow_client_ice_servers:
+        for server in payload.ice_servers():
+            for url in server.urls:
+                await state.egress.check_ice_server(url)
     watched = state.pipelines.get(payload.pipeline_id) if payload.pipeline_id else None
     config = payload.workflow_configuration
     specification = None
@@ -115,7 +120,13 @@ async def initialise_webrtc_worker(
             gzip_level=settings.gzip_level,
         )
         worker = PeerWorker(
-            settings, payload, processor, state.executor, state.metrics, state.sessions.remove
+            settings,
+            payload,
+            processor,
+            state.executor,
+            state.metrics,
+            state.sessions.remove,
+            upload_dir=state.uploads.path,
         )
         state.sessions.add(worker)
         if watched is not None:

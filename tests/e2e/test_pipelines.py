@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import av
@@ -17,6 +15,7 @@ from streaming.client import Client, PipelineSource, RTSPSource, StreamConfig
 from tests.conftest import DETECT_SPEC
 from tests.support.camera import RTSPCamera
 from tests.support.server import ServerProcess
+from tests.support.webhook import WebhookReceiver
 
 pytestmark = pytest.mark.e2e
 
@@ -184,53 +183,8 @@ def test_two_cameras_in_one_pipeline_are_tagged_by_source(server, camera):
         second.close()
 
 
-class _Receiver:
-    """A local webhook endpoint: it holds every request until ``answer()`` (a stalled
-    endpoint the pipeline must not wait for), then answers, then is gone."""
-
-    def __init__(self) -> None:
-        self.bodies: list[dict] = []
-        self.received = threading.Condition()
-        self.answering = threading.Event()
-        receiver = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                body = json.loads(self.rfile.read(int(self.headers["content-length"])))
-                with receiver.received:
-                    receiver.bodies.append(body)
-                    receiver.received.notify_all()
-                receiver.answering.wait(30)  # stalled until the test lets it answer
-                self.send_response(204)
-                self.end_headers()
-
-            def log_message(self, *_: object) -> None:
-                pass
-
-        self.http = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._up = True
-        self.url = f"http://127.0.0.1:{self.http.server_address[1]}/hook"
-        self._thread = threading.Thread(target=self.http.serve_forever, daemon=True)
-        self._thread.start()
-
-    def wait_bodies(self, count: int, timeout: float = 20) -> None:
-        with self.received:
-            assert self.received.wait_for(lambda: len(self.bodies) >= count, timeout)
-
-    def answer(self) -> None:
-        self.answering.set()
-
-    def down(self) -> None:
-        """Idempotent: the endpoint stops answering (connections are refused)."""
-        self.answering.set()  # a request still held is let go first
-        if self._up:
-            self._up = False
-            self.http.shutdown()
-            self.http.server_close()
-
-
 def test_sinks_write_video_jsonl_and_survive_a_slow_then_dead_webhook(server, camera, sink_dir):
-    receiver = _Receiver()
+    receiver = WebhookReceiver()
     sinks = {
         "type": "MemorySinkConfiguration",
         "results_buffer_size": 8,
