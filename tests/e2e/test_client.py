@@ -285,6 +285,7 @@ def test_invalid_arguments_fail_before_connecting(tmp_path):
     with pytest.raises(InvalidParameterError, match="MJPEG"):
         MJPEGSource("rtsp://camera/stream")
 
+
 def test_manual_source_send_before_the_session_starts_queues_in_the_same_bounded_mailbox(server):
     source = ManualSource(queue_size=3)
     for _ in range(5):  # before any session: queued, the oldest dropped as when running

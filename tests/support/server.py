@@ -12,6 +12,7 @@ from collections import deque
 import httpx
 
 READY_MARKERS = ("ready:", "Uvicorn running on")
+LOOPBACK_ALLOWED = "127.0.0.0/8,::1/128,0.0.0.0/0,::/0"
 
 
 def free_port() -> int:
@@ -88,7 +89,12 @@ class ServerProcess(LoggedProcess):
     def __init__(self, **settings: str) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        env = {"STREAMING_ICE_HOST_ADDRESSES": "127.0.0.1"}
+        env = {
+            "STREAMING_ICE_HOST_ADDRESSES": "127.0.0.1",
+            # The tests' cameras, webhooks and ICE servers are on this machine: loopback
+            # is allowed here (never by default). test_egress.py runs without it.
+            "STREAMING_ALLOWED_NETWORKS": LOOPBACK_ALLOWED,
+        }
         env.update({f"STREAMING_{k.upper()}": v for k, v in settings.items()})
         self.closed_sessions = 0
         self.connected_sessions = 0
