@@ -55,13 +55,21 @@ def _serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from .server import create_app
+    from .server.connections import BodyTimeout, guarded_protocol
     from .server.shutdown import DrainingServer
 
     overrides = {k: v for k, v in (("host", args.host), ("port", args.port)) if v is not None}
     settings = _settings(**overrides)
     app = create_app(settings)
     print(f"visionstream listening on http://{settings.host}:{settings.port}", flush=True)
-    config = uvicorn.Config(app, host=settings.host, port=settings.port, log_level=args.log_level)
+    config = uvicorn.Config(
+        # Outermost: its 408 replaces whatever the app makes of a stalled body.
+        BodyTimeout(app, settings.http_body_timeout_s),
+        host=settings.host,
+        port=settings.port,
+        log_level=args.log_level,
+        http=guarded_protocol(settings.http_header_timeout_s),
+    )
     # SIGTERM or Ctrl-C drains the sessions first (server/shutdown.py); a second one hurries.
     DrainingServer(config, app).run()
     return 0

@@ -52,12 +52,24 @@ class Settings(BaseSettings):
 
     max_sessions: int = Field(default=16, ge=1)
     """Concurrent WebRTC sessions; one more is answered 429."""
+    max_sessions_per_address: int = Field(default=8, ge=0)
+    """Concurrent WebRTC sessions one client address may hold (0: up to max_sessions)."""
+    http_header_timeout_s: float = Field(default=10.0, gt=0)
+    """A connection whose next request head has not fully arrived by then is closed (idle
+    and slowloris connections)."""
+    http_body_timeout_s: float = Field(default=15.0, gt=0)
+    """A request body whose next part takes longer is answered 408."""
     max_request_bytes: int = Field(default=1024 * 1024, ge=1024)
     """Largest accepted signaling request body; larger is answered 413."""
     max_infer_request_bytes: int = Field(default=64 * 1024 * 1024, ge=1024)
     """Largest V2 infer request (``/v2/models/.../infer``); larger is answered 413."""
     api_key: SecretStr | None = None
-    """When set, signaling requires it (body ``api_key`` or ``Authorization: Bearer``)."""
+    """When set, every route but health, readiness and the page's files requires it (body
+    ``api_key`` where inference-sdk sends it there, or ``Authorization: Bearer``)."""
+    auth_failures_per_minute: int = Field(default=10, ge=1)
+    """Wrong API keys one address may send in a minute; then 429 with ``Retry-After``."""
+    metrics_require_api_key: bool = True
+    """With an API key set, ``/metrics`` requires it too (false: scrapers need none)."""
 
     shutdown_drain_s: float = Field(default=10.0, ge=0)
     """On SIGTERM, how long live sessions and pipelines get to end (completion message sent,

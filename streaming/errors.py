@@ -8,8 +8,10 @@ __all__ = [
     "ModelError",
     "NotReady",
     "RequestTooLarge",
+    "ShuttingDown",
     "SourceUnavailable",
     "StreamingError",
+    "TooManyAttempts",
     "TooManySessions",
     "Unauthorized",
     "UpstreamTimeout",
@@ -29,6 +31,11 @@ class StreamingError(Exception):
     @property
     def error_type(self) -> str:
         return type(self).__name__
+
+    @property
+    def headers(self) -> dict[str, str] | None:
+        """Extra response headers (``Retry-After``, say)."""
+        return None
 
 
 class InvalidRequest(StreamingError):
@@ -59,6 +66,20 @@ class RequestTooLarge(StreamingError):
 
 class TooManySessions(StreamingError):
     status = 429
+
+
+class TooManyAttempts(StreamingError):
+    """Too many wrong API keys from one address; ``retry_after`` seconds until it may retry."""
+
+    status = 429
+
+    def __init__(self, message: str, retry_after: int) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return {"Retry-After": str(self.retry_after)}
 
 
 class NotReady(StreamingError):

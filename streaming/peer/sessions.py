@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections import Counter
 from typing import TYPE_CHECKING
 
 from ..errors import TooManySessions
@@ -15,35 +16,50 @@ __all__ = ["SessionRegistry"]
 
 
 class SessionRegistry:
-    def __init__(self, max_sessions: int, metrics: Metrics) -> None:
+    """Slots are taken per client address as well: one address cannot take them all."""
+
+    def __init__(self, max_sessions: int, metrics: Metrics, max_per_address: int = 0) -> None:
         self._max = max_sessions
+        self._max_per_address = max_per_address or max_sessions
         self._metrics = metrics
         self._reserved = 0
+        self._by_address: Counter[str] = Counter()
         self._workers: dict[str, PeerWorker] = {}
+        self._addresses: dict[str, str] = {}
 
     def __len__(self) -> int:
         return self._reserved
 
-    def reserve(self) -> None:
+    def reserve(self, address: str) -> None:
         """Take a slot before any work is done for a new session; 429 when none is left."""
         if self._reserved >= self._max:
             raise TooManySessions(
                 f"this server already runs {self._max} sessions (STREAMING_MAX_SESSIONS)"
             )
+        if self._by_address[address] >= self._max_per_address:
+            raise TooManySessions(
+                f"{address} already has {self._max_per_address} sessions on this server "
+                "(STREAMING_MAX_SESSIONS_PER_ADDRESS)"
+            )
         self._reserved += 1
+        self._by_address[address] += 1
         self._metrics.sessions.set(self._reserved)
 
-    def release(self) -> None:
+    def release(self, address: str) -> None:
         self._reserved -= 1
+        self._by_address[address] -= 1
+        if self._by_address[address] <= 0:
+            del self._by_address[address]
         self._metrics.sessions.set(self._reserved)
 
-    def add(self, worker: PeerWorker) -> None:
+    def add(self, worker: PeerWorker, address: str) -> None:
         self._workers[worker.session_id] = worker
+        self._addresses[worker.session_id] = address
         self._metrics.sessions_total.inc()
 
     def remove(self, worker: PeerWorker) -> None:
         if self._workers.pop(worker.session_id, None) is not None:
-            self.release()
+            self.release(self._addresses.pop(worker.session_id))
 
     async def close_all(self) -> None:
         await asyncio.gather(*(w.close() for w in list(self._workers.values())))

@@ -13,6 +13,7 @@ from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import ValidationError
+from starlette.requests import ClientDisconnect
 
 from sources import LiveSource
 from sources.hub import SourceHub
@@ -30,6 +31,8 @@ from ..peer.sessions import SessionRegistry
 from ..pipelines import PipelineManager
 from ..workflows.library import WorkflowLibrary
 from . import health, models, pipelines, v2, webrtc, workflows
+from .auth import ApiKeyGuard
+from .docs import add_docs
 from .page import PageFiles, web_root
 from .shutdown import drain
 from .state import ServerState
@@ -81,7 +84,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         state = ServerState(
             settings=settings,
             models=registry,
-            sessions=SessionRegistry(settings.max_sessions, metrics),
+            sessions=SessionRegistry(
+                settings.max_sessions, metrics, settings.max_sessions_per_address
+            ),
             metrics=metrics,
             executor=executor,
             hub=hub,
@@ -89,6 +94,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             workflows=library,
             uploads=UploadDirectory(settings.upload_dir),
             egress=EgressPolicy(settings.allowed_networks),
+            auth=ApiKeyGuard(settings.api_key, settings.auth_failures_per_minute),
         )
         app.state.server = state
         preparing = asyncio.create_task(_prepare_models(state))
@@ -104,12 +110,17 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             state.models.close()
             state.uploads.close()
 
-    app = FastAPI(title="visionstream", lifespan=lifespan)
+    # Docs are ours (server/docs.py): offline assets, behind the API key.
+    app = FastAPI(
+        title="visionstream", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None
+    )
 
     @app.exception_handler(StreamingError)
     async def _streaming_error(_: Request, exc: StreamingError) -> JSONResponse:
         return JSONResponse(
-            status_code=exc.status, content={"message": exc.message, "error_type": exc.error_type}
+            status_code=exc.status,
+            content={"message": exc.message, "error_type": exc.error_type},
+            headers=exc.headers,
         )
 
     @app.exception_handler(ValidationError)
@@ -123,6 +134,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             content={"message": "invalid request", "detail": jsonable_encoder(exc.errors())},
         )
 
+    @app.exception_handler(ClientDisconnect)
+    async def _client_gone(_: Request, exc: ClientDisconnect) -> JSONResponse:
+        # Nobody reads this answer: the client left (or its body stalled: BodyTimeout).
+        return JSONResponse(status_code=400, content={"message": "the client disconnected"})
+
     @app.exception_handler(Exception)
     async def _internal_error(_: Request, exc: Exception) -> JSONResponse:
         log.exception("unhandled error", exc_info=exc)
@@ -135,6 +151,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(v2.router)
     app.add_exception_handler(v2.V2Failure, v2.failure_response)
     app.include_router(models.router)
+    add_docs(app)
     root = web_root()
     if root is not None:  # last: the page's files answer only paths no route claimed
         app.mount("/", PageFiles(directory=root, html=True), name="page")

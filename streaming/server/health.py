@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST
 
@@ -53,5 +53,7 @@ async def readyz(state: ServerState = Depends(get_state)) -> JSONResponse:
 
 
 @router.get("/metrics")
-async def metrics(state: ServerState = Depends(get_state)) -> Response:
+async def metrics(request: Request, state: ServerState = Depends(get_state)) -> Response:
+    if state.settings.metrics_require_api_key:
+        state.auth.check(request)
     return Response(state.metrics.render(), media_type=CONTENT_TYPE_LATEST)

@@ -6,7 +6,6 @@ import asyncio
 
 from fastapi import APIRouter, Depends, Request
 
-from .auth import check_api_key
 from .state import ServerState, get_state
 
 __all__ = ["router"]
@@ -16,5 +15,5 @@ router = APIRouter()
 
 @router.get("/models")
 async def list_models(request: Request, state: ServerState = Depends(get_state)) -> dict:
-    check_api_key(state.settings.api_key, request, None)
+    state.auth.check(request)
     return {"models": await asyncio.to_thread(state.models.describe)}

@@ -13,7 +13,7 @@ from pydantic import BaseModel
 
 from ..pipelines import InitialisePipelinePayload
 from ..pipelines.models import ConsumePayload
-from .auth import check_api_key
+from .auth import body_api_key
 from .state import ServerState, get_state
 from .webrtc import read_limited_body
 
@@ -34,9 +34,8 @@ async def _body(request: Request, state: ServerState, model: type[BaseModel]) ->
     """The JSON body (the SDK sends one even on GET) validated by ``model``, API key checked.
     ``ValidationError`` propagates: a 422."""
     raw = await read_limited_body(request, state.settings.max_request_bytes)
-    parsed = model.model_validate_json(raw or b"{}")
-    check_api_key(state.settings.api_key, request, getattr(parsed, "api_key", None))
-    return parsed
+    state.auth.check(request, body_api_key(raw))
+    return model.model_validate_json(raw or b"{}")
 
 
 async def _check_egress(state: ServerState, payload: InitialisePipelinePayload) -> None:

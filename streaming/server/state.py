@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from fastapi import Request
 
@@ -19,6 +20,9 @@ from ..peer.sessions import SessionRegistry
 from ..pipelines import PipelineManager
 from ..workflows.library import WorkflowLibrary
 from .uploads import UploadDirectory
+
+if TYPE_CHECKING:
+    from .auth import ApiKeyGuard
 
 __all__ = ["ServerState", "get_state"]
 
@@ -37,6 +41,8 @@ class ServerState:
     """Workflows requests may name by id instead of sending a specification."""
     uploads: UploadDirectory
     """This server's private directory for uploaded videos."""
+    auth: ApiKeyGuard
+    """The API key check every non-health route makes."""
     egress: EgressPolicy
     """Where callers may make this server connect (cameras, webhooks, ICE servers)."""
     ready: asyncio.Event = field(default_factory=asyncio.Event)

@@ -19,7 +19,7 @@ from ..errors import ModelError, StreamingError
 from ..inference.model import DetectionModel
 from ..inference.registry import UnknownModel
 from ..protocol.v2 import HEADER_LENGTH, V2Error, encode_response, parse_request
-from .auth import check_api_key
+from .auth import require_api_key
 from .state import ServerState, get_state
 from .webrtc import read_limited_body
 
@@ -53,7 +53,7 @@ def _server_version() -> str:
         return "unknown"
 
 
-@router.get("")
+@router.get("", dependencies=[Depends(require_api_key)])
 async def server_metadata() -> dict:
     return {"name": "visionstream", "version": _server_version(),
             "extensions": ["binary_tensor_data"]}  # fmt: skip
@@ -75,7 +75,7 @@ async def _model(
 ) -> DetectionModel:
     """The named model, loaded if need be (``V2Failure`` otherwise)."""
     try:
-        check_api_key(state.settings.api_key, request, None)
+        state.auth.check(request)
         model = await asyncio.to_thread(state.models.get, name)
     except UnknownModel:
         raise V2Failure(404, f"model '{name}' is not in this server's models directory") from None

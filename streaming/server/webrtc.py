@@ -17,7 +17,7 @@ from ..peer.worker import PeerWorker
 from ..protocol.messages import InitializeWebRTCResponse, WebRTCWorkerRequest
 from ..workflows import compile_workflow, parse_spec
 from ..workflows.blocks.base import BuildContext
-from .auth import check_api_key
+from .auth import body_api_key, client_address
 from .state import ServerState, get_state
 
 __all__ = ["read_limited_body", "router"]
@@ -74,11 +74,11 @@ async def initialise_webrtc_worker(
 ) -> JSONResponse:
     settings = state.settings
     body = await read_limited_body(request, settings.max_request_bytes)
+    state.auth.check(request, body_api_key(body))
     try:
         payload = WebRTCWorkerRequest.model_validate_json(body)
     except ValidationError as exc:
         return validation_response(exc)
-    check_api_key(settings.api_key, request, payload.api_key)
     state.check_accepting()
     camera_url = camera_of(payload)
     if camera_url is not None:
@@ -94,7 +94,8 @@ async def initialise_webrtc_worker(
         assert config is not None  # the request model requires one when no pipeline is named
         specification = state.workflows.specification(config)
 
-    state.sessions.reserve()
+    address = client_address(request)
+    state.sessions.reserve(address)
     worker: PeerWorker | None = None
     try:
         if watched is not None:
@@ -128,7 +129,7 @@ async def initialise_webrtc_worker(
             state.sessions.remove,
             upload_dir=state.uploads.path,
         )
-        state.sessions.add(worker)
+        state.sessions.add(worker, address)
         if watched is not None:
             worker.attach_pipeline(watched, payload.pipeline_source_id)
         elif camera_url is not None:
@@ -136,7 +137,7 @@ async def initialise_webrtc_worker(
         answer = await worker.start(payload.webrtc_offer, request.headers.get("user-agent", ""))
     except BaseException:
         if worker is None:
-            state.sessions.release()
+            state.sessions.release(address)
         else:
             await worker.close()  # releases its slot
         raise

@@ -6,7 +6,6 @@ from fastapi import APIRouter, Depends, Request
 
 from ..workflows.blocks import BLOCKS
 from ..workflows.blocks.base import REQUIRED
-from .auth import check_api_key
 from .state import ServerState, get_state
 
 __all__ = ["router"]
@@ -16,7 +15,7 @@ router = APIRouter(prefix="/workflows")
 
 @router.get("")
 async def list_workflows(request: Request, state: ServerState = Depends(get_state)) -> dict:
-    check_api_key(state.settings.api_key, request, None)
+    state.auth.check(request)
     workflows, unreadable = state.workflows.list()
     return {
         "workflows": [w.summary() for w in workflows],
@@ -27,7 +26,7 @@ async def list_workflows(request: Request, state: ServerState = Depends(get_stat
 
 @router.get("/blocks")
 async def list_blocks(request: Request, state: ServerState = Depends(get_state)) -> dict:
-    check_api_key(state.settings.api_key, request, None)
+    state.auth.check(request)
     return {
         "blocks": [
             {
@@ -47,6 +46,6 @@ async def list_blocks(request: Request, state: ServerState = Depends(get_state))
 async def get_workflow(
     workspace_name: str, workflow_id: str, request: Request, state: ServerState = Depends(get_state)
 ) -> dict:
-    check_api_key(state.settings.api_key, request, None)
+    state.auth.check(request)
     workflow = state.workflows.get(workspace_name, workflow_id)
     return {**workflow.summary(), "specification": workflow.specification}

@@ -1,0 +1,132 @@
+"""Slow and idle HTTP clients cannot hold connections (slowloris).
+
+uvicorn times out a keep-alive connection only between requests whose head has begun to
+arrive; a client that connects and says nothing, or sends a request head a byte at a time, or
+stops halfway through a body, holds its connection (and a file descriptor) forever.
+
+- ``guarded_protocol``: uvicorn's own HTTP protocol (httptools where installed, else h11),
+  closing a connection whose next request head is not complete within
+  ``STREAMING_HTTP_HEADER_TIMEOUT_S`` of the connection opening or of the last response.
+- ``BodyTimeout``: ASGI middleware answering 408 when a request body's next part takes longer
+  than ``STREAMING_HTTP_BODY_TIMEOUT_S``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+__all__ = ["BodyTimeout", "guarded_protocol"]
+
+
+class _HeadDeadline:
+    """Mixed into a uvicorn HTTP protocol class; uses only its public attributes
+    (``cycle``, ``transport``, ``loop``) and lifecycle methods."""
+
+    header_timeout_s = 10.0
+    cycle: Any
+    transport: Any
+    loop: asyncio.AbstractEventLoop
+
+    def _arm(self) -> None:
+        self._disarm()
+        self._waiting_after = self.cycle
+        self._head_timer = self.loop.call_later(self.header_timeout_s, self._head_overdue)
+
+    def _disarm(self) -> None:
+        timer = getattr(self, "_head_timer", None)
+        if timer is not None:
+            timer.cancel()
+            self._head_timer = None
+
+    def _head_overdue(self) -> None:
+        self._head_timer = None
+        if self.cycle is self._waiting_after and not self.transport.is_closing():
+            self.transport.close()
+
+    def connection_made(self, transport: Any) -> None:
+        super().connection_made(transport)  # type: ignore[misc]
+        self._arm()
+
+    def data_received(self, data: bytes) -> None:
+        super().data_received(data)  # type: ignore[misc]
+        if self.cycle is not getattr(self, "_waiting_after", None):
+            self._disarm()  # a new request's head is complete
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()  # type: ignore[misc]
+        if not self.transport.is_closing():
+            self._arm()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm()
+        super().connection_lost(exc)  # type: ignore[misc]
+
+
+def guarded_protocol(header_timeout_s: float) -> type:
+    """uvicorn's ``auto`` HTTP protocol class, with the request-head deadline."""
+    try:
+        from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol as base
+    except ImportError:  # httptools is optional for uvicorn
+        from uvicorn.protocols.http.h11_impl import H11Protocol as base  # type: ignore[assignment]
+    return type(
+        f"Guarded{base.__name__}",
+        (_HeadDeadline, base),
+        {"header_timeout_s": header_timeout_s},
+    )
+
+
+class BodyTimeout:
+    """408 when a request body stalls; the app sees a disconnect and its answer is dropped.
+
+    Only the body is timed: once it is complete, ``receive`` waits as long as the app likes
+    (that is how apps learn of a disconnect)."""
+
+    def __init__(self, app: ASGIApp, timeout_s: float) -> None:
+        self.app = app
+        self.timeout_s = timeout_s
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        body_done = False
+        stalled = False
+
+        async def timed_receive() -> Message:
+            nonlocal body_done, stalled
+            if body_done:
+                return await receive()
+            try:
+                message = await asyncio.wait_for(receive(), self.timeout_s)
+            except TimeoutError:
+                stalled = body_done = True
+                return {"type": "http.disconnect"}
+            if message["type"] != "http.request" or not message.get("more_body", False):
+                body_done = True
+            return message
+
+        async def guarded_send(message: Message) -> None:
+            if not stalled:
+                await send(message)
+
+        await self.app(scope, timed_receive, guarded_send)
+        if stalled:
+            body = json.dumps(
+                {"message": f"the request body stalled for {self.timeout_s:g} s"}
+            ).encode()
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": 408,
+                    "headers": [
+                        (b"content-type", b"application/json"),
+                        (b"content-length", str(len(body)).encode()),
+                        (b"connection", b"close"),
+                    ],
+                }
+            )
+            await send({"type": "http.response.body", "body": body})
