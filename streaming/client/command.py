@@ -129,6 +129,7 @@ def _source(args: argparse.Namespace, progress: _Progress) -> tuple[StreamSource
         size = (int(width), int(height)) if width else (640, 480)
         rate = float(fps) if fps else 30.0
         frames = args.frames
+        SyntheticSource(*size, fps=rate, frames=0).close()  # its size checked now: ValueError
         return FrameSourceStream(lambda: SyntheticSource(*size, fps=rate, frames=frames)), True
     if spec.startswith(("rtsp://", "rtsps://")):
         return RTSPSource(spec), True
@@ -293,6 +294,8 @@ def _run(args: argparse.Namespace) -> int:
     progress.finish()
     if session.termination_reason:
         print(f"server ended the stream: {session.termination_reason}", file=sys.stderr)
+        if session.termination_reason == "server_shutdown" and code == 0:
+            code = 1  # cut short: the server went away (it said so)
     if code == 0 and not session.completed and not stopped_by_user:
         print(
             f"visionstream stream: lost the connection to the server at {args.api_url} "

@@ -1,0 +1,131 @@
+"""``visionstream`` from the shell as a new user meets it: help, ids as the server lists them,
+mistakes answered in words (never a traceback), and a clean exit on Ctrl-C or SIGTERM."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tests.support.media import stamped_clip
+from tests.support.server import LoggedProcess, ServerProcess, free_port
+
+pytestmark = pytest.mark.e2e
+
+CLI = [sys.executable, "-m", "streaming.cli"]
+
+
+def cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=timeout)
+
+
+def assert_no_traceback(done: subprocess.CompletedProcess[str]) -> None:
+    assert "Traceback" not in done.stderr + done.stdout, done.stderr
+
+
+def test_help_version_and_examples():
+    top = cli("--help")
+    assert top.returncode == 0 and "examples:" in top.stdout and "visionstream serve" in top.stdout
+    version = cli("--version")
+    assert version.returncode == 0 and version.stdout.startswith("visionstream ")
+    stream = cli("stream", "--help").stdout
+    options = [line.split()[0] for line in stream.splitlines() if line.startswith("  --")]
+    assert len(options) >= 12
+    assert "(default: http://127.0.0.1:9001)" in stream and "(default: 30.0)" in stream
+
+
+@pytest.mark.parametrize(
+    "workflow", ["local/object-detection", "object-detection", "local/image-blur"]
+)
+def test_workflow_ids_as_the_server_lists_them(server, workflow):
+    # No scheme in --api-url: http:// is assumed.
+    done = cli(
+        "stream", "--source", "synthetic:320x240@30", "--frames", "5", "--no-realtime",
+        "--workflow", workflow, "--api-url", server.url.removeprefix("http://"),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "frames 5" in done.stderr
+    assert_no_traceback(done)
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "needle"),
+    [
+        (["--workflow", "nope/missing"], 1, "workflow 'nope/missing' not found"),
+        (["--api-url", "ftp://host"], 2, "--api-url must be the server's http(s) URL"),
+        (["--source", "webcam:99"], 1, "cannot open camera 99"),
+        (["--source", "/no/such/clip.mp4"], 2, "/no/such/clip.mp4"),
+        (["--workflow", "missing.json"], 2, "cannot read workflow missing.json"),
+        (["--source", "synthetic:64x48"], 2, "synthetic frames must be at least"),
+    ],
+)
+def test_mistakes_are_said_in_words(server, args, code, needle):
+    base = {"--source": "synthetic", "--api-url": server.url}
+    merged = dict(base)
+    merged.update(dict(zip(args[::2], args[1::2], strict=True)))
+    done = cli("stream", *[part for pair in merged.items() for part in pair], "--frames", "3")
+    assert done.returncode == code, done.stderr
+    assert needle in done.stderr, done.stderr
+    assert_no_traceback(done)
+    assert "[ WARN" not in done.stderr  # OpenCV's own noise
+    assert "frames 0" not in done.stderr  # no status line for a stream that never started
+
+
+def test_an_unreachable_server_says_how_to_start_one():
+    url = f"http://127.0.0.1:{free_port()}"
+    done = cli("stream", "--source", "synthetic", "--api-url", url)
+    assert done.returncode == 1
+    assert "cannot reach" in done.stderr and "visionstream serve" in done.stderr
+    assert_no_traceback(done)
+
+
+def test_a_server_going_away_mid_stream_is_a_failure():
+    server = ServerProcess()
+    try:
+        server.wait_ready()
+        command = [*CLI, "stream", "--source", "synthetic:320x240@15", "--api-url", server.url]
+        client = LoggedProcess(command)
+        try:
+            server.wait_sessions_connected(1, timeout=60)
+            server.process.send_signal(signal.SIGTERM)  # drains: the client is told why
+            code = client.process.wait(60)
+        finally:
+            client.stop()
+        output = "\n".join(client.lines)
+        assert code == 1, output
+        assert "server ended the stream: server_shutdown" in output
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="module")
+def big_clip(tmp_path_factory):
+    return stamped_clip(tmp_path_factory.mktemp("cli") / "big.mp4", frames=600)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_a_signal_mid_upload_ends_the_command_cleanly(tmp_path, big_clip, sig):
+    uploads = tmp_path / "uploads"
+    server = ServerProcess(upload_dir=str(uploads))
+    try:
+        server.wait_ready()
+        client = LoggedProcess([*CLI, "stream", "--source", str(big_clip), "--api-url", server.url])
+        try:
+            server.wait_sessions_connected(1, timeout=60)
+            client.process.send_signal(sig)
+            signalled = time.monotonic()
+            code = client.process.wait(30)  # a hang bound; it takes well under a second
+            took = time.monotonic() - signalled
+        finally:
+            client.stop()
+        output = "\n".join(client.lines)
+        assert code == 130, output
+        assert "Traceback" not in output
+        assert took < 10, took
+        server.wait_sessions_closed(1, timeout=60)
+        assert [p for p in uploads.rglob("*") if p.is_file() and p.name != ".lock"] == []
+    finally:
+        server.stop()
