@@ -6,6 +6,7 @@ __all__ = [
     "InvalidOffer",
     "InvalidRequest",
     "ModelError",
+    "NotFound",
     "NotReady",
     "RequestTooLarge",
     "ShuttingDown",
@@ -58,6 +59,10 @@ class ModelError(StreamingError):
 
 class Unauthorized(StreamingError):
     status = 401
+
+
+class NotFound(StreamingError):
+    status = 404
 
 
 class RequestTooLarge(StreamingError):

@@ -83,6 +83,11 @@ class UploadReceiver:
             raise UploadError(f"upload changed its chunk count from {self.total} to {total}")
         if index >= total:
             raise UploadError(f"upload chunk {index} is out of range (total {total})")
+        if len(payload) > self._chunk_size:
+            # Also bounds the holding area: at most _MAX_EARLY_CHUNKS chunks of this size.
+            raise UploadError(
+                f"upload chunk of {len(payload)} bytes exceeds the {self._chunk_size}-byte chunk"
+            )
         if index < self.next_index or index in self._early:
             return UploadStatus.DUPLICATE
         if index > self.next_index:

@@ -9,7 +9,7 @@ from concurrent.futures import Executor
 from sources.hub import SourceHub
 
 from ..config import Settings
-from ..errors import StreamingError, TooManySessions
+from ..errors import NotFound, TooManySessions
 from ..inference.registry import ModelRegistry
 from ..workflows import compile_workflow, parse_spec
 from ..workflows.blocks.base import BuildContext
@@ -22,8 +22,8 @@ __all__ = ["PipelineManager", "PipelineNotFound"]
 log = logging.getLogger(__name__)
 
 
-class PipelineNotFound(StreamingError):
-    status = 404
+class PipelineNotFound(NotFound):
+    """No pipeline with that id."""
 
 
 class PipelineManager:

@@ -97,7 +97,7 @@ class WebRTCWorkerRequest(_Lenient):
 
     @model_validator(mode="after")
     def _workflow_or_pipeline(self) -> WebRTCWorkerRequest:
-        if self.workflow_configuration is None and self.pipeline_id is None:
+        if self.workflow_configuration is None and not self.pipeline_id:
             raise ValueError("workflow_configuration is required (or pipeline_id, to watch one)")
         return self
 

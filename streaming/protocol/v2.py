@@ -5,6 +5,7 @@ in input order, each sized by its ``parameters.binary_data_size``)."""
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -47,12 +48,13 @@ def _tensor(spec: dict[str, Any], raw: memoryview | None) -> tuple[str, np.ndarr
     name = spec.get("name")
     datatype = spec.get("datatype")
     shape = spec.get("shape")
-    if not isinstance(name, str) or datatype not in _DTYPES or not isinstance(shape, list):
+    valid_type = isinstance(datatype, str) and datatype in _DTYPES
+    if not isinstance(name, str) or not valid_type or not isinstance(shape, list):
         raise V2Error("each input needs a name, a datatype (FP32, INT64, ...) and a shape")
     if not all(isinstance(d, int) and d >= 0 for d in shape):
         raise V2Error(f"input {name}: shape must be non-negative integers, got {shape}")
     dtype = np.dtype(_DTYPES[datatype]).newbyteorder("<")
-    count = int(np.prod(shape)) if shape else 1
+    count = math.prod(shape)  # Python ints: a hostile shape cannot overflow to a small count
     if raw is not None:
         if len(raw) != count * dtype.itemsize:
             raise V2Error(
@@ -69,6 +71,15 @@ def _tensor(spec: dict[str, Any], raw: memoryview | None) -> tuple[str, np.ndarr
     if array.size != count:
         raise V2Error(f"input {name}: {array.size} values for shape {shape}")
     return name, array.reshape(shape)
+
+
+def _parameters(holder: dict[str, Any], what: str) -> dict[str, Any]:
+    parameters = holder.get("parameters")
+    if parameters is None:
+        return {}
+    if not isinstance(parameters, dict):
+        raise V2Error(f"{what}: parameters must be an object")
+    return parameters
 
 
 def parse_request(body: bytes, header_length: str | None) -> V2Request:
@@ -93,7 +104,7 @@ def parse_request(body: bytes, header_length: str | None) -> V2Request:
     for spec in document["inputs"]:
         if not isinstance(spec, dict):
             raise V2Error("each input must be an object")
-        size = (spec.get("parameters") or {}).get("binary_data_size")
+        size = _parameters(spec, f"input {spec.get('name')}").get("binary_data_size")
         raw = None
         if size is not None:
             if not isinstance(size, int) or size < 0 or offset + size > len(rest):
@@ -104,7 +115,7 @@ def parse_request(body: bytes, header_length: str | None) -> V2Request:
         inputs[name] = array
     if offset != len(rest):
         raise V2Error(f"{len(rest) - offset} binary bytes belong to no input")
-    parameters = document.get("parameters") or {}
+    parameters = _parameters(document, "the request")
     request = V2Request(
         id=str(document.get("id") or ""),
         inputs=inputs,
@@ -117,7 +128,7 @@ def parse_request(body: bytes, header_length: str | None) -> V2Request:
             if not isinstance(spec, dict) or not isinstance(spec.get("name"), str):
                 raise V2Error("each requested output needs a name")
             request.outputs.append(spec["name"])
-            binary = (spec.get("parameters") or {}).get("binary_data")
+            binary = _parameters(spec, f"output {spec['name']}").get("binary_data")
             if binary is not None:
                 request.binary[spec["name"]] = bool(binary)
     return request

@@ -33,7 +33,7 @@ from ..workflows.library import WorkflowLibrary
 from . import health, models, pipelines, v2, webrtc, workflows
 from .auth import ApiKeyGuard
 from .docs import add_docs
-from .page import PageFiles, web_root
+from .page import PageMount, web_root
 from .shutdown import drain
 from .state import ServerState
 from .uploads import UploadDirectory
@@ -154,7 +154,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     add_docs(app)
     root = web_root()
     if root is not None:  # last: the page's files answer only paths no route claimed
-        app.mount("/", PageFiles(directory=root, html=True), name="page")
+        app.router.routes.append(PageMount(root))
     else:
         log.warning("the browser page's files are missing; GET / will be 404")
     return app

@@ -1,26 +1,91 @@
-"""``/docs`` and ``/openapi.json``, served without the internet.
+"""``/docs`` and ``/openapi.json``, served without the internet, and the document itself.
 
 FastAPI's own docs page loads Swagger UI from a CDN, which leaves it blank on a machine with
 no internet. Here its script, stylesheet and icon come from the ``fastapi-offline``
 distribution, served under ``/docs/assets``. The document and the page need the API key
 when one is set; the assets are static files like the page's.
+
+The document says exactly what the routes take and answer (schemathesis checks it in
+``tests/e2e/test_openapi_fuzz.py``): routes that read their own body (to bound its size and
+check the key before validating) declare it with ``json_body``; every error status is
+documented with one ``ErrorBody`` schema; V2 model names are an enum of this server's models.
 """
 
 from __future__ import annotations
 
 from importlib.resources import files
 from pathlib import Path
+from typing import Any
 
 from fastapi import APIRouter, Depends, FastAPI
 from fastapi.openapi.docs import get_swagger_ui_html
+from fastapi.openapi.utils import get_openapi
 from fastapi.responses import HTMLResponse, JSONResponse
+from pydantic import BaseModel
 from starlette.staticfiles import StaticFiles
 
+from .. import __version__
 from .auth import require_api_key
 
-__all__ = ["add_docs"]
+__all__ = ["ERROR_RESPONSES", "ErrorBody", "add_docs", "json_body"]
 
 _ASSETS = "/docs/assets"
+_COMPONENTS = "#/components/schemas/{model}"
+
+
+class ErrorBody(BaseModel):
+    """Every error answer: ``message`` always; V2 routes add ``error`` (the protocol's)."""
+
+    message: str
+    error_type: str | None = None
+    error: str | None = None
+    detail: Any = None
+
+
+ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+    status: {"model": ErrorBody, "description": description}
+    for status, description in {
+        400: "the request asks for something that cannot be done (the message says what)",
+        401: "the API key is missing or wrong",
+        403: "a local file or device on the server was named",
+        404: "no such pipeline, workflow or model",
+        408: "the request body stalled",
+        413: "the request body is over its limit",
+        422: "the request body is not what the route takes",
+        429: "too many sessions or pipelines, or too many wrong API keys (Retry-After)",
+        502: "a camera the server was asked to read cannot be opened",
+        503: "not ready yet, or shutting down",
+        504: "an upstream step timed out",
+    }.items()
+}
+
+_BODIES: dict[str, type[BaseModel]] = {}
+
+
+def json_body(model: type[BaseModel]) -> dict[str, Any]:
+    """``openapi_extra`` for a route that reads and validates its JSON body itself."""
+    _BODIES[model.__name__] = model
+    reference = {"$ref": _COMPONENTS.format(model=model.__name__)}
+    return {"requestBody": {"content": {"application/json": {"schema": reference}}}}
+
+
+def _document(app: FastAPI) -> dict[str, Any]:
+    document = get_openapi(title=app.title, version=__version__, routes=app.routes)
+    schemas = document.setdefault("components", {}).setdefault("schemas", {})
+    for name, model in _BODIES.items():
+        schema = model.model_json_schema(ref_template=_COMPONENTS)
+        schemas.update(schema.pop("$defs", {}))
+        schemas[name] = schema
+    state = getattr(app.state, "server", None)
+    names = sorted(state.models.available()) if state is not None else []
+    for path, operations in document["paths"].items():
+        if not path.startswith("/v2/models/{name}") or not names:
+            continue
+        for operation in operations.values():
+            for parameter in operation.get("parameters", []):
+                if parameter["name"] == "name" and parameter["in"] == "path":
+                    parameter["schema"] = {"type": "string", "enum": names}
+    return document
 
 
 def _assets_dir() -> Path:
@@ -33,7 +98,7 @@ def add_docs(app: FastAPI) -> None:
 
     @router.get("/openapi.json")
     async def openapi() -> JSONResponse:
-        return JSONResponse(app.openapi())
+        return JSONResponse(_document(app))
 
     @router.get("/docs")
     async def docs() -> HTMLResponse:

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from fastapi import APIRouter, Depends, Request
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST
 
+from .docs import ERROR_RESPONSES
 from .state import ServerState, get_state
 
 __all__ = ["router"]
@@ -52,7 +53,11 @@ async def readyz(state: ServerState = Depends(get_state)) -> JSONResponse:
     return JSONResponse({"status": "not ready", "message": message}, status_code=503)
 
 
-@router.get("/metrics")
+@router.get(
+    "/metrics",
+    response_class=PlainTextResponse,
+    responses={401: ERROR_RESPONSES[401], 429: ERROR_RESPONSES[429]},
+)
 async def metrics(request: Request, state: ServerState = Depends(get_state)) -> Response:
     if state.settings.metrics_require_api_key:
         state.auth.check(request)

@@ -6,11 +6,12 @@ import asyncio
 
 from fastapi import APIRouter, Depends, Request
 
+from .docs import ERROR_RESPONSES
 from .state import ServerState, get_state
 
 __all__ = ["router"]
 
-router = APIRouter()
+router = APIRouter(responses=ERROR_RESPONSES)
 
 
 @router.get("/models")

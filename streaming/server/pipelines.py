@@ -14,12 +14,17 @@ from pydantic import BaseModel
 from ..pipelines import InitialisePipelinePayload
 from ..pipelines.models import ConsumePayload
 from .auth import body_api_key
+from .docs import ERROR_RESPONSES, json_body
 from .state import ServerState, get_state
 from .webrtc import read_limited_body
 
 __all__ = ["router"]
 
-router = APIRouter(prefix="/inference_pipelines")
+router = APIRouter(prefix="/inference_pipelines", responses=ERROR_RESPONSES)
+
+
+class _KeyOnly(BaseModel):
+    api_key: str | None = None
 
 
 def _context(pipeline_id: str | None) -> dict[str, Any]:
@@ -49,11 +54,7 @@ async def _check_egress(state: ServerState, payload: InitialisePipelinePayload) 
         await state.egress.check_url(webhook.url, "webhook url")
 
 
-class _KeyOnly(BaseModel):
-    api_key: str | None = None
-
-
-@router.post("/initialise")
+@router.post("/initialise", openapi_extra=json_body(InitialisePipelinePayload))
 async def initialise(request: Request, state: ServerState = Depends(get_state)) -> JSONResponse:
     payload = await _body(request, state, InitialisePipelinePayload)
     state.check_accepting()
@@ -62,13 +63,13 @@ async def initialise(request: Request, state: ServerState = Depends(get_state)) 
     return JSONResponse(_success(pipeline.pipeline_id))
 
 
-@router.get("/list")
+@router.get("/list", openapi_extra=json_body(_KeyOnly))
 async def list_pipelines(request: Request, state: ServerState = Depends(get_state)) -> dict:
     await _body(request, state, _KeyOnly)
     return _success(None, pipelines=state.pipelines.ids())
 
 
-@router.get("/{pipeline_id}/status")
+@router.get("/{pipeline_id}/status", openapi_extra=json_body(_KeyOnly))
 async def status(
     pipeline_id: str, request: Request, state: ServerState = Depends(get_state)
 ) -> dict:
@@ -76,7 +77,7 @@ async def status(
     return _success(pipeline_id, report=state.pipelines.get(pipeline_id).report())
 
 
-@router.post("/{pipeline_id}/pause")
+@router.post("/{pipeline_id}/pause", openapi_extra=json_body(_KeyOnly))
 async def pause(
     pipeline_id: str, request: Request, state: ServerState = Depends(get_state)
 ) -> dict:
@@ -85,7 +86,7 @@ async def pause(
     return _success(pipeline_id)
 
 
-@router.post("/{pipeline_id}/resume")
+@router.post("/{pipeline_id}/resume", openapi_extra=json_body(_KeyOnly))
 async def resume(
     pipeline_id: str, request: Request, state: ServerState = Depends(get_state)
 ) -> dict:
@@ -94,7 +95,7 @@ async def resume(
     return _success(pipeline_id)
 
 
-@router.post("/{pipeline_id}/terminate")
+@router.post("/{pipeline_id}/terminate", openapi_extra=json_body(_KeyOnly))
 async def terminate(
     pipeline_id: str, request: Request, state: ServerState = Depends(get_state)
 ) -> dict:
@@ -103,7 +104,7 @@ async def terminate(
     return _success(pipeline_id)
 
 
-@router.get("/{pipeline_id}/consume")
+@router.get("/{pipeline_id}/consume", openapi_extra=json_body(ConsumePayload))
 async def consume(
     pipeline_id: str, request: Request, state: ServerState = Depends(get_state)
 ) -> JSONResponse:

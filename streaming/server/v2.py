@@ -10,22 +10,44 @@ from __future__ import annotations
 
 import asyncio
 from importlib.metadata import PackageNotFoundError, version
+from typing import Any
 
 import numpy as np
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse, Response
+from pydantic import BaseModel
 
 from ..errors import ModelError, StreamingError
 from ..inference.model import DetectionModel
 from ..inference.registry import UnknownModel
 from ..protocol.v2 import HEADER_LENGTH, V2Error, encode_response, parse_request
 from .auth import require_api_key
+from .docs import ERROR_RESPONSES, json_body
 from .state import ServerState, get_state
 from .webrtc import read_limited_body
 
 __all__ = ["V2Failure", "failure_response", "router"]
 
-router = APIRouter(prefix="/v2")
+router = APIRouter(prefix="/v2", responses=ERROR_RESPONSES)
+
+
+class V2Tensor(BaseModel):
+    """One input tensor (JSON data, or ``parameters.binary_data_size`` bytes after the JSON)."""
+
+    name: str
+    shape: list[int]
+    datatype: str
+    data: list[Any] | None = None
+    parameters: dict[str, Any] | None = None
+
+
+class V2InferRequest(BaseModel):
+    """The protocol's inference request, as documented (``protocol/v2.py`` parses it)."""
+
+    id: str | None = None
+    inputs: list[V2Tensor]
+    outputs: list[dict[str, Any]] | None = None
+    parameters: dict[str, Any] | None = None
 
 
 def _error(status: int, message: str) -> JSONResponse:
@@ -118,8 +140,10 @@ async def model_ready(
     return JSONResponse({"name": name, "ready": True})
 
 
-@router.post("/models/{name}/infer")
-@router.post("/models/{name}/versions/{model_version}/infer")
+@router.post("/models/{name}/infer", openapi_extra=json_body(V2InferRequest))
+@router.post(
+    "/models/{name}/versions/{model_version}/infer", openapi_extra=json_body(V2InferRequest)
+)
 async def infer(
     name: str, request: Request, model_version: str | None = None,
     state: ServerState = Depends(get_state),

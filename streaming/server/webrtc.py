@@ -18,11 +18,12 @@ from ..protocol.messages import InitializeWebRTCResponse, WebRTCWorkerRequest
 from ..workflows import compile_workflow, parse_spec
 from ..workflows.blocks.base import BuildContext
 from .auth import body_api_key, client_address
+from .docs import ERROR_RESPONSES, json_body
 from .state import ServerState, get_state
 
 __all__ = ["read_limited_body", "router"]
 
-router = APIRouter()
+router = APIRouter(responses=ERROR_RESPONSES)
 
 
 async def read_limited_body(request: Request, limit: int) -> bytes:
@@ -68,7 +69,11 @@ def camera_of(payload: WebRTCWorkerRequest) -> str | None:
     return None
 
 
-@router.post("/initialise_webrtc_worker", response_model=InitializeWebRTCResponse)
+@router.post(
+    "/initialise_webrtc_worker",
+    response_model=InitializeWebRTCResponse,
+    openapi_extra=json_body(WebRTCWorkerRequest),
+)
 async def initialise_webrtc_worker(
     request: Request, state: ServerState = Depends(get_state)
 ) -> JSONResponse:

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Depends, Request
 
+from ..errors import NotFound
 from ..workflows.blocks import BLOCKS
 from ..workflows.blocks.base import REQUIRED
+from ..workflows.library import WorkflowNotFound
+from .docs import ERROR_RESPONSES
 from .state import ServerState, get_state
 
 __all__ = ["router"]
 
-router = APIRouter(prefix="/workflows")
+router = APIRouter(prefix="/workflows", responses=ERROR_RESPONSES)
 
 
 @router.get("")
@@ -47,5 +50,8 @@ async def get_workflow(
     workspace_name: str, workflow_id: str, request: Request, state: ServerState = Depends(get_state)
 ) -> dict:
     state.auth.check(request)
-    workflow = state.workflows.get(workspace_name, workflow_id)
+    try:
+        workflow = state.workflows.get(workspace_name, workflow_id)
+    except WorkflowNotFound as exc:
+        raise NotFound(exc.message) from None
     return {**workflow.summary(), "specification": workflow.specification}

@@ -22,6 +22,7 @@ __all__ = [
     "LOCAL_WORKSPACE",
     "LibraryWorkflow",
     "WorkflowLibrary",
+    "WorkflowNotFound",
     "image_blur",
     "object_detection",
 ]
@@ -87,6 +88,10 @@ def image_blur(blur_type: str = "average", kernel_size: int = 5) -> dict[str, An
     }
 
 
+class WorkflowNotFound(InvalidRequest):
+    """No workflow by that name in this server's library."""
+
+
 @dataclass(frozen=True)
 class LibraryWorkflow:
     workflow_id: str
@@ -143,6 +148,7 @@ class WorkflowLibrary:
         return list(found.values()), problems
 
     def get(self, workspace: str | None, workflow_id: str) -> LibraryWorkflow:
+        """Raises ``WorkflowNotFound`` (a 400 where a request names it, a 404 at its URL)."""
         name = f"{workspace}/{workflow_id}"
         if (workspace or LOCAL_WORKSPACE) == LOCAL_WORKSPACE and _ID.fullmatch(workflow_id):
             path = self._directory / f"{workflow_id}.json" if self._directory else None
@@ -151,7 +157,7 @@ class WorkflowLibrary:
             if workflow_id in self._builtins:
                 return self._builtins[workflow_id]
         known = ", ".join(w.summary()["id"] for w in self.list()[0])
-        raise InvalidRequest(
+        raise WorkflowNotFound(
             f"workflow '{name}' not found: send workflow_specification inline, "
             f"or name one of this server's workflows ({known})"
         )

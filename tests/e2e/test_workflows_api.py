@@ -29,7 +29,7 @@ def test_the_library_and_the_blocks_are_listed(server):
     assert "predictions" in detection["outputs"]
 
     missing = server.get("/workflows/local/nope")
-    assert missing.status_code == 400
+    assert missing.status_code == 404  # at its own URL; naming it in a request is a 400
     assert "'local/nope' not found" in missing.json()["message"]
     assert "local/object-detection" in missing.json()["message"]
 
