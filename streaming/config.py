@@ -106,6 +106,11 @@ class Settings(BaseSettings):
     """Base directory of uploads (default ``<tmp>/visionstream-uploads-<uid>``); each server
     writes into a private ``server-<pid>`` directory there and, at start, removes those of
     servers that were killed."""
+    upload_idle_timeout_s: float = Field(default=30.0, gt=0)
+    """An upload with no chunk for this long is abandoned (its file deleted, the client told)."""
+    max_frame_pixels: int = Field(default=3840 * 2160, ge=64 * 64)
+    """Largest video frame a client's track may send (width x height); larger frames are
+    dropped and the client told once."""
     decode_queue_frames: int = Field(default=8, ge=1)
     """Decoded frames an uploaded file's reader runs ahead; when full, decoding pauses."""
     rtsp_read_timeout: float = Field(default=5.0, gt=0)

@@ -111,6 +111,10 @@ class UploadReceiver:
         self._file.write(payload)
         self.next_index += 1
 
+    def abort(self) -> None:
+        """Give up on the upload (it stalled): further chunks are refused, the file deleted."""
+        self._fail()
+
     def _fail(self) -> None:
         self.failed = True
         self._early.clear()

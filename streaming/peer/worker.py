@@ -76,6 +76,17 @@ _FIRST_RESULT_CHANNEL_WAIT_S = 2.0
 _COMPLETION_FLUSH_S = 2.0
 
 
+# A session uses a video section, the data channel and perhaps an upload channel (which
+# shares the data section); browsers add audio. Far above that is not a client of ours.
+MAX_MEDIA_SECTIONS = 8
+# Errors waiting for the next result message, at most; the rest are counted in one entry.
+MAX_PENDING_ERRORS = 16
+# Control messages: a burst of this many, then this many a second (ACKs come at the frame
+# rate). Beyond that a peer is flooding, and the session ends.
+CONTROL_BURST = 500
+CONTROL_RATE = 200.0
+
+
 def check_offer_sdp(sdp: str) -> None:
     """Reject what is plainly not an SDP offer before aiortc sees it.
 
@@ -86,8 +97,15 @@ def check_offer_sdp(sdp: str) -> None:
     lines = sdp.strip().splitlines()
     if not lines or lines[0].strip() != "v=0":
         raise InvalidOffer("webrtc_offer.sdp is not SDP: it must start with 'v=0'")
-    if not any(line.startswith("m=") for line in lines):
+    sections = sum(line.startswith("m=") for line in lines)
+    if not sections:
         raise InvalidOffer("webrtc_offer.sdp has no media or data-channel section (m=)")
+    if sections > MAX_MEDIA_SECTIONS:
+        # aiortc would build a transceiver (and its tasks) for each: bounded before it sees it.
+        raise InvalidOffer(
+            f"webrtc_offer.sdp has {sections} media sections; at most {MAX_MEDIA_SECTIONS} "
+            "are accepted (a session needs a video and a data-channel section)"
+        )
 
 
 class PeerWorker:
@@ -129,7 +147,11 @@ class PeerWorker:
         self._tasks: set[asyncio.Task[Any]] = set()
         self._source_attached = False
         self._pending_errors: list[str] = []
+        self._suppressed_errors = 0
         self._source_errors: list[str] = []  # why the source ended: after the last frame
+        self._control_budget = float(CONTROL_BURST)
+        self._control_refilled = time.monotonic()
+        self._frame_too_large_reported = False
         self._dropped_reported = 0
         self._termination_reason: str | None = None
         self._last_send_ms = 0.0
@@ -152,10 +174,13 @@ class PeerWorker:
         pc.on("track", self._on_track)
         pc.on("datachannel", self._on_datachannel)
         if self._processor.selection.stream_output is not None:
-            strategy = "latest" if self.realtime else "wait"
-            self._out_track = OutboundVideoTrack(strategy, self._settings.output_queue_frames)
-            # Added before the offer is applied so it binds to the client's video m-line.
-            pc.addTrack(self._out_track)
+            if any(line.startswith("m=video") for line in offer.sdp.splitlines()):
+                strategy = "latest" if self.realtime else "wait"
+                self._out_track = OutboundVideoTrack(strategy, self._settings.output_queue_frames)
+                # Added before the offer is applied so it binds to the client's video m-line.
+                pc.addTrack(self._out_track)
+            else:  # aiortc cannot answer a track with no m-line to carry it
+                self._report("stream_output ignored: the offer has no video section to carry it")
         try:
             await pc.setRemoteDescription(RTCSessionDescription(sdp=offer.sdp, type="offer"))
         except Exception as exc:
@@ -357,12 +382,31 @@ class PeerWorker:
         self._results.attach(channel)
         channel.on("message", self._on_control_message)
 
+    def _within_control_budget(self) -> bool:
+        now = time.monotonic()
+        self._control_budget = min(
+            CONTROL_BURST, self._control_budget + (now - self._control_refilled) * CONTROL_RATE
+        )
+        self._control_refilled = now
+        self._control_budget -= 1
+        return self._control_budget >= 0
+
     def _on_control_message(self, message: str | bytes) -> None:
+        if self._closing or self._termination_reason is not None:
+            return
+        if not self._within_control_budget():
+            log.info("session %s: control messages flooded; ending it", self.session_id[:8])
+            self._source_errors.append(
+                f"more than {CONTROL_RATE:g} control messages a second: the session is ended"
+            )
+            self._termination_reason = "control_message_flood"  # once: later ones are ignored
+            self._spawn(self._terminate(self._termination_reason))
+            return
         try:
             control = parse_control_message(message)
         except ValueError as exc:
             log.debug("session %s: %s", self.session_id[:8], exc)
-            self._pending_errors.append(str(exc))
+            self._report(str(exc))
             return
         if control.ack is not None:
             self._metrics.acks_received.inc()
@@ -376,13 +420,11 @@ class PeerWorker:
 
     def _switch_stream_output(self, requested: list[str | None]) -> None:
         if self._out_track is None:
-            self._pending_errors.append("stream_output ignored: this session has no video track")
+            self._report("stream_output ignored: this session has no video track")
             return
         names = [n for n in requested if n]
         if names and names[0] not in self._processor.workflow.output_names:
-            self._pending_errors.append(
-                f"stream_output '{names[0]}' ignored: not an output of the workflow"
-            )
+            self._report(f"stream_output '{names[0]}' ignored: not an output of the workflow")
             return
         current = self._processor.selection
         # [] keeps the track alive but renders raw frames, as the reference does.
@@ -392,7 +434,7 @@ class PeerWorker:
     def _receive_upload(self, channel: RTCDataChannel) -> None:
         """The file arrives on ``channel``; once complete it becomes the session's source."""
         if self._source_attached:
-            self._pending_errors.append("video_upload ignored: the session already has a source")
+            self._report("video_upload ignored: the session already has a source")
             channel.close()
             return
         self._source_attached = True
@@ -404,8 +446,11 @@ class PeerWorker:
             self._spawn(self._end_input("the server cannot store uploads right now"))
             return
         self._upload = receiver
+        progress = asyncio.Event()
+        self._spawn(self._watch_upload(receiver, progress, channel))
 
         def on_message(message: str | bytes) -> None:
+            progress.set()
             data = message.encode() if isinstance(message, str) else message
             try:
                 status = receiver.feed(data)
@@ -461,12 +506,35 @@ class PeerWorker:
         try:
             async for frame in received_frames(track):
                 self._metrics.frames_received.inc()
+                if frame.width * frame.height > self._settings.max_frame_pixels:
+                    self._refuse_large_frame(frame.width, frame.height)
+                    continue
                 if await buffer.put(InputItem.now(frame)):
                     self._metrics.frames_dropped.labels(reason).inc()
         except BufferClosed:
             pass  # the session is ending
         finally:
             await buffer.close()
+
+    async def _watch_upload(
+        self, receiver: UploadReceiver, progress: asyncio.Event, channel: RTCDataChannel
+    ) -> None:
+        """An upload that stops sending (a client that hangs halfway) is abandoned after
+        ``upload_idle_timeout_s``: its file deleted, the session told why."""
+        timeout = self._settings.upload_idle_timeout_s
+        while not (receiver.complete or receiver.failed):
+            progress.clear()
+            try:
+                await asyncio.wait_for(progress.wait(), timeout)
+            except TimeoutError:
+                log.info("session %s: upload stalled", self.session_id[:8])
+                receiver.abort()
+                channel.close()
+                await self._end_input(
+                    f"the upload stalled: no chunk for {timeout:g} s "
+                    "(STREAMING_UPLOAD_IDLE_TIMEOUT_S)"
+                )
+                return
 
     async def _play_upload(self, receiver: UploadReceiver) -> None:
         """Decode the uploaded file on a thread: at its own rate dropping late frames
@@ -511,8 +579,31 @@ class PeerWorker:
         except MediaStreamError:
             pass
 
-    def _take_errors(self, source: FrameBuffer[InputItem]) -> list[str]:
+    def _refuse_large_frame(self, width: int, height: int) -> None:
+        self._metrics.frames_dropped.labels("frame_too_large").inc()
+        if not self._frame_too_large_reported:  # once: it is said, not repeated every frame
+            self._frame_too_large_reported = True
+            self._report(
+                f"frames of {width}x{height} exceed STREAMING_MAX_FRAME_PIXELS "
+                f"({self._settings.max_frame_pixels}) and are dropped; send a smaller size"
+            )
+
+    def _report(self, error: str) -> None:
+        """For the next result's ``errors``; bounded, whatever a peer makes us say."""
+        if len(self._pending_errors) < MAX_PENDING_ERRORS:
+            self._pending_errors.append(error)
+        else:
+            self._suppressed_errors += 1
+
+    def _drain_errors(self) -> list[str]:
         errors, self._pending_errors = self._pending_errors, []
+        if self._suppressed_errors:
+            errors.append(f"{self._suppressed_errors} more errors like these were not listed")
+            self._suppressed_errors = 0
+        return errors
+
+    def _take_errors(self, source: FrameBuffer[InputItem]) -> list[str]:
+        errors = self._drain_errors()
         if not self.realtime and source.dropped > self._dropped_reported:
             errors.append(
                 f"input queue full ({source.capacity} frames): dropped "
@@ -568,8 +659,8 @@ class PeerWorker:
             await self._out_track.finish()
         await self._results.wait_attached(_FIRST_RESULT_CHANNEL_WAIT_S)
         last_id = frames
-        if errors := self._pending_errors + self._source_errors:
-            self._pending_errors, self._source_errors = [], []
+        if errors := self._drain_errors() + self._source_errors:
+            self._source_errors = []
             last_id += 1
             await self._results.send(last_id, ResultMessage.notice(frames, errors).to_json())
         completion = ResultMessage.completion(frames, reason).to_json()

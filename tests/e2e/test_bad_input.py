@@ -116,6 +116,12 @@ async def test_bad_requests_fail_precisely_and_a_live_session_keeps_streaming(se
                 "overlay",
             ),
             ("unknown data_output", {"json": _body(sdp, data_output=["scores"])}, 400, "scores"),
+            (  # found by schemathesis: once an assertion, a 500
+                "empty pipeline_id and no workflow",
+                {"json": {**_body(sdp), "workflow_configuration": None, "pipeline_id": ""}},
+                422,
+                "workflow_configuration is required",
+            ),
         ]
         async with httpx.AsyncClient(timeout=30) as http:
             for name, request, status, needle in cases:
