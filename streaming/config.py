@@ -115,6 +115,10 @@ class Settings(BaseSettings):
     """Decoded frames an uploaded file's reader runs ahead; when full, decoding pauses."""
     rtsp_read_timeout: float = Field(default=5.0, gt=0)
     """A camera that sends nothing for this long is treated as disconnected (and reconnected)."""
+    camera_first_frame_s: float = Field(default=15.0, gt=0)
+    """How long a session that names a camera (``rtsp_url``, ``mjpeg_url``) waits for its
+    first frame before answering 502. A camera that refuses the connection fails at once;
+    this covers one that connects and is slow to send (a loaded server or camera)."""
     rtsp_max_backoff: float = Field(default=10.0, gt=0)
     """Longest wait between reconnection attempts to a camera (the wait doubles up to it)."""
     allow_local_sources: bool = False

@@ -138,7 +138,7 @@ async def initialise_webrtc_worker(
         if watched is not None:
             worker.attach_pipeline(watched, payload.pipeline_source_id)
         elif camera_url is not None:
-            await worker.attach_camera(state.hub, camera_url, settings.rtsp_read_timeout + 1.0)
+            await worker.attach_camera(state.hub, camera_url, settings.camera_first_frame_s)
         answer = await worker.start(payload.webrtc_offer, request.headers.get("user-agent", ""))
     except BaseException:
         if worker is None:
