@@ -15,6 +15,7 @@ import contextlib
 import logging
 import time
 import uuid
+import weakref
 from collections.abc import Callable, Coroutine
 from concurrent.futures import Executor
 from dataclasses import dataclass
@@ -49,7 +50,7 @@ from .result_channel import ResultChannel
 from .tracks import OutboundVideoTrack
 from .upload import UploadError, UploadReceiver, UploadStatus
 
-__all__ = ["PeerWorker"]
+__all__ = ["PeerWorker", "check_offer_sdp", "open_peer_connections"]
 
 log = logging.getLogger(__name__)
 
@@ -85,6 +86,16 @@ MAX_PENDING_ERRORS = 16
 # rate). Beyond that a peer is flooding, and the session ends.
 CONTROL_BURST = 500
 CONTROL_RATE = 200.0
+
+
+# Every server peer connection this process made, for ``open_peer_connections``; weak, so
+# it keeps none alive.
+_peer_connections: weakref.WeakSet[RTCPeerConnection] = weakref.WeakSet()
+
+
+def open_peer_connections() -> int:
+    """Server peer connections not closed yet (a leak shows here and in the fds)."""
+    return sum(pc.connectionState != "closed" for pc in list(_peer_connections))
 
 
 def check_offer_sdp(sdp: str) -> None:
@@ -170,6 +181,7 @@ class PeerWorker:
         servers = self._request.ice_servers() if self._settings.allow_client_ice_servers else []
         pc = RTCPeerConnection(build_configuration(self._settings.ice_servers, servers))
         self._pc = pc
+        _peer_connections.add(pc)
         pc.on("connectionstatechange", self._on_connection_state)
         pc.on("track", self._on_track)
         pc.on("datachannel", self._on_datachannel)

@@ -6,6 +6,7 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST
 
+from ..peer.worker import open_peer_connections
 from .docs import ERROR_RESPONSES
 from .state import ServerState, get_state
 
@@ -20,6 +21,7 @@ async def healthz(state: ServerState = Depends(get_state)) -> dict:
         "status": "ok",
         "ready": state.ready.is_set(),
         "sessions": len(state.sessions),
+        "peer_connections": open_peer_connections(),
         "max_sessions": state.settings.max_sessions,
         "models": _models(state),
         # One entry per camera being read, however many sessions and pipelines watch it.

@@ -86,7 +86,9 @@ class LoggedProcess:
 class ServerProcess(LoggedProcess):
     """``visionstream serve`` with extra ``STREAMING_*`` settings; waits for its ready lines."""
 
-    def __init__(self, **settings: str) -> None:
+    def __init__(self, serve: list[str] | None = None, **settings: str) -> None:
+        """``serve``: the Python arguments that start the server (``-m streaming.cli serve``
+        unless a harness wraps it)."""
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         env = {
@@ -100,9 +102,8 @@ class ServerProcess(LoggedProcess):
         self.connected_sessions = 0
         self._seen: set[str] = set()
         self._ready = threading.Event()
-        super().__init__(
-            [sys.executable, "-m", "streaming.cli", "serve", "--port", str(self.port)], env
-        )
+        serve = serve or ["-m", "streaming.cli", "serve"]
+        super().__init__([sys.executable, *serve, "--port", str(self.port)], env)
 
     def _on_line(self, line: str) -> None:
         if "session " in line and " closed after " in line:

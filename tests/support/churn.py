@@ -1,0 +1,187 @@
+"""Session churn against the real server: every kind of session opened and ended, many
+times, and the server's resources read between rounds.
+
+Used by ``tests/e2e/test_churn.py`` (a short round in CI) and ``benchmarks/churn.py``
+(1,000 sessions, RSS per 100). Kinds:
+
+- ``sdk``: the published inference-sdk client with a ManualSource;
+- ``ours``: our client with a ManualSource;
+- ``upload``: our client uploading a short clip, every frame processed;
+- ``camera``: our client asking the server to read an RTSP camera;
+- ``watcher``: our client watching a running pipeline;
+- ``aborted``: an offer posted, then the peer closed before it ever connected;
+- ``vanished``: a client process killed with SIGKILL mid-stream (no goodbye).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import numpy as np
+from inference_sdk import InferenceHTTPClient
+from inference_sdk.webrtc import StreamConfig as SdkStreamConfig
+
+from streaming import Client, ManualSource, StreamConfig, VideoFileSource
+from streaming.client import PipelineSource, RTSPSource
+from tests.conftest import DETECT_SPEC
+from tests.support.peer import loopback_peer
+from tests.support.sdk import LoopManualSource
+from tests.support.server import LoggedProcess, ServerProcess
+
+__all__ = ["KINDS", "Churn", "Resources", "plan"]
+
+KINDS = ("sdk", "ours", "upload", "camera", "watcher", "aborted", "vanished")
+CONFIG = StreamConfig(stream_output=["annotated"], data_output=["predictions"])
+IMAGE = np.full((240, 320, 3), 80, np.uint8)
+# A session that never comes back is a failure, not a wait: far above the ~1 s each takes.
+SESSION_BOUND_S = 60
+
+
+@dataclass(frozen=True)
+class Resources:
+    """What the server holds: all must return to their baseline once sessions ended."""
+
+    threads: int
+    fds: int
+    sessions: int
+    peer_connections: int
+    upload_files: int
+    rss_mb: float
+
+    @classmethod
+    def of(cls, server: ServerProcess, uploads: Path) -> Resources:
+        pid = server.process.pid
+        health = server.get("/healthz").json()
+        status = Path(f"/proc/{pid}/status").read_text()
+        rss_kb = next(
+            int(line.split()[1]) for line in status.splitlines() if line.startswith("VmRSS")
+        )
+        return cls(
+            threads=len(os.listdir(f"/proc/{pid}/task")),
+            fds=len(os.listdir(f"/proc/{pid}/fd")),
+            sessions=health["sessions"],
+            peer_connections=health["peer_connections"],
+            upload_files=sum(1 for p in uploads.rglob("*") if p.is_file() and p.name != ".lock"),
+            rss_mb=rss_kb / 1024,
+        )
+
+
+class Churn:
+    """Opens and ends sessions of each kind against ``server`` (which must log session
+    teardowns, have ``connect_timeout_s`` short, and read ``camera_url``)."""
+
+    def __init__(self, server: ServerProcess, camera_url: str, clip: Path) -> None:
+        self.server = server
+        self.camera_url = camera_url
+        self.clip = clip
+        self.pipeline_id = self._start_pipeline()
+        self.opened = 0
+
+    def _start_pipeline(self) -> str:
+        response = self.server.start_pipeline(self.camera_url, DETECT_SPEC)
+        assert response.status_code == 200, response.text
+        return response.json()["context"]["pipeline_id"]
+
+    def run(self, kinds: list[str]) -> None:
+        """One session of each kind in ``kinds``, in order; returns once each got a result
+        (or, for ``aborted`` and ``vanished``, once it was left behind)."""
+        for kind in kinds:
+            getattr(self, f"_{kind}")()
+            self.opened += 1
+
+    def wait_all_closed(self, timeout: float) -> None:
+        """Until the server has torn down every session opened so far (the vanished ones
+        take ICE consent's ~30 s), plus those of the pipeline watcher's own."""
+        self.server.wait_sessions_closed(self.opened, timeout=timeout)
+
+    # ------------------------------------------------------------------- kinds
+
+    def _sdk(self) -> None:
+        source = LoopManualSource()
+        config = SdkStreamConfig(stream_output=["annotated"], data_output=["predictions"])
+        session = InferenceHTTPClient(api_url=self.server.url, api_key=None).webrtc.stream(
+            source=source, workflow=DETECT_SPEC, config=config
+        )
+        got = threading.Event()
+        session.on_data("predictions")(lambda *_: got.set())
+        runner = threading.Thread(target=session.run, daemon=True)
+        runner.start()
+        assert source.connected.wait(SESSION_BOUND_S), "the SDK session never connected"
+        while not got.is_set():
+            source.send_on_loop(IMAGE)
+            got.wait(0.1)  # one frame per 100 ms until a result is back (pacing, not waiting)
+        session.close()
+        runner.join(SESSION_BOUND_S)
+        assert not runner.is_alive(), "the SDK session did not end"
+
+    def _ours(self) -> None:
+        source = ManualSource()
+        source.send(IMAGE)  # queued until it runs
+        self._first_frame(source)
+
+    def _camera(self) -> None:
+        self._first_frame(RTSPSource(self.camera_url))
+
+    def _watcher(self) -> None:
+        self._first_frame(PipelineSource(self.pipeline_id))
+
+    def _first_frame(self, source: object) -> None:
+        workflow = None if isinstance(source, PipelineSource) else DETECT_SPEC
+        session = Client(self.server.url).webrtc.stream(source, workflow=workflow, config=CONFIG)
+        with session:
+            next(session.video())
+
+    def _upload(self) -> None:
+        session = Client(self.server.url).webrtc.stream(
+            VideoFileSource(self.clip), workflow=DETECT_SPEC, config=CONFIG
+        )
+        with session:
+            assert sum(1 for _ in session.results()) > 0
+
+    def _aborted(self) -> None:
+        asyncio.run(_post_offer_then_vanish(self.server.url))
+
+    def _vanished(self) -> None:
+        command = [sys.executable, "-m", "tests.support.exit_program", self.server.url]
+        program = LoggedProcess([*command, "video", "sigint", "manual"])
+        try:
+            program.wait_for_output("STREAMING", timeout=SESSION_BOUND_S)
+            program.process.send_signal(signal.SIGKILL)  # no goodbye
+            program.process.wait(SESSION_BOUND_S)
+        finally:
+            program.stop()
+
+
+async def _post_offer_then_vanish(url: str) -> None:
+    pc = loopback_peer()
+    try:
+        pc.addTransceiver("video", direction="recvonly")
+        pc.createDataChannel("inference")
+        await pc.setLocalDescription(await pc.createOffer())
+        body = {
+            "webrtc_offer": {"type": "offer", "sdp": pc.localDescription.sdp},
+            "workflow_configuration": {
+                "type": "WorkflowConfiguration",
+                "workflow_specification": DETECT_SPEC,
+            },
+        }
+        async with httpx.AsyncClient(timeout=SESSION_BOUND_S) as http:
+            response = await http.post(f"{url}/initialise_webrtc_worker", json=body)
+        assert response.status_code == 200, response.text
+    finally:
+        await pc.close()  # never applied the answer: the server waits out its connect timeout
+
+
+def plan(count: int) -> list[str]:
+    """``count`` sessions cycling through the kinds, vanishing ones first (they take longest
+    to be noticed, so their waits overlap the rest)."""
+    cycle = [k for k in KINDS if k != "vanished"]
+    vanished = max(1, count // 25)
+    return ["vanished"] * vanished + [cycle[i % len(cycle)] for i in range(count - vanished)]
