@@ -51,6 +51,12 @@ def main() -> None:
     parser.add_argument("--round", type=int, default=100)
     parser.add_argument("--warmup", type=int, default=12)
     parser.add_argument("--tracemalloc", action="store_true")
+    parser.add_argument(
+        "--malloc-trim",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="the server's STREAMING_MALLOC_TRIM (off: to measure what it saves)",
+    )
     parser.add_argument("--out", default="churn")
     args = parser.parse_args()
     restrict_host_addresses(["127.0.0.1"])
@@ -59,7 +65,8 @@ def main() -> None:
     clip = stamped_clip(work / "clip.mp4", frames=8, size=(320, 240))
     serve = ["benchmarks/traced_serve.py"] if args.tracemalloc else None
     settings = {"upload_dir": str(uploads), "connect_timeout_s": "3", "max_sessions": "32",
-                "max_sessions_per_address": "32"}  # fmt: skip
+                "max_sessions_per_address": "32",
+                "malloc_trim": str(args.malloc_trim).lower()}  # fmt: skip
     rounds = []
     with RTSPCamera(320, 240, fps=30) as camera:
         os.environ["VISIONSTREAM_SNAPSHOT"] = str(trace)  # read by traced_serve.py
@@ -87,6 +94,7 @@ def main() -> None:
     report = {
         "sessions": args.sessions,
         "round": args.round,
+        "malloc_trim": args.malloc_trim,
         "kinds": list(KINDS),
         "baseline": asdict(baseline),
         "rounds": rounds,

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import signal
 import sys
@@ -12,6 +13,7 @@ from streaming.cli import main
 
 
 def _dump(signum: int, frame: object) -> None:
+    gc.collect()  # what is left is alive, not garbage waiting for the cyclic collector
     path = os.environ["VISIONSTREAM_SNAPSHOT"]
     tracemalloc.take_snapshot().dump(path + ".tmp")
     os.replace(path + ".tmp", path)

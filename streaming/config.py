@@ -174,6 +174,9 @@ class Settings(BaseSettings):
     """How long a batch waits for more frames after its first one (Triton's semantics)."""
     batch_workers: int = Field(default=2, ge=1)
     """Batches of one model in flight at once (one forms while the other runs)."""
+    malloc_trim: bool = True
+    """After sessions end, return freed heap to the system (glibc's ``malloc_trim``): without
+    it RSS creeps up with session churn (``benchmarks churn``)."""
     workflow_threads: int = Field(default=4, ge=1)
     """Threads that run workflows (preprocess, inference, annotate, serialize) for all sessions."""
 

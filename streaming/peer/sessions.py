@@ -7,6 +7,7 @@ from collections import Counter
 from typing import TYPE_CHECKING
 
 from ..errors import TooManySessions
+from ..memory import MemoryTrimmer
 from ..metrics import Metrics
 
 if TYPE_CHECKING:
@@ -18,7 +19,14 @@ __all__ = ["SessionRegistry"]
 class SessionRegistry:
     """Slots are taken per client address as well: one address cannot take them all."""
 
-    def __init__(self, max_sessions: int, metrics: Metrics, max_per_address: int = 0) -> None:
+    def __init__(
+        self,
+        max_sessions: int,
+        metrics: Metrics,
+        max_per_address: int = 0,
+        trimmer: MemoryTrimmer | None = None,
+    ) -> None:
+        self._trimmer = trimmer
         self._max = max_sessions
         self._max_per_address = max_per_address or max_sessions
         self._metrics = metrics
@@ -60,6 +68,9 @@ class SessionRegistry:
     def remove(self, worker: PeerWorker) -> None:
         if self._workers.pop(worker.session_id, None) is not None:
             self.release(self._addresses.pop(worker.session_id))
+            if self._trimmer is not None and self._trimmer.available:
+                # Off the loop: trimming a large heap takes milliseconds.
+                asyncio.get_running_loop().run_in_executor(None, self._trimmer.trim)
 
     async def close_all(self) -> None:
         await asyncio.gather(*(w.close() for w in list(self._workers.values())))

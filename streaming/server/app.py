@@ -23,6 +23,7 @@ from ..egress import EgressPolicy
 from ..errors import StreamingError
 from ..inference.default_model import DEFAULT_MODEL_ID, ensure_default_model
 from ..inference.registry import ModelRegistry
+from ..memory import MemoryTrimmer
 from ..metrics import Metrics
 from ..peer.encoder import install as install_vp8_encoder
 from ..peer.ice import restrict_host_addresses
@@ -85,7 +86,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             settings=settings,
             models=registry,
             sessions=SessionRegistry(
-                settings.max_sessions, metrics, settings.max_sessions_per_address
+                settings.max_sessions,
+                metrics,
+                settings.max_sessions_per_address,
+                MemoryTrimmer(settings.malloc_trim),
             ),
             metrics=metrics,
             executor=executor,

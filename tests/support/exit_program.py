@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from streaming import Client, ManualSource, StreamConfig, VideoFileSource, WebcamSource
+from streaming.peer.ice import restrict_host_addresses
 from streaming.workflows.library import object_detection
 
 CONFIG = StreamConfig(stream_output=["annotated"], data_output=["predictions"])
@@ -151,6 +152,9 @@ async def consume(session: Any, ending: str) -> None:
 
 
 def main() -> None:
+    # As the test process does (conftest.py): aioice skips loopback by itself, and the
+    # suite's namespace has nothing else.
+    restrict_host_addresses(["127.0.0.1"])
     url, mode, ending, kind = sys.argv[1:5]
     source = make_source(kind, sys.argv[5] if len(sys.argv) > 5 else None)
     if mode.startswith("astream"):
