@@ -10,7 +10,7 @@ import pytest
 from streaming.inference.session import nvidia_driver_present
 from streaming.peer.ice import restrict_host_addresses
 from tests.support.camera import RTSPCamera
-from tests.support.server import ServerProcess
+from tests.support.server import running_server
 
 # The test process runs client peers too: keep their candidates on loopback as well.
 restrict_host_addresses(["127.0.0.1"])
@@ -78,23 +78,15 @@ def load_photo(photos: Path, name: str, size: tuple[int, int] = (640, 480)) -> n
 
 @pytest.fixture(scope="session")
 def server():
-    process = ServerProcess()
-    try:
-        process.wait_ready()
+    with running_server() as process:
         yield process
-    finally:
-        process.stop()
 
 
 @pytest.fixture(scope="session")
 def guarded_server():
     """API key required, two sessions at most, 3 s to connect."""
-    process = ServerProcess(api_key="s3cret-key", max_sessions="2", connect_timeout_s="3")
-    try:
-        process.wait_ready()
+    with running_server(api_key="s3cret-key", max_sessions="2", connect_timeout_s="3") as process:
         yield process
-    finally:
-        process.stop()
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ import pytest
 from streaming import Client, ManualSource, StreamConfig
 from tests.conftest import DETECT_SPEC
 from tests.support.peer import loopback_peer
-from tests.support.server import ServerProcess
+from tests.support.server import ServerProcess, running_server
 
 pytestmark = pytest.mark.e2e
 
@@ -67,7 +67,7 @@ def test_docs_work_without_the_internet(guarded_server):
 
 @pytest.fixture(scope="module")
 def strict_server():
-    process = ServerProcess(
+    with running_server(
         api_key=KEY,
         auth_failures_per_minute="3",
         max_sessions_per_address="1",
@@ -75,12 +75,8 @@ def strict_server():
         http_header_timeout_s="1",
         http_body_timeout_s="1",
         metrics_require_api_key="false",
-    )
-    try:
-        process.wait_ready()
+    ) as process:
         yield process
-    finally:
-        process.stop()
 
 
 def test_wrong_keys_are_throttled_per_address(strict_server):

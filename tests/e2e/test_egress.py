@@ -7,7 +7,7 @@ import pytest
 
 from tests.conftest import DETECT_SPEC
 from tests.support.peer import loopback_peer
-from tests.support.server import ServerProcess
+from tests.support.server import running_server
 
 pytestmark = pytest.mark.e2e
 
@@ -16,12 +16,8 @@ WORKFLOW = {"type": "WorkflowConfiguration", "workflow_specification": DETECT_SP
 
 @pytest.fixture(scope="module")
 def default_server():
-    process = ServerProcess(allowed_networks="0.0.0.0/0,::/0")
-    try:
-        process.wait_ready()
+    with running_server(allowed_networks="0.0.0.0/0,::/0") as process:
         yield process
-    finally:
-        process.stop()
 
 
 async def offer_sdp() -> str:

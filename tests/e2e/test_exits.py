@@ -18,7 +18,7 @@ import threading
 import pytest
 
 from tests.support.media import stamped_clip
-from tests.support.server import LoggedProcess, ServerProcess
+from tests.support.server import LoggedProcess, running_server
 
 pytestmark = pytest.mark.e2e
 
@@ -49,12 +49,8 @@ CASES = [
 @pytest.fixture(scope="module")
 def server():
     """Its own: sessions these programs leave to ICE consent must not linger into others."""
-    process = ServerProcess()
-    try:
-        process.wait_ready()
+    with running_server() as process:
         yield process
-    finally:
-        process.stop()
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,7 @@ import pytest
 from streaming import Client, ManualSource, StreamConfig
 from tests.conftest import DETECT_SPEC
 from tests.support.peer import LoopbackPeer
-from tests.support.server import ServerProcess
+from tests.support.server import running_server
 
 pytestmark = pytest.mark.e2e
 
@@ -24,13 +24,28 @@ pytestmark = pytest.mark.e2e
 @pytest.fixture(scope="module")
 def hostile_server(tmp_path_factory):
     uploads = tmp_path_factory.mktemp("uploads")
-    process = ServerProcess(upload_dir=str(uploads), upload_idle_timeout_s="1.5")
-    process.uploads = uploads
-    try:
-        process.wait_ready()
+    with running_server(upload_dir=str(uploads), upload_idle_timeout_s="1.5") as process:
+        process.uploads = uploads
         yield process
-    finally:
-        process.stop()
+
+
+async def connected_peer(url: str, **fields) -> LoopbackPeer:
+    """A protocol-level peer with a live session (the caller closes it)."""
+    peer = LoopbackPeer(url)
+    response = await peer.connect(spec=DETECT_SPEC, **fields)
+    assert response.status_code == 200, response.text
+    await asyncio.wait_for(peer.connected.wait(), 30)
+    return peer
+
+
+def errors_of(peer: LoopbackPeer) -> list[str]:
+    return [e for r in peer.results for e in r.get("errors") or []]
+
+
+async def completion_of(peer: LoopbackPeer) -> dict:
+    """The session's completion message, once it came."""
+    await peer.wait_for(lambda: any(r.get("processing_complete") for r in peer.results), 60)
+    return next(r for r in peer.results if r.get("processing_complete"))
 
 
 class Witness:
@@ -96,22 +111,16 @@ async def test_an_offer_with_hundreds_of_media_sections_is_refused(hostile_serve
 
 
 async def test_a_control_message_flood_ends_that_session_only(hostile_server, witness):
-    peer = LoopbackPeer(hostile_server.url)
+    peer = await connected_peer(hostile_server.url)
+    assert peer.track is not None
     try:
-        response = await peer.connect(spec=DETECT_SPEC)
-        assert response.status_code == 200, response.text
-        await asyncio.wait_for(peer.connected.wait(), 30)
-        assert peer.track is not None
         peer.track.send(np.full((240, 320, 3), 90, np.uint8))
         await peer.wait_for(lambda: peer.results)
         for i in range(3000):
             peer.send_control("not json" if i % 2 else {"ack": i})
-        await peer.wait_for(
-            lambda: any(r.get("processing_complete") for r in peer.results), timeout=60
-        )
-        completion = next(r for r in peer.results if r.get("processing_complete"))
+        completion = await completion_of(peer)
         assert completion["termination_reason"] == "control_message_flood"
-        errors = [e for r in peer.results for e in r.get("errors") or []]
+        errors = errors_of(peer)
         assert any("control messages a second" in e for e in errors), errors
         # Bounded: never thousands of error entries for thousands of bad messages.
         assert len(errors) <= 40, len(errors)
@@ -120,12 +129,9 @@ async def test_a_control_message_flood_ends_that_session_only(hostile_server, wi
 
 
 async def test_8k_frames_are_dropped_with_one_clear_error(hostile_server, witness):
-    peer = LoopbackPeer(hostile_server.url)
+    peer = await connected_peer(hostile_server.url)
+    assert peer.track is not None
     try:
-        response = await peer.connect(spec=DETECT_SPEC)
-        assert response.status_code == 200, response.text
-        await asyncio.wait_for(peer.connected.wait(), 30)
-        assert peer.track is not None
         huge = np.zeros((4320, 7680, 3), np.uint8)
         for _ in range(3):
             peer.track.send(huge)
@@ -134,8 +140,7 @@ async def test_8k_frames_are_dropped_with_one_clear_error(hostile_server, witnes
             peer.track.send(small)
 
         def said_so() -> bool:
-            errors = [e for r in peer.results for e in r.get("errors") or []]
-            return any("STREAMING_MAX_FRAME_PIXELS" in e for e in errors)
+            return any("STREAMING_MAX_FRAME_PIXELS" in e for e in errors_of(peer))
 
         await peer.wait_for(said_so, timeout=90)
         sizes = {
@@ -149,12 +154,9 @@ async def test_8k_frames_are_dropped_with_one_clear_error(hostile_server, witnes
 
 
 async def test_a_resolution_change_every_frame_is_served(hostile_server, witness):
-    peer = LoopbackPeer(hostile_server.url)
+    peer = await connected_peer(hostile_server.url)
+    assert peer.track is not None
     try:
-        response = await peer.connect(spec=DETECT_SPEC)
-        assert response.status_code == 200, response.text
-        await asyncio.wait_for(peer.connected.wait(), 30)
-        assert peer.track is not None
         sizes = [(320, 240), (640, 360), (480, 270), (256, 256)]
         for i in range(24):
             width, height = sizes[i % len(sizes)]
@@ -162,8 +164,7 @@ async def test_a_resolution_change_every_frame_is_served(hostile_server, witness
         # Realtime: the newest frame wins, so not every one; but they keep coming.
         await peer.wait_for(lambda: len(peer.results) >= 6, timeout=90)
         await peer.wait_for(lambda: len(peer.frames) >= 3, timeout=90)
-        errors = [e for r in peer.results for e in r.get("errors") or []]
-        assert errors == [], errors
+        assert errors_of(peer) == []
     finally:
         await peer.close()
 
@@ -171,19 +172,14 @@ async def test_a_resolution_change_every_frame_is_served(hostile_server, witness
 async def test_an_upload_that_stalls_halfway_is_abandoned(hostile_server, witness):
     from streaming.protocol.upload import UPLOAD_HEADER
 
-    peer = LoopbackPeer(hostile_server.url)
+    peer = await connected_peer(
+        hostile_server.url, video=False, upload=True, webrtc_realtime_processing=False
+    )
     try:
-        response = await peer.connect(
-            spec=DETECT_SPEC, video=False, upload=True, webrtc_realtime_processing=False
-        )
-        assert response.status_code == 200, response.text
-        await asyncio.wait_for(peer.connected.wait(), 30)
         # Chunks 0..4 of 10, then nothing: the client hangs halfway.
         await peer.send_upload(UPLOAD_HEADER.pack(i, 10) + b"x" * 1000 for i in range(5))
-        await peer.wait_for(
-            lambda: any(r.get("processing_complete") for r in peer.results), timeout=60
-        )
-        errors = [e for r in peer.results for e in r.get("errors") or []]
+        await completion_of(peer)
+        errors = errors_of(peer)
         assert any("the upload stalled" in e for e in errors), errors
         # It asked for video but offered no video section: said, not an obscure 400.
         assert any("no video section" in e for e in errors), errors

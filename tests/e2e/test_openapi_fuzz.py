@@ -18,7 +18,7 @@ from schemathesis.checks import (
     status_code_conformance,
 )
 
-from tests.support.server import ServerProcess
+from tests.support.server import running_server
 
 pytestmark = pytest.mark.e2e
 
@@ -33,12 +33,9 @@ CHECKS = [
 
 @pytest.fixture(scope="module")
 def fuzzed_server(tmp_path_factory):
-    process = ServerProcess(sink_dir=str(tmp_path_factory.mktemp("sinks")), max_pipelines="2")
-    try:
-        process.wait_ready()
+    sinks = str(tmp_path_factory.mktemp("sinks"))
+    with running_server(sink_dir=sinks, max_pipelines="2") as process:
         yield process
-    finally:
-        process.stop()
 
 
 @pytest.fixture(scope="module")

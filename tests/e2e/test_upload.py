@@ -24,7 +24,7 @@ from streaming.protocol.upload import iter_upload_chunks
 from tests.conftest import DETECT_SPEC
 from tests.support.media import stamped_clip, write_clip
 from tests.support.peer import LoopbackPeer
-from tests.support.server import ServerProcess
+from tests.support.server import ServerProcess, running_server
 
 pytestmark = pytest.mark.e2e
 
@@ -35,13 +35,9 @@ CONFIG = StreamConfig(stream_output=["annotated"], data_output=["predictions"])
 @pytest.fixture(scope="module")
 def upload_server(tmp_path_factory):
     uploads = tmp_path_factory.mktemp("uploads")
-    process = ServerProcess(upload_dir=str(uploads))
-    process.uploads = uploads
-    try:
-        process.wait_ready()
+    with running_server(upload_dir=str(uploads)) as process:
+        process.uploads = uploads
         yield process
-    finally:
-        process.stop()
 
 
 @pytest.fixture(scope="module")

@@ -8,6 +8,8 @@ import subprocess
 import sys
 import threading
 from collections import deque
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import httpx
 
@@ -158,3 +160,14 @@ class ServerProcess(LoggedProcess):
 
     def sessions(self) -> int:
         return self.get("/healthz").json()["sessions"]
+
+
+@contextmanager
+def running_server(**settings: str) -> Iterator[ServerProcess]:
+    """A ready ``ServerProcess`` for the ``with`` block (fixtures yield from it)."""
+    process = ServerProcess(**settings)
+    try:
+        process.wait_ready()
+        yield process
+    finally:
+        process.stop()
