@@ -8,6 +8,7 @@ while a witness session of our client streams beside it on the same server.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import threading
 
 import numpy as np
@@ -158,12 +159,28 @@ async def test_a_resolution_change_every_frame_is_served(hostile_server, witness
     assert peer.track is not None
     try:
         sizes = [(320, 240), (640, 360), (480, 270), (256, 256)]
-        for i in range(24):
-            width, height = sizes[i % len(sizes)]
-            peer.track.send(np.full((height, width, 3), 40 + i, np.uint8))
-        # Realtime: the newest frame wins, so not every one; but they keep coming.
-        await peer.wait_for(lambda: len(peer.results) >= 6, timeout=90)
-        await peer.wait_for(lambda: len(peer.frames) >= 3, timeout=90)
+        sent_sizes: set[tuple[int, int]] = set()
+
+        async def feed() -> None:
+            # Every frame a new size, for as long as the test waits: realtime keeps only the
+            # newest, so how many come back depends on the machine's load, not on the code.
+            for i in itertools.count():
+                width, height = sizes[i % len(sizes)]
+                assert peer.track is not None
+                peer.track.send(np.full((height, width, 3), 40 + i % 100, np.uint8))
+                await peer.track.drained()
+
+        feeder = asyncio.ensure_future(feed())
+        try:
+            await peer.wait_for(lambda: len(peer.results) >= 8, timeout=120)
+            await peer.wait_for(lambda: len(peer.frames) >= 3, timeout=120)
+        finally:
+            feeder.cancel()
+            await asyncio.gather(feeder, return_exceptions=True)
+        for result in peer.results:
+            meta = result["video_metadata"]
+            sent_sizes.add((meta.get("width"), meta.get("height")))
+        assert len(sent_sizes) >= 2, sent_sizes  # the sizes really changed under the server
         assert errors_of(peer) == []
     finally:
         await peer.close()

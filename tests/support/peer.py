@@ -49,8 +49,13 @@ class QueuedVideoTrack(MediaStreamTrack):
     def send(self, image: np.ndarray | None) -> None:
         self._queue.put_nowait(image)
 
+    async def drained(self) -> None:
+        """Until the encoder has taken every queued image (a sender keeps pace with it)."""
+        await self._queue.join()
+
     async def recv(self) -> av.VideoFrame:
         image = await self._queue.get()
+        self._queue.task_done()
         if image is None:
             self.stop()
             raise MediaStreamError
