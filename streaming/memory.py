@@ -9,6 +9,7 @@ pages. Only where glibc is the allocator; elsewhere this does nothing.
 
 from __future__ import annotations
 
+import asyncio
 import ctypes
 import ctypes.util
 import threading
@@ -28,26 +29,44 @@ def _malloc_trim() -> ctypes._CFuncPtr | None:  # type: ignore[name-defined]
 
 
 class MemoryTrimmer:
-    """``trim()`` after a session closes; at most once per ``interval_s``. Thread-safe."""
+    """``after_session()`` when a session has closed: trims at once unless it trimmed in the
+    last ``interval_s``, and then once more when closes have been quiet that long (so the
+    last of a burst of closes is trimmed too). Trimming runs off the loop."""
 
     def __init__(self, enabled: bool, interval_s: float = 2.0) -> None:
         self._trim = _malloc_trim() if enabled else None
         self._interval = interval_s
         self._last = 0.0
         self._lock = threading.Lock()
+        self._pending: asyncio.TimerHandle | None = None
 
     @property
     def available(self) -> bool:
         return self._trim is not None
 
-    def trim(self) -> bool:
-        """Blocking (milliseconds); run it off the event loop. True when it ran."""
+    def after_session(self) -> None:
+        """On the event loop."""
         if self._trim is None:
-            return False
+            return
+        loop = asyncio.get_running_loop()
+        if time.monotonic() - self._last >= self._interval:
+            loop.run_in_executor(None, self.trim)
+        elif self._pending is None:
+            self._pending = loop.call_later(self._interval, self._trailing, loop)
+
+    def _trailing(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._pending = None
+        loop.run_in_executor(None, self.trim)
+
+    def trim(self) -> None:
+        """Blocking (milliseconds on a large heap)."""
+        if self._trim is None:
+            return
         with self._lock:
-            now = time.monotonic()
-            if now - self._last < self._interval:
-                return False
-            self._last = now
-        self._trim(0)
-        return True
+            self._last = time.monotonic()
+            self._trim(0)
+
+    def close(self) -> None:
+        if self._pending is not None:
+            self._pending.cancel()
+            self._pending = None

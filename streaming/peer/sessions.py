@@ -68,9 +68,8 @@ class SessionRegistry:
     def remove(self, worker: PeerWorker) -> None:
         if self._workers.pop(worker.session_id, None) is not None:
             self.release(self._addresses.pop(worker.session_id))
-            if self._trimmer is not None and self._trimmer.available:
-                # Off the loop: trimming a large heap takes milliseconds.
-                asyncio.get_running_loop().run_in_executor(None, self._trimmer.trim)
+            if self._trimmer is not None:
+                self._trimmer.after_session()
 
     async def close_all(self) -> None:
         await asyncio.gather(*(w.close() for w in list(self._workers.values())))

@@ -82,14 +82,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         executor = ThreadPoolExecutor(settings.workflow_threads, thread_name_prefix="workflow")
         hub = SourceHub(camera_factory(settings))
         library = WorkflowLibrary(settings.workflows_dir, settings.default_model)
+        trimmer = MemoryTrimmer(settings.malloc_trim)
         state = ServerState(
             settings=settings,
             models=registry,
             sessions=SessionRegistry(
-                settings.max_sessions,
-                metrics,
-                settings.max_sessions_per_address,
-                MemoryTrimmer(settings.malloc_trim),
+                settings.max_sessions, metrics, settings.max_sessions_per_address, trimmer
             ),
             metrics=metrics,
             executor=executor,
@@ -113,6 +111,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             state.executor.shutdown(wait=True, cancel_futures=True)
             state.models.close()
             state.uploads.close()
+            trimmer.close()
 
     # Docs are ours (server/docs.py): offline assets, behind the API key.
     app = FastAPI(

@@ -35,18 +35,30 @@ from tests.support.peer import loopback_peer
 from tests.support.sdk import LoopManualSource
 from tests.support.server import LoggedProcess, ServerProcess
 
-__all__ = ["KINDS", "Churn", "Resources", "plan"]
+__all__ = ["KINDS", "POOL_GROWTH", "Churn", "Resources", "plan"]
 
 KINDS = ("sdk", "ours", "upload", "camera", "watcher", "aborted", "vanished")
 CONFIG = StreamConfig(stream_output=["annotated"], data_output=["predictions"])
 IMAGE = np.full((240, 320, 3), 80, np.uint8)
 # A session that never comes back is a failure, not a wait: far above the ~1 s each takes.
 SESSION_BOUND_S = 60
+# Thread pools (asyncio's default executor: up to 6 threads on 2 cores) may still grow to
+# their size after a warm-up; a leak grows with every session, far past this.
+POOL_GROWTH = 4
 
 
 @dataclass(frozen=True)
 class Resources:
     """What the server holds: all must return to their baseline once sessions ended."""
+
+    def back_to(self, baseline: Resources) -> bool:
+        return (
+            self.sessions == 0
+            and self.peer_connections == 0
+            and self.upload_files == 0
+            and self.fds <= baseline.fds
+            and self.threads <= baseline.threads + POOL_GROWTH
+        )
 
     threads: int
     fds: int
