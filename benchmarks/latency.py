@@ -9,13 +9,16 @@ isolates what streaming itself costs). The server's own inference time per frame
 each result's ``video_metadata.inference_ms``.
 
 Run: ``unshare --net sh -c 'ip link set lo up && python -m benchmarks latency'``
-(``--frames 9000`` for the 5-minute drift run).
+(``--frames 9000`` for the 5-minute drift run). ``--sessions N`` runs N such sessions at once
+for a soak (``--sessions 4 --frames 108000 --workflow blur`` is the hour): each reports its
+own drift and the median of every minute instead of every sample.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -52,6 +55,18 @@ def measure(url: str, workflow: str, frames: int, fps: float, warmup: int) -> di
     ordered = [ages[i] for i in sorted(ages)]
     head, tail = ordered[:100], ordered[-100:]
     drift = float(np.median(tail) - np.median(head)) if len(ordered) >= 200 else None
+    minute = int(60 * fps)
+    long_run = len(ordered) > 3 * minute
+    samples = (
+        {
+            "minute_medians_ms": [
+                round(float(np.median(ordered[i : i + minute])), 1)
+                for i in range(0, len(ordered), minute)
+            ]
+        }
+        if long_run
+        else {"samples_ms": [round(a, 1) for a in ordered]}
+    )
     return {
         "workflow": workflow,
         "frames_sent": frames,
@@ -61,7 +76,7 @@ def measure(url: str, workflow: str, frames: int, fps: float, warmup: int) -> di
         "latency_ms": percentiles(ordered),
         "drift_ms": None if drift is None else round(drift, 1),
         "server_inference_ms_p50": round(float(np.median(inference)), 2) if inference else None,
-        "samples_ms": [round(a, 1) for a in ordered],
+        **samples,
     }
 
 
@@ -71,6 +86,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--warmup", type=int, default=60)
     parser.add_argument("--fps", type=float, default=30)
     parser.add_argument("--workflow", choices=[*WORKFLOWS, "both"], default="both")
+    parser.add_argument("--sessions", type=int, default=1, help="concurrent sessions")
     parser.add_argument("--out", default="latency", help="results/<out>.json")
     args = parser.parse_args(argv)
     restrict_host_addresses(["127.0.0.1"])
@@ -80,9 +96,18 @@ def main(argv: list[str] | None = None) -> None:
     try:
         server.wait_ready()
         for name in names:
-            runs[name] = measure(server.url, name, args.frames, args.fps, args.warmup)
-            shown = {k: v for k, v in runs[name].items() if k != "samples_ms"}
-            print(json.dumps(shown), flush=True)
+            with ThreadPoolExecutor(args.sessions) as pool:
+                futures = [
+                    pool.submit(measure, server.url, name, args.frames, args.fps, args.warmup)
+                    for _ in range(args.sessions)
+                ]
+                results = [f.result() for f in futures]
+            runs[name] = results[0] if args.sessions == 1 else {"sessions": results}
+            for result in results:
+                shown = {
+                    k: v for k, v in result.items() if not k.endswith("_ms") or k == "drift_ms"
+                }
+                print(json.dumps(shown), flush=True)
         device = server.get("/readyz").json()["models"]
     finally:
         server.stop()
