@@ -70,14 +70,18 @@ class Resources:
     @classmethod
     def of(cls, server: ServerProcess, uploads: Path) -> Resources:
         pid = server.process.pid
-        health = server.get("/healthz").json()
+        # /proc first: asking /healthz opens a connection the server closes only once it has
+        # read the client's FIN, a moment later (one fd more, at random).
+        threads = len(os.listdir(f"/proc/{pid}/task"))
+        fds = len(os.listdir(f"/proc/{pid}/fd"))
         status = Path(f"/proc/{pid}/status").read_text()
         rss_kb = next(
             int(line.split()[1]) for line in status.splitlines() if line.startswith("VmRSS")
         )
+        health = server.get("/healthz").json()
         return cls(
-            threads=len(os.listdir(f"/proc/{pid}/task")),
-            fds=len(os.listdir(f"/proc/{pid}/fd")),
+            threads=threads,
+            fds=fds,
             sessions=health["sessions"],
             peer_connections=health["peer_connections"],
             upload_files=sum(1 for p in uploads.rglob("*") if p.is_file() and p.name != ".lock"),
