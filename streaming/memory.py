@@ -40,10 +40,6 @@ class MemoryTrimmer:
         self._lock = threading.Lock()
         self._pending: asyncio.TimerHandle | None = None
 
-    @property
-    def available(self) -> bool:
-        return self._trim is not None
-
     def after_session(self) -> None:
         """On the event loop."""
         if self._trim is None:

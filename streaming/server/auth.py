@@ -45,10 +45,6 @@ class ApiKeyGuard:
         self._clock = clock
         self._failures: OrderedDict[str, deque[float]] = OrderedDict()
 
-    @property
-    def enabled(self) -> bool:
-        return self._expected is not None
-
     def check(self, request: Request, body_key: str | None = None) -> None:
         """Raises 401 for a missing or wrong key, 429 while the address is throttled."""
         if self._expected is None:

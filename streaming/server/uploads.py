@@ -32,15 +32,15 @@ class UploadDirectory:
     def __init__(self, base: Path | None = None) -> None:
         self.base = base or default_base()
         self.base.mkdir(mode=0o700, parents=True, exist_ok=True)
-        self.swept = self._sweep()
+        self._sweep()
         self.path = self.base / f"{_PREFIX}{os.getpid()}"
         self.path.mkdir(mode=0o700, exist_ok=True)
         os.chmod(self.path, 0o700)  # mkdir's mode is masked by the umask
         self._lock = os.open(self.path / _LOCK, os.O_CREAT | os.O_RDWR, 0o600)
         fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
 
-    def _sweep(self) -> int:
-        """Removes the directories of servers that are gone; returns how many files went."""
+    def _sweep(self) -> None:
+        """Removes the directories of servers that are gone (logging how many files went)."""
         removed = 0
         for directory in self.base.glob(f"{_PREFIX}*"):
             if not directory.is_dir() or not _abandoned(directory):
@@ -50,10 +50,6 @@ class UploadDirectory:
             removed += len(leftovers)
         if removed:
             log.info("removed %d uploads left behind by a server that was killed", removed)
-        return removed
-
-    def files(self) -> list[Path]:
-        return [p for p in self.path.iterdir() if p.name != _LOCK]
 
     def close(self) -> None:
         """Idempotent: deletes whatever is still here, and the directory."""

@@ -53,8 +53,9 @@ def validation_response(exc: ValidationError) -> JSONResponse:
     )
 
 
-def camera_of(payload: WebRTCWorkerRequest) -> str | None:
-    """The camera the server should pull (``rtsp_url`` wins over ``mjpeg_url``), checked."""
+def camera_of(payload: WebRTCWorkerRequest) -> tuple[str, str] | None:
+    """``(field, url)`` of the camera the server should pull (``rtsp_url`` wins over
+    ``mjpeg_url``), checked."""
     for field, url, schemes in (
         ("rtsp_url", payload.rtsp_url, ("rtsp", "rtsps")),
         ("mjpeg_url", payload.mjpeg_url, ("http", "https")),
@@ -65,7 +66,7 @@ def camera_of(payload: WebRTCWorkerRequest) -> str | None:
                     f"{field} must be a {' or '.join(s + '://' for s in schemes)} URL "
                     f"with a host: {mask_url(url)}"
                 )
-            return url
+            return field, url
     return None
 
 
@@ -85,9 +86,10 @@ async def initialise_webrtc_worker(
     except ValidationError as exc:
         return validation_response(exc)
     state.check_accepting()
-    camera_url = camera_of(payload)
-    if camera_url is not None:
-        await state.egress.check_url(camera_url, "rtsp_url" if payload.rtsp_url else "mjpeg_url")
+    camera = camera_of(payload)
+    camera_url = camera[1] if camera is not None else None
+    if camera is not None:
+        await state.egress.check_url(camera[1], camera[0])
     if settings.allow_client_ice_servers:
         for server in payload.ice_servers():
             for url in server.urls:
