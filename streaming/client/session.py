@@ -39,6 +39,7 @@ from ..peer.jitter import install as install_jitter_buffer
 from ..peer.release import OUR_USER_AGENT_PREFIX
 from ..protocol.chunking import Reassembler, maybe_gunzip
 from ..protocol.messages import IceServer, VideoMetadata
+from ..tasks import Closer, TaskOwner
 from .config import StreamConfig
 from .errors import SessionStartError
 from .pairing import PtsPairer, rtp_ticks
@@ -149,7 +150,8 @@ class AsyncWebRTCSession:
         self._error_handlers: list[Callable[..., Any]] = []
         self._pc: RTCPeerConnection | None = None
         self._channel: Any = None
-        self._tasks: set[asyncio.Task[Any]] = set()
+        self._tasks = TaskOwner("client-session", self._on_task_failure)
+        self._closer = Closer(self.close, "client-session:close")
         self._state = "new"
         self._start_lock = asyncio.Lock()
         self._state_changed = asyncio.Event()
@@ -237,11 +239,7 @@ class AsyncWebRTCSession:
             await self._closed.wait()
             return
         self._state = "closed"
-        current = asyncio.current_task()
-        others = [t for t in self._tasks if t is not current]
-        for task in others:
-            task.cancel()
-        await asyncio.gather(*others, return_exceptions=True)
+        await self._tasks.close()
         try:
             await self.source.aclose()
         finally:
@@ -254,14 +252,12 @@ class AsyncWebRTCSession:
         if self._state == "closed":
             coro.close()
             return
-        task = asyncio.get_running_loop().create_task(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._task_done)
+        self._tasks.spawn(coro, coro.__name__)
 
-    def _task_done(self, task: asyncio.Task[Any]) -> None:
-        self._tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            log.error("session task failed", exc_info=task.exception())
+    def _on_task_failure(self, name: str, exc: BaseException) -> None:
+        # A session whose reader or dispatcher died would only look alive: end it, so the
+        # program's loops over frames and results finish instead of waiting forever.
+        self._closer()
 
     async def _end_after_tail(self) -> None:
         if self.receives_video and not self._tail_seen():

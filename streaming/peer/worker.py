@@ -42,6 +42,7 @@ from ..protocol.messages import (
     WebRTCWorkerRequest,
     parse_control_message,
 )
+from ..tasks import Closer, TaskOwner
 from .ack import AckGate
 from .ice import build_configuration
 from .processor import FrameProcessor, OutputSelection
@@ -75,6 +76,8 @@ class InputItem:
 
 _FIRST_RESULT_CHANNEL_WAIT_S = 2.0
 _COMPLETION_FLUSH_S = 2.0
+# After one of the session's tasks failed: time to tell the client before closing anyway.
+_FAILURE_GOODBYE_S = 6.0
 
 
 # A session uses a video section, the data channel and perhaps an upload channel (which
@@ -155,7 +158,10 @@ class PeerWorker:
         )
         self._out_track: OutboundVideoTrack | None = None
         self._pc: RTCPeerConnection | None = None
-        self._tasks: set[asyncio.Task[Any]] = set()
+        self._tasks = TaskOwner(f"session-{self.session_id[:8]}", self._on_task_failure)
+        self._closer = Closer(self.close, f"session-{self.session_id[:8]}:close")
+        self._ender = Closer(self._end_after_failure, f"session-{self.session_id[:8]}:fail")
+        self._completion_sent = False
         self._source_attached = False
         self._pending_errors: list[str] = []
         self._suppressed_errors = 0
@@ -297,11 +303,7 @@ class PeerWorker:
             await self.closed.wait()
             return
         self._closing = True
-        current = asyncio.current_task()
-        for task in self._tasks:
-            if task is not current:
-                task.cancel()
-        await asyncio.gather(*(t for t in self._tasks if t is not current), return_exceptions=True)
+        await self._tasks.close()
         if self._input is not None:
             await self._input.close(discard=True)
         await self._acks.close()
@@ -323,9 +325,23 @@ class PeerWorker:
         log.info("session %s closed after %d frames", self.session_id[:8], self.frames_processed)
 
     def _spawn(self, coro: Coroutine[Any, Any, Any]) -> None:
-        task = asyncio.create_task(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        self._tasks.spawn(coro, coro.__name__)
+
+    def _on_task_failure(self, name: str, exc: BaseException) -> None:
+        # A bug of ours, not the peer's: say so without our internals, end the session now.
+        self._report(f"internal error in {name.partition(':')[2]} ({type(exc).__name__}); "
+                     "the session ends, see the server log")  # fmt: skip
+        self._termination_reason = "internal_error"
+        self._ender()
+
+    async def _end_after_failure(self) -> None:
+        await self._tasks.close()  # what is left of the session stops here
+        try:
+            async with asyncio.timeout(_FAILURE_GOODBYE_S):
+                await self._finish(self.frames_processed)
+        except Exception:  # the goodbye is best effort: the peer may be the broken part
+            log.warning("session %s: no completion sent after a failure", self.session_id[:8])
+        await self.close()
 
     async def terminate(self, reason: str) -> None:
         """End the session from the server's side: the client's completion message says
@@ -364,8 +380,7 @@ class PeerWorker:
 
     def _spawn_close(self) -> None:
         if not self._closing:
-            # Not one of self._tasks: close() must not cancel the task running it.
-            asyncio.get_running_loop().create_task(self.close())
+            self._closer()  # not one of self._tasks: close() must not cancel the task running it
 
     # ------------------------------------------------------------ peer callbacks
 
@@ -666,6 +681,9 @@ class PeerWorker:
         await self._finish(frame_id)
 
     async def _finish(self, frames: int) -> None:
+        if self._completion_sent:
+            return
+        self._completion_sent = True
         reason = self._termination_reason
         if self._out_track is not None:
             await self._out_track.finish()

@@ -17,7 +17,7 @@ import threading
 import time
 import uuid
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -29,6 +29,7 @@ from sources import FileSource, LiveSource, LiveStats, SourceFrame
 from sources.hub import SourceHub, Subscription
 
 from ..buffering import BufferClosed, Consumption, Filling, FrameBuffer
+from ..tasks import Closer, TaskOwner
 from ..workflows.blocks.base import FrameState, WorkflowImage
 from ..workflows.engine import CompiledWorkflow
 from ..workflows.serialization import serialize_value
@@ -118,9 +119,11 @@ class Pipeline:
         self._events: deque[dict[str, Any]] = deque(maxlen=_EVENTS)
         self._running = asyncio.Event()
         self._running.set()
-        self._tasks: set[asyncio.Task[Any]] = set()
+        self._tasks = TaskOwner(f"pipeline-{self.pipeline_id[:8]}", self._on_task_failure)
+        self._terminator = Closer(self.terminate, f"pipeline-{self.pipeline_id[:8]}:terminate")
         self._watchers: list[Watcher] = []
         self._terminated = False
+        self._terminated_event = asyncio.Event()
         self._processed_at: deque[float] = deque(maxlen=100)
         self._results_changed = asyncio.Event()
         self.last_consumed = time.monotonic()
@@ -452,8 +455,10 @@ class Pipeline:
         log.info("pipeline %s resumed", self.pipeline_id[:8])
 
     async def terminate(self) -> None:
-        """Idempotent: stops the sources (leaving the hub), the tasks and the sinks."""
+        """Idempotent: stops the sources (leaving the hub), the tasks and the sinks; a
+        second call waits for the first to finish."""
         if self._terminated:
+            await self._terminated_event.wait()
             return
         self._terminated = True
         for source in self._sources:
@@ -467,12 +472,15 @@ class Pipeline:
             await source.buffer.close(discard=True)
         self._running.set()  # wake tasks parked on a pause so they can finish
         self._results_changed.set()  # and long polls
-        for task in self._tasks:
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self._tasks.close()
         await asyncio.to_thread(self._close_sinks)
         self._watchers.clear()
         self.memory.close()
+        self._terminated_event.set()
+
+    async def wait_terminated(self) -> None:
+        """Until the pipeline has stopped: terminated, or failed and stopped by itself."""
+        await self._terminated_event.wait()
 
     def _close_sinks(self) -> None:
         with self._sinks_lock:  # waits out a write in progress
@@ -484,10 +492,17 @@ class Pipeline:
         if self._webhook is not None:
             self._guarded("webhook", self._webhook.close)
 
-    def _spawn(self, coro: Any) -> None:
-        task = asyncio.create_task(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+    def _spawn(self, coro: Coroutine[Any, Any, Any]) -> None:
+        self._tasks.spawn(coro, coro.__name__)
+
+    def _on_task_failure(self, name: str, exc: BaseException) -> None:
+        # A bug of ours: the pipeline stops (sources, sinks flushed) and its status says why;
+        # it stays listed until terminated, so whoever watches it can read that.
+        failure = {"task": name.partition(":")[2], "error": type(exc).__name__}
+        self._event(40, "PIPELINE_FAILED", failure, "inference_pipeline")
+        for source in self._sources:
+            source.state = "ERROR"
+        self._terminator()
 
     def _event(self, severity: int, event_type: str, payload: dict, context: str) -> None:
         # deque.append is atomic: camera reader threads add events too.

@@ -1,0 +1,63 @@
+"""A pipeline whose own task fails stops at once and its status says why (in-process: one
+Pipeline on a local file; the fault is injected where results fan out to sinks)."""
+
+from __future__ import annotations
+
+import asyncio
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+
+from sources.hub import SourceHub
+from streaming.pipelines.models import InitialisePipelinePayload, resolve_references
+from streaming.pipelines.pipeline import Pipeline, PipelineResult
+from streaming.workflows import compile_workflow, parse_spec
+from streaming.workflows.blocks.base import BuildContext
+from streaming.workflows.library import image_blur
+from tests.support.media import write_clip
+
+WAIT_S = 30.0
+
+
+class BrokenPipeline(Pipeline):
+    """Fails dispatching its third result, as a bug of ours would."""
+
+    async def _dispatch(self, result: PipelineResult) -> None:
+        if result.frame_id == 3:
+            raise RuntimeError("a bug in dispatching")
+        await super()._dispatch(result)
+
+
+async def test_a_failed_pipeline_task_stops_the_pipeline_and_says_why(tmp_path, caplog):
+    images = (np.full((96, 128, 3), i, np.uint8) for i in range(30))
+    clip = write_clip(tmp_path / "clip.mp4", images)
+    spec = image_blur()
+    payload = InitialisePipelinePayload.model_validate(
+        {
+            "video_configuration": {"type": "VideoConfiguration", "video_reference": str(clip)},
+            "processing_configuration": {"workflow_specification": spec},
+            "sink_configuration": {"jsonl": {"name": "results"}},
+        }
+    )
+    references = resolve_references(str(clip), allow_local=True)
+    workflow = compile_workflow(parse_spec(spec), BuildContext(None))
+    hub = SourceHub(lambda url: None)  # a file source never goes through the hub
+    with ThreadPoolExecutor(1) as executor:
+        pipeline = BrokenPipeline(
+            payload, references, [workflow], hub=hub, executor=executor,
+            sink_dir=tmp_path, jpeg_quality=80,
+        )  # fmt: skip
+        try:
+            await pipeline.start()
+            await asyncio.wait_for(pipeline.wait_terminated(), WAIT_S)
+        finally:
+            await pipeline.terminate()
+    report = pipeline.report()
+    events = report["video_source_status_updates"]
+    failed = [e for e in events if e["event_type"] == "PIPELINE_FAILED"]
+    assert [e["payload"] for e in failed] == [{"task": "_process", "error": "RuntimeError"}]
+    assert failed[0]["severity"] == 40
+    assert [s["state"] for s in report["sources_metadata"]] == ["ERROR"]
+    assert report["completion_statistics"]["sources"][0]["completed_frames"] == 3
+    assert (tmp_path / "results.jsonl").read_text().count("\n") == 2  # sinks closed, flushed
+    assert "a bug in dispatching" in caplog.text
