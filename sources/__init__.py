@@ -2,7 +2,7 @@
 
 Each is a ``FrameSource``: a blocking ``read()`` that returns the next ``SourceFrame`` (BGR
 image plus its timestamp) or None at the end, and an idempotent ``close()`` that also wakes a
-pending ``read()``. ``sources.track.FrameSourceTrack`` turns any of them into an aiortc track.
+pending ``read()``. ``streaming.rtc.track.FrameSourceTrack`` turns any of them into a WebRTC track.
 """
 
 from .base import FrameSource, SourceError, SourceFrame

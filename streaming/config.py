@@ -1,4 +1,5 @@
-"""Settings: the only reader of the environment (prefix ``STREAMING_``)."""
+"""The only readers of the environment: ``Settings`` for the server (prefix ``STREAMING_``),
+``ClientSettings`` for our client library and ``visionstream stream`` (prefix ``VISIONSTREAM_``)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from typing import Annotated, Literal
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-__all__ = ["Settings"]
+__all__ = ["ClientSettings", "Settings"]
 
 
 def _split_csv(value: object) -> object:
@@ -86,7 +87,7 @@ class Settings(BaseSettings):
     release_frames: Literal["auto", "always", "never"] = "auto"
     """Follow each returned VP8 frame with a 3-byte hidden one, so receivers that hold a frame
     until the next begins (aiortc: every inference-sdk program) show it at once; ``auto``: for
-    peers whose offer aiortc made, other than our own client (``peer/release.py``)."""
+    peers whose offer aiortc made, other than our own client (``rtc/release.py``)."""
 
     ack_window: int = Field(default=8, ge=1)
     """Processed-but-unacknowledged frames allowed in non-realtime mode once ACKs flow."""
@@ -193,3 +194,32 @@ class Settings(BaseSettings):
         for network in value:
             ipaddress.ip_network(network, strict=False)  # ValueError names the bad one
         return value
+
+
+class ClientSettings(BaseSettings):
+    """What our client can be told by the environment; arguments given in code or on the
+    command line win. Narrow on purpose: a client never reads the server's settings."""
+
+    model_config = SettingsConfigDict(env_prefix="VISIONSTREAM_", extra="ignore")
+
+    api_url: str = "http://127.0.0.1:9001"
+    """The server ``Client()`` and ``visionstream stream`` talk to."""
+    api_key: SecretStr | None = None
+    """The server's API key (never logged)."""
+    connect_timeout_s: float = Field(default=30.0, gt=0)
+    """Seconds to set a session up (signaling and ICE)."""
+    request_timeout_s: float = Field(default=90.0, gt=0)
+    """Seconds one HTTP request to the server may take."""
+    release_on_marker: bool = True
+    """Our connections' video receivers release each frame on its last packet (one frame
+    interval sooner than aiortc's own); off: aiortc's buffer, and the server sends the hidden
+    frames it sends any aiortc receiver (``streaming/rtc/``)."""
+    ice_host_addresses: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    """``visionstream stream`` only: host addresses ICE offers (comma-separated); empty: every
+    interface, or loopback for a server on this machine. Process-wide, so the library leaves
+    it to the program."""
+
+    @field_validator("ice_host_addresses", mode="before")
+    @classmethod
+    def _csv(cls, value: object) -> object:
+        return _split_csv(value)

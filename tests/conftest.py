@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from streaming.inference.session import nvidia_driver_present
-from streaming.peer.ice import restrict_host_addresses
+from streaming.rtc.ice import restrict_host_addresses
 from tests.support.camera import RTSPCamera
 from tests.support.server import running_server
 

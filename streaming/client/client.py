@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..config import ClientSettings
 from .blocking import WebRTCSession
 from .config import StreamConfig
 from .errors import InvalidParameterError
@@ -29,6 +30,10 @@ def workflow_config(workflow: str | dict[str, Any], workspace: str | None) -> di
     )
 
 
+def _given(value: Any, default: Any) -> Any:
+    return default if value is None else value
+
+
 class WebRTCClient:
     def __init__(
         self,
@@ -37,11 +42,13 @@ class WebRTCClient:
         *,
         connect_timeout: float = 30.0,
         request_timeout: float = 90.0,
+        release_on_marker: bool = True,
     ) -> None:
         self.api_url = api_url
         self.api_key = api_key
         self.connect_timeout = connect_timeout
         self.request_timeout = request_timeout
+        self.release_on_marker = release_on_marker
 
     def stream(
         self,
@@ -90,22 +97,34 @@ class WebRTCClient:
             config=config or StreamConfig(),
             connect_timeout=self.connect_timeout,
             request_timeout=self.request_timeout,
+            release_on_marker=self.release_on_marker,
         )
 
 
 class Client:
-    """``Client("http://127.0.0.1:9001").webrtc.stream(source=..., workflow=...)``."""
+    """``Client("http://127.0.0.1:9001").webrtc.stream(source=..., workflow=...)``.
+
+    What is not given comes from ``ClientSettings`` (``VISIONSTREAM_API_URL``,
+    ``VISIONSTREAM_API_KEY``, ...). ``release_on_marker=False`` leaves our connections'
+    receivers as aiortc makes them (see ``streaming.rtc``)."""
 
     def __init__(
         self,
-        api_url: str = "http://127.0.0.1:9001",
+        api_url: str | None = None,
         api_key: str | None = None,
         *,
-        connect_timeout: float = 30.0,
-        request_timeout: float = 90.0,
+        connect_timeout: float | None = None,
+        request_timeout: float | None = None,
+        release_on_marker: bool | None = None,
     ) -> None:
-        self.api_url = api_url
-        self.api_key = api_key
+        settings = ClientSettings()
+        key = settings.api_key.get_secret_value() if settings.api_key is not None else None
+        self.api_url = api_url or settings.api_url
+        self.api_key = api_key if api_key is not None else key
         self.webrtc = WebRTCClient(
-            api_url, api_key, connect_timeout=connect_timeout, request_timeout=request_timeout
+            self.api_url,
+            self.api_key,
+            connect_timeout=_given(connect_timeout, settings.connect_timeout_s),
+            request_timeout=_given(request_timeout, settings.request_timeout_s),
+            release_on_marker=_given(release_on_marker, settings.release_on_marker),
         )

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import signal
 import sys
@@ -25,9 +24,9 @@ import cv2
 from sinks import DisplayWindow, JsonLinesWriter, VideoRecorder
 from sources import FileSource, SourceError, SyntheticSource, decode_stamp
 
-from ..config import Settings
-from ..peer.ice import restrict_host_addresses
+from ..config import ClientSettings
 from ..protocol.messages import VideoMetadata
+from ..rtc.ice import restrict_host_addresses
 from ..workflows.library import object_detection
 from .client import Client
 from .config import StreamConfig
@@ -203,9 +202,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    settings = Settings()
+    settings = ClientSettings()
     try:
-        args.api_url = _api_url(args.api_url)
+        args.api_url = _api_url(args.api_url or settings.api_url)
     except InvalidParameterError as exc:
         print(f"visionstream stream: {exc}", file=sys.stderr)
         return 2
@@ -235,11 +234,7 @@ def _run(args: argparse.Namespace) -> int:
         data_output=list(args.data_output),
         realtime_processing=realtime,
     )
-    client = Client(
-        args.api_url,
-        args.api_key or os.environ.get("VISIONSTREAM_API_KEY"),
-        connect_timeout=args.connect_timeout,
-    )
+    client = Client(args.api_url, args.api_key, connect_timeout=args.connect_timeout)
     session = client.webrtc.stream(source, workflow=workflow, workspace=workspace, config=config)
     jsonl = JsonLinesWriter(args.jsonl) if args.jsonl else None
 

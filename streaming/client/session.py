@@ -30,15 +30,15 @@ import numpy as np
 from aiortc import MediaStreamTrack, RTCPeerConnection, RTCSessionDescription
 
 from sources import SourceError
-from sources.track import received_frames
+from streaming.rtc.track import received_frames
 
 from .. import __version__
 from ..buffering import FrameBuffer
-from ..peer.ice import build_configuration
-from ..peer.jitter import install as install_jitter_buffer
-from ..peer.release import OUR_USER_AGENT_PREFIX
 from ..protocol.chunking import Reassembler, maybe_gunzip
 from ..protocol.messages import IceServer, VideoMetadata
+from ..rtc.ice import build_configuration
+from ..rtc.jitter import releasing_on_marker
+from ..rtc.release import OUR_USER_AGENT_PREFIX
 from ..tasks import Closer, TaskOwner
 from .config import StreamConfig
 from .errors import SessionStartError
@@ -125,6 +125,7 @@ class AsyncWebRTCSession:
         connect_timeout: float = 30.0,
         request_timeout: float = 90.0,
         frame_buffer: int = 8,
+        release_on_marker: bool = True,
     ) -> None:
         self.url = f"{api_url.rstrip('/')}/initialise_webrtc_worker"
         self._api_key = api_key
@@ -134,6 +135,7 @@ class AsyncWebRTCSession:
         self.config = config
         self._connect_timeout = connect_timeout
         self._request_timeout = request_timeout
+        self._release_on_marker = release_on_marker
         self.stats = SessionStats()
         self.termination_reason: str | None = None
         self.completed = False
@@ -218,7 +220,9 @@ class AsyncWebRTCSession:
             if self._state == "open":
                 return
             try:
-                await self._connect()
+                # Receivers made while connecting are this session's (streaming/rtc/).
+                with releasing_on_marker() if self._release_on_marker else contextlib.nullcontext():
+                    await self._connect()
             except BaseException as exc:
                 await self.close()
                 if isinstance(exc, SessionStartError | asyncio.CancelledError):
@@ -279,7 +283,6 @@ class AsyncWebRTCSession:
 
     async def _connect(self) -> None:
         ice = [IceServer.model_validate(self.config.turn_server)] if self.config.turn_server else []
-        install_jitter_buffer()  # frames leave on their last packet, not one frame later
         pc = RTCPeerConnection(build_configuration([], ice))
         self._pc = pc
         pc.on("connectionstatechange", self._on_connection_state)
@@ -339,8 +342,9 @@ class AsyncWebRTCSession:
     async def _post(self, body: dict[str, Any]) -> dict[str, Any]:
         try:
             # Says it is ours: our receiver releases frames itself, so the server need not
-            # send it hidden frames (peer/release.py).
-            headers = {"User-Agent": f"{OUR_USER_AGENT_PREFIX}{__version__}"}
+            # send it hidden frames (rtc/release.py). With aiortc's receiver it does.
+            agent = OUR_USER_AGENT_PREFIX if self._release_on_marker else "visionstream-stock/"
+            headers = {"User-Agent": f"{agent}{__version__}"}
             async with httpx.AsyncClient(timeout=self._request_timeout, headers=headers) as http:
                 response = await http.post(self.url, json=body)
         except httpx.HTTPError as exc:

@@ -14,9 +14,9 @@ import numpy as np
 from aiortc import RTCDataChannel, RTCPeerConnection
 
 from sources import CameraSource, FrameSource, ManualFrames
-from sources.track import FrameSourceTrack
 from sources.urls import has_scheme_and_host
 from sources.webcam import CaptureFactory
+from streaming.rtc.track import FrameSourceTrack
 
 from ..protocol.upload import iter_upload_chunks, upload_chunk_count
 from .config import StreamConfig

@@ -8,10 +8,10 @@ import av
 from aiortc import MediaStreamTrack
 from aiortc.mediastreams import MediaStreamError
 
-from sources.track import tail_flush_frame
+from streaming.rtc.track import tail_flush_frame
 
 from ..buffering import BufferClosed, FrameBuffer, Strategy
-from .release import hidden_frame_after
+from ..rtc.release import hidden_frame_after
 
 __all__ = ["OutboundVideoTrack"]
 

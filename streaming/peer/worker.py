@@ -29,7 +29,7 @@ from aiortc.mediastreams import MediaStreamError
 
 from sources import FileSource, LiveSource, SourceError, SourceFrame
 from sources.hub import SourceHub, Subscription
-from sources.track import received_frames
+from streaming.rtc.track import received_frames
 
 from ..buffering import BufferClosed, FrameBuffer
 from ..config import Settings
@@ -42,11 +42,11 @@ from ..protocol.messages import (
     WebRTCWorkerRequest,
     parse_control_message,
 )
+from ..rtc.ice import build_configuration
+from ..rtc.release import releases_frames
 from ..tasks import Closer, TaskOwner
 from .ack import AckGate
-from .ice import build_configuration
 from .processor import FrameProcessor, OutputSelection
-from .release import releases_frames
 from .result_channel import ResultChannel
 from .tracks import OutboundVideoTrack
 from .upload import UploadError, UploadReceiver, UploadStatus

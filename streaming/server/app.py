@@ -25,11 +25,9 @@ from ..inference.default_model import DEFAULT_MODEL_ID, ensure_default_model
 from ..inference.registry import ModelRegistry
 from ..memory import MemoryTrimmer
 from ..metrics import Metrics
-from ..peer.encoder import install as install_vp8_encoder
-from ..peer.ice import restrict_host_addresses
-from ..peer.jitter import install as install_jitter_buffer
 from ..peer.sessions import SessionRegistry
 from ..pipelines import PipelineManager
+from ..rtc import install_for_server
 from ..workflows.library import WorkflowLibrary
 from . import health, models, pipelines, v2, webrtc, workflows
 from .auth import ApiKeyGuard
@@ -71,9 +69,9 @@ def camera_factory(settings: Settings):
 
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or Settings()
-    restrict_host_addresses(settings.ice_host_addresses)
-    install_jitter_buffer()  # each received frame is decoded on its last packet (peer/jitter.py)
-    install_vp8_encoder()  # returned frames are encoded without the denoiser (peer/encoder.py)
+    # ICE on the configured addresses, frames released on their marker packet, VP8 without
+    # the denoiser: process-wide, which the server's process is for (streaming/rtc/).
+    install_for_server(settings.ice_host_addresses)
     metrics = Metrics()
 
     @asynccontextmanager

@@ -170,7 +170,7 @@ def test_unmodified_sdk_program_gets_annotated_frames_and_predictions(server, ph
 
 def test_each_frame_reaches_the_sdk_before_the_next_one_is_sent(server, photos):
     """aiortc's receiver, which the SDK uses, shows a frame only once a packet of the next
-    one arrives; the server's hidden frame after each frame (peer/release.py) is that packet.
+    one arrives; the server's hidden frame after each frame (rtc/release.py) is that packet.
     Sent in lockstep, one frame at a time, every frame must still come back."""
     image = load_photo(photos, "dog.jpg")
     client = InferenceHTTPClient(api_url=server.url, api_key=None)

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from streaming import Client, ManualSource, StreamConfig, VideoFileSource, WebcamSource
-from streaming.peer.ice import restrict_host_addresses
+from streaming.rtc.ice import restrict_host_addresses
 from streaming.workflows.library import object_detection
 
 CONFIG = StreamConfig(stream_output=["annotated"], data_output=["predictions"])

@@ -6,7 +6,7 @@ from aiortc import rtcrtpreceiver
 from aiortc.jitterbuffer import JitterBuffer
 from aiortc.rtp import RtpPacket
 
-from streaming.peer.jitter import VideoJitterBuffer, install
+from streaming.rtc.jitter import VideoJitterBuffer, install
 
 
 def packet(seq: int, timestamp: int, marker: bool = False) -> RtpPacket:
@@ -67,7 +67,8 @@ def test_overflow_drops_whole_old_frames_and_asks_for_a_keyframe():
     assert [f for _, f in frames(buffer, [packet(10, 1000, True)])] == [(500, b"5.")]
 
 
-def test_install_is_idempotent_and_leaves_audio_to_aiortc():
-    assert install() and install()
+def test_installed_everywhere_it_builds_ours_for_video_and_leaves_audio_to_aiortc():
+    install(everywhere=True)
+    install(everywhere=True)  # idempotent
     assert isinstance(rtcrtpreceiver.JitterBuffer(512, is_video=True), VideoJitterBuffer)
     assert isinstance(rtcrtpreceiver.JitterBuffer(16, prefetch=4), JitterBuffer)

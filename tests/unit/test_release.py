@@ -14,8 +14,8 @@ from aiortc.codecs.vpx import Vp8Encoder, vp8_depayload
 from aiortc.mediastreams import MediaStreamError
 
 from streaming.peer.processor import wire_timestamp
-from streaming.peer.release import HIDDEN_VP8_FRAME, hidden_frame_after, releases_frames
 from streaming.peer.tracks import OutboundVideoTrack
+from streaming.rtc.release import HIDDEN_VP8_FRAME, hidden_frame_after, releases_frames
 from tests.support.media import video_frames
 from tests.support.peer import loopback_peer
 

@@ -12,10 +12,10 @@ from aiortc import RTCSessionDescription
 
 from streaming.config import Settings
 from streaming.metrics import Metrics
-from streaming.peer.ice import restrict_host_addresses
 from streaming.peer.processor import FrameProcessor, OutputSelection
 from streaming.peer.worker import PeerWorker
 from streaming.protocol.messages import WebRTCOffer, WebRTCWorkerRequest
+from streaming.rtc.ice import restrict_host_addresses
 from streaming.workflows import compile_workflow, parse_spec
 from streaming.workflows.blocks.base import BuildContext
 from streaming.workflows.library import image_blur

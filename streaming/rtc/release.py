@@ -3,7 +3,7 @@
 aiortc's receiver (and so every inference-sdk program) knows a video frame is complete only
 when a packet of the *next* frame arrives, so it shows each frame one frame interval late:
 33 ms at 30 fps, 67 ms at 15 fps, and the last frame of a stream never. Our own receivers
-release frames on the RTP marker bit (``peer/jitter.py``), browsers do too, but a server
+release frames on the RTP marker bit (``rtc/jitter.py``), browsers do too, but a server
 cannot change the receivers of the programs that call it. It can send them that next packet.
 
 After each returned frame the outbound track hands aiortc's sender a hidden frame

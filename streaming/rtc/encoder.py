@@ -11,13 +11,12 @@ keyframes on PLI, its packetization.
 ``Vp8Encoder`` opens the codec itself whenever aiortc's ``encode`` would (first frame, a new
 size, a bitrate change over 10 %), with aiortc's options but the denoiser off; aiortc's
 ``encode`` then finds a codec that fits and uses it. ``install()`` makes aiortc's senders build
-it for VP8, through the module name ``get_encoder`` they call; an aiortc that no longer does
-is left as it is.
+it for VP8, through the module name ``get_encoder`` they call (the server's whole process: its
+senders only return frames it rendered); an aiortc that no longer does is an error.
 """
 
 from __future__ import annotations
 
-import logging
 import multiprocessing
 from typing import Any
 
@@ -25,9 +24,10 @@ import av
 from aiortc import rtcrtpsender
 from aiortc.codecs import get_encoder, vpx
 
+from .errors import RtcInstallError
+
 __all__ = ["Vp8Encoder", "install"]
 
-log = logging.getLogger(__name__)
 
 _REOPEN_BITRATE_CHANGE = 0.1  # aiortc reopens its encoder when the target moves more than this
 
@@ -77,14 +77,15 @@ def _get_encoder(codec: Any) -> Any:
     return get_encoder(codec)
 
 
-def install() -> bool:
-    """Make aiortc's senders encode VP8 with ``Vp8Encoder`` (idempotent). Returns whether it
-    is in place."""
+def install() -> None:
+    """Make aiortc's senders encode VP8 with ``Vp8Encoder`` (idempotent). Raises
+    ``RtcInstallError`` if aiortc no longer builds its encoders this way."""
     current = getattr(rtcrtpsender, "get_encoder", None)
     if current is _get_encoder:
-        return True
+        return
     if current is not get_encoder or not hasattr(vpx.Vp8Encoder, "target_bitrate"):
-        log.warning("aiortc builds its encoders differently now: VP8 keeps aiortc's settings")
-        return False
+        raise RtcInstallError(
+            "aiortc's sender no longer builds its encoders through rtcrtpsender.get_encoder: "
+            "VP8 would keep aiortc's denoiser"
+        )
     rtcrtpsender.get_encoder = _get_encoder  # type: ignore[assignment]
-    return True

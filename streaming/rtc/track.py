@@ -15,7 +15,7 @@ import av
 from aiortc import MediaStreamTrack
 from aiortc.mediastreams import MediaStreamError
 
-from .base import FrameSource, SourceFrame
+from sources.base import FrameSource, SourceFrame
 
 __all__ = ["FrameSourceTrack", "received_frames", "tail_flush_frame"]
 
@@ -47,7 +47,7 @@ def _is_tail_flush(previous_pts: int | None, frame: av.VideoFrame) -> bool:
 async def received_frames(track: MediaStreamTrack) -> AsyncIterator[av.VideoFrame]:
     """A remote track's frames until it ends, without the copy ``tail_flush_frame`` sends:
     a receiver whose jitter buffer releases frames on their last packet
-    (``streaming.peer.jitter``) would see that copy as one more frame."""
+    (``streaming.rtc.jitter``) would see that copy as one more frame."""
     previous_pts = None
     while True:
         try:

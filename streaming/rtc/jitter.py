@@ -8,25 +8,31 @@ browsers set it), so a run of packets that starts where the previous frame ended
 a marker is a whole frame already.
 
 ``VideoJitterBuffer`` is our own buffer with aiortc's interface (``add`` returns the PLI flag
-and at most one complete frame; ``capacity``). ``install()`` makes aiortc's receivers build it
-for video; audio keeps aiortc's. This is the one place we step around aiortc: the receiver
-creates its buffer through the module name ``JitterBuffer``, and hands packets over with the
-depayloaded bytes in ``packet._data`` (aiortc's own contract between the two). ``install``
-checks both are still there and otherwise leaves aiortc as it is.
+and at most one complete frame; ``capacity``). aiortc's receiver creates its buffer through
+the module name ``JitterBuffer`` and hands packets over with the depayloaded bytes in
+``packet._data`` (aiortc's own contract between the two); ``install`` checks both are still
+there (raising ``RtcInstallError`` if the name is not; ``tests/unit/test_rtc.py`` streams
+between two real peers to check the rest) and puts a factory in that name which builds ours
+for video receivers *that are ours*: every receiver when the server installs it for its own
+process (``everywhere=True``), and only those created inside ``releasing_on_marker()`` when
+our client does (the rest of the user's process keeps aiortc's buffer). Audio keeps aiortc's.
 """
 
 from __future__ import annotations
 
-import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 from aiortc import rtcrtpreceiver
 from aiortc.jitterbuffer import JitterBuffer, JitterFrame
 from aiortc.rtp import RtpPacket
 
-__all__ = ["VideoJitterBuffer", "install"]
+from .errors import RtcInstallError
 
-log = logging.getLogger(__name__)
+__all__ = ["VideoJitterBuffer", "install", "releasing_on_marker"]
+
 
 MAX_MISORDER = 100  # an older packet this far behind means the sender restarted its numbering
 _SEQ = 1 << 16
@@ -100,21 +106,40 @@ class VideoJitterBuffer:
             self._start = (last + 1) % _SEQ
 
 
+_everywhere = False
+_here: ContextVar[bool] = ContextVar("visionstream_release_on_marker", default=False)
+
+
 def _jitter_buffer(capacity: int, prefetch: int = 0, is_video: bool = False) -> Any:
-    if is_video:
+    if is_video and (_everywhere or _here.get()):
         return VideoJitterBuffer(capacity)
     return JitterBuffer(capacity, prefetch=prefetch, is_video=is_video)
 
 
-def install() -> bool:
-    """Make aiortc's receivers use ``VideoJitterBuffer`` for video (idempotent). Returns
-    whether it is in place; an aiortc that no longer builds its buffer this way is left as it
-    is, with a warning."""
+def install(*, everywhere: bool) -> None:
+    """Put our factory in aiortc's receiver module (idempotent); ``everywhere``: every video
+    receiver of this process uses ``VideoJitterBuffer`` from now on (the server's choice).
+    Raises ``RtcInstallError`` if aiortc no longer builds its buffer this way."""
+    global _everywhere
     current = getattr(rtcrtpreceiver, "JitterBuffer", None)
-    if current is _jitter_buffer:
-        return True
-    if current is not JitterBuffer:
-        log.warning("aiortc builds its jitter buffer differently now: frames keep a frame's delay")
-        return False
-    rtcrtpreceiver.JitterBuffer = _jitter_buffer  # type: ignore[assignment,misc]
-    return True
+    if current is not _jitter_buffer:
+        if current is not JitterBuffer:
+            raise RtcInstallError(
+                "aiortc's receiver no longer builds its jitter buffer through "
+                "rtcrtpreceiver.JitterBuffer: cannot release frames on their marker packet"
+            )
+        rtcrtpreceiver.JitterBuffer = _jitter_buffer  # type: ignore[assignment,misc]
+    if everywhere:
+        _everywhere = True
+
+
+@contextmanager
+def releasing_on_marker() -> Iterator[None]:
+    """Video receivers created in this context (this task, and tasks it starts meanwhile)
+    release each frame on its marker packet; others keep aiortc's buffer."""
+    install(everywhere=False)
+    token = _here.set(True)
+    try:
+        yield
+    finally:
+        _here.reset(token)

@@ -1,0 +1,128 @@
+"""streaming.rtc: nothing changes on import, each install is explicit and scoped, a changed
+aiortc is an error, and the marker-packet release works between two real aiortc peers."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+from aiortc import rtcrtpreceiver, rtcrtpsender
+from aiortc.mediastreams import MediaStreamError
+
+from streaming.rtc import RtcInstallError, encoder, jitter, releasing_on_marker
+from tests.support.peer import QueuedVideoTrack, loopback_peer
+
+WAIT_S = 30.0
+
+
+def run_python(code: str) -> str:
+    """In a fresh interpreter: what these tests check is process-wide state."""
+    done = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+def test_importing_our_packages_changes_nothing_in_aiortc_or_aioice():
+    out = run_python(
+        """
+        import aioice.ice
+        from aiortc import rtcrtpreceiver, rtcrtpsender
+        before = (rtcrtpreceiver.JitterBuffer, rtcrtpsender.get_encoder,
+                  aioice.ice.get_host_addresses)
+        import streaming, streaming.client, streaming.server.app, streaming.rtc, sources, sinks
+        from streaming.server.app import create_app
+        after = (rtcrtpreceiver.JitterBuffer, rtcrtpsender.get_encoder,
+                 aioice.ice.get_host_addresses)
+        print(all(a is b for a, b in zip(before, after)))
+        """
+    )
+    assert out == "True"
+
+
+def test_the_client_scope_makes_only_its_own_receivers_release_on_the_marker():
+    out = run_python(
+        """
+        from aiortc import rtcrtpreceiver
+        from streaming.rtc import releasing_on_marker
+        from streaming.rtc.jitter import VideoJitterBuffer
+        def kind():
+            buffer = rtcrtpreceiver.JitterBuffer(capacity=512, is_video=True)
+            return type(buffer).__name__
+        with releasing_on_marker():
+            inside = kind()
+        print(inside, kind())
+        """
+    )
+    assert out == "VideoJitterBuffer JitterBuffer"
+
+
+def test_the_server_install_covers_every_receiver_and_sender_of_its_process():
+    out = run_python(
+        """
+        import aioice.ice
+        from aiortc import rtcrtpreceiver, rtcrtpsender
+        from aiortc.rtcrtpparameters import RTCRtpCodecParameters
+        from streaming.rtc import install_for_server
+        install_for_server(["127.0.0.1"])
+        install_for_server(["127.0.0.1"])  # idempotent
+        vp8 = RTCRtpCodecParameters(mimeType="video/VP8", clockRate=90000, payloadType=96)
+        print(type(rtcrtpreceiver.JitterBuffer(capacity=512, is_video=True)).__name__,
+              type(rtcrtpsender.get_encoder(vp8)).__module__,
+              aioice.ice.get_host_addresses(True, True))
+        """
+    )
+    assert out == "VideoJitterBuffer streaming.rtc.encoder ['127.0.0.1']"
+
+
+def test_an_aiortc_that_changed_shape_is_an_error_not_a_warning(monkeypatch):
+    monkeypatch.setattr(rtcrtpreceiver, "JitterBuffer", lambda *a, **k: None)
+    with pytest.raises(RtcInstallError, match="jitter buffer"):
+        jitter.install(everywhere=False)
+    monkeypatch.setattr(rtcrtpsender, "get_encoder", lambda codec: None)
+    with pytest.raises(RtcInstallError, match="encoders"):
+        encoder.install()
+
+
+async def test_a_frame_arrives_on_its_own_marker_packet_between_real_peers():
+    """aiortc's own buffer would hold this one frame until a next one came: none comes."""
+    sender, receiver = loopback_peer(), loopback_peer()
+    track = QueuedVideoTrack()
+    sender.addTrack(track)
+    received: asyncio.Queue = asyncio.Queue()
+
+    def on_track(remote) -> None:
+        async def read() -> None:
+            try:
+                while True:
+                    received.put_nowait(await remote.recv())
+            except MediaStreamError:
+                pass
+
+        tasks.append(asyncio.ensure_future(read()))
+
+    tasks: list[asyncio.Future] = []
+    receiver.on("track", on_track)
+    try:
+        await sender.setLocalDescription(await sender.createOffer())
+        with releasing_on_marker():  # the receiver's buffer is made as the offer is applied
+            await receiver.setRemoteDescription(sender.localDescription)
+        await receiver.setLocalDescription(await receiver.createAnswer())
+        await sender.setRemoteDescription(receiver.localDescription)
+        track.send(np.full((96, 128, 3), 120, np.uint8))
+        frame = await asyncio.wait_for(received.get(), WAIT_S)
+        assert (frame.width, frame.height) == (128, 96)
+    finally:
+        await sender.close()
+        await receiver.close()
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
