@@ -29,7 +29,7 @@ sys.path.insert(0, str(ROOT))
 
 from sources import decode_stamp  # noqa: E402
 from streaming import Client, RTSPSource, StreamConfig  # noqa: E402
-from streaming.peer.ice import restrict_host_addresses  # noqa: E402
+from streaming.rtc.ice import restrict_host_addresses  # noqa: E402
 from streaming.workflows.library import object_detection  # noqa: E402
 from tests.support.camera import RTSPCamera  # noqa: E402
 from tests.support.server import ServerProcess  # noqa: E402

@@ -21,7 +21,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from benchmarks.common import write_result
-from streaming.peer.ice import restrict_host_addresses
+from streaming.rtc.ice import restrict_host_addresses
 from tests.support.camera import RTSPCamera
 from tests.support.churn import KINDS, Churn, Resources, plan
 from tests.support.media import stamped_clip

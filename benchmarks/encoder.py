@@ -23,7 +23,7 @@ from aiortc.codecs.vpx import vp8_depayload
 from benchmarks.common import write_result
 from benchmarks.upload import SIZE, _panned_photos
 from sources import SyntheticSource
-from streaming.peer.encoder import Vp8Encoder
+from streaming.rtc.encoder import Vp8Encoder
 
 
 def contents(frames: int) -> dict[str, list[np.ndarray]]:

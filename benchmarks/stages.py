@@ -32,7 +32,7 @@ from aiortc.codecs.vpx import vp8_depayload  # noqa: E402
 from aiortc.jitterbuffer import JitterFrame  # noqa: E402
 from aiortc.rtcrtpparameters import RTCRtpCodecParameters  # noqa: E402
 
-from streaming.peer.ice import restrict_host_addresses  # noqa: E402
+from streaming.rtc.ice import restrict_host_addresses  # noqa: E402
 from tests.conftest import DETECT_SPEC, PHOTO_DIRS  # noqa: E402
 from tests.support.peer import LoopbackPeer  # noqa: E402
 from tests.support.server import ServerProcess  # noqa: E402

@@ -23,7 +23,7 @@ from benchmarks.common import write_result
 from benchmarks.upload import baseline, make_clip, measure
 from streaming.config import Settings
 from streaming.inference.registry import ModelRegistry
-from streaming.peer.ice import restrict_host_addresses
+from streaming.rtc.ice import restrict_host_addresses
 from streaming.workflows import compile_workflow, parse_spec
 from streaming.workflows.blocks.base import BuildContext
 from streaming.workflows.library import object_detection
