@@ -47,6 +47,8 @@ _SETTING = "STREAMING_ALLOWED_NETWORKS"
 class EgressRefused(InvalidRequest):
     """A URL whose host this server may not connect to; the message names the setting."""
 
+    code = "egress_refused"
+
 
 class EgressPolicy:
     def __init__(self, allowed: Iterable[str | Network]) -> None:

@@ -1,6 +1,9 @@
-"""Error hierarchy: each error maps to one HTTP status and one data-channel message."""
+"""Error hierarchy: each error has one HTTP status and one stable ``code``; every error answer
+of the server, whatever raised it, has the one shape ``error_body`` builds."""
 
 from __future__ import annotations
+
+from typing import Any, ClassVar
 
 __all__ = [
     "InvalidOffer",
@@ -17,13 +20,25 @@ __all__ = [
     "Unauthorized",
     "UpstreamTimeout",
     "WorkflowCompilationError",
+    "error_body",
 ]
 
 
-class StreamingError(Exception):
-    """Base class; ``status`` is the HTTP status the server answers with."""
+def error_body(message: str, code: str, error_type: str, detail: Any = None) -> dict[str, Any]:
+    """``{"message", "code", "error_type"}`` (+ ``detail`` for validation errors): ``code`` is
+    stable for programs to branch on, ``message`` is for people and may change."""
+    body: dict[str, Any] = {"message": message, "code": code, "error_type": error_type}
+    if detail is not None:
+        body["detail"] = detail
+    return body
 
-    status: int = 500
+
+class StreamingError(Exception):
+    """Base class; ``status`` is the HTTP status the server answers with, ``code`` the
+    stable name of the error."""
+
+    status: ClassVar[int] = 500
+    code: ClassVar[str] = "internal_error"
 
     def __init__(self, message: str) -> None:
         super().__init__(message)
@@ -38,45 +53,60 @@ class StreamingError(Exception):
         """Extra response headers (``Retry-After``, say)."""
         return None
 
+    def body(self) -> dict[str, Any]:
+        return error_body(self.message, self.code, self.error_type)
+
 
 class InvalidRequest(StreamingError):
     """The request is well-formed JSON but asks for something that cannot be done."""
 
     status = 400
+    code = "invalid_request"
 
 
 class InvalidOffer(InvalidRequest):
     """The SDP offer could not be parsed or applied."""
 
+    code = "invalid_offer"
+
 
 class WorkflowCompilationError(InvalidRequest):
     """The workflow specification names an unknown block, model, selector or output."""
+
+    code = "invalid_workflow"
 
 
 class ModelError(StreamingError):
     """A model could not be prepared, loaded or run."""
 
+    code = "model_error"
+
 
 class Unauthorized(StreamingError):
     status = 401
+    code = "unauthorized"
 
 
 class NotFound(StreamingError):
     status = 404
+    code = "not_found"
 
 
 class RequestTooLarge(StreamingError):
     status = 413
+    code = "request_too_large"
 
 
 class TooManySessions(StreamingError):
     status = 429
+    code = "too_many_sessions"
 
 
 class TooManyAttempts(StreamingError):
     """Too many wrong API keys from one address; ``retry_after`` seconds until it may retry."""
 
     status = 429
+    code = "too_many_attempts"
 
     def __init__(self, message: str, retry_after: int) -> None:
         super().__init__(message)
@@ -89,19 +119,24 @@ class TooManyAttempts(StreamingError):
 
 class NotReady(StreamingError):
     status = 503
+    code = "not_ready"
 
 
 class ShuttingDown(NotReady):
     """The server is draining before it exits: no new sessions or pipelines."""
+
+    code = "shutting_down"
 
 
 class SourceUnavailable(StreamingError):
     """A camera the server was asked to pull cannot be opened (its URL masked in the message)."""
 
     status = 502
+    code = "source_unavailable"
 
 
 class UpstreamTimeout(StreamingError):
     """Something the answer depends on (ICE gathering) did not finish in time."""
 
     status = 504
+    code = "upstream_timeout"

@@ -94,6 +94,24 @@ class OutputSelection:
         return DataMode.SPECIFIC, names
 
 
+@dataclass(frozen=True)
+class FrameJob:
+    """One frame's work, handed to the processor's thread whole: nothing in it is shared
+    with the session loop afterwards (``errors`` is this frame's own list)."""
+
+    frame: av.VideoFrame | SourceFrame
+    frame_id: int
+    received_at: datetime
+    queue_wait_ms: float
+    errors: list[str]
+    extra_metadata: dict[str, Any]
+    """Keys added to ``video_metadata`` (the previous send time, drops so far)."""
+    render: bool
+    """Whether a video frame is wanted back (someone receives the session's video)."""
+    outputs: dict[str, Any] | None = None
+    """The workflow's outputs when they exist already (a watched pipeline's)."""
+
+
 @dataclass
 class ProcessedFrame:
     video_frame: av.VideoFrame | None
@@ -131,19 +149,10 @@ class FrameProcessor:
         self._jpeg_quality = jpeg_quality
         self._gzip_level = gzip_level
 
-    def process(
-        self,
-        frame: av.VideoFrame | SourceFrame,
-        frame_id: int,
-        received_at: datetime,
-        queue_wait_ms: float,
-        errors: list[str],
-        extra_metadata: dict[str, Any],
-        render: bool,
-        outputs: dict[str, Any] | None = None,
-    ) -> ProcessedFrame:
-        """Blocking: run in a worker thread. ``errors`` is owned by this frame. ``outputs``
-        given: the workflow's outputs for this frame already exist (a watched pipeline's)."""
+    def process(self, job: FrameJob) -> ProcessedFrame:
+        """Blocking: run in a worker thread."""
+        frame, frame_id, received_at, errors = job.frame, job.frame_id, job.received_at, job.errors
+        outputs = job.outputs
         started = time.perf_counter()
         selection = self.selection  # one consistent view even if a control message swaps it
         # Decoded files arrive as BGR already (decoded and turned upright on the reader's thread).
@@ -167,7 +176,7 @@ class FrameProcessor:
                 errors.append(f"workflow failed on frame {frame_id}: {type(exc).__name__}: {exc}")
 
         video_frame = None
-        if render and selection.stream_output is not None:
+        if job.render and selection.stream_output is not None:
             t0 = time.perf_counter()
             rendered = _image_in(outputs.get(selection.stream_output))
             if rendered is None:
@@ -190,11 +199,11 @@ class FrameProcessor:
             declared_fps=self.declared_fps,
             width=image.shape[1],
             height=image.shape[0],
-            queue_wait_ms=round(queue_wait_ms, 3),
+            queue_wait_ms=round(job.queue_wait_ms, 3),
             inference_ms=round(timer.get("inference", 0.0), 3),
             processing_ms=round((time.perf_counter() - started) * 1000, 3),
             stage_ms={k: round(v, 3) for k, v in timer.items()},
-            extra=extra_metadata,
+            extra=job.extra_metadata,
         )
         payload = ResultMessage(
             video_metadata=metadata.to_dict(), serialized_output_data=data, errors=errors

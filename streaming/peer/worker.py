@@ -40,13 +40,14 @@ from ..protocol.messages import (
     ResultMessage,
     WebRTCOffer,
     WebRTCWorkerRequest,
-    parse_control_message,
 )
 from ..rtc.ice import build_configuration
 from ..rtc.release import releases_frames
 from ..tasks import Closer, TaskOwner
 from .ack import AckGate
-from .processor import FrameProcessor, OutputSelection
+from .control import ControlChannel
+from .notices import Notices
+from .processor import FrameJob, FrameProcessor
 from .result_channel import ResultChannel
 from .tracks import OutboundVideoTrack
 from .upload import UploadError, UploadReceiver, UploadStatus
@@ -83,12 +84,6 @@ _FAILURE_GOODBYE_S = 6.0
 # A session uses a video section, the data channel and perhaps an upload channel (which
 # shares the data section); browsers add audio. Far above that is not a client of ours.
 MAX_MEDIA_SECTIONS = 8
-# Errors waiting for the next result message, at most; the rest are counted in one entry.
-MAX_PENDING_ERRORS = 16
-# Control messages: a burst of this many, then this many a second (ACKs come at the frame
-# rate). Beyond that a peer is flooding, and the session ends.
-CONTROL_BURST = 500
-CONTROL_RATE = 200.0
 
 
 # Every server peer connection this process made, for ``open_peer_connections``; weak, so
@@ -163,13 +158,12 @@ class PeerWorker:
         self._ender = Closer(self._end_after_failure, f"session-{self.session_id[:8]}:fail")
         self._completion_sent = False
         self._source_attached = False
-        self._pending_errors: list[str] = []
-        self._suppressed_errors = 0
-        self._source_errors: list[str] = []  # why the source ended: after the last frame
-        self._control_budget = float(CONTROL_BURST)
-        self._control_refilled = time.monotonic()
+        self._notices = Notices()
+        self._control = ControlChannel(
+            self.session_id[:8], processor, self._acks, self._notices, metrics, self._spawn,
+            self._on_flood,
+        )  # fmt: skip
         self._frame_too_large_reported = False
-        self._dropped_reported = 0
         self._termination_reason: str | None = None
         self._last_send_ms = 0.0
         self.frames_processed = 0
@@ -198,7 +192,9 @@ class PeerWorker:
                 # Added before the offer is applied so it binds to the client's video m-line.
                 pc.addTrack(self._out_track)
             else:  # aiortc cannot answer a track with no m-line to carry it
-                self._report("stream_output ignored: the offer has no video section to carry it")
+                self._notices.report(
+                    "stream_output ignored: the offer has no video section to carry it"
+                )
         try:
             await pc.setRemoteDescription(RTCSessionDescription(sdp=offer.sdp, type="offer"))
         except Exception as exc:
@@ -213,6 +209,7 @@ class PeerWorker:
         except Exception as exc:
             raise InvalidOffer(f"cannot answer this offer: {exc}") from None
         self._drop_track_nobody_receives(pc)
+        self._control.video_out = self._out_track is not None
         if self._out_track is not None:
             self._out_track.release_held_frames = releases_frames(
                 self._settings.release_frames, offer.sdp, pc.localDescription.sdp, user_agent
@@ -303,6 +300,7 @@ class PeerWorker:
             await self.closed.wait()
             return
         self._closing = True
+        self._control.ended = True
         await self._tasks.close()
         if self._input is not None:
             await self._input.close(discard=True)
@@ -329,7 +327,7 @@ class PeerWorker:
 
     def _on_task_failure(self, name: str, exc: BaseException) -> None:
         # A bug of ours, not the peer's: say so without our internals, end the session now.
-        self._report(f"internal error in {name.partition(':')[2]} ({type(exc).__name__}); "
+        self._notices.report(f"internal error in {name.partition(':')[2]} ({type(exc).__name__}); "
                      "the session ends, see the server log")  # fmt: skip
         self._termination_reason = "internal_error"
         self._ender()
@@ -351,6 +349,7 @@ class PeerWorker:
     async def _terminate(self, reason: str | None) -> None:
         """End processing: the session loop sends the completion message and closes."""
         self._termination_reason = reason
+        self._control.ended = True
         await self._input_or_empty().close(discard=True)
         await self._acks.close()
 
@@ -407,61 +406,16 @@ class PeerWorker:
             self._receive_upload(channel)
             return
         self._results.attach(channel)
-        channel.on("message", self._on_control_message)
+        channel.on("message", self._control.on_message)
 
-    def _within_control_budget(self) -> bool:
-        now = time.monotonic()
-        self._control_budget = min(
-            CONTROL_BURST, self._control_budget + (now - self._control_refilled) * CONTROL_RATE
-        )
-        self._control_refilled = now
-        self._control_budget -= 1
-        return self._control_budget >= 0
-
-    def _on_control_message(self, message: str | bytes) -> None:
-        if self._closing or self._termination_reason is not None:
-            return
-        if not self._within_control_budget():
-            log.info("session %s: control messages flooded; ending it", self.session_id[:8])
-            self._source_errors.append(
-                f"more than {CONTROL_RATE:g} control messages a second: the session is ended"
-            )
-            self._termination_reason = "control_message_flood"  # once: later ones are ignored
-            self._spawn(self._terminate(self._termination_reason))
-            return
-        try:
-            control = parse_control_message(message)
-        except ValueError as exc:
-            log.debug("session %s: %s", self.session_id[:8], exc)
-            self._report(str(exc))
-            return
-        if control.ack is not None:
-            self._metrics.acks_received.inc()
-            self._spawn(self._acks.ack(control.ack))
-        if control.stream_output is not None:
-            self._switch_stream_output(control.stream_output)
-        if control.data_output is not None:
-            mode, names = OutputSelection.parse_data_output(control.data_output)
-            current = self._processor.selection
-            self._processor.selection = OutputSelection(current.stream_output, mode, names)
-
-    def _switch_stream_output(self, requested: list[str | None]) -> None:
-        if self._out_track is None:
-            self._report("stream_output ignored: this session has no video track")
-            return
-        names = [n for n in requested if n]
-        if names and names[0] not in self._processor.workflow.output_names:
-            self._report(f"stream_output '{names[0]}' ignored: not an output of the workflow")
-            return
-        current = self._processor.selection
-        # [] keeps the track alive but renders raw frames, as the reference does.
-        stream = names[0] if names else ""
-        self._processor.selection = OutputSelection(stream, current.data_mode, current.data_names)
+    def _on_flood(self) -> None:
+        self._termination_reason = "control_message_flood"
+        self._spawn(self._terminate(self._termination_reason))
 
     def _receive_upload(self, channel: RTCDataChannel) -> None:
         """The file arrives on ``channel``; once complete it becomes the session's source."""
         if self._source_attached:
-            self._report("video_upload ignored: the session already has a source")
+            self._notices.report("video_upload ignored: the session already has a source")
             channel.close()
             return
         self._source_attached = True
@@ -525,7 +479,7 @@ class PeerWorker:
         """No more frames will come; ``error`` (if any) reaches the client after the last
         frame's result, just before the completion message."""
         if error:
-            self._source_errors.append(error)
+            self._notices.report_at_end(error)
         await self._input_or_empty().close()
 
     async def _read_track(self, track: MediaStreamTrack, buffer: FrameBuffer[InputItem]) -> None:
@@ -610,34 +564,10 @@ class PeerWorker:
         self._metrics.frames_dropped.labels("frame_too_large").inc()
         if not self._frame_too_large_reported:  # once: it is said, not repeated every frame
             self._frame_too_large_reported = True
-            self._report(
+            self._notices.report(
                 f"frames of {width}x{height} exceed STREAMING_MAX_FRAME_PIXELS "
                 f"({self._settings.max_frame_pixels}) and are dropped; send a smaller size"
             )
-
-    def _report(self, error: str) -> None:
-        """For the next result's ``errors``; bounded, whatever a peer makes us say."""
-        if len(self._pending_errors) < MAX_PENDING_ERRORS:
-            self._pending_errors.append(error)
-        else:
-            self._suppressed_errors += 1
-
-    def _drain_errors(self) -> list[str]:
-        errors, self._pending_errors = self._pending_errors, []
-        if self._suppressed_errors:
-            errors.append(f"{self._suppressed_errors} more errors like these were not listed")
-            self._suppressed_errors = 0
-        return errors
-
-    def _take_errors(self, source: FrameBuffer[InputItem]) -> list[str]:
-        errors = self._drain_errors()
-        if not self.realtime and source.dropped > self._dropped_reported:
-            errors.append(
-                f"input queue full ({source.capacity} frames): dropped "
-                f"{source.dropped - self._dropped_reported} oldest frames"
-            )
-            self._dropped_reported = source.dropped
-        return errors
 
     async def _session_loop(self) -> None:
         loop = asyncio.get_running_loop()
@@ -650,21 +580,22 @@ class PeerWorker:
                 break
             frame_id += 1
             queue_wait_ms = (time.perf_counter() - item.received_mono) * 1000
-            processed = await loop.run_in_executor(
-                self._executor,
-                self._processor.process,
-                item.frame,
-                frame_id,
-                item.received_at,
-                queue_wait_ms,
-                self._take_errors(source),
-                {
+            job = FrameJob(
+                frame=item.frame,
+                frame_id=frame_id,
+                received_at=item.received_at,
+                queue_wait_ms=queue_wait_ms,
+                errors=self._notices.for_frame(
+                    None if self.realtime else source.dropped, source.capacity
+                ),
+                extra_metadata={
                     "previous_send_ms": round(self._last_send_ms, 3),
                     "dropped_frames": source.dropped,
                 },
-                self._out_track is not None,
-                item.outputs,
+                render=self._out_track is not None,
+                outputs=item.outputs,
             )
+            processed = await loop.run_in_executor(self._executor, self._processor.process, job)
             self.frames_processed = frame_id
             self._metrics.frames_processed.inc()
             self._metrics.stage_ms.labels("queue_wait").observe(queue_wait_ms)
@@ -689,8 +620,7 @@ class PeerWorker:
             await self._out_track.finish()
         await self._results.wait_attached(_FIRST_RESULT_CHANNEL_WAIT_S)
         last_id = frames
-        if errors := self._drain_errors() + self._source_errors:
-            self._source_errors = []
+        if errors := self._notices.at_end():
             last_id += 1
             await self._results.send(last_id, ResultMessage.notice(frames, errors).to_json())
         completion = ResultMessage.completion(frames, reason).to_json()

@@ -25,6 +25,8 @@ log = logging.getLogger(__name__)
 class PipelineNotFound(NotFound):
     """No pipeline with that id."""
 
+    code = "pipeline_not_found"
+
 
 class PipelineManager:
     def __init__(

@@ -118,6 +118,7 @@ class LocalSourceRefused(StreamingError):
     """A remote caller named a file or device on the server's own machine."""
 
     status = 403
+    code = "local_source_refused"
 
 
 @dataclass(frozen=True)

@@ -9,10 +9,10 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI, Request
-from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import ValidationError
+from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect
 
 from sources import LiveSource
@@ -20,7 +20,7 @@ from sources.hub import SourceHub
 
 from ..config import Settings
 from ..egress import EgressPolicy
-from ..errors import StreamingError
+from ..errors import StreamingError, error_body
 from ..inference.default_model import DEFAULT_MODEL_ID, ensure_default_model
 from ..inference.registry import ModelRegistry
 from ..memory import MemoryTrimmer
@@ -56,6 +56,10 @@ async def _prepare_models(state: ServerState) -> None:
         return
     log.info("ready: %s on %s", model.name, model.session.device)
     state.ready.set()
+
+
+# Stable codes for the statuses Starlette answers by itself.
+_HTTP_CODES = {404: "not_found", 405: "method_not_allowed", 400: "invalid_request"}
 
 
 def camera_factory(settings: Settings):
@@ -118,32 +122,34 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @app.exception_handler(StreamingError)
     async def _streaming_error(_: Request, exc: StreamingError) -> JSONResponse:
-        return JSONResponse(
-            status_code=exc.status,
-            content={"message": exc.message, "error_type": exc.error_type},
-            headers=exc.headers,
-        )
+        return JSONResponse(status_code=exc.status, content=exc.body(), headers=exc.headers)
 
     @app.exception_handler(ValidationError)
     async def _body_error(_: Request, exc: ValidationError) -> JSONResponse:
-        return validation_response(exc)
+        return validation_response(exc.errors(include_url=False, include_context=False))
 
     @app.exception_handler(RequestValidationError)
     async def _validation_error(_: Request, exc: RequestValidationError) -> JSONResponse:
-        return JSONResponse(
-            status_code=422,
-            content={"message": "invalid request", "detail": jsonable_encoder(exc.errors())},
-        )
+        return validation_response(exc.errors())
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        # Starlette's own answers (no such route, wrong method) in our one shape.
+        code = _HTTP_CODES.get(exc.status_code, "http_error")
+        body = error_body(str(exc.detail), code, "HTTPException")
+        return JSONResponse(status_code=exc.status_code, content=body, headers=exc.headers)
 
     @app.exception_handler(ClientDisconnect)
     async def _client_gone(_: Request, exc: ClientDisconnect) -> JSONResponse:
         # Nobody reads this answer: the client left (or its body stalled: BodyTimeout).
-        return JSONResponse(status_code=400, content={"message": "the client disconnected"})
+        body = error_body("the client disconnected", "client_disconnected", "ClientDisconnect")
+        return JSONResponse(status_code=400, content=body)
 
     @app.exception_handler(Exception)
     async def _internal_error(_: Request, exc: Exception) -> JSONResponse:
         log.exception("unhandled error", exc_info=exc)
-        return JSONResponse(status_code=500, content={"message": "Internal error."})
+        body = error_body("Internal error.", "internal_error", "InternalError")
+        return JSONResponse(status_code=500, content=body)
 
     app.include_router(health.router)
     app.include_router(webrtc.router)

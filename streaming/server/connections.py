@@ -19,6 +19,8 @@ from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from ..errors import error_body
+
 __all__ = ["BodyTimeout", "guarded_protocol"]
 
 
@@ -115,9 +117,8 @@ class BodyTimeout:
 
         await self.app(scope, timed_receive, guarded_send)
         if stalled:
-            body = json.dumps(
-                {"message": f"the request body stalled for {self.timeout_s:g} s"}
-            ).encode()
+            message = f"the request body stalled for {self.timeout_s:g} s"
+            body = json.dumps(error_body(message, "body_timeout", "BodyTimeout")).encode()
             await send(
                 {
                     "type": "http.response.start",

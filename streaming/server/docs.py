@@ -34,9 +34,11 @@ _COMPONENTS = "#/components/schemas/{model}"
 
 
 class ErrorBody(BaseModel):
-    """Every error answer: ``message`` always; V2 routes add ``error`` (the protocol's)."""
+    """Every error answer: ``message`` (for people), ``code`` (stable, for programs) and
+    ``error_type``; 422s add ``detail``, V2 routes ``error`` (the protocol's)."""
 
     message: str
+    code: str | None = None
     error_type: str | None = None
     error: str | None = None
     detail: Any = None

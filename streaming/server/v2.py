@@ -17,7 +17,7 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel
 
-from ..errors import ModelError, StreamingError
+from ..errors import ModelError, StreamingError, error_body
 from ..inference.model import DetectionModel
 from ..inference.registry import UnknownModel
 from ..protocol.v2 import HEADER_LENGTH, V2Error, encode_response, parse_request
@@ -51,7 +51,9 @@ class V2InferRequest(BaseModel):
 
 
 def _error(status: int, message: str) -> JSONResponse:
-    return JSONResponse({"error": message, "message": message}, status_code=status)
+    # The V2 protocol's ``error``, beside our own shape.
+    body = {"error": message, **error_body(message, "v2_error", "V2Error")}
+    return JSONResponse(body, status_code=status)
 
 
 class V2Failure(Exception):

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Sequence
+from typing import Any
 
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
@@ -11,7 +13,7 @@ from pydantic import ValidationError
 
 from sources.urls import has_scheme_and_host, mask_url
 
-from ..errors import InvalidRequest, RequestTooLarge
+from ..errors import InvalidRequest, RequestTooLarge, error_body
 from ..peer.processor import FrameProcessor, OutputSelection
 from ..peer.worker import PeerWorker
 from ..protocol.messages import InitializeWebRTCResponse, WebRTCWorkerRequest
@@ -39,18 +41,18 @@ async def read_limited_body(request: Request, limit: int) -> bytes:
     return bytes(body)
 
 
-def validation_response(exc: ValidationError) -> JSONResponse:
-    errors = exc.errors(include_url=False, include_context=False, include_input=False)
+def validation_response(errors: Sequence[Any]) -> JSONResponse:
+    """The one 422 body, for pydantic's errors from FastAPI's validation or our own."""
     first = errors[0] if errors else {"loc": (), "msg": "invalid"}
-    where = ".".join(str(p) for p in first["loc"]) or "body"
-    return JSONResponse(
-        status_code=422,
-        content={
-            "message": f"invalid request: {where}: {first['msg']}",
-            "error_type": "RequestValidationError",
-            "detail": json.loads(json.dumps(errors, default=str)),
-        },
-    )
+    path = [str(p) for p in first["loc"] if p != "body"]
+    # A body that is not JSON at all is located at a character offset: say "body".
+    where = "body" if all(p.isdigit() for p in path) else ".".join(path)
+    detail = json.loads(json.dumps(list(errors), default=str))
+    for entry in detail:
+        entry.pop("input", None)  # whatever the caller sent (an API key, say) is not echoed
+    body = error_body(f"invalid request: {where}: {first['msg']}", "invalid_body",
+                      "RequestValidationError", detail)  # fmt: skip
+    return JSONResponse(status_code=422, content=body)
 
 
 def camera_of(payload: WebRTCWorkerRequest) -> tuple[str, str] | None:
@@ -84,7 +86,7 @@ async def initialise_webrtc_worker(
     try:
         payload = WebRTCWorkerRequest.model_validate_json(body)
     except ValidationError as exc:
-        return validation_response(exc)
+        return validation_response(exc.errors(include_url=False, include_context=False))
     state.check_accepting()
     camera = camera_of(payload)
     camera_url = camera[1] if camera is not None else None

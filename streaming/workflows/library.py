@@ -91,6 +91,8 @@ def image_blur(blur_type: str = "average", kernel_size: int = 5) -> dict[str, An
 class WorkflowNotFound(InvalidRequest):
     """No workflow by that name in this server's library."""
 
+    code = "workflow_not_found"
+
 
 @dataclass(frozen=True)
 class LibraryWorkflow:

@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import asyncio
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
 
 import numpy as np
 from aiortc import RTCSessionDescription
 
 from streaming.config import Settings
 from streaming.metrics import Metrics
-from streaming.peer.processor import FrameProcessor, OutputSelection
+from streaming.peer.processor import FrameJob, FrameProcessor, OutputSelection, ProcessedFrame
 from streaming.peer.worker import PeerWorker
 from streaming.protocol.messages import WebRTCOffer, WebRTCWorkerRequest
 from streaming.rtc.ice import restrict_host_addresses
@@ -27,10 +26,10 @@ WAIT_S = 30.0
 class BrokenProcessor(FrameProcessor):
     """Raises on the third frame, as a bug of ours would."""
 
-    def process(self, frame: Any, frame_id: int, *args: Any, **kwargs: Any) -> Any:
-        if frame_id == 3:
+    def process(self, job: FrameJob) -> ProcessedFrame:
+        if job.frame_id == 3:
             raise RuntimeError("a bug in processing")
-        return super().process(frame, frame_id, *args, **kwargs)
+        return super().process(job)
 
 
 async def test_a_failed_session_task_sends_a_completion_and_frees_the_slot(caplog):
