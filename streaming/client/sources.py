@@ -18,7 +18,7 @@ from sources.urls import has_scheme_and_host
 from sources.webcam import CaptureFactory
 from streaming.rtc.track import FrameSourceTrack
 
-from ..protocol.upload import iter_upload_chunks, upload_chunk_count
+from ..protocol.upload import UPLOAD_CHANNEL, iter_upload_chunks, upload_chunk_count
 from .config import StreamConfig
 from .errors import InvalidParameterError
 
@@ -188,7 +188,6 @@ class PipelineSource(_ServerPulled):
         return {"pipeline_id": self.url, "pipeline_source_id": self.source_id}
 
 
-UPLOAD_CHANNEL = "video_upload"
 _UPLOAD_HIGH_WATER = 256 * 1024
 _UPLOAD_LOW_WATER = 64 * 1024
 

@@ -11,69 +11,44 @@ idempotent, cancels them, awaits them and deletes the upload.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 import uuid
 import weakref
 from collections.abc import Callable, Coroutine
 from concurrent.futures import Executor
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import av
-from aiortc import MediaStreamTrack, RTCDataChannel, RTCPeerConnection, RTCSessionDescription
-from aiortc.mediastreams import MediaStreamError
+from aiortc import RTCDataChannel, RTCPeerConnection, RTCSessionDescription
 
-from sources import FileSource, LiveSource, SourceError, SourceFrame
-from sources.hub import SourceHub, Subscription
-from streaming.rtc.track import received_frames
+from sources.hub import SourceHub
 
-from ..buffering import BufferClosed, FrameBuffer
 from ..config import Settings
-from ..errors import InvalidOffer, InvalidRequest, SourceUnavailable, UpstreamTimeout
+from ..errors import InvalidOffer, UpstreamTimeout
 from ..metrics import Metrics
-from ..pipelines import Pipeline, PipelineResult
+from ..pipelines import Pipeline
 from ..protocol.messages import (
     ResultMessage,
     WebRTCOffer,
     WebRTCWorkerRequest,
 )
+from ..protocol.upload import UPLOAD_CHANNEL
 from ..rtc.ice import build_configuration
 from ..rtc.release import releases_frames
 from ..tasks import Closer, TaskOwner
 from .ack import AckGate
 from .control import ControlChannel
+from .inputs import InputLimits, SessionInput
 from .notices import Notices
 from .processor import FrameJob, FrameProcessor
 from .result_channel import ResultChannel
 from .tracks import OutboundVideoTrack
-from .upload import UploadError, UploadReceiver, UploadStatus
 
 __all__ = ["PeerWorker", "check_offer_sdp", "open_peer_connections"]
 
 log = logging.getLogger(__name__)
-
-UPLOAD_CHANNEL = "video_upload"
-UPLOAD_LABEL = "the uploaded video"
-
-
-@dataclass(frozen=True, slots=True)
-class InputItem:
-    """A frame with when it was received (wall clock for the metadata, monotonic for waits)."""
-
-    frame: av.VideoFrame | SourceFrame
-    received_at: datetime
-    received_mono: float
-    outputs: dict[str, Any] | None = None
-    """Already computed by the pipeline this session watches: the workflow is not run again."""
-
-    @classmethod
-    def now(cls, frame: av.VideoFrame | SourceFrame, outputs: dict[str, Any] | None = None):
-        return cls(frame, datetime.now(), time.perf_counter(), outputs)
-
 
 _FIRST_RESULT_CHANNEL_WAIT_S = 2.0
 _COMPLETION_FLUSH_S = 2.0
@@ -129,7 +104,6 @@ class PeerWorker:
         upload_dir: Path | None = None,
     ) -> None:
         self.session_id = uuid.uuid4().hex
-        self._upload_dir = upload_dir
         self._settings = settings
         self._request = request
         self._processor = processor
@@ -138,13 +112,6 @@ class PeerWorker:
         self._on_closed = on_closed
         realtime = request.webrtc_realtime_processing
         self.realtime = realtime
-        # Created when the source appears: its kind decides the strategy.
-        self._input: FrameBuffer[InputItem] | None = None
-        self._input_ready = asyncio.Event()
-        self._upload: UploadReceiver | None = None
-        self._file: FileSource | None = None
-        self._camera: Subscription | None = None
-        self._stop_watching: Callable[[], None] | None = None
         self._acks = AckGate(settings.ack_window, enabled=not realtime)
         self._results = ResultChannel(
             settings.datachannel_high_water_bytes,
@@ -157,13 +124,15 @@ class PeerWorker:
         self._closer = Closer(self.close, f"session-{self.session_id[:8]}:close")
         self._ender = Closer(self._end_after_failure, f"session-{self.session_id[:8]}:fail")
         self._completion_sent = False
-        self._source_attached = False
         self._notices = Notices()
+        self._input = SessionInput(
+            self.session_id[:8], realtime, InputLimits.of(settings, upload_dir), metrics,
+            self._notices, self._spawn, self._file_opened,
+        )  # fmt: skip
         self._control = ControlChannel(
             self.session_id[:8], processor, self._acks, self._notices, metrics, self._spawn,
             self._on_flood,
         )  # fmt: skip
-        self._frame_too_large_reported = False
         self._termination_reason: str | None = None
         self._last_send_ms = 0.0
         self.frames_processed = 0
@@ -183,7 +152,7 @@ class PeerWorker:
         self._pc = pc
         _peer_connections.add(pc)
         pc.on("connectionstatechange", self._on_connection_state)
-        pc.on("track", self._on_track)
+        pc.on("track", self._input.on_track)
         pc.on("datachannel", self._on_datachannel)
         if self._processor.selection.stream_output is not None:
             if any(line.startswith("m=video") for line in offer.sdp.splitlines()):
@@ -222,63 +191,16 @@ class PeerWorker:
     async def attach_camera(self, hub: SourceHub, url: str, wait_s: float) -> None:
         """Make a camera (read through the hub, shared) this session's source; before
         ``start``. Raises ``SourceUnavailable`` naming the masked URL if it gives no frame."""
-        try:
-            subscription = hub.subscribe(url, self._camera_delivery())
-        except SourceError as exc:
-            raise InvalidRequest(str(exc)) from None
-        self._camera = subscription
-        self._source_attached = True
-        source = subscription.source
-        if not isinstance(source, LiveSource):
-            return
-        try:
-            # A camera that refuses or cannot be reached fails at once; one that connected
-            # and then paused gets the whole wait to deliver its first frame.
-            stats = await asyncio.to_thread(
-                source.wait_for, lambda s: s.frames > 0 or s.failed_attempts > 0, wait_s
-            )
-        except TimeoutError:
-            raise SourceUnavailable(f"no frame from {source.masked_url} in {wait_s:g} s") from None
-        if stats.frames == 0:
-            raise SourceUnavailable(stats.last_error or f"cannot read {source.masked_url}")
-        log.info("session %s watches %s", self.session_id[:8], source.masked_url)
+        await self._input.attach_camera(hub, url, wait_s)
 
     def attach_pipeline(self, pipeline: Pipeline, source_id: int) -> None:
-        """Show a running pipeline's results for one of its sources: frames and outputs come
-        from the pipeline, so the workflow is not run a second time."""
-        if not 0 <= source_id < pipeline.source_count:
-            raise InvalidRequest(
-                f"pipeline_source_id {source_id} is not a source of pipeline "
-                f"{pipeline.pipeline_id} (it has {pipeline.source_count})"
-            )
-        buffer = self._attach_input(self._live_input())
-        self._source_attached = True
+        """Show a running pipeline's results for one of its sources (before ``start``)."""
+        self._input.attach_pipeline(pipeline, source_id)
 
-        def watch(result: PipelineResult) -> None:  # on our loop, from the pipeline's task
-            if result.source_id == source_id and not buffer.closed:
-                self._metrics.frames_received.inc()
-                self._spawn(self._offer(buffer, InputItem.now(result.frame, result.outputs)))
-
-        self._stop_watching = pipeline.watch(watch)
-        log.info("session %s watches pipeline %s", self.session_id[:8], pipeline.pipeline_id[:8])
-
-    async def _offer(self, buffer: FrameBuffer[InputItem], item: InputItem) -> None:
-        with contextlib.suppress(BufferClosed):  # the session is ending
-            if await buffer.put(item):
-                reason = "latest_frame_wins" if self.realtime else "input_queue_full"
-                self._metrics.frames_dropped.labels(reason).inc()
-
-    def _camera_delivery(self) -> Callable[[SourceFrame], None]:
-        """What the hub's reader thread calls with each camera frame."""
-        buffer = self._attach_input(self._live_input())
-        loop = asyncio.get_running_loop()
-
-        def deliver(frame: SourceFrame) -> None:
-            # Never blocks the camera's other consumers: the frame is queued on our loop.
-            self._metrics.frames_received.inc()
-            asyncio.run_coroutine_threadsafe(self._offer(buffer, InputItem.now(frame)), loop)
-
-        return deliver
+    def _file_opened(self, fps: float | None) -> None:
+        self._processor.from_file = True
+        if fps:
+            self._processor.declared_fps = fps
 
     def _drop_track_nobody_receives(self, pc: RTCPeerConnection) -> None:
         # A client that does not receive video never pulls the track; waiting on it would
@@ -302,17 +224,8 @@ class PeerWorker:
         self._closing = True
         self._control.ended = True
         await self._tasks.close()
-        if self._input is not None:
-            await self._input.close(discard=True)
+        await self._input.close()
         await self._acks.close()
-        if self._camera is not None:
-            self._camera.close()
-        if self._stop_watching is not None:
-            self._stop_watching()
-        if self._file is not None:
-            self._file.close()
-        if self._upload is not None:
-            self._upload.close()
         if self._out_track is not None:
             await self._out_track.finish()
             self._out_track.stop()
@@ -350,7 +263,7 @@ class PeerWorker:
         """End processing: the session loop sends the completion message and closes."""
         self._termination_reason = reason
         self._control.ended = True
-        await self._input_or_empty().close(discard=True)
+        await self._input.current().close(discard=True)
         await self._acks.close()
 
     async def _expire_at_deadline(self) -> None:
@@ -393,17 +306,9 @@ class PeerWorker:
         if state in ("failed", "closed"):
             self._spawn_close()
 
-    def _on_track(self, track: MediaStreamTrack) -> None:
-        if track.kind == "video" and not self._source_attached:
-            self._source_attached = True
-            self._spawn(self._read_track(track, self._attach_input(self._live_input())))
-        else:
-            # First video track wins; anything else is drained so aiortc's queue stays empty.
-            self._spawn(self._discard(track))
-
     def _on_datachannel(self, channel: RTCDataChannel) -> None:
         if channel.label == UPLOAD_CHANNEL:
-            self._receive_upload(channel)
+            self._input.on_upload_channel(channel)
             return
         self._results.attach(channel)
         channel.on("message", self._control.on_message)
@@ -412,167 +317,9 @@ class PeerWorker:
         self._termination_reason = "control_message_flood"
         self._spawn(self._terminate(self._termination_reason))
 
-    def _receive_upload(self, channel: RTCDataChannel) -> None:
-        """The file arrives on ``channel``; once complete it becomes the session's source."""
-        if self._source_attached:
-            self._notices.report("video_upload ignored: the session already has a source")
-            channel.close()
-            return
-        self._source_attached = True
-        try:
-            receiver = UploadReceiver(self._settings.max_upload_bytes, self._upload_dir)
-        except OSError as exc:
-            log.error("session %s: cannot create an upload file: %s", self.session_id[:8], exc)
-            channel.close()
-            self._spawn(self._end_input("the server cannot store uploads right now"))
-            return
-        self._upload = receiver
-        progress = asyncio.Event()
-        self._spawn(self._watch_upload(receiver, progress, channel))
-
-        def on_message(message: str | bytes) -> None:
-            progress.set()
-            data = message.encode() if isinstance(message, str) else message
-            try:
-                status = receiver.feed(data)
-            except UploadError as exc:
-                log.info("session %s: upload refused: %s", self.session_id[:8], exc)
-                self._metrics.uploads_refused.inc()
-                channel.remove_listener("message", on_message)
-                channel.close()
-                self._spawn(self._end_input(str(exc)))
-                return
-            if status is UploadStatus.KEEPALIVE:
-                channel.send(message)
-            elif status is UploadStatus.COMPLETE:
-                self._metrics.upload_bytes.inc(receiver.bytes_received)
-                self._spawn(self._play_upload(receiver))
-
-        def on_close() -> None:
-            if not (receiver.complete or receiver.failed or self._closing):
-                self._spawn(
-                    self._end_input("the upload channel closed before the file was complete")
-                )
-
-        channel.on("message", on_message)
-        channel.on("close", on_close)
-
-    # -------------------------------------------------------------------- tasks
-
-    def _live_input(self) -> FrameBuffer[InputItem]:
-        """For a source that cannot be paused (a client's track, a camera): realtime keeps
-        the newest frame; otherwise a bounded FIFO that drops (and reports) the oldest."""
-        if self.realtime:
-            return FrameBuffer("latest")
-        return FrameBuffer("drop_oldest", self._settings.input_queue_frames)
-
-    def _attach_input(self, buffer: FrameBuffer[InputItem]) -> FrameBuffer[InputItem]:
-        self._input = buffer
-        self._input_ready.set()
-        return buffer
-
-    def _input_or_empty(self) -> FrameBuffer[InputItem]:
-        """The input; a session ending before it had one gets an empty one to close."""
-        return self._input if self._input is not None else self._attach_input(FrameBuffer("latest"))
-
-    async def _end_input(self, error: str | None) -> None:
-        """No more frames will come; ``error`` (if any) reaches the client after the last
-        frame's result, just before the completion message."""
-        if error:
-            self._notices.report_at_end(error)
-        await self._input_or_empty().close()
-
-    async def _read_track(self, track: MediaStreamTrack, buffer: FrameBuffer[InputItem]) -> None:
-        reason = "latest_frame_wins" if self.realtime else "input_queue_full"
-        try:
-            async for frame in received_frames(track):
-                self._metrics.frames_received.inc()
-                if frame.width * frame.height > self._settings.max_frame_pixels:
-                    self._refuse_large_frame(frame.width, frame.height)
-                    continue
-                if await buffer.put(InputItem.now(frame)):
-                    self._metrics.frames_dropped.labels(reason).inc()
-        except BufferClosed:
-            pass  # the session is ending
-        finally:
-            await buffer.close()
-
-    async def _watch_upload(
-        self, receiver: UploadReceiver, progress: asyncio.Event, channel: RTCDataChannel
-    ) -> None:
-        """An upload that stops sending (a client that hangs halfway) is abandoned after
-        ``upload_idle_timeout_s``: its file deleted, the session told why."""
-        timeout = self._settings.upload_idle_timeout_s
-        while not (receiver.complete or receiver.failed):
-            progress.clear()
-            try:
-                await asyncio.wait_for(progress.wait(), timeout)
-            except TimeoutError:
-                log.info("session %s: upload stalled", self.session_id[:8])
-                receiver.abort()
-                channel.close()
-                await self._end_input(
-                    f"the upload stalled: no chunk for {timeout:g} s "
-                    "(STREAMING_UPLOAD_IDLE_TIMEOUT_S)"
-                )
-                return
-
-    async def _play_upload(self, receiver: UploadReceiver) -> None:
-        """Decode the uploaded file on a thread: at its own rate dropping late frames
-        (realtime), or every frame, waiting whenever the session's buffer is full."""
-        source = FileSource(receiver.path, self.realtime, UPLOAD_LABEL, defer_open=True)
-        self._file = source  # close() closes it, even while it is being opened
-        try:
-            await asyncio.to_thread(source.open)
-        except SourceError as exc:
-            await self._end_input(str(exc))
-            return
-        self._processor.from_file = True
-        if source.fps:
-            self._processor.declared_fps = source.fps
-        log.info(
-            "session %s: uploaded video of %d bytes, %s frames at %s fps",
-            self.session_id[:8],
-            receiver.bytes_received,
-            source.frame_count or "unknown",
-            f"{source.fps:g}" if source.fps else "unknown",
-        )
-        buffer: FrameBuffer[InputItem] = (
-            FrameBuffer("latest")
-            if self.realtime
-            else FrameBuffer("wait", self._settings.decode_queue_frames)
-        )
-        self._attach_input(buffer)
-        try:
-            while (frame := await asyncio.to_thread(source.read)) is not None:
-                self._metrics.frames_received.inc()
-                if await buffer.put(InputItem.now(frame)):
-                    self._metrics.frames_dropped.labels("late_frame").inc()
-        except BufferClosed:
-            return  # the session is ending
-        await self._end_input(source.error)
-
-    @staticmethod
-    async def _discard(track: MediaStreamTrack) -> None:
-        try:
-            while True:
-                await track.recv()
-        except MediaStreamError:
-            pass
-
-    def _refuse_large_frame(self, width: int, height: int) -> None:
-        self._metrics.frames_dropped.labels("frame_too_large").inc()
-        if not self._frame_too_large_reported:  # once: it is said, not repeated every frame
-            self._frame_too_large_reported = True
-            self._notices.report(
-                f"frames of {width}x{height} exceed STREAMING_MAX_FRAME_PIXELS "
-                f"({self._settings.max_frame_pixels}) and are dropped; send a smaller size"
-            )
-
     async def _session_loop(self) -> None:
         loop = asyncio.get_running_loop()
-        await self._input_ready.wait()
-        source = self._input_or_empty()
+        source = await self._input.buffer()
         frame_id = 0
         while await self._acks.wait_turn(frame_id + 1):
             item = await source.get()

@@ -13,20 +13,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import threading
 import time
 import uuid
-from collections import deque
 from collections.abc import Callable, Coroutine
 from concurrent.futures import Executor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from sinks import JsonLinesWriter, MemorySink, RollingVideoRecorder, WebhookSink
-from sources import FileSource, LiveSource, LiveStats, SourceFrame
-from sources.hub import SourceHub, Subscription
+from sinks import MemorySink
+from sources import FileSource, LiveStats, SourceFrame
+from sources.hub import SourceHub
 
 from ..buffering import BufferClosed, Consumption, Filling, FrameBuffer
 from ..tasks import Closer, TaskOwner
@@ -34,22 +32,12 @@ from ..workflows.blocks.base import FrameState, WorkflowImage
 from ..workflows.engine import CompiledWorkflow
 from ..workflows.serialization import serialize_value
 from .models import InitialisePipelinePayload, SourceReference
+from .sinks import SinkFanOut
+from .status import Item, PipelineStatus, Severity, SourceSlot, SourceState
 
 __all__ = ["Pipeline", "PipelineResult", "Watcher"]
 
 log = logging.getLogger(__name__)
-
-_EVENTS = 512
-_LATENCY_WINDOW = 64
-# LiveSource states as the reference's source states.
-_STATE_NAMES = {
-    "connecting": "INITIALISING",
-    "streaming": "RUNNING",
-    "reconnecting": "RESTARTING",
-    "closed": "ENDED",
-}
-
-Item = tuple[SourceFrame, datetime, float]
 
 
 @dataclass
@@ -74,30 +62,6 @@ Watcher = Callable[[PipelineResult], None]
 """Called on the event loop with every result; must not block."""
 
 
-@dataclass(eq=False)
-class _Source:
-    reference: SourceReference
-    buffer: FrameBuffer[Item]
-    workflow: CompiledWorkflow
-    subscription: Subscription | None = None
-    file: FileSource | None = None
-    state: str = "NOT_STARTED"
-    processed: int = 0
-    last_frame_id: int = 0
-    last_completed_at: float | None = None
-    latencies: deque[tuple[float, float, float]] = field(
-        default_factory=lambda: deque(maxlen=_LATENCY_WINDOW)
-    )
-    listener: Callable[[str, str, LiveStats], None] | None = None
-    announce: bool = True
-    """Log the next processed frame (the first, and the first after each reconnection)."""
-
-    @property
-    def live(self) -> LiveSource | None:
-        source = self.subscription.source if self.subscription is not None else None
-        return source if isinstance(source, LiveSource) else None
-
-
 class Pipeline:
     def __init__(
         self,
@@ -116,7 +80,7 @@ class Pipeline:
         self._hub = hub
         self._executor = executor
         self._jpeg_quality = jpeg_quality
-        self._events: deque[dict[str, Any]] = deque(maxlen=_EVENTS)
+        self._status = PipelineStatus()
         self._running = asyncio.Event()
         self._running.set()
         self._tasks = TaskOwner(f"pipeline-{self.pipeline_id[:8]}", self._on_task_failure)
@@ -124,23 +88,22 @@ class Pipeline:
         self._watchers: list[Watcher] = []
         self._terminated = False
         self._terminated_event = asyncio.Event()
-        self._processed_at: deque[float] = deque(maxlen=100)
         self._results_changed = asyncio.Event()
         self.last_consumed = time.monotonic()
         self.memory: MemorySink[PipelineResult] = MemorySink(
             payload.sink_configuration.results_buffer_size
         )
         self._sources = [
-            _Source(ref, self._buffer_for(ref, video, payload.decoding_buffer_size), workflow)
+            SourceSlot(ref, self._buffer_for(ref, video, payload.decoding_buffer_size), workflow)
             for ref, workflow in zip(references, workflows, strict=True)
         ]
-        self._jsonl: JsonLinesWriter | None = None
-        self._videos: dict[int, RollingVideoRecorder] = {}
-        self._webhook: WebhookSink | None = None
-        self._sink_errors: dict[str, dict[str, Any]] = {}
-        self._sinks_lock = threading.Lock()
-        self._sinks_closed = False
-        self._open_sinks(sink_dir)
+        self._sinks = SinkFanOut(
+            self.pipeline_id[:8],
+            payload.sink_configuration,
+            [s.reference.source_id for s in self._sources],
+            sink_dir,
+            lambda result: {**result.metadata(), "outputs": self.serialize(result, images=False)},
+        )
 
     # ----------------------------------------------------------------- set up
 
@@ -156,30 +119,9 @@ class Pipeline:
         )
         return FrameBuffer(filling, size, consumption, video.max_fps)
 
-    def _open_sinks(self, sink_dir: Path) -> None:
-        config = self.payload.sink_configuration
-        if config.jsonl is not None:
-            self._jsonl = JsonLinesWriter(sink_dir / f"{config.jsonl.name}.jsonl", append=True)
-        if config.webhook is not None:
-            hook = config.webhook
-            self._webhook = WebhookSink(
-                hook.url,
-                queue_size=hook.queue_size,
-                timeout_s=hook.timeout_seconds,
-                max_attempts=hook.max_attempts,
-            )
-        if config.video_file is not None:
-            for source in self._sources:
-                # Started-at in the name: a restarted pipeline never overwrites earlier segments.
-                started = datetime.now().strftime("%Y%m%d-%H%M%S")
-                stem = f"{config.video_file.name}-source{source.reference.source_id}-{started}"
-                self._videos[source.reference.source_id] = RollingVideoRecorder(
-                    sink_dir, stem, config.video_file.segment_seconds
-                )
-
     async def start(self) -> None:
         """Subscribe to every source and start processing; raises if a source is refused."""
-        self._event(20, "INFERENCE_THREAD_STARTED", {}, "inference_pipeline")
+        self._status.event(Severity.INFO, "INFERENCE_THREAD_STARTED", {}, "inference_pipeline")
         loop = asyncio.get_running_loop()
         try:
             for source in self._sources:
@@ -193,7 +135,7 @@ class Pipeline:
             await self.terminate()
             raise
 
-    def _subscribe(self, source: _Source, loop: asyncio.AbstractEventLoop) -> None:
+    def _subscribe(self, source: SourceSlot, loop: asyncio.AbstractEventLoop) -> None:
         buffer, source_id = source.buffer, source.reference.source_id
         waits = buffer.filling is Filling.WAIT
 
@@ -209,12 +151,12 @@ class Pipeline:
                     put.result(timeout=30)
 
         source.subscription = self._hub.subscribe(str(source.reference.reference), deliver)
-        source.state = "INITIALISING"
+        source.state = SourceState.INITIALISING
         live = source.live
         if live is not None:
 
             def on_change(previous: str, new: str, stats: LiveStats) -> None:
-                old_state, source.state = source.state, _STATE_NAMES.get(new, new.upper())
+                old_state, source.state = source.state, SourceState.of_live(new)
                 if new == "streaming":
                     source.announce = True  # log the first frame processed from this connection
                 log.info(
@@ -224,16 +166,14 @@ class Pipeline:
                     source.state,
                     f" ({stats.last_error})" if new == "reconnecting" else "",
                 )
-                self._event(
-                    20,
+                self._status.event(Severity.INFO,
                     "SOURCE_STATE_UPDATE",
                     {"previous_state": old_state, "new_state": source.state,
                      "source_id": source_id},
                     "video_source",
                 )  # fmt: skip
                 if new == "reconnecting" and stats.last_error:
-                    self._event(
-                        30,
+                    self._status.event(Severity.WARNING,
                         "SOURCE_ERROR",
                         {"source_id": source_id, "error_type": "SourceConnectionError",
                          "error_message": stats.last_error,
@@ -244,18 +184,18 @@ class Pipeline:
             source.listener = on_change
             live.add_listener(on_change)
             current = live.stats().state
-            source.state = _STATE_NAMES.get(current, current.upper())
+            source.state = SourceState.of_live(current)
 
-    async def _read_file(self, source: _Source) -> None:
+    async def _read_file(self, source: SourceSlot) -> None:
         """A local file (only when the server allows local sources): every frame when the
         filling strategy waits, else played at its own rate like the camera it stands in for."""
         realtime = source.buffer.filling is not Filling.WAIT
         file = FileSource(source.reference.reference, realtime, defer_open=True)
         source.file = file
-        source.state = "INITIALISING"
+        source.state = SourceState.INITIALISING
         try:
             await asyncio.to_thread(file.open)
-            source.state = "RUNNING"
+            source.state = SourceState.RUNNING
             while True:
                 await self._running.wait()  # a paused file stops reading, loses nothing
                 frame = await asyncio.to_thread(file.read)
@@ -273,10 +213,9 @@ class Pipeline:
             file.close()
             await source.buffer.close()
 
-    def _source_failed(self, source: _Source, exc: Exception) -> None:
-        source.state = "ERROR"
-        self._event(
-            40,
+    def _source_failed(self, source: SourceSlot, exc: Exception) -> None:
+        source.state = SourceState.ERROR
+        self._status.event(Severity.ERROR,
             "SOURCE_ERROR",
             {"source_id": source.reference.source_id, "error_type": type(exc).__name__,
              "error_message": str(exc), "error_context": "stream_consumer_thread"},
@@ -285,7 +224,7 @@ class Pipeline:
 
     # -------------------------------------------------------------- processing
 
-    async def _process(self, source: _Source) -> None:
+    async def _process(self, source: SourceSlot) -> None:
         loop = asyncio.get_running_loop()
         source_id = source.reference.source_id
         while True:
@@ -309,8 +248,7 @@ class Pipeline:
                     self._executor, source.workflow.run, frame.image, metadata, FrameState()
                 )
             except Exception as exc:  # one bad frame must not end a monitoring pipeline
-                self._event(
-                    40,
+                self._status.event(Severity.ERROR,
                     "INFERENCE_ERROR",
                     {"error_type": type(exc).__name__, "error_message": str(exc),
                      "error_context": "inference_thread"},
@@ -322,68 +260,30 @@ class Pipeline:
             source.processed += 1
             source.last_frame_id = frame_id
             source.last_completed_at = time.monotonic()
-            self._processed_at.append(source.last_completed_at)
+            self._status.processed(source.last_completed_at)
             if source.announce:
                 source.announce = False
                 log.info("pipeline %s source %d: processing", self.pipeline_id[:8], source_id)
             await self._dispatch(PipelineResult(source_id, frame_id, received_at, frame, outputs))
         if source.reference.kind == "file":
-            source.state = "ENDED" if source.state != "ERROR" else "ERROR"
-            self._event(20, "VIDEO_CONSUMPTION_FINISHED", {"source_id": source_id}, "video_source")
+            if source.state is not SourceState.ERROR:
+                source.state = SourceState.ENDED
+            self._status.event(
+                Severity.INFO,
+                "VIDEO_CONSUMPTION_FINISHED",
+                {"source_id": source_id},
+                "video_source",
+            )
 
     async def _dispatch(self, result: PipelineResult) -> None:
         self.memory.write(result)
         self._results_changed.set()
         for watcher in list(self._watchers):
-            self._guarded("watcher", watcher, result)
-        if self._jsonl is None and self._webhook is None and not self._videos:
-            return
-        await asyncio.get_running_loop().run_in_executor(
-            self._executor, self._write_extra_sinks, result
-        )
-
-    def _write_extra_sinks(self, result: PipelineResult) -> None:
-        # Under the lock: terminate cancels the task awaiting this, not this thread, and
-        # closing an encoder while it encodes would crash the process.
-        with self._sinks_lock:
-            if not self._sinks_closed:
-                self._write_extra_sinks_locked(result)
-
-    def _write_extra_sinks_locked(self, result: PipelineResult) -> None:
-        if self._jsonl is not None or self._webhook is not None:
-            record = {**result.metadata(), "outputs": self.serialize(result, images=False)}
-            if self._jsonl is not None:
-                self._guarded("jsonl", self._jsonl.write, record)
-            if self._webhook is not None:
-                self._guarded("webhook", self._webhook.write, record)
-        recorder = self._videos.get(result.source_id)
-        if recorder is not None:
-            image = self._image_to_record(result.outputs)
-            frame = image if image is not None else result.frame.image
-            self._guarded("video_file", recorder.write, frame, time.monotonic())
-
-    def _guarded(self, sink: str, write: Callable[..., None], *args: Any) -> None:
-        """A failing sink (disk full, a codec error) is counted and reported in the status;
-        it never stops the pipeline or the other sinks."""
-        try:
-            write(*args)
-        except Exception as exc:
-            errors = self._sink_errors.setdefault(sink, {"errors": 0, "last_error": None})
-            if not errors["errors"]:
-                log.warning("pipeline %s: %s sink failed", self.pipeline_id[:8], sink, exc_info=exc)
-            errors["errors"] += 1
-            errors["last_error"] = f"{type(exc).__name__}: {exc}"
-
-    def _image_to_record(self, outputs: dict[str, Any]) -> Any:
-        config = self.payload.sink_configuration.video_file
-        name = config.output if config is not None else None
-        if name is not None:
-            value = outputs.get(name)
-            return value.numpy if isinstance(value, WorkflowImage) else None
-        for value in outputs.values():
-            if isinstance(value, WorkflowImage):
-                return value.numpy
-        return None
+            self._sinks.guarded("watcher", watcher, result)
+        if self._sinks.any:
+            await asyncio.get_running_loop().run_in_executor(
+                self._executor, self._sinks.write, result
+            )
 
     async def next_result(self, wait_s: float) -> PipelineResult | None:
         """The oldest buffered result; waits up to ``wait_s`` for one (our long poll)."""
@@ -440,18 +340,18 @@ class Pipeline:
     def pause(self) -> None:
         self._running.clear()
         for source in self._sources:
-            source.state = "PAUSED"
-        self._event(20, "PIPELINE_PAUSED", {}, "inference_pipeline")
+            source.state = SourceState.PAUSED
+        self._status.event(Severity.INFO, "PIPELINE_PAUSED", {}, "inference_pipeline")
         log.info("pipeline %s paused", self.pipeline_id[:8])
 
     def resume(self) -> None:
         self._running.set()
         for source in self._sources:
             live = source.live
-            source.state = _STATE_NAMES.get(live.stats().state, "RUNNING") if live else "RUNNING"
+            source.state = SourceState.of_live(live.stats().state) if live else SourceState.RUNNING
         for source in self._sources:
             source.announce = True
-        self._event(20, "PIPELINE_RESUMED", {}, "inference_pipeline")
+        self._status.event(Severity.INFO, "PIPELINE_RESUMED", {}, "inference_pipeline")
         log.info("pipeline %s resumed", self.pipeline_id[:8])
 
     async def terminate(self) -> None:
@@ -473,7 +373,7 @@ class Pipeline:
         self._running.set()  # wake tasks parked on a pause so they can finish
         self._results_changed.set()  # and long polls
         await self._tasks.close()
-        await asyncio.to_thread(self._close_sinks)
+        await asyncio.to_thread(self._sinks.close)
         self._watchers.clear()
         self.memory.close()
         self._terminated_event.set()
@@ -482,16 +382,6 @@ class Pipeline:
         """Until the pipeline has stopped: terminated, or failed and stopped by itself."""
         await self._terminated_event.wait()
 
-    def _close_sinks(self) -> None:
-        with self._sinks_lock:  # waits out a write in progress
-            self._sinks_closed = True
-        if self._jsonl is not None:
-            self._guarded("jsonl", self._jsonl.close)
-        for recorder in self._videos.values():
-            self._guarded("video_file", recorder.close)
-        if self._webhook is not None:
-            self._guarded("webhook", self._webhook.close)
-
     def _spawn(self, coro: Coroutine[Any, Any, Any]) -> None:
         self._tasks.spawn(coro, coro.__name__)
 
@@ -499,94 +389,17 @@ class Pipeline:
         # A bug of ours: the pipeline stops (sources, sinks flushed) and its status says why;
         # it stays listed until terminated, so whoever watches it can read that.
         failure = {"task": name.partition(":")[2], "error": type(exc).__name__}
-        self._event(40, "PIPELINE_FAILED", failure, "inference_pipeline")
+        self._status.event(Severity.ERROR, "PIPELINE_FAILED", failure, "inference_pipeline")
         for source in self._sources:
-            source.state = "ERROR"
+            source.state = SourceState.ERROR
         self._terminator()
-
-    def _event(self, severity: int, event_type: str, payload: dict, context: str) -> None:
-        # deque.append is atomic: camera reader threads add events too.
-        self._events.append(
-            {
-                "timestamp": datetime.now().isoformat(),
-                "severity": severity,
-                "event_type": event_type,
-                "payload": payload,
-                "context": context,
-            }
-        )
 
     # ------------------------------------------------------------------ status
 
     def report(self) -> dict[str, Any]:
-        now = time.monotonic()
-        recent = [t for t in self._processed_at if now - t <= 5.0]
-        throughput = (len(recent) - 1) / (recent[-1] - recent[0]) if len(recent) > 1 else 0.0
-        return {
-            "video_source_status_updates": list(self._events),
-            "latency_reports": [self._latency(s) for s in self._sources],
-            "inference_throughput": round(throughput, 2),
-            "sources_metadata": [self._source_metadata(s) for s in self._sources],
-            "completion_statistics": {
-                "sampled_at_monotonic": now,
-                "sources": [
-                    {
-                        "source_id": s.reference.source_id,
-                        "completed_frames": s.processed,
-                        "last_completed_at_monotonic": s.last_completed_at,
-                        "last_frame_id": s.last_frame_id or None,
-                    }
-                    for s in self._sources
-                ],
-            },
-            "paused": self.paused,
-            "sinks": self._sink_stats(),
-        }
-
-    @staticmethod
-    def _latency(source: _Source) -> dict[str, Any]:
-        entries = list(source.latencies)
-        names = ("frame_decoding_latency", "inference_latency", "e2e_latency")
-        averages = (
-            [round(sum(e[i] for e in entries) / len(entries), 4) for i in range(3)]
-            if entries
-            else [None, None, None]
-        )
-        return {"source_id": source.reference.source_id, **dict(zip(names, averages, strict=True))}
-
-    def _source_metadata(self, source: _Source) -> dict[str, Any]:
-        live = source.live
-        stats = live.stats().to_dict() if live is not None else None
-        properties = None
-        if source.processed or (stats and stats["frames"]):
-            properties = {"is_file": source.reference.kind == "file",
-                          "fps": stats["fps_in"] if stats else None}  # fmt: skip
-        return {
-            "source_properties": properties,
-            "source_reference": source.reference.shown,
-            "buffer_size": source.buffer.capacity,
-            "state": source.state,
-            "buffer_filling_strategy": source.buffer.filling.value,
-            "buffer_consumption_strategy": source.buffer.consumption.value,
-            "source_id": source.reference.source_id,
-            # Ours: the camera's own stats (masked), and every drop by reason.
-            "stats": stats,
-            "drops": dict(source.buffer.drops),
-            "frames_processed": source.processed,
-        }
+        return self._status.report(self._sources, self.paused, self._sink_stats())
 
     def _sink_stats(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "memory": {"buffered": len(self.memory), "dropped": self.memory.dropped}
-        }
-        if self._jsonl is not None:
-            out["jsonl"] = {"lines": self._jsonl.lines, "file": self._jsonl.path.name}
-        if self._videos:
-            out["video_file"] = {
-                str(i): [p.name for p in r.segments] for i, r in self._videos.items()
-            }
-        if self._webhook is not None:
-            out["webhook"] = {**self._webhook.stats.__dict__, "pending": self._webhook.pending()}
-        for sink, errors in self._sink_errors.items():
-            out.setdefault(sink, {}).update(errors)
-        return out
+        memory = {"buffered": len(self.memory), "dropped": self.memory.dropped}
+        stats = self._sinks.stats()
+        return {"memory": memory, **stats}

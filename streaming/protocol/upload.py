@@ -10,8 +10,15 @@ import struct
 from collections.abc import Iterator
 from typing import BinaryIO
 
-__all__ = ["UPLOAD_CHUNK_SIZE", "UPLOAD_HEADER", "iter_upload_chunks", "upload_chunk_count"]
+__all__ = [
+    "UPLOAD_CHANNEL",
+    "UPLOAD_CHUNK_SIZE",
+    "UPLOAD_HEADER",
+    "iter_upload_chunks",
+    "upload_chunk_count",
+]
 
+UPLOAD_CHANNEL = "video_upload"  # the data channel a file is uploaded on
 UPLOAD_CHUNK_SIZE = 48 * 1024
 UPLOAD_HEADER = struct.Struct("<II")
 

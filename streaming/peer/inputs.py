@@ -1,0 +1,374 @@
+"""SessionInput: a session's one video source, whatever it is, as one FrameBuffer.
+
+The source is the first of: the client's video track (buffer: latest | bounded FIFO), a
+camera the server pulls through the hub (the same), a pipeline the session watches (frames
+and outputs both), or a file uploaded on ``video_upload``, written to disk and decoded on a
+thread (buffer: latest at native rate | bounded and waiting, so decoding pauses instead of
+dropping). Frames from other threads (the hub's camera readers) cross into the loop in one
+place, ``_from_thread``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import av
+from aiortc import MediaStreamTrack, RTCDataChannel
+from aiortc.mediastreams import MediaStreamError
+
+from sources import FileSource, LiveSource, SourceError, SourceFrame
+from sources.hub import SourceHub, Subscription
+
+from ..buffering import BufferClosed, FrameBuffer
+from ..config import Settings
+from ..errors import InvalidRequest, SourceUnavailable
+from ..metrics import Metrics
+from ..pipelines import Pipeline, PipelineResult
+from ..rtc.track import received_frames
+from .notices import Notices
+from .upload import UploadError, UploadReceiver, UploadStatus
+
+__all__ = ["InputItem", "InputLimits", "SessionInput"]
+
+log = logging.getLogger(__name__)
+
+UPLOAD_LABEL = "the uploaded video"
+
+Spawn = Callable[[Coroutine[Any, Any, Any]], None]
+
+
+@dataclass(frozen=True, slots=True)
+class InputItem:
+    """A frame with when it was received (wall clock for the metadata, monotonic for waits)."""
+
+    frame: av.VideoFrame | SourceFrame
+    received_at: datetime
+    received_mono: float
+    outputs: dict[str, Any] | None = None
+    """Already computed by the pipeline this session watches: the workflow is not run again."""
+
+    @classmethod
+    def now(cls, frame: av.VideoFrame | SourceFrame, outputs: dict[str, Any] | None = None):
+        return cls(frame, datetime.now(), time.perf_counter(), outputs)
+
+
+@dataclass(frozen=True)
+class InputLimits:
+    """The settings a session's input obeys, and nothing else of the server's."""
+
+    input_queue_frames: int
+    decode_queue_frames: int
+    max_frame_pixels: int
+    max_upload_bytes: int
+    upload_idle_timeout_s: float
+    upload_dir: Path | None = None
+
+    @classmethod
+    def of(cls, settings: Settings, upload_dir: Path | None) -> InputLimits:
+        return cls(
+            input_queue_frames=settings.input_queue_frames,
+            decode_queue_frames=settings.decode_queue_frames,
+            max_frame_pixels=settings.max_frame_pixels,
+            max_upload_bytes=settings.max_upload_bytes,
+            upload_idle_timeout_s=settings.upload_idle_timeout_s,
+            upload_dir=upload_dir,
+        )
+
+
+FileOpened = Callable[[float | None], None]
+"""Told the uploaded file's frame rate (None: unknown) once it is open."""
+
+
+class SessionInput:
+    """Owns the session's source and the buffer the session loop reads; ``close`` stops the
+    source, whichever it is (idempotent)."""
+
+    def __init__(
+        self,
+        session: str,
+        realtime: bool,
+        limits: InputLimits,
+        metrics: Metrics,
+        notices: Notices,
+        spawn: Spawn,
+        on_file_opened: FileOpened,
+    ) -> None:
+        self._session = session
+        self.realtime = realtime
+        self._limits = limits
+        self._metrics = metrics
+        self._notices = notices
+        self._spawn = spawn
+        self._on_file_opened = on_file_opened
+        # Created when the source appears: its kind decides the strategy.
+        self._buffer: FrameBuffer[InputItem] | None = None
+        self._ready = asyncio.Event()
+        self.attached = False
+        """A source was chosen (the first one wins; later ones are refused or drained)."""
+        self._upload: UploadReceiver | None = None
+        self._file: FileSource | None = None
+        self._camera: Subscription | None = None
+        self._stop_watching: Callable[[], None] | None = None
+        self._frame_too_large_reported = False
+        self._closing = False
+
+    # ------------------------------------------------------------ the session loop's side
+
+    async def buffer(self) -> FrameBuffer[InputItem]:
+        """The buffer to read, once a source appeared (or the session ended without one)."""
+        await self._ready.wait()
+        return self.current()
+
+    def current(self) -> FrameBuffer[InputItem]:
+        """The buffer; a session ending before it had one gets an empty one to close."""
+        if self._buffer is None:
+            return self._attach(FrameBuffer("latest"))
+        return self._buffer
+
+    async def end(self, error: str | None) -> None:
+        """No more frames will come; ``error`` (if any) reaches the client after the last
+        frame's result, just before the completion message."""
+        if error:
+            self._notices.report_at_end(error)
+        await self.current().close()
+
+    async def close(self) -> None:
+        """Stop the source and discard what is buffered; idempotent."""
+        self._closing = True
+        if self._buffer is not None:
+            await self._buffer.close(discard=True)
+        if self._camera is not None:
+            self._camera.close()
+        if self._stop_watching is not None:
+            self._stop_watching()
+        if self._file is not None:
+            self._file.close()
+        if self._upload is not None:
+            self._upload.close()
+
+    # ------------------------------------------------------------------------ sources
+
+    async def attach_camera(self, hub: SourceHub, url: str, wait_s: float) -> None:
+        """A camera (read through the hub, shared) is the source. Raises
+        ``SourceUnavailable`` naming the masked URL if it gives no frame in ``wait_s``."""
+        buffer = self._attach(self._live_buffer())
+        loop = asyncio.get_running_loop()
+
+        def deliver(frame: SourceFrame) -> None:  # on the hub's reader thread
+            self._from_thread(loop, buffer, InputItem.now(frame))
+
+        try:
+            subscription = hub.subscribe(url, deliver)
+        except SourceError as exc:
+            raise InvalidRequest(str(exc)) from None
+        self._camera = subscription
+        self.attached = True
+        source = subscription.source
+        if not isinstance(source, LiveSource):
+            return
+        try:
+            # A camera that refuses or cannot be reached fails at once; one that connected
+            # and then paused gets the whole wait to deliver its first frame.
+            stats = await asyncio.to_thread(
+                source.wait_for, lambda s: s.frames > 0 or s.failed_attempts > 0, wait_s
+            )
+        except TimeoutError:
+            raise SourceUnavailable(f"no frame from {source.masked_url} in {wait_s:g} s") from None
+        if stats.frames == 0:
+            raise SourceUnavailable(stats.last_error or f"cannot read {source.masked_url}")
+        log.info("session %s watches %s", self._session, source.masked_url)
+
+    def attach_pipeline(self, pipeline: Pipeline, source_id: int) -> None:
+        """A running pipeline's results for one of its sources: frames and outputs come from
+        the pipeline, so the workflow is not run a second time."""
+        if not 0 <= source_id < pipeline.source_count:
+            raise InvalidRequest(
+                f"pipeline_source_id {source_id} is not a source of pipeline "
+                f"{pipeline.pipeline_id} (it has {pipeline.source_count})"
+            )
+        buffer = self._attach(self._live_buffer())
+        self.attached = True
+
+        def watch(result: PipelineResult) -> None:  # on our loop, from the pipeline's task
+            if result.source_id == source_id and not buffer.closed:
+                self._metrics.frames_received.inc()
+                self._spawn(self._put(buffer, InputItem.now(result.frame, result.outputs)))
+
+        self._stop_watching = pipeline.watch(watch)
+        log.info("session %s watches pipeline %s", self._session, pipeline.pipeline_id[:8])
+
+    def on_track(self, track: MediaStreamTrack) -> None:
+        """A track the client sent: the first video track is the source; anything else is
+        drained so aiortc's queue stays empty."""
+        if track.kind == "video" and not self.attached:
+            self.attached = True
+            self._spawn(self._read_track(track, self._attach(self._live_buffer())))
+        else:
+            self._spawn(self._discard(track))
+
+    def on_upload_channel(self, channel: RTCDataChannel) -> None:
+        """The file arrives on ``channel``; once complete it becomes the source."""
+        if self.attached:
+            self._notices.report("video_upload ignored: the session already has a source")
+            channel.close()
+            return
+        self.attached = True
+        try:
+            receiver = UploadReceiver(self._limits.max_upload_bytes, self._limits.upload_dir)
+        except OSError as exc:
+            log.error("session %s: cannot create an upload file: %s", self._session, exc)
+            channel.close()
+            self._spawn(self.end("the server cannot store uploads right now"))
+            return
+        self._upload = receiver
+        progress = asyncio.Event()
+        self._spawn(self._watch_upload(receiver, progress, channel))
+
+        def on_message(message: str | bytes) -> None:
+            progress.set()
+            data = message.encode() if isinstance(message, str) else message
+            try:
+                status = receiver.feed(data)
+            except UploadError as exc:
+                log.info("session %s: upload refused: %s", self._session, exc)
+                self._metrics.uploads_refused.inc()
+                channel.remove_listener("message", on_message)
+                channel.close()
+                self._spawn(self.end(str(exc)))
+                return
+            if status is UploadStatus.KEEPALIVE:
+                channel.send(message)
+            elif status is UploadStatus.COMPLETE:
+                self._metrics.upload_bytes.inc(receiver.bytes_received)
+                self._spawn(self._play_upload(receiver))
+
+        def on_close() -> None:
+            if not (receiver.complete or receiver.failed or self._closing):
+                self._spawn(self.end("the upload channel closed before the file was complete"))
+
+        channel.on("message", on_message)
+        channel.on("close", on_close)
+
+    # ------------------------------------------------------------------------ buffers
+
+    def _live_buffer(self) -> FrameBuffer[InputItem]:
+        """For a source that cannot be paused (a client's track, a camera): realtime keeps
+        the newest frame; otherwise a bounded FIFO that drops (and reports) the oldest."""
+        if self.realtime:
+            return FrameBuffer("latest")
+        return FrameBuffer("drop_oldest", self._limits.input_queue_frames)
+
+    def _attach(self, buffer: FrameBuffer[InputItem]) -> FrameBuffer[InputItem]:
+        self._buffer = buffer
+        self._ready.set()
+        return buffer
+
+    async def _put(self, buffer: FrameBuffer[InputItem], item: InputItem) -> None:
+        with contextlib.suppress(BufferClosed):  # the session is ending
+            if await buffer.put(item):
+                reason = "latest_frame_wins" if self.realtime else "input_queue_full"
+                self._metrics.frames_dropped.labels(reason).inc()
+
+    def _from_thread(
+        self, loop: asyncio.AbstractEventLoop, buffer: FrameBuffer[InputItem], item: InputItem
+    ) -> None:
+        """The one bridge from another thread: never blocks that thread (a camera's other
+        consumers keep their pace); the frame is queued by a task the session owns."""
+        self._metrics.frames_received.inc()
+        with contextlib.suppress(RuntimeError):  # the loop is closed: the server is gone
+            loop.call_soon_threadsafe(lambda: self._spawn(self._put(buffer, item)))
+
+    # -------------------------------------------------------------------------- tasks
+
+    async def _read_track(self, track: MediaStreamTrack, buffer: FrameBuffer[InputItem]) -> None:
+        reason = "latest_frame_wins" if self.realtime else "input_queue_full"
+        try:
+            async for frame in received_frames(track):
+                self._metrics.frames_received.inc()
+                if frame.width * frame.height > self._limits.max_frame_pixels:
+                    self._refuse_large_frame(frame.width, frame.height)
+                    continue
+                if await buffer.put(InputItem.now(frame)):
+                    self._metrics.frames_dropped.labels(reason).inc()
+        except BufferClosed:
+            pass  # the session is ending
+        finally:
+            await buffer.close()
+
+    async def _watch_upload(
+        self, receiver: UploadReceiver, progress: asyncio.Event, channel: RTCDataChannel
+    ) -> None:
+        """An upload that stops sending (a client that hangs halfway) is abandoned after
+        ``upload_idle_timeout_s``: its file deleted, the session told why."""
+        timeout = self._limits.upload_idle_timeout_s
+        while not (receiver.complete or receiver.failed):
+            progress.clear()
+            try:
+                await asyncio.wait_for(progress.wait(), timeout)
+            except TimeoutError:
+                log.info("session %s: upload stalled", self._session)
+                receiver.abort()
+                channel.close()
+                await self.end(
+                    f"the upload stalled: no chunk for {timeout:g} s "
+                    "(STREAMING_UPLOAD_IDLE_TIMEOUT_S)"
+                )
+                return
+
+    async def _play_upload(self, receiver: UploadReceiver) -> None:
+        """Decode the uploaded file on a thread: at its own rate dropping late frames
+        (realtime), or every frame, waiting whenever the session's buffer is full."""
+        source = FileSource(receiver.path, self.realtime, UPLOAD_LABEL, defer_open=True)
+        self._file = source  # close() closes it, even while it is being opened
+        try:
+            await asyncio.to_thread(source.open)
+        except SourceError as exc:
+            await self.end(str(exc))
+            return
+        self._on_file_opened(source.fps)
+        log.info(
+            "session %s: uploaded video of %d bytes, %s frames at %s fps",
+            self._session,
+            receiver.bytes_received,
+            source.frame_count or "unknown",
+            f"{source.fps:g}" if source.fps else "unknown",
+        )
+        buffer: FrameBuffer[InputItem] = (
+            FrameBuffer("latest")
+            if self.realtime
+            else FrameBuffer("wait", self._limits.decode_queue_frames)
+        )
+        self._attach(buffer)
+        try:
+            while (frame := await asyncio.to_thread(source.read)) is not None:
+                self._metrics.frames_received.inc()
+                if await buffer.put(InputItem.now(frame)):
+                    self._metrics.frames_dropped.labels("late_frame").inc()
+        except BufferClosed:
+            return  # the session is ending
+        await self.end(source.error)
+
+    @staticmethod
+    async def _discard(track: MediaStreamTrack) -> None:
+        try:
+            while True:
+                await track.recv()
+        except MediaStreamError:
+            pass
+
+    def _refuse_large_frame(self, width: int, height: int) -> None:
+        self._metrics.frames_dropped.labels("frame_too_large").inc()
+        if not self._frame_too_large_reported:  # once: it is said, not repeated every frame
+            self._frame_too_large_reported = True
+            self._notices.report(
+                f"frames of {width}x{height} exceed STREAMING_MAX_FRAME_PIXELS "
+                f"({self._limits.max_frame_pixels}) and are dropped; send a smaller size"
+            )

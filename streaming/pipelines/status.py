@@ -1,0 +1,173 @@
+"""What a pipeline reports: its sources' states, its events, its throughput and latencies, in
+the reference's status shape (pipelines-api.md) plus our own keys."""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import IntEnum, StrEnum
+from typing import Any
+
+from sources import FileSource, LiveSource, LiveStats, SourceFrame
+from sources.hub import Subscription
+
+from ..buffering import FrameBuffer
+from ..workflows.engine import CompiledWorkflow
+from .models import SourceReference
+
+__all__ = ["PipelineStatus", "Severity", "SourceSlot", "SourceState"]
+
+_EVENTS = 512
+_LATENCY_WINDOW = 64
+_THROUGHPUT_WINDOW_S = 5.0
+
+Item = tuple[SourceFrame, datetime, float]
+
+
+class SourceState(StrEnum):
+    """A source's state, by the reference's names."""
+
+    NOT_STARTED = "NOT_STARTED"
+    INITIALISING = "INITIALISING"
+    RUNNING = "RUNNING"
+    RESTARTING = "RESTARTING"
+    PAUSED = "PAUSED"
+    ENDED = "ENDED"
+    ERROR = "ERROR"
+
+    @classmethod
+    def of_live(cls, state: str) -> SourceState:
+        """A ``LiveSource`` state (``LiveState`` value) as the reference names it."""
+        return _LIVE_STATES.get(state, cls.ERROR)
+
+
+_LIVE_STATES = {
+    "connecting": SourceState.INITIALISING,
+    "streaming": SourceState.RUNNING,
+    "reconnecting": SourceState.RESTARTING,
+    "closed": SourceState.ENDED,
+}
+
+
+class Severity(IntEnum):
+    """Event severities, as Python's logging levels (the reference's numbers)."""
+
+    INFO = 20
+    WARNING = 30
+    ERROR = 40
+
+
+@dataclass(eq=False)
+class SourceSlot:
+    """One source of a pipeline: where its frames come from, its buffer and workflow, and
+    what the status says about it."""
+
+    reference: SourceReference
+    buffer: FrameBuffer[Item]
+    workflow: CompiledWorkflow
+    subscription: Subscription | None = None
+    file: FileSource | None = None
+    state: SourceState = SourceState.NOT_STARTED
+    processed: int = 0
+    last_frame_id: int = 0
+    last_completed_at: float | None = None
+    latencies: deque[tuple[float, float, float]] = field(
+        default_factory=lambda: deque(maxlen=_LATENCY_WINDOW)
+    )
+    listener: Callable[[str, str, LiveStats], None] | None = None
+    announce: bool = True
+    """Log the next processed frame (the first, and the first after each reconnection)."""
+
+    @property
+    def source_id(self) -> int:
+        return self.reference.source_id
+
+    @property
+    def live(self) -> LiveSource | None:
+        source = self.subscription.source if self.subscription is not None else None
+        return source if isinstance(source, LiveSource) else None
+
+    def latency_report(self) -> dict[str, Any]:
+        entries = list(self.latencies)
+        names = ("frame_decoding_latency", "inference_latency", "e2e_latency")
+        averages = (
+            [round(sum(e[i] for e in entries) / len(entries), 4) for i in range(3)]
+            if entries
+            else [None, None, None]
+        )
+        return {"source_id": self.source_id, **dict(zip(names, averages, strict=True))}
+
+    def metadata_report(self) -> dict[str, Any]:
+        live = self.live
+        stats = live.stats().to_dict() if live is not None else None
+        properties = None
+        if self.processed or (stats and stats["frames"]):
+            properties = {"is_file": self.reference.kind == "file",
+                          "fps": stats["fps_in"] if stats else None}  # fmt: skip
+        return {
+            "source_properties": properties,
+            "source_reference": self.reference.shown,
+            "buffer_size": self.buffer.capacity,
+            "state": self.state.value,
+            "buffer_filling_strategy": self.buffer.filling.value,
+            "buffer_consumption_strategy": self.buffer.consumption.value,
+            "source_id": self.source_id,
+            # Ours: the camera's own stats (masked), and every drop by reason.
+            "stats": stats,
+            "drops": dict(self.buffer.drops),
+            "frames_processed": self.processed,
+        }
+
+    def completion_report(self) -> dict[str, Any]:
+        return {
+            "source_id": self.source_id,
+            "completed_frames": self.processed,
+            "last_completed_at_monotonic": self.last_completed_at,
+            "last_frame_id": self.last_frame_id or None,
+        }
+
+
+class PipelineStatus:
+    """The pipeline's events (bounded, recorded from any thread) and its throughput."""
+
+    def __init__(self) -> None:
+        self._events: deque[dict[str, Any]] = deque(maxlen=_EVENTS)
+        self._processed_at: deque[float] = deque(maxlen=100)
+
+    def event(self, severity: Severity, event_type: str, payload: dict, context: str) -> None:
+        # deque.append is atomic: camera reader threads add events too.
+        self._events.append(
+            {
+                "timestamp": datetime.now().isoformat(),
+                "severity": int(severity),
+                "event_type": event_type,
+                "payload": payload,
+                "context": context,
+            }
+        )
+
+    def processed(self, at: float) -> None:
+        self._processed_at.append(at)
+
+    def report(
+        self, sources: list[SourceSlot], paused: bool, sinks: dict[str, Any]
+    ) -> dict[str, Any]:
+        now = time.monotonic()
+        recent = [t for t in self._processed_at if now - t <= _THROUGHPUT_WINDOW_S]
+        span = recent[-1] - recent[0] if len(recent) > 1 else 0.0
+        throughput = (len(recent) - 1) / span if span > 0 else 0.0
+        return {
+            "video_source_status_updates": list(self._events),
+            "latency_reports": [s.latency_report() for s in sources],
+            "inference_throughput": round(throughput, 2),
+            "sources_metadata": [s.metadata_report() for s in sources],
+            "completion_statistics": {
+                "sampled_at_monotonic": now,
+                "sources": [s.completion_report() for s in sources],
+            },
+            "paused": paused,
+            "sinks": sinks,
+        }
