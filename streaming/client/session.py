@@ -22,6 +22,7 @@ from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Coroutine
 from dataclasses import dataclass
 from datetime import datetime
+from enum import Enum
 from typing import Any
 
 import cv2
@@ -110,6 +111,14 @@ def _server_message(response: httpx.Response) -> str:
     return response.text[:500]
 
 
+class SessionState(Enum):
+    """NEW until ``start`` connected; OPEN while streaming; CLOSED for good."""
+
+    NEW = "new"
+    OPEN = "open"
+    CLOSED = "closed"
+
+
 class AsyncWebRTCSession:
     """Use ``async with`` (starts on entry, closes on exit), or call ``start``/``close``."""
 
@@ -154,7 +163,7 @@ class AsyncWebRTCSession:
         self._channel: Any = None
         self._tasks = TaskOwner("client-session", self._on_task_failure)
         self._closer = Closer(self.close, "client-session:close")
-        self._state = "new"
+        self._state = SessionState.NEW
         self._start_lock = asyncio.Lock()
         self._state_changed = asyncio.Event()
         self._ended = asyncio.Event()
@@ -210,14 +219,14 @@ class AsyncWebRTCSession:
 
     @property
     def closed(self) -> bool:
-        return self._state == "closed"
+        return self._state is SessionState.CLOSED
 
     async def start(self) -> None:
         """Connect; idempotent. A failure raises one ``SessionStartError`` after cleanup."""
         async with self._start_lock:
-            if self._state == "closed":
+            if self._state is SessionState.CLOSED:
                 raise RuntimeError("this session is closed")
-            if self._state == "open":
+            if self._state is SessionState.OPEN:
                 return
             try:
                 # Receivers made while connecting are this session's (streaming/rtc/).
@@ -235,14 +244,14 @@ class AsyncWebRTCSession:
                     f"cannot start a session with {self.url}: {type(exc).__name__}: {exc}",
                     url=self.url,
                 ) from exc
-            self._state = "open"
+            self._state = SessionState.OPEN
 
     async def close(self) -> None:
         """Idempotent; safe from handlers and from any of the session's own tasks."""
-        if self._state == "closed":
+        if self._state is SessionState.CLOSED:
             await self._closed.wait()
             return
-        self._state = "closed"
+        self._state = SessionState.CLOSED
         await self._tasks.close()
         try:
             await self.source.aclose()
@@ -253,7 +262,7 @@ class AsyncWebRTCSession:
             self._closed.set()
 
     def _spawn(self, coro: Coroutine[Any, Any, Any]) -> None:
-        if self._state == "closed":
+        if self._state is SessionState.CLOSED:
             coro.close()
             return
         self._tasks.spawn(coro, coro.__name__)

@@ -7,6 +7,7 @@ and fails with a message that names the offending step, selector, block type or 
 
 from __future__ import annotations
 
+import graphlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,6 +30,7 @@ from .spec import (
     PARAMETER_INPUT_TYPES,
     VIDEO_METADATA_INPUT_TYPES,
     Selector,
+    StepSpec,
     WorkflowSpec,
     parse_selector,
 )
@@ -118,74 +120,71 @@ def compile_workflow(
     parameters: dict[str, Any] | None = None,
 ) -> CompiledWorkflow:
     """Blocking (it loads models): call it off the event loop."""
-    parameters = parameters or {}
-    inputs = {i.name: i for i in spec.inputs}
-    steps = {s.name: s for s in spec.steps}
-    if image_input_name not in inputs or inputs[image_input_name].type not in IMAGE_INPUT_TYPES:
-        raise WorkflowCompilationError(
-            f"workflow has no image input named '{image_input_name}' (image_input_name)"
+    compiler = _Compiler(spec, image_input_name, video_metadata_input_name, parameters or {})
+    bound = {step.name: compiler.bind(step) for step in spec.steps}
+    planned = [
+        _PlannedStep(bound[name].block_cls(name, bound[name].config, context), bound[name].bindings)
+        for name in compiler.order({name: b.depends for name, b in bound.items()})
+    ]
+    outputs: dict[str, _Source] = {}
+    kinds: dict[str, str] = {}
+    for output in spec.outputs:
+        selector = parse_selector(output.selector)
+        if selector is None:
+            raise WorkflowCompilationError(
+                f"output '{output.name}': selector must start with $, got {output.selector!r}"
+            )
+        outputs[output.name], kinds[output.name] = compiler.resolve(
+            selector, f"output '{output.name}'"
         )
-    for step in spec.steps:
-        if get_block(step.type) is None:
-            raise WorkflowCompilationError(
-                f"step '{step.name}': unknown block type '{step.type}' "
-                f"(supported: {', '.join(sorted(BLOCKS))})"
-            )
+    return CompiledWorkflow(planned, outputs, kinds, image_input_name, video_metadata_input_name)
 
-    def source_of(selector: Selector, where: str) -> tuple[_Source, str]:
-        """The value source and its kind; raises naming ``where`` on a dangling selector."""
-        if selector.step is None:
-            spec_input = inputs.get(selector.name)
-            if spec_input is None:
-                raise WorkflowCompilationError(
-                    f"{where}: selector '{selector.raw}' names no workflow input"
-                )
-            if spec_input.type in IMAGE_INPUT_TYPES:
-                if selector.name != image_input_name:
-                    raise WorkflowCompilationError(
-                        f"{where}: image input '{selector.name}' is never fed; frames go to "
-                        f"'{image_input_name}'"
-                    )
-                return _Ref(None, selector.name), IMAGE
-            if spec_input.type in VIDEO_METADATA_INPUT_TYPES:
-                return _Ref(None, video_metadata_input_name), VIDEO_METADATA
-            if spec_input.type in PARAMETER_INPUT_TYPES:
-                if selector.name in parameters:
-                    return _Const(parameters[selector.name]), ANY
-                if "default_value" in spec_input.model_fields_set:
-                    return _Const(spec_input.default_value), ANY
-                raise WorkflowCompilationError(
-                    f"{where}: parameter '{selector.name}' has no default_value and is not "
-                    "given in workflows_parameters"
-                )
-            raise WorkflowCompilationError(
-                f"{where}: input '{selector.name}' has unsupported type '{spec_input.type}'"
-            )
-        if selector.step not in steps:
-            raise WorkflowCompilationError(
-                f"{where}: selector '{selector.raw}' names unknown step '{selector.step}'"
-            )
-        block_cls = get_block(steps[selector.step].type)
-        assert block_cls is not None
-        if selector.name == "*":
-            return _Ref(selector.step, "*"), _DICT
-        if selector.name not in block_cls.outputs:
-            raise WorkflowCompilationError(
-                f"{where}: step '{selector.step}' has no output '{selector.name}' "
-                f"(outputs: {', '.join(block_cls.outputs)})"
-            )
-        return _Ref(selector.step, selector.name), block_cls.outputs[selector.name]
 
-    # Bind every step's fields, then order steps so each runs after the steps it reads.
-    bound: dict[str, tuple[type[Block], dict[str, Any], dict[str, _Source]]] = {}
-    depends: dict[str, set[str]] = {}
-    for step in spec.steps:
+@dataclass
+class _Bound:
+    """One step with its fields bound: constants in ``config``, per-frame values in
+    ``bindings``, and the steps it reads."""
+
+    block_cls: type[Block]
+    config: dict[str, Any]
+    bindings: dict[str, _Source]
+    depends: set[str]
+
+
+class _Compiler:
+    """Bind each step's fields, resolve each selector, order the steps; every failure is a
+    ``WorkflowCompilationError`` that names the step, field, selector or block type."""
+
+    def __init__(
+        self,
+        spec: WorkflowSpec,
+        image_input_name: str,
+        video_metadata_input_name: str,
+        parameters: dict[str, Any],
+    ) -> None:
+        self._inputs = {i.name: i for i in spec.inputs}
+        self._steps = {s.name: s for s in spec.steps}
+        self._spec_order = [s.name for s in spec.steps]
+        self._image = image_input_name
+        self._video_metadata = video_metadata_input_name
+        self._parameters = parameters
+        image = self._inputs.get(image_input_name)
+        if image is None or image.type not in IMAGE_INPUT_TYPES:
+            raise WorkflowCompilationError(
+                f"workflow has no image input named '{image_input_name}' (image_input_name)"
+            )
+        for step in spec.steps:
+            if get_block(step.type) is None:
+                raise WorkflowCompilationError(
+                    f"step '{step.name}': unknown block type '{step.type}' "
+                    f"(supported: {', '.join(sorted(BLOCKS))})"
+                )
+
+    def bind(self, step: StepSpec) -> _Bound:
         block_cls = get_block(step.type)
-        assert block_cls is not None
+        assert block_cls is not None  # checked in __init__
         given = step.fields()
-        config: dict[str, Any] = {}
-        bindings: dict[str, _Source] = {}
-        depends[step.name] = set()
+        bound = _Bound(block_cls, {}, {}, set())
         for field_name, field in block_cls.fields.items():
             where = f"step '{step.name}' field '{field_name}'"
             value = given.get(field_name, field.default)
@@ -198,13 +197,13 @@ def compile_workflow(
                 if field.per_frame and value is not None:
                     raise WorkflowCompilationError(f"{where} must be a selector, got {value!r}")
                 if not field.per_frame:
-                    config[field_name] = value
+                    bound.config[field_name] = value
                 continue
-            source, kind = source_of(selector, where)
+            source, kind = self.resolve(selector, where)
             if isinstance(source, _Const):
                 if field.per_frame:
                     raise WorkflowCompilationError(f"{where} needs per-frame data, not a parameter")
-                config[field_name] = source.value
+                bound.config[field_name] = source.value
                 continue
             if not field.per_frame:
                 raise WorkflowCompilationError(
@@ -217,37 +216,74 @@ def compile_workflow(
             if selector.step is not None:
                 if selector.step == step.name:
                     raise WorkflowCompilationError(f"{where} refers to its own step")
-                depends[step.name].add(selector.step)
-            bindings[field_name] = source
-        block_cls.check_bindings(step.name, set(bindings))
-        bound[step.name] = (block_cls, config, bindings)
+                bound.depends.add(selector.step)
+            bound.bindings[field_name] = source
+        block_cls.check_bindings(step.name, set(bound.bindings))
+        return bound
 
-    order: list[str] = []
-    done: set[str] = set()
-    pending = [s.name for s in spec.steps]
-    while pending:
-        ready = [name for name in pending if depends[name] <= done]
-        if not ready:
-            raise WorkflowCompilationError(f"steps {pending} depend on each other in a cycle")
-        for name in ready:
-            order.append(name)
-            done.add(name)
-        pending = [name for name in pending if name not in done]
-
-    context_steps = []
-    for name in order:
-        block_cls, config, bindings = bound[name]
-        context_steps.append(_PlannedStep(block_cls(name, config, context), bindings))
-
-    outputs: dict[str, _Source] = {}
-    kinds: dict[str, str] = {}
-    for output in spec.outputs:
-        selector = parse_selector(output.selector)
-        if selector is None:
+    def resolve(self, selector: Selector, where: str) -> tuple[_Source, str]:
+        """The value source and its kind; raises naming ``where`` on a dangling selector."""
+        if selector.step is None:
+            return self._resolve_input(selector, where)
+        step = self._steps.get(selector.step)
+        if step is None:
             raise WorkflowCompilationError(
-                f"output '{output.name}': selector must start with $, got {output.selector!r}"
+                f"{where}: selector '{selector.raw}' names unknown step '{selector.step}'"
             )
-        outputs[output.name], kinds[output.name] = source_of(selector, f"output '{output.name}'")
-    return CompiledWorkflow(
-        context_steps, outputs, kinds, image_input_name, video_metadata_input_name
-    )
+        block_cls = get_block(step.type)
+        assert block_cls is not None  # checked in __init__
+        if selector.name == "*":
+            return _Ref(selector.step, "*"), _DICT
+        if selector.name not in block_cls.outputs:
+            raise WorkflowCompilationError(
+                f"{where}: step '{selector.step}' has no output '{selector.name}' "
+                f"(outputs: {', '.join(block_cls.outputs)})"
+            )
+        return _Ref(selector.step, selector.name), block_cls.outputs[selector.name]
+
+    def _resolve_input(self, selector: Selector, where: str) -> tuple[_Source, str]:
+        spec_input = self._inputs.get(selector.name)
+        if spec_input is None:
+            raise WorkflowCompilationError(
+                f"{where}: selector '{selector.raw}' names no workflow input"
+            )
+        if spec_input.type in IMAGE_INPUT_TYPES:
+            if selector.name != self._image:
+                raise WorkflowCompilationError(
+                    f"{where}: image input '{selector.name}' is never fed; frames go to "
+                    f"'{self._image}'"
+                )
+            return _Ref(None, selector.name), IMAGE
+        if spec_input.type in VIDEO_METADATA_INPUT_TYPES:
+            return _Ref(None, self._video_metadata), VIDEO_METADATA
+        if spec_input.type in PARAMETER_INPUT_TYPES:
+            if selector.name in self._parameters:
+                return _Const(self._parameters[selector.name]), ANY
+            if "default_value" in spec_input.model_fields_set:
+                return _Const(spec_input.default_value), ANY
+            raise WorkflowCompilationError(
+                f"{where}: parameter '{selector.name}' has no default_value and is not "
+                "given in workflows_parameters"
+            )
+        raise WorkflowCompilationError(
+            f"{where}: input '{selector.name}' has unsupported type '{spec_input.type}'"
+        )
+
+    def order(self, depends: dict[str, set[str]]) -> list[str]:
+        """Each step after the steps it reads; steps that are ready together keep the
+        specification's order, so a plan never depends on hashing."""
+        sorter = graphlib.TopologicalSorter(depends)
+        try:
+            sorter.prepare()
+        except graphlib.CycleError as exc:
+            cycle = exc.args[1] if len(exc.args) > 1 else []
+            raise WorkflowCompilationError(
+                f"steps {sorted(set(cycle))} depend on each other in a cycle"
+            ) from None
+        position = {name: i for i, name in enumerate(self._spec_order)}
+        order: list[str] = []
+        while sorter.is_active():
+            ready = sorted(sorter.get_ready(), key=position.__getitem__)
+            order.extend(ready)
+            sorter.done(*ready)
+        return order
