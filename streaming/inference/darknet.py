@@ -8,8 +8,10 @@ probabilities (sigmoid applied), with no NMS inside.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import onnx
@@ -173,6 +175,138 @@ def _yolo_head(
     return graph.node("Concat", [xy, wh, scores], "yolo_out", axis=2), count
 
 
+class _Layer(NamedTuple):
+    """A layer's output: tensor name, channels, height, width."""
+
+    tensor: str
+    channels: int
+    height: int
+    width: int
+
+
+@dataclass
+class _Conversion:
+    """What every layer converter reads and adds to."""
+
+    graph: _GraphBuilder
+    reader: _WeightReader
+    input_width: int
+    input_height: int
+    outputs: list[_Layer] = field(default_factory=list)
+    heads: list[str] = field(default_factory=list)
+    num_boxes: int = 0
+    num_classes: int = 0
+
+    def layer(self, index: int, offset: int) -> _Layer:
+        """An earlier layer's output, by absolute index or offset from ``index``."""
+        return self.outputs[offset if offset >= 0 else index + offset]
+
+
+def _convolutional(conv: _Conversion, index: int, section: _Section, x: _Layer) -> _Layer:
+    reader, graph = conv.reader, conv.graph
+    filters, size = section.int("filters"), section.int("size")
+    stride = section.int("stride", 1)
+    pad = size // 2 if section.int("pad", 0) else 0
+    c = x.channels
+    if section.int("batch_normalize", 0):
+        beta, gamma = reader.take(filters), reader.take(filters)
+        mean, var = reader.take(filters), reader.take(filters)
+        kernel = reader.take(filters * c * size * size).reshape(filters, c, size, size)
+        scale = gamma / np.sqrt(var + _BN_EPS)
+        kernel = kernel * scale[:, None, None, None]
+        bias = beta - mean * scale
+    else:
+        bias = reader.take(filters)
+        kernel = reader.take(filters * c * size * size).reshape(filters, c, size, size)
+    out = graph.node(
+        "Conv",
+        [
+            x.tensor,
+            graph.const("W", kernel.astype(np.float32)),
+            graph.const("B", bias.astype(np.float32)),
+        ],
+        f"conv{index}",
+        kernel_shape=[size, size],
+        strides=[stride, stride],
+        pads=[pad, pad, pad, pad],
+    )
+    activation = section.options.get("activation", "linear")
+    if activation == "leaky":
+        out = graph.node("LeakyRelu", [out], f"leaky{index}", alpha=0.1)
+    elif activation != "linear":
+        raise DarknetConversionError(f"unsupported activation '{activation}'")
+    h = (x.height + 2 * pad - size) // stride + 1
+    w = (x.width + 2 * pad - size) // stride + 1
+    return _Layer(out, filters, h, w)
+
+
+def _maxpool(conv: _Conversion, index: int, section: _Section, x: _Layer) -> _Layer:
+    size, stride = section.int("size"), section.int("stride", 1)
+    if stride == 1:
+        # Darknet keeps the size with stride 1 by padding right/bottom only.
+        extra = size - 1
+        pads = [0, 0, extra, extra]
+        oh, ow = x.height, x.width
+    else:
+        pads = [0, 0, 0, 0]
+        oh, ow = (x.height - size) // stride + 1, (x.width - size) // stride + 1
+    out = conv.graph.node(
+        "MaxPool",
+        [x.tensor],
+        f"maxpool{index}",
+        kernel_shape=[size, size],
+        strides=[stride, stride],
+        pads=pads,
+    )
+    return _Layer(out, x.channels, oh, ow)
+
+
+def _upsample(conv: _Conversion, index: int, section: _Section, x: _Layer) -> _Layer:
+    stride = section.int("stride", 2)
+    scales = conv.graph.const("scales", np.array([1, 1, stride, stride], np.float32))
+    out = conv.graph.node("Resize", [x.tensor, "", scales], f"upsample{index}", mode="nearest")
+    return _Layer(out, x.channels, x.height * stride, x.width * stride)
+
+
+def _route(conv: _Conversion, index: int, section: _Section, x: _Layer) -> _Layer:
+    picked = [conv.layer(index, i) for i in section.ints("layers")]
+    if len(picked) == 1:
+        return picked[0]
+    if len({(p.height, p.width) for p in picked}) != 1:
+        raise DarknetConversionError(f"route {section.ints('layers')} joins different sizes")
+    out = conv.graph.node("Concat", [p.tensor for p in picked], f"route{index}", axis=1)
+    return _Layer(out, sum(p.channels for p in picked), picked[0].height, picked[0].width)
+
+
+def _shortcut(conv: _Conversion, index: int, section: _Section, x: _Layer) -> _Layer:
+    other = conv.layer(index, section.int("from"))
+    if section.options.get("activation", "linear") != "linear":
+        raise DarknetConversionError("shortcut activations are unsupported")
+    out = conv.graph.node("Add", [x.tensor, other.tensor], f"shortcut{index}")
+    return _Layer(out, x.channels, x.height, x.width)
+
+
+def _yolo(conv: _Conversion, index: int, section: _Section, x: _Layer) -> _Layer:
+    head, count = _yolo_head(
+        conv.graph, x.tensor, section, x.channels, x.height, x.width,
+        conv.input_width, conv.input_height,
+    )  # fmt: skip
+    conv.heads.append(head)
+    conv.num_boxes += count
+    conv.num_classes = section.int("classes")
+    return x  # a yolo layer passes its input through for later routes
+
+
+_LAYERS: dict[str, Callable[[_Conversion, int, _Section, _Layer], _Layer]] = {
+    "convolutional": _convolutional,
+    "maxpool": _maxpool,
+    "upsample": _upsample,
+    "route": _route,
+    "shortcut": _shortcut,
+    "yolo": _yolo,
+}
+
+
 def convert(cfg_text: str, weights: bytes) -> DarknetModel:
     """Build the ONNX model; raises ``DarknetConversionError`` unless every weight is used."""
     sections = parse_cfg(cfg_text)
@@ -180,100 +314,18 @@ def convert(cfg_text: str, weights: bytes) -> DarknetModel:
     width, height, channels = net.int("width"), net.int("height"), net.int("channels", 3)
     reader = _WeightReader(weights)
     graph = _GraphBuilder()
-
-    # Per layer: output tensor name, channels, height, width.
-    outputs: list[tuple[str, int, int, int]] = []
-    current = ("images", channels, height, width)
-    heads: list[str] = []
-    num_boxes = 0
-    num_classes = 0
-
+    conv = _Conversion(graph, reader, width, height)
+    current = _Layer("images", channels, height, width)
     for index, section in enumerate(sections[1:]):
-        tensor, c, h, w = current
-        if section.kind == "convolutional":
-            filters, size = section.int("filters"), section.int("size")
-            stride = section.int("stride", 1)
-            pad = size // 2 if section.int("pad", 0) else 0
-            if section.int("batch_normalize", 0):
-                beta, gamma = reader.take(filters), reader.take(filters)
-                mean, var = reader.take(filters), reader.take(filters)
-                kernel = reader.take(filters * c * size * size).reshape(filters, c, size, size)
-                scale = gamma / np.sqrt(var + _BN_EPS)
-                kernel = kernel * scale[:, None, None, None]
-                bias = beta - mean * scale
-            else:
-                bias = reader.take(filters)
-                kernel = reader.take(filters * c * size * size).reshape(filters, c, size, size)
-            out = graph.node(
-                "Conv",
-                [
-                    tensor,
-                    graph.const("W", kernel.astype(np.float32)),
-                    graph.const("B", bias.astype(np.float32)),
-                ],
-                f"conv{index}",
-                kernel_shape=[size, size],
-                strides=[stride, stride],
-                pads=[pad, pad, pad, pad],
+        converter = _LAYERS.get(section.kind)
+        if converter is None:
+            raise DarknetConversionError(
+                f"unsupported layer [{section.kind}] (section {index + 1}); supported: "
+                + ", ".join(f"[{kind}]" for kind in _LAYERS)
             )
-            activation = section.options.get("activation", "linear")
-            if activation == "leaky":
-                out = graph.node("LeakyRelu", [out], f"leaky{index}", alpha=0.1)
-            elif activation != "linear":
-                raise DarknetConversionError(f"unsupported activation '{activation}'")
-            h = (h + 2 * pad - size) // stride + 1
-            w = (w + 2 * pad - size) // stride + 1
-            current = (out, filters, h, w)
-        elif section.kind == "maxpool":
-            size, stride = section.int("size"), section.int("stride", 1)
-            if stride == 1:
-                # Darknet keeps the size with stride 1 by padding right/bottom only.
-                extra = size - 1
-                pads = [0, 0, extra, extra]
-                oh, ow = h, w
-            else:
-                pads = [0, 0, 0, 0]
-                oh, ow = (h - size) // stride + 1, (w - size) // stride + 1
-            out = graph.node(
-                "MaxPool",
-                [tensor],
-                f"maxpool{index}",
-                kernel_shape=[size, size],
-                strides=[stride, stride],
-                pads=pads,
-            )
-            current = (out, c, oh, ow)
-        elif section.kind == "upsample":
-            stride = section.int("stride", 2)
-            scales = graph.const("scales", np.array([1, 1, stride, stride], np.float32))
-            out = graph.node("Resize", [tensor, "", scales], f"upsample{index}", mode="nearest")
-            current = (out, c, h * stride, w * stride)
-        elif section.kind == "route":
-            layers = [i if i >= 0 else index + i for i in section.ints("layers")]
-            picked = [outputs[i] for i in layers]
-            if len(picked) == 1:
-                current = picked[0]
-            else:
-                if len({(p[2], p[3]) for p in picked}) != 1:
-                    raise DarknetConversionError(f"route {layers} joins different sizes")
-                out = graph.node("Concat", [p[0] for p in picked], f"route{index}", axis=1)
-                current = (out, sum(p[1] for p in picked), picked[0][2], picked[0][3])
-        elif section.kind == "shortcut":
-            source = section.int("from")
-            other = outputs[source if source >= 0 else index + source]
-            out = graph.node("Add", [tensor, other[0]], f"shortcut{index}")
-            if section.options.get("activation", "linear") != "linear":
-                raise DarknetConversionError("shortcut activations are unsupported")
-            current = (out, c, h, w)
-        elif section.kind == "yolo":
-            head, count = _yolo_head(graph, tensor, section, c, h, w, width, height)
-            heads.append(head)
-            num_boxes += count
-            num_classes = section.int("classes")
-            # A yolo layer passes its input through for later routes.
-        else:
-            raise DarknetConversionError(f"unsupported layer [{section.kind}]")
-        outputs.append(current)
+        current = converter(conv, index, section, current)
+        conv.outputs.append(current)
+    heads, num_boxes, num_classes = conv.heads, conv.num_boxes, conv.num_classes
 
     if not heads:
         raise DarknetConversionError("cfg has no [yolo] layer")
