@@ -9,6 +9,8 @@ __all__ = ["DisplayWindow"]
 
 
 class DisplayWindow:
+    """Shows frames in an OpenCV window; q or Esc asks to stop."""
+
     def __init__(self, title: str = "visionstream") -> None:
         self.title = title
         try:

@@ -10,6 +10,8 @@ __all__ = ["JsonLinesWriter"]
 
 
 class JsonLinesWriter:
+    """Writes one JSON object per line, flushed per line."""
+
     def __init__(self, path: str | Path, append: bool = False) -> None:
         """``append``: keep what the file already holds (a long-running monitoring log)."""
         self.path = Path(path)

@@ -27,6 +27,8 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class WebhookStats:
+    """What a webhook sink delivered, gave up on, and dropped."""
+
     delivered: int = 0
     failed: int = 0
     """Deliveries given up after ``max_attempts``."""
@@ -37,6 +39,9 @@ class WebhookStats:
 
 
 class WebhookSink:
+    """POSTs each record to a URL from a thread of its own: a bounded queue (the oldest dropped
+    and counted), retries with backoff, a timeout per attempt."""
+
     def __init__(
         self,
         url: str,

@@ -21,6 +21,8 @@ class SourceError(Exception):
 
 @dataclass
 class SourceFrame:
+    """One frame from a source: BGR pixels and when it was taken."""
+
     image: np.ndarray
     """BGR, uint8, H x W x 3."""
     pts: int
@@ -30,6 +32,8 @@ class SourceFrame:
 
 
 class FrameSource(ABC):
+    """Produces frames, blocking: ``read()`` returns the next one or None at the end."""
+
     fps: float | None = None
     """Nominal frame rate, when the source knows it."""
     frame_count: int | None = None

@@ -29,6 +29,8 @@ SourceFactory = Callable[[str], FrameSource]
 
 @dataclass(eq=False)
 class Subscription:
+    """One consumer of a shared source; ``close`` leaves it (the last one closes the reader)."""
+
     url: str
     deliver: Deliver
     _hub: SourceHub = field(repr=False)
@@ -63,6 +65,8 @@ class _Reader:
 
 
 class SourceHub:
+    """One reader per camera URL, however many sessions and pipelines watch it."""
+
     def __init__(self, factory: SourceFactory) -> None:
         self._factory = factory
         self._readers: dict[str, _Reader] = {}

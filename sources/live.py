@@ -33,6 +33,8 @@ LIVE_SCHEMES = ("rtsp", "rtsps", "http", "https")
 
 
 class LiveState(Enum):
+    """Where a live source is in its life: connecting, streaming, reconnecting, closed."""
+
     CONNECTING = "connecting"
     STREAMING = "streaming"
     RECONNECTING = "reconnecting"
@@ -41,6 +43,8 @@ class LiveState(Enum):
 
 @dataclass(frozen=True)
 class LiveStats:
+    """A live source's counters and state, credentials masked."""
+
     url: str
     """Credentials masked."""
     state: str
@@ -65,6 +69,9 @@ def _options(scheme: str) -> tuple[str | None, dict[str, str]]:
 
 
 class LiveSource(FrameSource):
+    """A camera or stream read through PyAV on a thread of its own, reconnecting with backoff
+    whenever it fails; listeners hear every state change."""
+
     def __init__(
         self,
         url: str,

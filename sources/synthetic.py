@@ -28,6 +28,8 @@ MIN_WIDTH = 8 * (_COLUMNS + 2)
 
 @dataclass(frozen=True)
 class Stamp:
+    """What a synthetic frame carries in its pixels: its index and when it was made."""
+
     index: int
     sent_us: int
     """``time.time_ns() // 1000`` modulo 2**48 when the frame was made."""

@@ -37,6 +37,8 @@ Strategy = Literal["latest", "drop_oldest", "wait"]
 
 
 class Filling(StrEnum):
+    """What a full buffer does with a new frame (the reference's filling strategies)."""
+
     WAIT = "WAIT"
     DROP_OLDEST = "DROP_OLDEST"
     ADAPTIVE_DROP_OLDEST = "ADAPTIVE_DROP_OLDEST"
@@ -45,6 +47,8 @@ class Filling(StrEnum):
 
 
 class Consumption(StrEnum):
+    """Which frame a reader takes: the oldest (LAZY) or the newest, dropping the rest (EAGER)."""
+
     LAZY = "LAZY"
     EAGER = "EAGER"
 
@@ -83,6 +87,9 @@ class _Pace:
 
 
 class FrameBuffer(Generic[T]):
+    """A bounded async buffer between one producer and one reader, with a strategy: keep the
+    latest, drop the oldest, or make the producer wait; every drop is counted by reason."""
+
     def __init__(
         self,
         strategy: Strategy | Filling | str = Filling.DROP_OLDEST,

@@ -51,6 +51,8 @@ class EgressRefused(InvalidRequest):
 
 
 class EgressPolicy:
+    """Which hosts the server may connect to for a caller (cameras, webhooks, ICE servers)."""
+
     def __init__(self, allowed: Iterable[str | Network]) -> None:
         self.allowed: list[Network] = [ipaddress.ip_network(n, strict=False) for n in allowed]
 

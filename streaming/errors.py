@@ -83,21 +83,29 @@ class ModelError(StreamingError):
 
 
 class Unauthorized(StreamingError):
+    """The API key is missing or wrong."""
+
     status = 401
     code = "unauthorized"
 
 
 class NotFound(StreamingError):
+    """No such pipeline, workflow, model or route."""
+
     status = 404
     code = "not_found"
 
 
 class RequestTooLarge(StreamingError):
+    """The request body is over its limit."""
+
     status = 413
     code = "request_too_large"
 
 
 class TooManySessions(StreamingError):
+    """The server (or this address) already has as many sessions or pipelines as allowed."""
+
     status = 429
     code = "too_many_sessions"
 
@@ -118,6 +126,8 @@ class TooManyAttempts(StreamingError):
 
 
 class NotReady(StreamingError):
+    """The server is not ready yet (models still loading)."""
+
     status = 503
     code = "not_ready"
 

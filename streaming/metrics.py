@@ -10,6 +10,8 @@ _STAGE_BUCKETS = (0.5, 1, 2, 5, 10, 20, 35, 50, 75, 100, 150, 250, 500, 1000, 25
 
 
 class Metrics:
+    """The server's Prometheus metrics, in a registry of its own (``/metrics``)."""
+
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
         self.sessions = Gauge(

@@ -35,6 +35,8 @@ def _given(value: Any, default: Any) -> Any:
 
 
 class WebRTCClient:
+    """``client.webrtc``: starts sessions against one server (``stream``, ``astream``)."""
+
     def __init__(
         self,
         api_url: str,

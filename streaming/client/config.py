@@ -10,6 +10,9 @@ __all__ = ["StreamConfig"]
 
 @dataclass
 class StreamConfig:
+    """What a session asks the server for: outputs on the video track and the data channel,
+    realtime or every frame, ICE servers; inference-sdk's fields and defaults."""
+
     stream_output: list[str] | None = field(default_factory=list)
     """Workflow outputs rendered onto the returned video track (the first one is used);
     ``[]``: no video comes back; None (our extension): the workflow's first image output."""

@@ -61,6 +61,8 @@ _TAIL_GRACE_S = 2.0
 
 @dataclass
 class SessionStats:
+    """Counters of one client session, for programs and the ``stream`` command's status line."""
+
     frames_received: int = 0
     """Frames that came back (video track or data channel)."""
     messages_received: int = 0

@@ -43,6 +43,10 @@ _STOP = object()
 
 
 class DynamicBatcher:
+    """Gathers frames from every session into batches for one model session (up to a size,
+    waiting at most a delay after the first), runs them on worker threads, hands each
+    caller its own result."""
+
     def __init__(
         self,
         session: InferenceSession,

@@ -30,6 +30,8 @@ __all__ = ["DECODERS", "DecodeOptions", "Decoder", "get_decoder"]
 
 @dataclass(frozen=True)
 class DecodeOptions:
+    """Per-call post-processing: thresholds, class filter, NMS and how many detections to keep."""
+
     confidence: float = 0.25
     iou_threshold: float = 0.45
     class_filter: frozenset[int] | None = None
@@ -39,6 +41,9 @@ class DecodeOptions:
 
 
 class Decoder(ABC):
+    """Turns a model's raw outputs into detections for one output layout (yolov3, yolov5/v8,
+    SSD, DETR-style)."""
+
     outputs: int = 1
     """How many model outputs the decoder reads (at least)."""
 

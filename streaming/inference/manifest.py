@@ -14,6 +14,8 @@ MANIFEST_FILE = "manifest.json"
 
 
 class RemoteModel(BaseModel):
+    """Where a model with the remote backend is served (a V2 server), and under which name."""
+
     url: str
     """``http://host:8000`` or ``grpc://host:8001`` of a V2 (KServe / Triton) server."""
     model_name: str | None = None

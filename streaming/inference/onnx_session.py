@@ -26,6 +26,8 @@ _ORT_TYPES = {"tensor(float)": "FP32", "tensor(float16)": "FP16", "tensor(int64)
 
 @dataclass
 class OnnxOptions:
+    """How ONNX Runtime opens a model: providers in order of preference, device, threads."""
+
     providers: list[str] = field(default_factory=list)
     """Ordered provider names; empty: the best this machine can really load."""
     device_id: int = 0
@@ -68,6 +70,8 @@ def plan_providers(options: OnnxOptions, available: list[str]) -> list[str]:
 
 
 class OnnxRuntimeSession(InferenceSession):
+    """One model in ONNX Runtime, on the best provider this machine can really load."""
+
     backend = "onnxruntime"
 
     def __init__(self, path: Path, options: OnnxOptions | None = None) -> None:

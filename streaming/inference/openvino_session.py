@@ -23,6 +23,8 @@ _OV_TYPES = {"f32": "FP32", "f16": "FP16", "f64": "FP64", "i64": "INT64", "i32":
 
 @dataclass
 class OpenVINOOptions:
+    """How OpenVINO compiles a model: device, performance hint, precision."""
+
     device: str = "AUTO"
     """``AUTO``, ``CPU``, ``GPU`` (or ``GPU.1``...)."""
     performance_hint: str = "LATENCY"

@@ -25,6 +25,9 @@ class UnknownModel(KeyError):
 
 
 class ModelRegistry:
+    """The server's models by id: prepared, loaded once, warmed up, shared by every session
+    and pipeline (through a batcher where batching pays)."""
+
     def __init__(self, settings: Settings, metrics: Metrics | None = None) -> None:
         self._dir = Path(settings.models_dir)
         self._settings = settings

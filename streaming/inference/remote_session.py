@@ -20,6 +20,8 @@ __all__ = ["RemoteV2Session"]
 
 
 class RemoteV2Session(InferenceSession):
+    """One model served by a KServe V2 / Triton server, over HTTP or gRPC."""
+
     backend = "remote"
 
     def __init__(

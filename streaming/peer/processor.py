@@ -38,6 +38,8 @@ NO_VISUALISATION_ERRORS = [
 
 
 class DataMode(Enum):
+    """Which workflow outputs go in each result message: none, all, or those named."""
+
     NONE = "none"
     ALL = "all"
     SPECIFIC = "specific"
@@ -114,6 +116,8 @@ class FrameJob:
 
 @dataclass
 class ProcessedFrame:
+    """One frame's outcome: the frame to send back (if any), the result message, stage times."""
+
     video_frame: av.VideoFrame | None
     payload: bytes
     stage_ms: dict[str, float]
@@ -132,6 +136,9 @@ def _image_in(value: Any) -> np.ndarray | None:
 
 
 class FrameProcessor:
+    """Runs a session's compiled workflow on one frame and builds what goes back: the rendered
+    frame and the (gzipped) result message. Blocking: called on a worker thread."""
+
     def __init__(
         self,
         workflow: CompiledWorkflow,

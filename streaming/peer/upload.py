@@ -25,6 +25,8 @@ class UploadError(ValueError):
 
 
 class UploadStatus(Enum):
+    """What one upload message did."""
+
     KEEPALIVE = "keepalive"
     """At most one byte: echo it back."""
     PROGRESS = "progress"
@@ -33,6 +35,9 @@ class UploadStatus(Enum):
 
 
 class UploadReceiver:
+    """Writes a video uploaded in chunks on ``video_upload`` to a private file, bounded in
+    size; deletes it on close."""
+
     def __init__(
         self,
         max_bytes: int,

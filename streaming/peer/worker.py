@@ -93,6 +93,9 @@ def check_offer_sdp(sdp: str) -> None:
 
 
 class PeerWorker:
+    """One WebRTC session: its peer connection, its lifecycle (deadlines, teardown) and the
+    session loop; its input, control channel and notices are parts it owns."""
+
     def __init__(
         self,
         settings: Settings,

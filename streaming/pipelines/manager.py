@@ -29,6 +29,8 @@ class PipelineNotFound(NotFound):
 
 
 class PipelineManager:
+    """The server's monitoring pipelines, by id: started, limited in number, terminated."""
+
     def __init__(
         self,
         settings: Settings,

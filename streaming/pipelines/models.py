@@ -38,6 +38,8 @@ class _Lenient(BaseModel):
 
 
 class VideoConfiguration(_Lenient):
+    """Where a pipeline's frames come from and how they are buffered (the reference's fields)."""
+
     type: Literal["VideoConfiguration"]
     video_reference: str | int | list[str | int]
     max_fps: float | None = Field(default=None, gt=0)
@@ -57,6 +59,8 @@ class VideoConfiguration(_Lenient):
 
 
 class JsonlSinkConfiguration(_Lenient):
+    """Ours: one JSON line per result, appended to a file in the sink directory."""
+
     name: str
     """File name under the server's sink directory (``STREAMING_SINK_DIR``), without ``.jsonl``."""
 
@@ -69,12 +73,16 @@ class JsonlSinkConfiguration(_Lenient):
 
 
 class VideoFileSinkConfiguration(JsonlSinkConfiguration):
+    """Ours: record each source's rendered frames to rolling MP4 segments."""
+
     segment_seconds: float = Field(default=300.0, gt=0)
     output: str | None = None
     """Workflow output to record (default: the first image output)."""
 
 
 class WebhookSinkConfiguration(_Lenient):
+    """Ours: POST each result to a URL, with a bounded queue and retries."""
+
     url: str
     timeout_seconds: float = Field(default=5.0, gt=0)
     max_attempts: int = Field(default=5, ge=1, le=100)
@@ -99,6 +107,8 @@ class SinkConfiguration(_Lenient):
 
 
 class InitialisePipelinePayload(_Lenient):
+    """``POST /inference_pipelines/initialise``: sources, workflow, sinks."""
+
     api_key: str | None = None
     video_configuration: VideoConfiguration
     processing_configuration: WorkflowConfiguration
@@ -108,6 +118,8 @@ class InitialisePipelinePayload(_Lenient):
 
 
 class ConsumePayload(_Lenient):
+    """``POST /inference_pipelines/{id}/consume``."""
+
     api_key: str | None = None
     excluded_fields: list[str] = Field(default_factory=list)
     wait_seconds: float = Field(default=0.0, ge=0, le=30)
@@ -123,6 +135,8 @@ class LocalSourceRefused(StreamingError):
 
 @dataclass(frozen=True)
 class SourceReference:
+    """One entry of ``video_reference``, classified (camera URL, local file or device)."""
+
     source_id: int
     reference: str | int
     kind: Literal["camera", "file", "device"]

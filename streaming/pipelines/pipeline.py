@@ -63,6 +63,8 @@ Watcher = Callable[[PipelineResult], None]
 
 
 class Pipeline:
+    """One headless monitoring pipeline: its sources, workflow runs, watchers and sinks."""
+
     def __init__(
         self,
         payload: InitialisePipelinePayload,

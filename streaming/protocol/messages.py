@@ -39,6 +39,8 @@ class _Lenient(BaseModel):
 
 
 class IceServer(_Lenient):
+    """A STUN/TURN server as clients send it (``urls`` one string or a list)."""
+
     urls: list[str]
     """One URL or a list (both forms are sent by clients)."""
     username: str | None = None
@@ -51,15 +53,21 @@ class IceServer(_Lenient):
 
 
 class WebRTCConfig(_Lenient):
+    """The request's ``webrtc_config``: ICE servers for the server's peer."""
+
     iceServers: list[IceServer] = Field(default_factory=list)
 
 
 class WebRTCOffer(_Lenient):
+    """The client's SDP offer."""
+
     type: str
     sdp: str
 
 
 class WorkflowConfiguration(_Lenient):
+    """The workflow a session or pipeline runs: a specification, or a workspace and id."""
+
     type: Literal["WorkflowConfiguration"] = "WorkflowConfiguration"
     workflow_specification: dict[str, Any] | None = None
     workspace_name: str | None = None
@@ -108,6 +116,8 @@ class WebRTCWorkerRequest(_Lenient):
 
 
 class InitializeWebRTCResponse(BaseModel):
+    """The answer to ``POST /initialise_webrtc_worker``: the SDP answer (the reference's shape)."""
+
     status: Literal["success"] = "success"
     context: dict[str, str | None] = Field(
         default_factory=lambda: {"request_id": None, "pipeline_id": None}

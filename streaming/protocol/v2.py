@@ -35,6 +35,8 @@ class V2Error(ValueError):
 
 @dataclass
 class V2Request:
+    """A parsed V2 inference request: its tensors by name and the outputs asked for."""
+
     id: str
     inputs: dict[str, np.ndarray]
     outputs: list[str] | None

@@ -33,6 +33,8 @@ _REOPEN_BITRATE_CHANGE = 0.1  # aiortc reopens its encoder when the target moves
 
 
 class Vp8Encoder(vpx.Vp8Encoder):
+    """aiortc's VP8 encoder with the codec opened by us (denoiser off); see the module."""
+
     def encode(self, frame: av.VideoFrame, force_keyframe: bool = False) -> tuple[list[bytes], int]:
         if self._must_open(frame):
             self.codec = _open(frame.width, frame.height, self.target_bitrate)

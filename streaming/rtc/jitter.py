@@ -44,6 +44,8 @@ def _ahead(a: int, b: int) -> int:
 
 
 class VideoJitterBuffer:
+    """A video jitter buffer that hands a frame on with its marker packet; see the module."""
+
     def __init__(self, capacity: int) -> None:
         self.capacity = capacity
         self._packets: dict[int, RtpPacket] = {}

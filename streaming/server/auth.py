@@ -34,6 +34,9 @@ def client_address(request: Request) -> str:
 
 
 class ApiKeyGuard:
+    """Checks the API key of every guarded request (constant-time), and throttles addresses
+    that keep sending wrong ones."""
+
     def __init__(
         self,
         expected: SecretStr | None,

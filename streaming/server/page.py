@@ -31,6 +31,8 @@ def web_root() -> Path | None:
 
 
 class PageFiles(StaticFiles):
+    """The browser page's static files, with our security headers."""
+
     async def get_response(self, path: str, scope: Scope) -> Response:
         response = await super().get_response(path, scope)
         response.headers["Content-Security-Policy"] = _CSP

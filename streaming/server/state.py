@@ -29,6 +29,8 @@ __all__ = ["ServerState", "get_state"]
 
 @dataclass
 class ServerState:
+    """Everything the routes share, created by the app's lifespan and closed by it."""
+
     settings: Settings
     models: ModelRegistry
     sessions: SessionRegistry

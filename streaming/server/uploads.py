@@ -29,6 +29,9 @@ def default_base() -> Path:
 
 
 class UploadDirectory:
+    """This server's private upload directory (``server-<pid>``, mode 0700), locked while it
+    runs; directories of servers that died are swept at start."""
+
     def __init__(self, base: Path | None = None) -> None:
         self.base = base or default_base()
         self.base.mkdir(mode=0o700, parents=True, exist_ok=True)

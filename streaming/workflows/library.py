@@ -96,6 +96,8 @@ class WorkflowNotFound(InvalidRequest):
 
 @dataclass(frozen=True)
 class LibraryWorkflow:
+    """A workflow the server knows by name: built-in, or a file in the workflows directory."""
+
     workflow_id: str
     title: str
     description: str
@@ -118,6 +120,8 @@ class LibraryWorkflow:
 
 
 class WorkflowLibrary:
+    """Workflows by ``workspace/id``: the built-ins and the workflows directory."""
+
     def __init__(self, directory: Path | None, default_model: str) -> None:
         self._directory = directory
         self._builtins = {

@@ -30,6 +30,8 @@ _STEP_SELECTOR = re.compile(r"^\$steps\.([A-Za-z0-9_-]+)\.([A-Za-z0-9_-]+|\*)$")
 
 
 class InputSpec(BaseModel):
+    """A workflow input (an image, video metadata or a parameter)."""
+
     model_config = ConfigDict(extra="ignore")
     type: str
     name: str = Field(min_length=1)
@@ -37,6 +39,8 @@ class InputSpec(BaseModel):
 
 
 class StepSpec(BaseModel):
+    """A workflow step: its block type, name and fields (any extra key is a field)."""
+
     # Blocks take their own fields; we keep them all and let each block decide.
     model_config = ConfigDict(extra="allow")
     type: str
@@ -47,6 +51,8 @@ class StepSpec(BaseModel):
 
 
 class OutputSpec(BaseModel):
+    """A workflow output: a name and the selector it reads."""
+
     model_config = ConfigDict(extra="ignore")
     type: str = "JsonField"
     name: str = Field(min_length=1)
@@ -55,6 +61,8 @@ class OutputSpec(BaseModel):
 
 
 class WorkflowSpec(BaseModel):
+    """A workflow specification in the reference's JSON shape."""
+
     model_config = ConfigDict(extra="ignore")
     version: str | None = None
     inputs: list[InputSpec] = Field(min_length=1)

@@ -38,6 +38,8 @@ class WorkflowImage:
 
 
 class ModelSource(Protocol):
+    """Where blocks get their models (the registry, or a fixed set in tests)."""
+
     def get(self, model_id: str) -> DetectionModel: ...
 
     def available(self) -> list[str]: ...
@@ -45,6 +47,8 @@ class ModelSource(Protocol):
 
 @dataclass
 class BuildContext:
+    """What compiling a block may use."""
+
     models: ModelSource
 
 
@@ -66,6 +70,9 @@ class FieldSpec:
 
 
 class Block(ABC):
+    """A workflow block: its type ids, fields (literal or per-frame) and outputs; built once
+    per compiled workflow, run once per frame."""
+
     type_ids: ClassVar[tuple[str, ...]]
     fields: ClassVar[dict[str, FieldSpec]]
     outputs: ClassVar[dict[str, str]]

@@ -24,6 +24,8 @@ def _number(step: str, name: str, value: Any, low: float, high: float) -> float:
 
 
 class ObjectDetectionModelBlock(Block):
+    """The reference's object detection model block: one of our models on the frame."""
+
     type_ids = (
         "roboflow_core/roboflow_object_detection_model@v1",
         "roboflow_core/roboflow_object_detection_model@v2",

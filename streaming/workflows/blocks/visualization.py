@@ -48,6 +48,8 @@ def _int_field(step: str, config: dict[str, Any], key: str, low: int) -> int:
 
 
 class BoundingBoxVisualizationBlock(_AnnotatorBlock):
+    """Draws the predictions' boxes on the image (supervision's BoxAnnotator)."""
+
     type_ids = ("roboflow_core/bounding_box_visualization@v1", "BoundingBoxVisualization")
     fields = {**_AnnotatorBlock.fields, "thickness": FieldSpec(default=2)}
 
@@ -68,6 +70,8 @@ _TEXT = {
 
 
 class LabelVisualizationBlock(_AnnotatorBlock):
+    """Draws the predictions' labels on the image (supervision's LabelAnnotator)."""
+
     type_ids = ("roboflow_core/label_visualization@v1", "LabelVisualization")
     fields = {
         **_AnnotatorBlock.fields,
