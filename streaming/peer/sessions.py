@@ -34,6 +34,8 @@ class SessionRegistry:
         self._by_address: Counter[str] = Counter()
         self._workers: dict[str, PeerWorker] = {}
         self._addresses: dict[str, str] = {}
+        self._empty = asyncio.Event()
+        self._empty.set()
 
     def __len__(self) -> int:
         return self._reserved
@@ -50,11 +52,14 @@ class SessionRegistry:
                 "(STREAMING_MAX_SESSIONS_PER_ADDRESS)"
             )
         self._reserved += 1
+        self._empty.clear()
         self._by_address[address] += 1
         self._metrics.sessions.set(self._reserved)
 
     def release(self, address: str) -> None:
         self._reserved -= 1
+        if not self._reserved:
+            self._empty.set()
         self._by_address[address] -= 1
         if self._by_address[address] <= 0:
             del self._by_address[address]
@@ -70,6 +75,13 @@ class SessionRegistry:
             self.release(self._addresses.pop(worker.session_id))
             if self._trimmer is not None:
                 self._trimmer.after_session()
+
+    def workers(self) -> list[PeerWorker]:
+        return list(self._workers.values())
+
+    async def wait_empty(self) -> None:
+        """Until no session holds a slot (every one closed, every reservation released)."""
+        await self._empty.wait()
 
     async def close_all(self) -> None:
         await asyncio.gather(*(w.close() for w in list(self._workers.values())))

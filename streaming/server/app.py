@@ -71,11 +71,15 @@ def camera_factory(settings: Settings):
     return open_camera
 
 
-def create_app(settings: Settings | None = None) -> FastAPI:
+def create_app(settings: Settings | None = None, *, install_rtc: bool = True) -> FastAPI:
+    """The server's app. ``install_rtc=False`` leaves aiortc and aioice as they are: for an
+    app embedded in a process whose own peers must keep aiortc's behaviour (in-process
+    tests); the server then answers frames one frame later and offers every interface."""
     settings = settings or Settings()
-    # ICE on the configured addresses, frames released on their marker packet, VP8 without
-    # the denoiser: process-wide, which the server's process is for (streaming/rtc/).
-    install_for_server(settings.ice_host_addresses)
+    if install_rtc:
+        # ICE on the configured addresses, frames released on their marker packet, VP8
+        # without the denoiser: process-wide, which the server's process is for.
+        install_for_server(settings.ice_host_addresses)
     metrics = Metrics()
 
     @asynccontextmanager
