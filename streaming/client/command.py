@@ -28,6 +28,7 @@ from ..config import ClientSettings
 from ..protocol.messages import VideoMetadata
 from ..rtc.ice import restrict_host_addresses
 from ..workflows.library import object_detection
+from .blocking import WebRTCSession
 from .client import Client
 from .config import StreamConfig
 from .errors import InvalidParameterError, SessionStartError
@@ -208,14 +209,7 @@ def _run(args: argparse.Namespace) -> int:
     except InvalidParameterError as exc:
         print(f"visionstream stream: {exc}", file=sys.stderr)
         return 2
-    host = urlsplit(args.api_url).hostname or ""
-    if settings.ice_host_addresses:
-        restrict_host_addresses(settings.ice_host_addresses)
-    elif host in ("127.0.0.1", "localhost", "::1"):
-        # aioice never offers loopback addresses; for a server on this machine they are the
-        # right ones (and the only ones on a loopback-only host). One session per process
-        # here, so the process-wide switch is ours to set.
-        restrict_host_addresses(["::1" if host == "::1" else "127.0.0.1"])
+    _restrict_ice(args.api_url, settings)
     progress = _Progress(None)
     try:
         source, live = _source(args, progress)
@@ -225,23 +219,68 @@ def _run(args: argparse.Namespace) -> int:
         return 2
     # Local sources have a track once the session starts: dropped = frames sent - results.
     progress.frames_sent = lambda: getattr(getattr(source, "track", None), "frames_sent", None)
-    # Only synthetic frames carry a stamp; decoding one elsewhere is wasted per-frame work.
-    stamped = _SYNTHETIC.match(args.source) is not None
-    realtime = live if args.realtime is None else args.realtime
-    wants_video = args.display or args.record is not None
+    outputs = _Outputs.of(args)
     config = StreamConfig(
-        stream_output=([args.stream_output] if args.stream_output else None) if wants_video else [],
+        stream_output=(
+            ([args.stream_output] if args.stream_output else None) if outputs.wants_video else []
+        ),
         data_output=list(args.data_output),
-        realtime_processing=realtime,
+        realtime_processing=live if args.realtime is None else args.realtime,
     )
     client = Client(args.api_url, args.api_key, connect_timeout=args.connect_timeout)
     session = client.webrtc.stream(source, workflow=workflow, workspace=workspace, config=config)
-    jsonl = JsonLinesWriter(args.jsonl) if args.jsonl else None
 
     @session.on_data()
-    def _record_result(data: Any, metadata: VideoMetadata) -> None:
-        if jsonl is not None:
-            jsonl.write(
+    def _on_result(data: Any, metadata: VideoMetadata) -> None:
+        outputs.write_result(data, metadata)
+        progress.result(metadata)
+
+    # Only synthetic frames carry a stamp; decoding one elsewhere is wasted per-frame work.
+    stamped = _SYNTHETIC.match(args.source) is not None
+    code, started, stopped_by_user = _stream(session, outputs, progress, stamped)
+    if not started:
+        return code  # no status line: nothing was streamed
+    progress.finish()
+    return _exit_code(session, code, stopped_by_user, args.api_url)
+
+
+def _restrict_ice(api_url: str, settings: ClientSettings) -> None:
+    host = urlsplit(api_url).hostname or ""
+    if settings.ice_host_addresses:
+        restrict_host_addresses(settings.ice_host_addresses)
+    elif host in ("127.0.0.1", "localhost", "::1"):
+        # aioice never offers loopback addresses; for a server on this machine they are the
+        # right ones (and the only ones on a loopback-only host). One session per process
+        # here, so the process-wide switch is ours to set.
+        restrict_host_addresses(["::1" if host == "::1" else "127.0.0.1"])
+
+
+class _Outputs:
+    """Where the stream goes on this machine: a JSONL file, a recording, a window."""
+
+    def __init__(
+        self,
+        jsonl: JsonLinesWriter | None,
+        recorder: VideoRecorder | None,
+        window: DisplayWindow | None,
+    ) -> None:
+        self.jsonl, self.recorder, self.window = jsonl, recorder, window
+
+    @classmethod
+    def of(cls, args: argparse.Namespace) -> _Outputs:
+        return cls(
+            JsonLinesWriter(args.jsonl) if args.jsonl else None,
+            VideoRecorder(args.record) if args.record else None,
+            DisplayWindow() if args.display else None,
+        )
+
+    @property
+    def wants_video(self) -> bool:
+        return self.recorder is not None or self.window is not None
+
+    def write_result(self, data: Any, metadata: VideoMetadata) -> None:
+        if self.jsonl is not None:
+            self.jsonl.write(
                 {
                     "frame_id": metadata.frame_id,
                     "pts": metadata.pts,
@@ -252,24 +291,36 @@ def _run(args: argparse.Namespace) -> int:
                     "data": data,
                 }
             )
-        progress.result(metadata)
 
-    recorder = VideoRecorder(args.record) if args.record else None
-    window = DisplayWindow() if args.display else None
+    def show(self, frame: Any, metadata: VideoMetadata) -> bool:
+        """Record and show one returned frame; False when the window asks to stop."""
+        if self.recorder is not None:
+            seconds = (metadata.pts or 0) * (metadata.time_base or 0) or None
+            self.recorder.write(frame, seconds)
+        return self.window is None or self.window.show(frame)
+
+    def close(self) -> None:
+        for sink in (self.recorder, self.jsonl, self.window):
+            if sink is not None:
+                sink.close()
+
+
+def _stream(
+    session: WebRTCSession, outputs: _Outputs, progress: _Progress, stamped: bool
+) -> tuple[int, bool, bool]:
+    """Run the session to its end: (exit code so far, whether it started, whether the
+    user stopped it from the window)."""
     code = 0
     started = stopped_by_user = False
     try:
         session.start()
         started = True
         with session:
-            if wants_video:
+            if outputs.wants_video:
                 for frame, metadata in session.video():
                     stamp = decode_stamp(frame) if stamped else None
                     progress.frame(stamp.age_ms() if stamp else None)
-                    if recorder is not None:
-                        seconds = (metadata.pts or 0) * (metadata.time_base or 0) or None
-                        recorder.write(frame, seconds)
-                    if window is not None and not window.show(frame):
+                    if not outputs.show(frame, metadata):
                         stopped_by_user = True
                         break
             else:
@@ -281,19 +332,18 @@ def _run(args: argparse.Namespace) -> int:
         code = 130
     finally:
         session.close()
-        for sink in (recorder, jsonl, window):
-            if sink is not None:
-                sink.close()
-    if not started:
-        return code  # no status line: nothing was streamed
-    progress.finish()
+        outputs.close()
+    return code, started, stopped_by_user
+
+
+def _exit_code(session: WebRTCSession, code: int, stopped_by_user: bool, api_url: str) -> int:
     if session.termination_reason:
         print(f"server ended the stream: {session.termination_reason}", file=sys.stderr)
         if session.termination_reason == "server_shutdown" and code == 0:
             code = 1  # cut short: the server went away (it said so)
     if code == 0 and not session.completed and not stopped_by_user:
         print(
-            f"visionstream stream: lost the connection to the server at {args.api_url} "
+            f"visionstream stream: lost the connection to the server at {api_url} "
             "before the stream finished",
             file=sys.stderr,
         )
