@@ -17,6 +17,7 @@ import uuid
 import weakref
 from collections.abc import Callable, Coroutine
 from concurrent.futures import Executor
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -92,22 +93,58 @@ def check_offer_sdp(sdp: str) -> None:
         )
 
 
+@dataclass(frozen=True)
+class SessionConfig:
+    """The settings one session obeys, and nothing else of the server's."""
+
+    ice_servers: tuple[str, ...]
+    allow_client_ice_servers: bool
+    ice_gathering_timeout_s: float
+    connect_timeout_s: float
+    session_timeout_s: float
+    max_session_timeout_s: float
+    ack_window: int
+    output_queue_frames: int
+    release_frames: str
+    datachannel_high_water_bytes: int
+    datachannel_low_water_bytes: int
+    datachannel_drain_timeout_s: float
+    input: InputLimits
+
+    @classmethod
+    def of(cls, settings: Settings, upload_dir: Path | None = None) -> SessionConfig:
+        return cls(
+            ice_servers=tuple(settings.ice_servers),
+            allow_client_ice_servers=settings.allow_client_ice_servers,
+            ice_gathering_timeout_s=settings.ice_gathering_timeout_s,
+            connect_timeout_s=settings.connect_timeout_s,
+            session_timeout_s=settings.session_timeout_s,
+            max_session_timeout_s=settings.max_session_timeout_s,
+            ack_window=settings.ack_window,
+            output_queue_frames=settings.output_queue_frames,
+            release_frames=settings.release_frames,
+            datachannel_high_water_bytes=settings.datachannel_high_water_bytes,
+            datachannel_low_water_bytes=settings.datachannel_low_water_bytes,
+            datachannel_drain_timeout_s=settings.datachannel_drain_timeout_s,
+            input=InputLimits.of(settings, upload_dir),
+        )
+
+
 class PeerWorker:
     """One WebRTC session: its peer connection, its lifecycle (deadlines, teardown) and the
     session loop; its input, control channel and notices are parts it owns."""
 
     def __init__(
         self,
-        settings: Settings,
+        config: SessionConfig,
         request: WebRTCWorkerRequest,
         processor: FrameProcessor,
         executor: Executor,
         metrics: Metrics,
         on_closed: Callable[[PeerWorker], None],
-        upload_dir: Path | None = None,
     ) -> None:
         self.session_id = uuid.uuid4().hex
-        self._settings = settings
+        self._config = config
         self._request = request
         self._processor = processor
         self._executor = executor
@@ -115,11 +152,11 @@ class PeerWorker:
         self._on_closed = on_closed
         realtime = request.webrtc_realtime_processing
         self.realtime = realtime
-        self._acks = AckGate(settings.ack_window, enabled=not realtime)
+        self._acks = AckGate(config.ack_window, enabled=not realtime)
         self._results = ResultChannel(
-            settings.datachannel_high_water_bytes,
-            settings.datachannel_low_water_bytes,
-            settings.datachannel_drain_timeout_s,
+            config.datachannel_high_water_bytes,
+            config.datachannel_low_water_bytes,
+            config.datachannel_drain_timeout_s,
         )
         self._out_track: OutboundVideoTrack | None = None
         self._pc: RTCPeerConnection | None = None
@@ -129,7 +166,7 @@ class PeerWorker:
         self._completion_sent = False
         self._notices = Notices()
         self._input = SessionInput(
-            self.session_id[:8], realtime, InputLimits.of(settings, upload_dir), metrics,
+            self.session_id[:8], realtime, config.input, metrics,
             self._notices, self._spawn, self._file_opened,
         )  # fmt: skip
         self._control = ControlChannel(
@@ -150,8 +187,8 @@ class PeerWorker:
         if offer.type != "offer":
             raise InvalidOffer(f"webrtc_offer.type must be 'offer', got '{offer.type}'")
         check_offer_sdp(offer.sdp)
-        servers = self._request.ice_servers() if self._settings.allow_client_ice_servers else []
-        pc = RTCPeerConnection(build_configuration(self._settings.ice_servers, servers))
+        servers = self._request.ice_servers() if self._config.allow_client_ice_servers else []
+        pc = RTCPeerConnection(build_configuration(self._config.ice_servers, servers))
         self._pc = pc
         _peer_connections.add(pc)
         pc.on("connectionstatechange", self._on_connection_state)
@@ -160,7 +197,7 @@ class PeerWorker:
         if self._processor.selection.stream_output is not None:
             if any(line.startswith("m=video") for line in offer.sdp.splitlines()):
                 strategy = "latest" if self.realtime else "wait"
-                self._out_track = OutboundVideoTrack(strategy, self._settings.output_queue_frames)
+                self._out_track = OutboundVideoTrack(strategy, self._config.output_queue_frames)
                 # Added before the offer is applied so it binds to the client's video m-line.
                 pc.addTrack(self._out_track)
             else:  # aiortc cannot answer a track with no m-line to carry it
@@ -174,7 +211,7 @@ class PeerWorker:
         try:
             answer = await pc.createAnswer()
             await asyncio.wait_for(
-                pc.setLocalDescription(answer), self._settings.ice_gathering_timeout_s
+                pc.setLocalDescription(answer), self._config.ice_gathering_timeout_s
             )
         except TimeoutError:
             raise UpstreamTimeout("ICE gathering did not complete in time") from None
@@ -184,7 +221,7 @@ class PeerWorker:
         self._control.video_out = self._out_track is not None
         if self._out_track is not None:
             self._out_track.release_held_frames = releases_frames(
-                self._settings.release_frames, offer.sdp, pc.localDescription.sdp, user_agent
+                self._config.release_frames, offer.sdp, pc.localDescription.sdp, user_agent
             )
         self._spawn(self._session_loop())
         self._spawn(self._expire_at_deadline())
@@ -270,13 +307,13 @@ class PeerWorker:
         await self._acks.close()
 
     async def _expire_at_deadline(self) -> None:
-        settings, request = self._settings, self._request
+        config, request = self._config, self._request
         lifetime = (
             request.processing_timeout
             if request.processing_timeout is not None
-            else settings.session_timeout_s
+            else config.session_timeout_s
         )
-        lifetime = min(lifetime, settings.max_session_timeout_s)
+        lifetime = min(lifetime, config.max_session_timeout_s)
         if request.processing_session_started is not None:
             started = request.processing_session_started
             if started.tzinfo is None:
@@ -288,7 +325,7 @@ class PeerWorker:
         await self._terminate("timeout_reached")
 
     async def _expire_unless_connected(self) -> None:
-        await asyncio.sleep(self._settings.connect_timeout_s)
+        await asyncio.sleep(self._config.connect_timeout_s)
         if self._pc is not None and self._pc.connectionState != "connected":
             log.info("session %s never connected; closing", self.session_id[:8])
             self._spawn_close()

@@ -15,7 +15,7 @@ from sources.urls import has_scheme_and_host, mask_url
 
 from ..errors import InvalidRequest, RequestTooLarge, error_body
 from ..peer.processor import FrameProcessor, OutputSelection
-from ..peer.worker import PeerWorker
+from ..peer.worker import PeerWorker, SessionConfig
 from ..protocol.messages import InitializeWebRTCResponse, WebRTCWorkerRequest
 from ..workflows import compile_workflow, parse_spec
 from ..workflows.blocks.base import BuildContext
@@ -130,13 +130,12 @@ async def initialise_webrtc_worker(
             gzip_level=settings.gzip_level,
         )
         worker = PeerWorker(
-            settings,
+            SessionConfig.of(settings, state.uploads.path),
             payload,
             processor,
             state.executor,
             state.metrics,
             state.sessions.remove,
-            upload_dir=state.uploads.path,
         )
         state.sessions.add(worker, address)
         if watched is not None:

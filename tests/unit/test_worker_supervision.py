@@ -12,7 +12,7 @@ from aiortc import RTCSessionDescription
 from streaming.config import Settings
 from streaming.metrics import Metrics
 from streaming.peer.processor import FrameJob, FrameProcessor, OutputSelection, ProcessedFrame
-from streaming.peer.worker import PeerWorker
+from streaming.peer.worker import PeerWorker, SessionConfig
 from streaming.protocol.messages import WebRTCOffer, WebRTCWorkerRequest
 from streaming.rtc.ice import restrict_host_addresses
 from streaming.workflows import compile_workflow, parse_spec
@@ -49,7 +49,12 @@ async def test_a_failed_session_task_sends_a_completion_and_frees_the_slot(caplo
     closed = asyncio.Event()
     with ThreadPoolExecutor(1) as executor:
         worker = PeerWorker(
-            Settings(), request, processor, executor, Metrics(), lambda _: closed.set()
+            SessionConfig.of(Settings()),
+            request,
+            processor,
+            executor,
+            Metrics(),
+            lambda _: closed.set(),
         )
         try:
             answer = await worker.start(WebRTCOffer(**body["webrtc_offer"]))
