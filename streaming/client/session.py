@@ -13,8 +13,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
-import functools
-import inspect
 import json
 import logging
 import zlib
@@ -26,24 +24,23 @@ from enum import Enum
 from typing import Any
 
 import cv2
-import httpx
 import numpy as np
 from aiortc import MediaStreamTrack, RTCPeerConnection, RTCSessionDescription
 
 from sources import SourceError
 from streaming.rtc.track import received_frames
 
-from .. import __version__
 from ..buffering import FrameBuffer
 from ..protocol.chunking import Reassembler, maybe_gunzip
 from ..protocol.messages import IceServer, VideoMetadata
 from ..rtc.ice import build_configuration
 from ..rtc.jitter import releasing_on_marker
-from ..rtc.release import OUR_USER_AGENT_PREFIX
 from ..tasks import Closer, TaskOwner
 from .config import StreamConfig
 from .errors import SessionStartError
+from .handlers import Handlers, call_handler
 from .pairing import PtsPairer, rtp_ticks
+from .signaling import offer_request, post_offer
 from .sources import StreamSource
 
 __all__ = ["AsyncWebRTCSession", "SessionStats"]
@@ -69,48 +66,6 @@ class SessionStats:
     malformed_messages: int = 0
     """Chunks or messages that could not be read (logged, then skipped)."""
     acks_sent: int = 0
-
-
-@functools.lru_cache(maxsize=256)
-def _positional_arity(handler: Callable[..., Any]) -> int:
-    try:
-        parameters = inspect.signature(handler).parameters.values()
-    except (TypeError, ValueError):
-        return 2
-    if any(p.kind is p.VAR_POSITIONAL for p in parameters):
-        return 2
-    return sum(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in parameters)
-
-
-async def _call(handler: Callable[..., Any], *args: Any) -> None:
-    """Calls a user's handler; coroutines are awaited."""
-    try:
-        outcome = handler(*args)
-        if inspect.isawaitable(outcome):
-            await outcome
-    except Exception:
-        # A user's handler failing must not end the session (inference-sdk logs them too).
-        log.exception("handler %s failed", getattr(handler, "__qualname__", handler))
-
-
-async def _invoke(handler: Callable[..., Any], value: Any, metadata: VideoMetadata) -> None:
-    """``handler(value, metadata)`` or ``handler(value)``, by the handler's signature."""
-    if _positional_arity(handler) >= 2:
-        await _call(handler, value, metadata)
-    else:
-        await _call(handler, value)
-
-
-def _server_message(response: httpx.Response) -> str:
-    try:
-        body = response.json()
-    except ValueError:
-        return response.text[:500] or response.reason_phrase
-    if isinstance(body, dict):
-        message = body.get("message") or body.get("detail")
-        if message:
-            return str(message)
-    return response.text[:500]
 
 
 class SessionState(Enum):
@@ -157,10 +112,7 @@ class AsyncWebRTCSession:
         self._results: FrameBuffer[Result] = FrameBuffer("drop_oldest", frame_buffer)
         self._recent: OrderedDict[int, VideoMetadata] = OrderedDict()
         self._inbox: asyncio.Queue[bytes | str] = asyncio.Queue()
-        self._frame_handlers: list[Callable[..., Any]] = []
-        self._data_handlers: list[Callable[..., Any]] = []
-        self._field_handlers: dict[str, list[Callable[..., Any]]] = {}
-        self._error_handlers: list[Callable[..., Any]] = []
+        self._handlers = Handlers()
         self._pc: RTCPeerConnection | None = None
         self._channel: Any = None
         self._tasks = TaskOwner("client-session", self._on_task_failure)
@@ -181,25 +133,22 @@ class AsyncWebRTCSession:
 
     def on_frame(self, handler: Callable[..., Any]) -> Callable[..., Any]:
         """``handler(frame, metadata)`` for each returned frame, called by ``run()``."""
-        self._frame_handlers.append(handler)
+        self._handlers.frame.append(handler)
         return handler
 
     @property
     def frame_handlers(self) -> tuple[Callable[..., Any], ...]:
-        return tuple(self._frame_handlers)
+        return tuple(self._handlers.frame)
 
     def on_data(self, field: str | Callable[..., Any] | None = None) -> Any:
         """``@on_data``, ``@on_data()`` (whole ``serialized_output_data``) or
         ``@on_data("name")`` (one output); handlers take ``(value)`` or ``(value, metadata)``."""
         if callable(field):
-            self._data_handlers.append(field)
+            self._handlers.add_data(field)
             return field
 
         def register(handler: Callable[..., Any]) -> Callable[..., Any]:
-            if field is None:
-                self._data_handlers.append(handler)
-            else:
-                self._field_handlers.setdefault(field, []).append(handler)
+            self._handlers.add_data(handler, field)
             return handler
 
         return register
@@ -207,7 +156,7 @@ class AsyncWebRTCSession:
     def on_error(self, handler: Callable[..., Any]) -> Callable[..., Any]:
         """``handler(errors)`` or ``handler(errors, metadata)`` for frames the server reported
         errors for (they are also in ``metadata.errors``)."""
-        self._error_handlers.append(handler)
+        self._handlers.add_error(handler)
         return handler
 
     # ----------------------------------------------------------------- lifecycle
@@ -303,8 +252,17 @@ class AsyncWebRTCSession:
         self._channel = channel
         await self.source.attach(pc, self._spawn)
         await pc.setLocalDescription(await pc.createOffer())
-        body = self._request_body(pc.localDescription.sdp)
-        answer = await self._post(body)
+        request = offer_request(
+            pc.localDescription.sdp, self.config, self.source, self._workflow_config,
+            self._image_input, self._api_key,
+        )  # fmt: skip
+        self.send_acks = request.send_acks
+        self.receives_video = request.receives_video
+        self.video_in_messages = request.video_in_messages
+        answer = await post_offer(
+            self.url, request.body, timeout=self._request_timeout,
+            releases_on_marker=self._release_on_marker,
+        )  # fmt: skip
         try:
             await pc.setRemoteDescription(RTCSessionDescription(answer["sdp"], answer["type"]))
         except (KeyError, TypeError, ValueError) as exc:
@@ -314,68 +272,6 @@ class AsyncWebRTCSession:
         self._spawn(self._dispatch_messages())
         await self._wait_connected(pc)
         await self.source.start(self._spawn)
-
-    def _request_body(self, sdp: str) -> dict[str, Any]:
-        config = self.config
-        workflow = {
-            "type": "WorkflowConfiguration",
-            "image_input_name": self._image_input,
-            "workflows_parameters": config.workflow_parameters,
-            **self._workflow_config,
-        }
-        body: dict[str, Any] = {
-            "workflow_configuration": workflow,
-            "webrtc_offer": {"type": "offer", "sdp": sdp},
-            "webrtc_realtime_processing": config.realtime_processing,
-            "stream_output": None if config.stream_output is None else list(config.stream_output),
-            "data_output": list(config.data_output),
-        }
-        if self._api_key is not None:
-            body["api_key"] = self._api_key
-        if config.turn_server:
-            body["webrtc_config"] = {"iceServers": [config.turn_server]}
-        optional = {
-            "declared_fps": config.declared_fps,
-            "requested_plan": config.requested_plan,
-            "requested_region": config.requested_region,
-            "processing_timeout": config.processing_timeout,
-        }
-        body.update({k: v for k, v in optional.items() if v is not None})
-        body.update(self.source.request_fields(config))
-        # Decided from the request actually sent: a VideoFileSource asks for non-realtime
-        # processing on its own, and the server then waits for our ACKs.
-        self.send_acks = not body["webrtc_realtime_processing"]
-        stream_output = body["stream_output"]
-        self.receives_video = stream_output is None or any(stream_output)
-        self.video_in_messages = bool(config.stream_output) and not self.receives_video
-        return body
-
-    async def _post(self, body: dict[str, Any]) -> dict[str, Any]:
-        try:
-            # Says it is ours: our receiver releases frames itself, so the server need not
-            # send it hidden frames (rtc/release.py). With aiortc's receiver it does.
-            agent = OUR_USER_AGENT_PREFIX if self._release_on_marker else "visionstream-stock/"
-            headers = {"User-Agent": f"{agent}{__version__}"}
-            async with httpx.AsyncClient(timeout=self._request_timeout, headers=headers) as http:
-                response = await http.post(self.url, json=body)
-        except httpx.HTTPError as exc:
-            reason = str(exc) or type(exc).__name__
-            raise SessionStartError(f"cannot reach {self.url}: {reason}", url=self.url) from None
-        if response.status_code != 200:
-            message = _server_message(response)
-            raise SessionStartError(
-                f"{self.url} refused the session (HTTP {response.status_code}): {message}",
-                url=self.url,
-                status=response.status_code,
-                server_message=message,
-            )
-        try:
-            answer = response.json()
-        except ValueError:
-            answer = None
-        if not isinstance(answer, dict) or "sdp" not in answer:
-            raise SessionStartError(f"{self.url} did not answer with SDP", url=self.url)
-        return answer
 
     async def _wait_connected(self, pc: RTCPeerConnection) -> None:
         async def connected() -> None:
@@ -474,18 +370,12 @@ class AsyncWebRTCSession:
             return
         data = message.get("serialized_output_data")
         if errors:
-            for handler in self._error_handlers:
-                await _invoke(handler, errors, metadata)
+            await self._handlers.errors(errors, metadata)
         image = None
         if self.video_in_messages and isinstance(data, dict):
             image, data = self._image_from(data)
         await self._route(image, data, metadata)
-        for handler in self._data_handlers:
-            await _invoke(handler, data, metadata)
-        if isinstance(data, dict):
-            for name, value in data.items():
-                for handler in self._field_handlers.get(name, ()):
-                    await _invoke(handler, value, metadata)
+        await self._handlers.data(data, metadata)
         # After the handlers ran: the server sends more only as fast as we consume.
         if self.send_acks and self._channel is not None and self._channel.readyState == "open":
             self._channel.send(json.dumps({"ack": metadata.frame_id}))
@@ -546,7 +436,7 @@ class AsyncWebRTCSession:
         try:
             async for frame, metadata in self.video():
                 for handler in self.frame_handlers:
-                    await _call(handler, frame, metadata)
+                    await call_handler(handler, frame, metadata)
         finally:
             await self.close()
 
