@@ -3,6 +3,7 @@ of the server, whatever raised it, has the one shape ``error_body`` builds."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 __all__ = [
@@ -11,6 +12,7 @@ __all__ = [
     "ModelError",
     "NotFound",
     "NotReady",
+    "Notice",
     "RequestTooLarge",
     "ShuttingDown",
     "SourceUnavailable",
@@ -31,6 +33,15 @@ def error_body(message: str, code: str, error_type: str, detail: Any = None) -> 
     if detail is not None:
         body["detail"] = detail
     return body
+
+
+@dataclass(frozen=True)
+class Notice:
+    """One entry of a result message's ``errors``: its text (the wire's ``errors``, for people
+    and inference-sdk) and its stable ``code`` (``video_metadata.error_codes``, for programs)."""
+
+    code: str
+    message: str
 
 
 class StreamingError(Exception):
@@ -55,6 +66,10 @@ class StreamingError(Exception):
 
     def body(self) -> dict[str, Any]:
         return error_body(self.message, self.code, self.error_type)
+
+    def notice(self) -> Notice:
+        """This error as an ``errors`` entry on the data channel."""
+        return Notice(self.code, self.message)
 
 
 class InvalidRequest(StreamingError):

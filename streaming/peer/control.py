@@ -7,6 +7,7 @@ import time
 from collections.abc import Callable, Coroutine
 from typing import Any
 
+from ..errors import Notice
 from ..metrics import Metrics
 from ..protocol.messages import parse_control_message
 from .ack import AckGate
@@ -58,7 +59,10 @@ class ControlChannel:
         if not self._within_budget():
             log.info("session %s: control messages flooded; ending it", self._session)
             self._notices.report_at_end(
-                f"more than {CONTROL_RATE:g} control messages a second: the session is ended"
+                Notice(
+                    "control_message_flood",
+                    f"more than {CONTROL_RATE:g} control messages a second: the session is ended",
+                )
             )
             self.ended = True  # once: later ones are ignored
             self._on_flood()
@@ -67,7 +71,7 @@ class ControlChannel:
             control = parse_control_message(message)
         except ValueError as exc:
             log.debug("session %s: %s", self._session, exc)
-            self._notices.report(str(exc))
+            self._notices.report("invalid_control_message", str(exc))
             return
         if control.ack is not None:
             self._metrics.acks_received.inc()
@@ -89,12 +93,15 @@ class ControlChannel:
 
     def _switch_stream_output(self, requested: list[str | None]) -> None:
         if not self.video_out:
-            self._notices.report("stream_output ignored: this session has no video track")
+            self._notices.report(
+                "output_switch_ignored", "stream_output ignored: this session has no video track"
+            )
             return
         names = [n for n in requested if n]
         if names and names[0] not in self._processor.workflow.output_names:
             self._notices.report(
-                f"stream_output '{names[0]}' ignored: not an output of the workflow"
+                "output_switch_ignored",
+                f"stream_output '{names[0]}' ignored: not an output of the workflow",
             )
             return
         current = self._processor.selection

@@ -29,7 +29,7 @@ from sources.hub import SourceHub, Subscription
 
 from ..buffering import BufferClosed, FrameBuffer
 from ..config import Settings
-from ..errors import InvalidRequest, SourceUnavailable
+from ..errors import InvalidRequest, Notice, SourceUnavailable
 from ..metrics import Metrics
 from ..pipelines import Pipeline, PipelineResult
 from ..rtc.track import received_frames
@@ -133,11 +133,11 @@ class SessionInput:
             return self._attach(FrameBuffer("latest"))
         return self._buffer
 
-    async def end(self, error: str | None) -> None:
-        """No more frames will come; ``error`` (if any) reaches the client after the last
+    async def end(self, why: Notice | None = None) -> None:
+        """No more frames will come; ``why`` (if any) reaches the client after the last
         frame's result, just before the completion message."""
-        if error:
-            self._notices.report_at_end(error)
+        if why is not None:
+            self._notices.report_at_end(why)
         await self.current().close()
 
     async def close(self) -> None:
@@ -217,7 +217,9 @@ class SessionInput:
     def on_upload_channel(self, channel: RTCDataChannel) -> None:
         """The file arrives on ``channel``; once complete it becomes the source."""
         if self.attached:
-            self._notices.report("video_upload ignored: the session already has a source")
+            self._notices.report(
+                "upload_ignored", "video_upload ignored: the session already has a source"
+            )
             channel.close()
             return
         self.attached = True
@@ -226,7 +228,9 @@ class SessionInput:
         except OSError as exc:
             log.error("session %s: cannot create an upload file: %s", self._session, exc)
             channel.close()
-            self._spawn(self.end("the server cannot store uploads right now"))
+            self._spawn(
+                self.end(Notice("upload_unavailable", "the server cannot store uploads right now"))
+            )
             return
         self._upload = receiver
         progress = asyncio.Event()
@@ -242,7 +246,7 @@ class SessionInput:
                 self._metrics.uploads_refused.inc()
                 channel.remove_listener("message", on_message)
                 channel.close()
-                self._spawn(self.end(str(exc)))
+                self._spawn(self.end(Notice("upload_refused", str(exc))))
                 return
             if status is UploadStatus.KEEPALIVE:
                 channel.send(message)
@@ -252,7 +256,8 @@ class SessionInput:
 
         def on_close() -> None:
             if not (receiver.complete or receiver.failed or self._closing):
-                self._spawn(self.end("the upload channel closed before the file was complete"))
+                incomplete = "the upload channel closed before the file was complete"
+                self._spawn(self.end(Notice("upload_incomplete", incomplete)))
 
         channel.on("message", on_message)
         channel.on("close", on_close)
@@ -317,10 +322,11 @@ class SessionInput:
                 log.info("session %s: upload stalled", self._session)
                 receiver.abort()
                 channel.close()
-                await self.end(
+                stalled = (
                     f"the upload stalled: no chunk for {timeout:g} s "
                     "(STREAMING_UPLOAD_IDLE_TIMEOUT_S)"
                 )
+                await self.end(Notice("upload_stalled", stalled))
                 return
 
     async def _play_upload(self, receiver: UploadReceiver) -> None:
@@ -331,7 +337,7 @@ class SessionInput:
         try:
             await asyncio.to_thread(source.open)
         except SourceError as exc:
-            await self.end(str(exc))
+            await self.end(Notice("source_error", str(exc)))
             return
         self._on_file_opened(source.fps)
         log.info(
@@ -354,7 +360,7 @@ class SessionInput:
                     self._metrics.frames_dropped.labels("late_frame").inc()
         except BufferClosed:
             return  # the session is ending
-        await self.end(source.error)
+        await self.end(Notice("source_error", source.error) if source.error else None)
 
     @staticmethod
     async def _discard(track: MediaStreamTrack) -> None:
@@ -369,6 +375,7 @@ class SessionInput:
         if not self._frame_too_large_reported:  # once: it is said, not repeated every frame
             self._frame_too_large_reported = True
             self._notices.report(
+                "frame_too_large",
                 f"frames of {width}x{height} exceed STREAMING_MAX_FRAME_PIXELS "
-                f"({self._limits.max_frame_pixels}) and are dropped; send a smaller size"
+                f"({self._limits.max_frame_pixels}) and are dropped; send a smaller size",
             )

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from ..errors import Notice
+
 __all__ = ["MAX_PENDING_ERRORS", "Notices"]
 
 # Errors waiting for the next result message, at most; the rest are counted in one entry.
@@ -13,42 +15,46 @@ class Notices:
     the source ended, said after the last frame."""
 
     def __init__(self) -> None:
-        self._pending: list[str] = []
+        self._pending: list[Notice] = []
         self._suppressed = 0
-        self._ending: list[str] = []
+        self._ending: list[Notice] = []
         self._dropped_reported = 0
 
-    def report(self, error: str) -> None:
+    def report(self, code: str, message: str) -> None:
         """For the next result message."""
         if len(self._pending) < MAX_PENDING_ERRORS:
-            self._pending.append(error)
+            self._pending.append(Notice(code, message))
         else:
             self._suppressed += 1
 
-    def report_at_end(self, error: str) -> None:
+    def report_at_end(self, notice: Notice) -> None:
         """For the message after the last frame (why the source ended)."""
-        self._ending.append(error)
+        self._ending.append(notice)
 
-    def for_frame(self, dropped: int | None = None, capacity: int = 0) -> list[str]:
+    def for_frame(self, dropped: int | None = None, capacity: int = 0) -> list[Notice]:
         """This frame's errors; ``dropped``: frames a non-realtime input dropped so far,
         said once per new drop."""
         errors = self._drain()
         if dropped is not None and dropped > self._dropped_reported:
             errors.append(
-                f"input queue full ({capacity} frames): dropped "
-                f"{dropped - self._dropped_reported} oldest frames"
+                Notice(
+                    "input_dropped",
+                    f"input queue full ({capacity} frames): dropped "
+                    f"{dropped - self._dropped_reported} oldest frames",
+                )
             )
             self._dropped_reported = dropped
         return errors
 
-    def at_end(self) -> list[str]:
+    def at_end(self) -> list[Notice]:
         """Everything not yet said, the source's ending last."""
         errors, self._ending = self._drain() + self._ending, []
         return errors
 
-    def _drain(self) -> list[str]:
+    def _drain(self) -> list[Notice]:
         errors, self._pending = self._pending, []
         if self._suppressed:
-            errors.append(f"{self._suppressed} more errors like these were not listed")
+            message = f"{self._suppressed} more errors like these were not listed"
+            errors.append(Notice("errors_suppressed", message))
             self._suppressed = 0
         return errors

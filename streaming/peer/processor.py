@@ -21,8 +21,8 @@ import numpy as np
 
 from sources.base import SourceFrame
 
-from ..errors import InvalidRequest
-from ..protocol.messages import ResultMessage, VideoMetadata
+from ..errors import InvalidRequest, Notice
+from ..protocol.messages import ResultMessage, VideoMetadata, error_codes
 from ..workflows.blocks.base import FrameState, WorkflowImage
 from ..workflows.engine import CompiledWorkflow
 from ..workflows.serialization import SerializationError, serialize_value
@@ -105,7 +105,7 @@ class FrameJob:
     frame_id: int
     received_at: datetime
     queue_wait_ms: float
-    errors: list[str]
+    errors: list[Notice]
     extra_metadata: dict[str, Any]
     """Keys added to ``video_metadata`` (the previous send time, drops so far)."""
     render: bool
@@ -180,7 +180,8 @@ class FrameProcessor:
                 outputs = self.workflow.run(image, workflow_metadata, state)
             except Exception as exc:  # a failing frame must not end the session
                 outputs = {}
-                errors.append(f"workflow failed on frame {frame_id}: {type(exc).__name__}: {exc}")
+                failure = f"workflow failed on frame {frame_id}: {type(exc).__name__}: {exc}"
+                errors.append(Notice("workflow_error", failure))
 
         video_frame = None
         if job.render and selection.stream_output is not None:
@@ -188,7 +189,7 @@ class FrameProcessor:
             rendered = _image_in(outputs.get(selection.stream_output))
             if rendered is None:
                 rendered = image
-                errors.extend(NO_VISUALISATION_ERRORS)
+                errors.extend(Notice("no_visualisation", line) for line in NO_VISUALISATION_ERRORS)
                 _draw_advisory(rendered)
             video_frame = _yuv420p_frame(rendered)
             video_frame.pts, video_frame.time_base = wire_timestamp(frame.pts, frame.time_base)
@@ -213,7 +214,9 @@ class FrameProcessor:
             extra=job.extra_metadata,
         )
         payload = ResultMessage(
-            video_metadata=metadata.to_dict(), serialized_output_data=data, errors=errors
+            video_metadata={**metadata.to_dict(), **error_codes(errors)},
+            serialized_output_data=data,
+            errors=[n.message for n in errors],
         ).to_json()
         if selection.data_mode is not DataMode.NONE:
             payload = gzip.compress(payload, compresslevel=self._gzip_level)
@@ -223,7 +226,7 @@ class FrameProcessor:
         self,
         outputs: dict[str, Any],
         selection: OutputSelection,
-        errors: list[str],
+        errors: list[Notice],
         workflow_metadata: dict[str, Any],
     ) -> dict[str, Any] | None:
         if selection.data_mode is DataMode.NONE:
@@ -235,13 +238,14 @@ class FrameProcessor:
         data: dict[str, Any] = {}
         for name in names:
             if name not in outputs:
-                errors.append(f"Output '{name}' not found")
+                errors.append(Notice("output_not_found", f"Output '{name}' not found"))
                 continue
             try:
                 data[name] = serialize_value(outputs[name], self._jpeg_quality, workflow_metadata)
             except (SerializationError, ValueError, TypeError) as exc:
                 data[name] = {"__serialization_error__": str(exc)}
-                errors.append(f"output '{name}' could not be serialized: {exc}")
+                unserializable = f"output '{name}' could not be serialized: {exc}"
+                errors.append(Notice("serialization_error", unserializable))
         return data or None
 
 

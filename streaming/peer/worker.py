@@ -202,7 +202,8 @@ class PeerWorker:
                 pc.addTrack(self._out_track)
             else:  # aiortc cannot answer a track with no m-line to carry it
                 self._notices.report(
-                    "stream_output ignored: the offer has no video section to carry it"
+                    "output_switch_ignored",
+                    "stream_output ignored: the offer has no video section to carry it",
                 )
         try:
             await pc.setRemoteDescription(RTCSessionDescription(sdp=offer.sdp, type="offer"))
@@ -280,8 +281,11 @@ class PeerWorker:
 
     def _on_task_failure(self, name: str, exc: BaseException) -> None:
         # A bug of ours, not the peer's: say so without our internals, end the session now.
-        self._notices.report(f"internal error in {name.partition(':')[2]} ({type(exc).__name__}); "
-                     "the session ends, see the server log")  # fmt: skip
+        task = name.partition(":")[2]
+        message = (
+            f"internal error in {task} ({type(exc).__name__}); the session ends, see the server log"
+        )
+        self._notices.report("internal_error", message)
         self._termination_reason = "internal_error"
         self._ender()
 

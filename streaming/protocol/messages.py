@@ -17,6 +17,8 @@ from pydantic import (
     model_validator,
 )
 
+from ..errors import Notice
+
 __all__ = [
     "ControlMessage",
     "IceServer",
@@ -152,6 +154,13 @@ class VideoMetadata:
     stage_ms: dict[str, float] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)
 
+    @property
+    def error_codes(self) -> list[str]:
+        """The stable code of each entry of ``errors``, in order (ours; empty from servers
+        that send none)."""
+        codes = self.extra.get("error_codes")
+        return [str(c) for c in codes] if isinstance(codes, list) else []
+
     _WIRE_KEYS = (
         "frame_id",
         "pts",
@@ -222,13 +231,21 @@ class ResultMessage:
         )
 
     @classmethod
-    def notice(cls, frames_processed: int, errors: list[str]) -> ResultMessage:
+    def notice(cls, frames_processed: int, notices: list[Notice]) -> ResultMessage:
         """Errors that belong to no frame (a refused upload, an unreadable file).
 
         Sent as an ordinary message just before the completion: inference-sdk reads no
         errors from the completion message, so there they would reach nobody.
         """
-        return cls(video_metadata=_frameless_metadata(frames_processed), errors=errors)
+        metadata = _frameless_metadata(frames_processed)
+        metadata.update(error_codes(notices))
+        return cls(video_metadata=metadata, errors=[n.message for n in notices])
+
+
+def error_codes(notices: list[Notice]) -> dict[str, Any]:
+    """``video_metadata``'s ``error_codes`` (beside ``errors``, entry for entry), when any:
+    an extra key, which inference-sdk ignores."""
+    return {"error_codes": [n.code for n in notices]} if notices else {}
 
 
 def _frameless_metadata(frames_processed: int) -> dict[str, Any]:

@@ -69,7 +69,7 @@ async def test_bad_requests_fail_precisely_and_a_live_session_keeps_streaming(se
         sdp = await _offer_sdp()
         url = server.url + "/initialise_webrtc_worker"
         cases = [
-            ("malformed JSON", {"content": b"{not json"}, 422, "invalid request"),
+            ("malformed JSON", {"content": b"{not json"}, 422, "invalid request: body"),
             ("missing offer", {"json": {"workflow_configuration": {}}}, 422, "webrtc_offer"),
             ("not SDP", {"json": _body("hello, I am not SDP")}, 400, "webrtc_offer.sdp"),
             (
@@ -123,12 +123,22 @@ async def test_bad_requests_fail_precisely_and_a_live_session_keeps_streaming(se
                 "workflow_configuration is required",
             ),
         ]
+        # Every answer has one shape; its code is stable for programs to branch on.
+        codes = {422: "invalid_body", 413: "request_too_large"}
+        offer_cases = {"not SDP", "empty SDP", "wrong offer type"}
+        output_cases = {"unknown stream_output", "unknown data_output"}
         async with httpx.AsyncClient(timeout=30) as http:
             for name, request, status, needle in cases:
                 reply = await http.post(url, **request)
                 assert reply.status_code == status, (name, reply.text)
-                message = reply.json()["message"]
-                assert needle in message, (name, message)
+                body = reply.json()
+                assert needle in body["message"], (name, body)
+                code = codes.get(status) or (
+                    "invalid_offer" if name in offer_cases
+                    else "invalid_request" if name in output_cases
+                    else "invalid_workflow"
+                )  # fmt: skip
+                assert body["code"] == code and body["error_type"], (name, body)
 
         # The live session is untouched: still one session, and results keep flowing.
         assert server.sessions() == 1

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 
+from streaming.errors import Notice
 from streaming.metrics import Metrics
 from streaming.peer.ack import AckGate
 from streaming.peer.control import CONTROL_BURST, ControlChannel
@@ -21,14 +22,14 @@ WAIT_S = 10.0
 def test_notices_are_bounded_and_the_ending_comes_last():
     notices = Notices()
     for i in range(MAX_PENDING_ERRORS + 5):
-        notices.report(f"e{i}")
+        notices.report("x", f"e{i}")
     errors = notices.for_frame()
-    assert errors[:MAX_PENDING_ERRORS] == [f"e{i}" for i in range(MAX_PENDING_ERRORS)]
-    assert errors[-1] == "5 more errors like these were not listed"
+    assert errors[:MAX_PENDING_ERRORS] == [Notice("x", f"e{i}") for i in range(MAX_PENDING_ERRORS)]
+    assert errors[-1] == Notice("errors_suppressed", "5 more errors like these were not listed")
     assert notices.for_frame() == []  # said once
-    notices.report_at_end("the camera went away")
-    notices.report("late")
-    assert notices.at_end() == ["late", "the camera went away"]
+    notices.report_at_end(Notice("source_error", "the camera went away"))
+    notices.report("y", "late")
+    assert notices.at_end() == [Notice("y", "late"), Notice("source_error", "the camera went away")]
     assert notices.at_end() == []
 
 
@@ -36,11 +37,11 @@ def test_input_drops_are_said_once_per_new_drop():
     notices = Notices()
     assert notices.for_frame(dropped=0, capacity=8) == []
     assert notices.for_frame(dropped=3, capacity=8) == [
-        "input queue full (8 frames): dropped 3 oldest frames"
+        Notice("input_dropped", "input queue full (8 frames): dropped 3 oldest frames")
     ]
     assert notices.for_frame(dropped=3, capacity=8) == []
     assert notices.for_frame(dropped=4, capacity=8) == [
-        "input queue full (8 frames): dropped 1 oldest frames"
+        Notice("input_dropped", "input queue full (8 frames): dropped 1 oldest frames")
     ]
 
 
@@ -73,16 +74,19 @@ async def test_an_ack_opens_the_gate_for_the_next_window():
 async def test_output_switches_apply_or_say_why_not():
     control, processor, _, notices, _ = _channel()
     control.on_message(json.dumps({"stream_output": ["output_image"]}))
-    assert notices.for_frame() == ["stream_output ignored: this session has no video track"]
+    assert notices.for_frame() == [
+        Notice("output_switch_ignored", "stream_output ignored: this session has no video track")
+    ]
     control.video_out = True
     control.on_message(json.dumps({"stream_output": ["nowhere"]}))
-    assert notices.for_frame() == ["stream_output 'nowhere' ignored: not an output of the workflow"]
+    (switch,) = notices.for_frame()
+    assert switch.message == "stream_output 'nowhere' ignored: not an output of the workflow"
     control.on_message(json.dumps({"stream_output": []}))
     assert processor.selection.stream_output == ""  # raw frames, track kept
     control.on_message(json.dumps({"data_output": ["*"]}))
     assert processor.selection.data_mode is DataMode.ALL
     control.on_message(b"\xff not json")
-    assert len(notices.for_frame()) == 1
+    assert [n.code for n in notices.for_frame()] == ["invalid_control_message"]
 
 
 async def test_a_flood_ends_the_session_once_and_later_messages_are_ignored():
@@ -91,7 +95,9 @@ async def test_a_flood_ends_the_session_once_and_later_messages_are_ignored():
     for _ in range(CONTROL_BURST + 50):  # far faster than the refill
         control.on_message(json.dumps({"data_output": ["*"]}))
     assert floods == [1] and control.ended
-    assert notices.at_end() == ["more than 200 control messages a second: the session is ended"]
+    (flood,) = notices.at_end()
+    assert flood.code == "control_message_flood"
+    assert flood.message == "more than 200 control messages a second: the session is ended"
     before = processor.selection
     control.on_message(json.dumps({"data_output": []}))
     assert processor.selection is before

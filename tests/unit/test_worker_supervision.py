@@ -74,5 +74,6 @@ async def test_a_failed_session_task_sends_a_completion_and_frees_the_slot(caplo
     assert completion["video_metadata"]["frame_id"] == 2
     notice = client.results[-2]
     assert any("internal error in _session_loop (RuntimeError)" in e for e in notice["errors"])
+    assert "internal_error" in notice["video_metadata"]["error_codes"]
     assert "a bug in processing" not in str(client.results)  # our internals stay in our log
     assert "a bug in processing" in caplog.text
