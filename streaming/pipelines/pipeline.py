@@ -11,7 +11,6 @@ pipeline runs until terminated, whatever its cameras do: they reconnect on their
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 import uuid
@@ -23,17 +22,17 @@ from pathlib import Path
 from typing import Any
 
 from sinks import MemorySink
-from sources import FileSource, LiveStats, SourceFrame
+from sources import SourceFrame
 from sources.hub import SourceHub
 
-from ..buffering import BufferClosed, Consumption, Filling, FrameBuffer
 from ..tasks import Closer, TaskOwner
 from ..workflows.blocks.base import FrameState, WorkflowImage
 from ..workflows.engine import CompiledWorkflow
 from ..workflows.serialization import serialize_value
+from .feeds import SourceFeed, buffer_for
 from .models import InitialisePipelinePayload, SourceReference
 from .sinks import SinkFanOut
-from .status import Item, PipelineStatus, Severity, SourceSlot, SourceState
+from .status import PipelineStatus, Severity, SourceSlot, SourceState
 
 __all__ = ["Pipeline", "PipelineResult", "Watcher"]
 
@@ -96,7 +95,7 @@ class Pipeline:
             payload.sink_configuration.results_buffer_size
         )
         self._sources = [
-            SourceSlot(ref, self._buffer_for(ref, video, payload.decoding_buffer_size), workflow)
+            SourceSlot(ref, buffer_for(ref, video, payload.decoding_buffer_size), workflow)
             for ref, workflow in zip(references, workflows, strict=True)
         ]
         self._sinks = SinkFanOut(
@@ -107,124 +106,21 @@ class Pipeline:
             lambda result: {**result.metadata(), "outputs": self.serialize(result, images=False)},
         )
 
-    # ----------------------------------------------------------------- set up
-
-    @staticmethod
-    def _buffer_for(ref: SourceReference, video: Any, size: int) -> FrameBuffer[Item]:
-        # Defaults when the caller gives none: every frame of a file; the newest of a camera.
-        file = ref.kind == "file"
-        filling = video.source_buffer_filling_strategy or (
-            Filling.WAIT if file else Filling.DROP_OLDEST
-        )
-        consumption = video.source_buffer_consumption_strategy or (
-            Consumption.LAZY if file else Consumption.EAGER
-        )
-        return FrameBuffer(filling, size, consumption, video.max_fps)
-
     async def start(self) -> None:
         """Subscribe to every source and start processing; raises if a source is refused."""
         self._status.event(Severity.INFO, "INFERENCE_THREAD_STARTED", {}, "inference_pipeline")
         loop = asyncio.get_running_loop()
         try:
             for source in self._sources:
+                feed = SourceFeed(self.pipeline_id[:8], source, self._running, self._status)
                 if source.reference.kind == "camera":
-                    self._subscribe(source, loop)
-                    self._spawn(self._process(source))
+                    feed.subscribe(self._hub, loop)
                 else:
-                    self._spawn(self._read_file(source))
-                    self._spawn(self._process(source))
+                    self._spawn(feed.read_file())
+                self._spawn(self._process(source))
         except BaseException:
             await self.terminate()
             raise
-
-    def _subscribe(self, source: SourceSlot, loop: asyncio.AbstractEventLoop) -> None:
-        buffer, source_id = source.buffer, source.reference.source_id
-        waits = buffer.filling is Filling.WAIT
-
-        def deliver(frame: SourceFrame) -> None:  # on the camera's reader thread
-            if not self._running.is_set():
-                buffer.drops["paused"] += 1
-                return
-            put = asyncio.run_coroutine_threadsafe(
-                buffer.put((frame, datetime.now(), time.perf_counter())), loop
-            )
-            if waits:  # WAIT on a live camera holds its reader, as the strategy says
-                with contextlib.suppress(BufferClosed, RuntimeError, TimeoutError):
-                    put.result(timeout=30)
-
-        source.subscription = self._hub.subscribe(str(source.reference.reference), deliver)
-        source.state = SourceState.INITIALISING
-        live = source.live
-        if live is not None:
-
-            def on_change(previous: str, new: str, stats: LiveStats) -> None:
-                old_state, source.state = source.state, SourceState.of_live(new)
-                if new == "streaming":
-                    source.announce = True  # log the first frame processed from this connection
-                log.info(
-                    "pipeline %s source %d: %s%s",
-                    self.pipeline_id[:8],
-                    source_id,
-                    source.state,
-                    f" ({stats.last_error})" if new == "reconnecting" else "",
-                )
-                self._status.event(Severity.INFO,
-                    "SOURCE_STATE_UPDATE",
-                    {"previous_state": old_state, "new_state": source.state,
-                     "source_id": source_id},
-                    "video_source",
-                )  # fmt: skip
-                if new == "reconnecting" and stats.last_error:
-                    self._status.event(Severity.WARNING,
-                        "SOURCE_ERROR",
-                        {"source_id": source_id, "error_type": "SourceConnectionError",
-                         "error_message": stats.last_error,
-                         "error_context": "stream_consumer_thread"},
-                        "video_source",
-                    )  # fmt: skip
-
-            source.listener = on_change
-            live.add_listener(on_change)
-            current = live.stats().state
-            source.state = SourceState.of_live(current)
-
-    async def _read_file(self, source: SourceSlot) -> None:
-        """A local file (only when the server allows local sources): every frame when the
-        filling strategy waits, else played at its own rate like the camera it stands in for."""
-        realtime = source.buffer.filling is not Filling.WAIT
-        file = FileSource(source.reference.reference, realtime, defer_open=True)
-        source.file = file
-        source.state = SourceState.INITIALISING
-        try:
-            await asyncio.to_thread(file.open)
-            source.state = SourceState.RUNNING
-            while True:
-                await self._running.wait()  # a paused file stops reading, loses nothing
-                frame = await asyncio.to_thread(file.read)
-                if frame is None:
-                    break
-                await source.buffer.put((frame, datetime.now(), time.perf_counter()))
-        except BufferClosed:
-            return
-        except Exception as exc:
-            self._source_failed(source, exc)
-        else:
-            if file.error:
-                self._source_failed(source, RuntimeError(file.error))
-        finally:
-            file.close()
-            await source.buffer.close()
-
-    def _source_failed(self, source: SourceSlot, exc: Exception) -> None:
-        source.state = SourceState.ERROR
-        self._status.event(Severity.ERROR,
-            "SOURCE_ERROR",
-            {"source_id": source.reference.source_id, "error_type": type(exc).__name__,
-             "error_message": str(exc), "error_context": "stream_consumer_thread"},
-            "video_source",
-        )  # fmt: skip
-
-    # -------------------------------------------------------------- processing
 
     async def _process(self, source: SourceSlot) -> None:
         loop = asyncio.get_running_loop()
