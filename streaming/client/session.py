@@ -16,10 +16,8 @@ import contextlib
 import json
 import logging
 import zlib
-from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Coroutine
 from dataclasses import dataclass
-from datetime import datetime
 from enum import Enum
 from typing import Any
 
@@ -28,32 +26,23 @@ import numpy as np
 from aiortc import MediaStreamTrack, RTCPeerConnection, RTCSessionDescription
 
 from sources import SourceError
-from streaming.rtc.track import received_frames
 
-from ..buffering import FrameBuffer
 from ..protocol.chunking import Reassembler, maybe_gunzip
 from ..protocol.messages import IceServer, VideoMetadata
 from ..rtc.ice import build_configuration
 from ..rtc.jitter import releasing_on_marker
+from ..rtc.track import received_frames
 from ..tasks import Closer, TaskOwner
 from .config import StreamConfig
 from .errors import SessionStartError
 from .handlers import Handlers, call_handler
-from .pairing import PtsPairer, rtp_ticks
+from .returned import Frame, Result, Returned
 from .signaling import offer_request, post_offer
 from .sources import StreamSource
 
 __all__ = ["AsyncWebRTCSession", "SessionStats"]
 
 log = logging.getLogger(__name__)
-
-Frame = tuple[np.ndarray, VideoMetadata]
-Result = tuple[np.ndarray | None, Any, VideoMetadata]
-
-_RECENT_METADATA = 64
-# After the completion message, how long the video track may lag behind it: RTP and the
-# data channel are separate paths, and the last frames usually arrive just after.
-_TAIL_GRACE_S = 2.0
 
 
 @dataclass
@@ -107,10 +96,8 @@ class AsyncWebRTCSession:
         self.completed = False
         """The server said the stream is over (``processing_complete``): not a lost link."""
         self.reassembler = Reassembler()
-        self.pairer = PtsPairer()
-        self._frames: FrameBuffer[Frame] = FrameBuffer("drop_oldest", frame_buffer)
-        self._results: FrameBuffer[Result] = FrameBuffer("drop_oldest", frame_buffer)
-        self._recent: OrderedDict[int, VideoMetadata] = OrderedDict()
+        self._returned = Returned(frame_buffer)
+        self.pairer = self._returned.pairer
         self._inbox: asyncio.Queue[bytes | str] = asyncio.Queue()
         self._handlers = Handlers()
         self._pc: RTCPeerConnection | None = None
@@ -120,10 +107,6 @@ class AsyncWebRTCSession:
         self._state = SessionState.NEW
         self._start_lock = asyncio.Lock()
         self._state_changed = asyncio.Event()
-        self._ended = asyncio.Event()
-        self._last_message_ticks: int | None = None
-        self._last_frame_ticks: int | None = None
-        self._tail_arrived = asyncio.Event()
         self._closed = asyncio.Event()
         self.send_acks = False
         self.receives_video = False
@@ -209,7 +192,7 @@ class AsyncWebRTCSession:
         finally:
             if self._pc is not None:
                 await self._pc.close()
-            await self._end()
+            await self._returned.end()
             self._closed.set()
 
     def _spawn(self, coro: Coroutine[Any, Any, Any]) -> None:
@@ -222,22 +205,6 @@ class AsyncWebRTCSession:
         # A session whose reader or dispatcher died would only look alive: end it, so the
         # program's loops over frames and results finish instead of waiting forever.
         self._closer()
-
-    async def _end_after_tail(self) -> None:
-        if self.receives_video and not self._tail_seen():
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._tail_arrived.wait(), _TAIL_GRACE_S)
-        await self._end()
-
-    def _tail_seen(self) -> bool:
-        last, seen = self._last_message_ticks, self._last_frame_ticks
-        return last is None or (seen is not None and seen >= last - self.pairer.tolerance)
-
-    async def _end(self) -> None:
-        """The stream is over: consumers drain what arrived, then stop."""
-        self._ended.set()
-        await self._frames.close()
-        await self._results.close()
 
     # ---------------------------------------------------------------- connecting
 
@@ -258,6 +225,7 @@ class AsyncWebRTCSession:
         )  # fmt: skip
         self.send_acks = request.send_acks
         self.receives_video = request.receives_video
+        self._returned.receives_video = request.receives_video
         self.video_in_messages = request.video_in_messages
         answer = await post_offer(
             self.url, request.body, timeout=self._request_timeout,
@@ -297,7 +265,7 @@ class AsyncWebRTCSession:
     async def _on_connection_state(self) -> None:
         self._state_changed.set()
         if self._pc is not None and self._pc.connectionState in ("failed", "closed"):
-            await self._end()
+            await self._returned.end()
 
     # ------------------------------------------------------------------ receiving
 
@@ -307,29 +275,9 @@ class AsyncWebRTCSession:
 
     async def _read_video(self, track: MediaStreamTrack) -> None:
         async for frame in received_frames(track):
-            image = frame.to_ndarray(format="bgr24")
             self.stats.frames_received += 1
-            ticks = rtp_ticks(frame.pts, frame.time_base)
-            metadata = self._recent.get(ticks) if ticks is not None else None
-            if metadata is None:
-                # Its message has not arrived yet: what the frame itself tells.
-                metadata = VideoMetadata(
-                    frame_id=frame.pts,
-                    received_at=datetime.now(),
-                    pts=frame.pts,
-                    time_base=float(frame.time_base),
-                    width=frame.width,
-                    height=frame.height,
-                )
-            if self._ended.is_set():
+            if not await self._returned.frame(frame):
                 return
-            await self._frames.put((image, metadata))
-            if ticks is not None and (paired := self.pairer.add_frame(ticks, image)):
-                await self._results.put(paired)
-            if ticks is not None:
-                self._last_frame_ticks = ticks
-                if self._tail_seen():
-                    self._tail_arrived.set()
 
     async def _dispatch_messages(self) -> None:
         while True:
@@ -359,7 +307,7 @@ class AsyncWebRTCSession:
             self.completed = True
             self.termination_reason = message.get("termination_reason")
             log.info("server finished the stream (%s)", self.termination_reason or "end of source")
-            self._spawn(self._end_after_tail())
+            self._spawn(self._returned.end_after_tail())
             return
         errors = [str(e) for e in message.get("errors") or []]
         try:
@@ -382,21 +330,9 @@ class AsyncWebRTCSession:
             self.stats.acks_sent += 1
 
     async def _route(self, image: np.ndarray | None, data: Any, metadata: VideoMetadata) -> None:
-        ticks = rtp_ticks(metadata.pts, metadata.time_base)
-        if ticks is not None:
-            self._last_message_ticks = ticks
-            self._recent[ticks] = metadata
-            if len(self._recent) > _RECENT_METADATA:
-                self._recent.popitem(last=False)
         if image is not None:
             self.stats.frames_received += 1
-            await self._frames.put((image, metadata))
-        if self.receives_video and ticks is not None:
-            paired = self.pairer.add_data(ticks, data, metadata)
-            if paired is not None:
-                await self._results.put(paired)
-        else:
-            await self._results.put((image, data, metadata))
+        await self._returned.message(image, data, metadata)
 
     def _image_from(self, data: dict[str, Any]) -> tuple[np.ndarray | None, dict[str, Any]]:
         """The first ``stream_output`` image in the message; those outputs leave ``data``."""
@@ -421,14 +357,14 @@ class AsyncWebRTCSession:
         ``metadata`` is the frame's result-message metadata when that message already
         arrived; otherwise what the frame itself carries (``pts`` always matches)."""
         await self.start()
-        while (item := await self._frames.get()) is not None:
+        while (item := await self._returned.frames.get()) is not None:
             yield item
 
     async def results(self) -> AsyncIterator[Result]:
         """``(frame, data, metadata)``: each returned frame with its own result message,
         paired by pts within one 90 kHz tick. ``frame`` is None for sessions without video."""
         await self.start()
-        while (item := await self._results.get()) is not None:
+        while (item := await self._returned.results.get()) is not None:
             yield item
 
     async def run(self) -> None:
@@ -444,6 +380,6 @@ class AsyncWebRTCSession:
         """Until the stream ends; ``TimeoutError`` after ``timeout`` seconds."""
         await self.start()
         try:
-            await asyncio.wait_for(self._ended.wait(), timeout)
+            await asyncio.wait_for(self._returned.ended.wait(), timeout)
         except TimeoutError:
             raise TimeoutError(f"the stream did not end within {timeout:g} s") from None
