@@ -54,6 +54,7 @@ class VideoRecorder:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._container = av.open(str(self.path), mode="w")
         stream = self._container.add_stream(self.codec, rate=round(self.fps))
+        assert isinstance(stream, av.VideoStream)
         # yuv420p needs even sizes.
         stream.width, stream.height = width - width % 2, height - height % 2
         stream.pix_fmt = "yuv420p"

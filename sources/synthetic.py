@@ -102,6 +102,7 @@ class SyntheticSource(FrameSource):
             raise ValueError("fps must be positive")
         self.width, self.height = width, height
         self.fps = float(fps)
+        self._interval = 1 / self.fps
         self.frame_count = frames
         self.realtime = realtime
         self._index = 0
@@ -122,7 +123,7 @@ class SyntheticSource(FrameSource):
             now = time.monotonic()
             self._started = now if self._started is None else self._started
             # Media pacing, interruptible by close().
-            if self._closed.wait(max(0.0, self._started + index / self.fps - now)):
+            if self._closed.wait(max(0.0, self._started + index * self._interval - now)):
                 return None
         self._index += 1
         image = self._pattern(index)

@@ -198,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    def command(name: str, help: str, **kwargs: object) -> argparse.ArgumentParser:
+    def command(name: str, help: str, **kwargs: Any) -> argparse.ArgumentParser:
         return commands.add_parser(
             name, help=help, description=help, formatter_class=_HelpFormatter, **kwargs
         )

@@ -41,8 +41,12 @@ class TaskOwner:
     def closing(self) -> bool:
         return self._closing
 
-    def spawn(self, coro: Coroutine[Any, Any, Any], name: str) -> asyncio.Task[Any] | None:
-        """Run ``coro`` as ``<owner>:<name>``; after ``close`` began it is not started."""
+    def spawn(
+        self, coro: Coroutine[Any, Any, Any], name: str | None = None
+    ) -> asyncio.Task[Any] | None:
+        """Run ``coro`` as ``<owner>:<name>`` (by default its function's name); after
+        ``close`` began it is not started."""
+        name = name or getattr(coro, "__name__", "task")
         if self._closing:
             coro.close()
             return None

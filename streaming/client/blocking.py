@@ -22,7 +22,7 @@ import sys
 import threading
 import warnings
 import weakref
-from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
+from collections.abc import AsyncGenerator, Callable, Coroutine, Iterator
 from typing import Any, TypeVar
 
 from .session import AsyncWebRTCSession, Frame, Result, SessionStats
@@ -48,6 +48,10 @@ def _close_open_sessions() -> None:
     """Sessions a program left open: say goodbye to the server, bounded, before exit."""
     for session in list(_open_sessions):
         session.close(timeout=_EXIT_CLOSE_S)
+
+
+async def _next(iterator: AsyncGenerator[T, None]) -> T:
+    return await anext(iterator)
 
 
 class _LoopThread:
@@ -204,7 +208,7 @@ class WebRTCSession:
             return
         self.close(timeout=_EXIT_CLOSE_S)
 
-    def _iterate(self, stream: Callable[[], AsyncIterator[T]]) -> Iterator[T]:
+    def _iterate(self, stream: Callable[[], AsyncGenerator[T, None]]) -> Iterator[T]:
         self.start()
         runner = self._runner
         assert runner is not None
@@ -212,7 +216,7 @@ class WebRTCSession:
         try:
             while not self._closed:
                 try:
-                    yield runner.call(anext(iterator))
+                    yield runner.call(_next(iterator))
                 except (StopAsyncIteration, concurrent.futures.CancelledError):
                     return
         finally:

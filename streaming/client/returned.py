@@ -52,10 +52,10 @@ class Returned:
         if metadata is None:
             # Its message has not arrived yet: what the frame itself tells.
             metadata = VideoMetadata(
-                frame_id=frame.pts,
+                frame_id=frame.pts or 0,
                 received_at=datetime.now(),
                 pts=frame.pts,
-                time_base=float(frame.time_base),
+                time_base=float(frame.time_base) if frame.time_base is not None else None,
                 width=frame.width,
                 height=frame.height,
             )

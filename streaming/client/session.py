@@ -16,7 +16,7 @@ import contextlib
 import json
 import logging
 import zlib
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import AsyncGenerator, Callable, Coroutine
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any
@@ -199,7 +199,7 @@ class AsyncWebRTCSession:
         if self._state is SessionState.CLOSED:
             coro.close()
             return
-        self._tasks.spawn(coro, coro.__name__)
+        self._tasks.spawn(coro)
 
     def _on_task_failure(self, name: str, exc: BaseException) -> None:
         # A session whose reader or dispatcher died would only look alive: end it, so the
@@ -351,7 +351,7 @@ class AsyncWebRTCSession:
 
     # ------------------------------------------------------------------ consuming
 
-    async def video(self) -> AsyncIterator[Frame]:
+    async def video(self) -> AsyncGenerator[Frame, None]:
         """``(frame, metadata)`` for each returned frame until the stream ends.
 
         ``metadata`` is the frame's result-message metadata when that message already
@@ -360,7 +360,7 @@ class AsyncWebRTCSession:
         while (item := await self._returned.frames.get()) is not None:
             yield item
 
-    async def results(self) -> AsyncIterator[Result]:
+    async def results(self) -> AsyncGenerator[Result, None]:
         """``(frame, data, metadata)``: each returned frame with its own result message,
         paired by pts within one 90 kHz tick. ``frame`` is None for sessions without video."""
         await self.start()

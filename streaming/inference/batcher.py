@@ -26,7 +26,7 @@ __all__ = ["BatchStats", "DynamicBatcher"]
 @dataclass
 class _Request:
     blob: np.ndarray
-    future: Future[list[np.ndarray]] = field(default_factory=Future)
+    future: Future[tuple[list[np.ndarray], BatchStats]] = field(default_factory=Future)
     queued_at: float = field(default_factory=time.perf_counter)
 
 

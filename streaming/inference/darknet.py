@@ -8,10 +8,11 @@ probabilities (sigmoid applied), with no NMS inside.
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 import onnx
@@ -51,7 +52,7 @@ class _Section:
             return default
         return int(self.options[key])
 
-    def ints(self, key: str) -> list[int]:
+    def ints(self, key: str) -> builtins.list[builtins.int]:
         return [int(v) for v in self.options[key].split(",") if v.strip()]
 
 
@@ -112,7 +113,7 @@ class _GraphBuilder:
         self.initializers.append(numpy_helper.from_array(value, name))
         return name
 
-    def node(self, op: str, inputs: list[str], prefix: str, **attrs: object) -> str:
+    def node(self, op: str, inputs: list[str], prefix: str, **attrs: Any) -> str:
         out = self.name(prefix)
         self.nodes.append(helper.make_node(op, inputs, [out], name=out, **attrs))
         return out

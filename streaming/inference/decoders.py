@@ -83,14 +83,14 @@ def _select(
         [xywh[:, 0] - xywh[:, 2] / 2, xywh[:, 1] - xywh[:, 3] / 2, xywh[:, 2:4]]
     )
     nms_classes = np.zeros_like(class_id) if options.class_agnostic_nms else class_id
-    kept = cv2.dnn.NMSBoxesBatched(
+    nms_kept = cv2.dnn.NMSBoxesBatched(
         corner.tolist(),
         confidence.tolist(),
         nms_classes.tolist(),
         options.confidence,
         options.iou_threshold,
     )
-    kept = np.asarray(kept, dtype=int).reshape(-1)[: options.max_detections]
+    kept = np.asarray(nms_kept, dtype=int).reshape(-1)[: options.max_detections]
     xyxy = corner[kept].copy()
     xyxy[:, 2:] += xyxy[:, :2]
     return sv.Detections(

@@ -12,7 +12,7 @@ import onnx
 
 from ..errors import ModelError
 from .decoders import get_decoder
-from .manifest import ModelManifest
+from .manifest import DecoderName, ModelManifest
 from .onnx_session import OnnxRuntimeSession
 
 __all__ = ["add_model"]
@@ -33,7 +33,7 @@ def add_model(
     source: Path,
     *,
     name: str,
-    decoder: str,
+    decoder: DecoderName,
     class_names: list[str],
     input_size: tuple[int, int] | None = None,
     version: str = "1",

@@ -13,6 +13,10 @@ __all__ = ["MANIFEST_FILE", "ModelManifest", "RemoteModel"]
 MANIFEST_FILE = "manifest.json"
 
 
+DecoderName = Literal["yolov3", "yolov5", "yolov8", "yolov11", "ssd", "detr"]
+"""The output layouts a decoder exists for."""
+
+
 class RemoteModel(BaseModel):
     """Where a model with the remote backend is served (a V2 server), and under which name."""
 
@@ -47,7 +51,7 @@ class ModelManifest(BaseModel):
     """Pixel values are multiplied by this."""
     letterbox_fill: int = 128
     """Grey level of the letterbox padding."""
-    decoder: Literal["yolov3", "yolov5", "yolov8", "yolov11", "ssd", "detr"] = "yolov3"
+    decoder: DecoderName = "yolov3"
     """How raw outputs become detections (``streaming.inference.decoders`` lists the layouts)."""
     box_format: Literal["cxcywh", "xyxy", "yxyx"] = "cxcywh"
     """Box layout of ``ssd``/``detr`` outputs (the YOLO layouts are always centre-based)."""

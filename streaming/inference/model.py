@@ -66,7 +66,7 @@ class DetectionModel:
             detections.xyxy = xyxy
         detections.data["class_name"] = (
             self._class_names[detections.class_id.astype(int)]
-            if len(detections)
+            if len(detections) and detections.class_id is not None
             else np.array([], dtype=str)
         )
         t3 = time.perf_counter()

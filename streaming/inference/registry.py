@@ -76,14 +76,14 @@ class ModelRegistry:
 
     def describe(self) -> list[dict]:
         """Every model in the directory: what it is, and where it runs once loaded."""
-        out = []
+        out: list[dict] = []
         for name in self.available():
             try:
                 manifest = ModelManifest.load(self._dir / name)
             except ValueError as exc:
                 out.append({"name": name, "error": f"unreadable manifest: {exc}"})
                 continue
-            entry = {
+            entry: dict[str, object] = {
                 "name": name,
                 "version": manifest.version,
                 "task": manifest.task,

@@ -116,7 +116,8 @@ class RemoteV2Session(InferenceSession):
         else:
             import tritonclient.http as triton
         spec = self.inputs[0]
-        data = np.ascontiguousarray(batch, dtype=V2_TO_NUMPY.get(spec.datatype, np.float32))
+        dtype = V2_TO_NUMPY.get(spec.datatype, np.dtype(np.float32))
+        data = np.ascontiguousarray(batch, dtype=dtype)
         tensor = triton.InferInput(spec.name, list(data.shape), spec.datatype)
         binary = {} if self._grpc else {"binary_data": True}
         tensor.set_data_from_numpy(data, **binary)

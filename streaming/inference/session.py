@@ -11,6 +11,7 @@ import ctypes.util
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -29,7 +30,7 @@ class TensorSpec:
         return {"name": self.name, "datatype": self.datatype, "shape": list(self.shape)}
 
 
-NUMPY_TO_V2 = {
+NUMPY_TO_V2: dict[np.dtype[Any], str] = {
     np.dtype(np.float32): "FP32",
     np.dtype(np.float16): "FP16",
     np.dtype(np.float64): "FP64",

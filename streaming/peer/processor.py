@@ -66,6 +66,7 @@ class OutputSelection:
     ) -> OutputSelection:
         """Validate against the workflow's outputs; unknown names are a 400 naming them."""
         known = workflow.output_names
+        stream: str | None
         if stream_output is None:
             images = workflow.image_outputs()
             # No image output: an empty name makes frames go back raw with advisory errors.
@@ -259,7 +260,8 @@ def _yuv420p_frame(image: np.ndarray) -> av.VideoFrame:
     if h % 2 or w % 2:
         frame = av.VideoFrame.from_ndarray(np.ascontiguousarray(image), format="bgr24")
         return frame.reformat(format="yuv420p")
-    return av.VideoFrame.from_ndarray(cv2.cvtColor(image, cv2.COLOR_BGR2YUV_I420), format="yuv420p")
+    planes = np.asarray(cv2.cvtColor(image, cv2.COLOR_BGR2YUV_I420), dtype=np.uint8)
+    return av.VideoFrame.from_ndarray(planes, format="yuv420p")
 
 
 _RTP_CLOCK = Fraction(1, 90000)

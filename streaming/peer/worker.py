@@ -196,8 +196,9 @@ class PeerWorker:
         pc.on("datachannel", self._on_datachannel)
         if self._processor.selection.stream_output is not None:
             if any(line.startswith("m=video") for line in offer.sdp.splitlines()):
-                strategy = "latest" if self.realtime else "wait"
-                self._out_track = OutboundVideoTrack(strategy, self._config.output_queue_frames)
+                self._out_track = OutboundVideoTrack(
+                    "latest" if self.realtime else "wait", self._config.output_queue_frames
+                )
                 # Added before the offer is applied so it binds to the client's video m-line.
                 pc.addTrack(self._out_track)
             else:  # aiortc cannot answer a track with no m-line to carry it
@@ -277,7 +278,7 @@ class PeerWorker:
         log.info("session %s closed after %d frames", self.session_id[:8], self.frames_processed)
 
     def _spawn(self, coro: Coroutine[Any, Any, Any]) -> None:
-        self._tasks.spawn(coro, coro.__name__)
+        self._tasks.spawn(coro)
 
     def _on_task_failure(self, name: str, exc: BaseException) -> None:
         # A bug of ours, not the peer's: say so without our internals, end the session now.

@@ -105,7 +105,7 @@ class SourceFeed:
         filling strategy waits, else played at its own rate like the camera it stands in for."""
         slot = self._slot
         realtime = slot.buffer.filling is not Filling.WAIT
-        file = FileSource(slot.reference.reference, realtime, defer_open=True)
+        file = FileSource(str(slot.reference.reference), realtime, defer_open=True)
         slot.file = file
         slot.state = SourceState.INITIALISING
         try:

@@ -281,7 +281,7 @@ class Pipeline:
         await self._terminated_event.wait()
 
     def _spawn(self, coro: Coroutine[Any, Any, Any]) -> None:
-        self._tasks.spawn(coro, coro.__name__)
+        self._tasks.spawn(coro)
 
     def _on_task_failure(self, name: str, exc: BaseException) -> None:
         # A bug of ours: the pipeline stops (sources, sinks flushed) and its status says why;

@@ -117,13 +117,15 @@ class WebRTCWorkerRequest(_Lenient):
         return list(self.webrtc_config.iceServers) if self.webrtc_config else []
 
 
+def _empty_context() -> dict[str, str | None]:
+    return {"request_id": None, "pipeline_id": None}
+
+
 class InitializeWebRTCResponse(BaseModel):
     """The answer to ``POST /initialise_webrtc_worker``: the SDP answer (the reference's shape)."""
 
     status: Literal["success"] = "success"
-    context: dict[str, str | None] = Field(
-        default_factory=lambda: {"request_id": None, "pipeline_id": None}
-    )
+    context: dict[str, str | None] = Field(default_factory=lambda: _empty_context())
     sdp: str
     type: str
 

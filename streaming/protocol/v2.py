@@ -55,6 +55,7 @@ def _tensor(spec: dict[str, Any], raw: memoryview | None) -> tuple[str, np.ndarr
         raise V2Error("each input needs a name, a datatype (FP32, INT64, ...) and a shape")
     if not all(isinstance(d, int) and d >= 0 for d in shape):
         raise V2Error(f"input {name}: shape must be non-negative integers, got {shape}")
+    assert isinstance(datatype, str)  # valid_type checked it
     dtype = np.dtype(_DTYPES[datatype]).newbyteorder("<")
     count = math.prod(shape)  # Python ints: a hostile shape cannot overflow to a small count
     if raw is not None:

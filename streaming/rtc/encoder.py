@@ -23,6 +23,7 @@ from typing import Any
 import av
 from aiortc import rtcrtpsender
 from aiortc.codecs import get_encoder, vpx
+from av.frame import Frame
 
 from .errors import RtcInstallError
 
@@ -35,17 +36,17 @@ _REOPEN_BITRATE_CHANGE = 0.1  # aiortc reopens its encoder when the target moves
 class Vp8Encoder(vpx.Vp8Encoder):
     """aiortc's VP8 encoder with the codec opened by us (denoiser off); see the module."""
 
-    def encode(self, frame: av.VideoFrame, force_keyframe: bool = False) -> tuple[list[bytes], int]:
-        if self._must_open(frame):
+    def encode(self, frame: Frame, force_keyframe: bool = False) -> tuple[list[bytes], int]:
+        if isinstance(frame, av.VideoFrame) and self._must_open(frame):
             self.codec = _open(frame.width, frame.height, self.target_bitrate)
         return super().encode(frame, force_keyframe)
 
     def _must_open(self, frame: av.VideoFrame) -> bool:
         codec = self.codec
-        return (
-            codec is None
-            or (codec.width, codec.height) != (frame.width, frame.height)
-            or abs(self.target_bitrate - codec.bit_rate) / codec.bit_rate > _REOPEN_BITRATE_CHANGE
+        if codec is None or not codec.bit_rate:
+            return True
+        return (codec.width, codec.height) != (frame.width, frame.height) or (
+            abs(self.target_bitrate - codec.bit_rate) / codec.bit_rate > _REOPEN_BITRATE_CHANGE
         )
 
 
@@ -90,4 +91,4 @@ def install() -> None:
             "aiortc's sender no longer builds its encoders through rtcrtpsender.get_encoder: "
             "VP8 would keep aiortc's denoiser"
         )
-    rtcrtpsender.get_encoder = _get_encoder  # type: ignore[assignment]
+    rtcrtpsender.get_encoder = _get_encoder

@@ -87,7 +87,9 @@ class VideoJitterBuffer:
         for i in range(len(run)):
             del self._packets[(self._start + i) % _SEQ]
         self._start = (self._start + len(run)) % _SEQ
-        return JitterFrame(b"".join(p._data for p in run), first.timestamp)  # aiortc sets _data
+        # aiortc's receiver sets _data (the depayloaded bytes): its contract with its buffer.
+        data = b"".join(p._data for p in run)  # type: ignore[attr-defined]
+        return JitterFrame(data, first.timestamp)
 
     def _drop_until_fits(self, newest: int) -> None:
         """Discard the oldest packets, whole frames, until ``newest`` fits in the window."""
@@ -103,8 +105,9 @@ class VideoJitterBuffer:
         rest = [seq for seq, p in self._packets.items() if p.timestamp == doomed]
         for seq in rest:
             del self._packets[seq]
+        start = self._start
         if rest:
-            last = max(rest, key=lambda seq: _ahead(seq, self._start))
+            last = max(rest, key=lambda seq: _ahead(seq, start))
             self._start = (last + 1) % _SEQ
 
 

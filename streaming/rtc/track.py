@@ -7,7 +7,7 @@ import contextlib
 import math
 import queue
 import threading
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from fractions import Fraction
 from typing import Any
 
@@ -54,6 +54,8 @@ async def received_frames(track: MediaStreamTrack) -> AsyncIterator[av.VideoFram
             frame = await track.recv()
         except MediaStreamError:
             return
+        if not isinstance(frame, av.VideoFrame):
+            continue  # a video track yields video frames; anything else is not ours to show
         if _is_tail_flush(previous_pts, frame):
             continue
         previous_pts = frame.pts
@@ -97,7 +99,7 @@ class _ReaderThread:
                 loop, future = request
                 try:
                     outcome: Any = self._source.read()
-                    deliver = _set_result
+                    deliver: Callable[[asyncio.Future[Any], Any], None] = _set_result
                 except Exception as exc:
                     outcome, deliver = exc, _set_exception
                 if not _post(loop, deliver, future, outcome):

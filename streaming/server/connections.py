@@ -36,7 +36,10 @@ class _HeadDeadline:
     def _arm(self) -> None:
         self._disarm()
         self._waiting_after = self.cycle
-        self._head_timer = self.loop.call_later(self.header_timeout_s, self._head_overdue)
+        timeout = self.header_timeout_s
+        self._head_timer: asyncio.TimerHandle | None = self.loop.call_later(
+            timeout, self._head_overdue
+        )
 
     def _disarm(self) -> None:
         timer = getattr(self, "_head_timer", None)

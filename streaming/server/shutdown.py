@@ -63,7 +63,7 @@ class DrainingServer(uvicorn.Server):
         """Built by the app's lifespan: None before it has run."""
         return getattr(self._app.state, "server", None)
 
-    async def serve(self, sockets: list | None = None) -> None:  # type: ignore[override]
+    async def serve(self, sockets: list | None = None) -> None:
         self._loop = asyncio.get_running_loop()
         await super().serve(sockets)
 

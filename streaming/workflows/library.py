@@ -8,6 +8,7 @@ The directory is read on every lookup, so a workflow dropped in is usable withou
 
 from __future__ import annotations
 
+import builtins
 import json
 import logging
 import re
@@ -178,7 +179,7 @@ class WorkflowLibrary:
             )
         return self.get(config.workspace_name, config.workflow_id).specification
 
-    def _files(self) -> list[Path]:
+    def _files(self) -> builtins.list[Path]:
         if self._directory is None or not self._directory.is_dir():
             return []
         return sorted(p for p in self._directory.glob("*.json") if _ID.fullmatch(p.stem))
