@@ -21,11 +21,13 @@ from __future__ import annotations
 import argparse
 import json
 import multiprocessing
+import threading
 from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
+import psutil
 
-from benchmarks.common import percentiles, write_result
+from benchmarks.common import CpuMeter, percentiles, tree_rss_mb, write_result
 from sources import SyntheticSource, decode_stamp
 from streaming import Client, StreamConfig
 from streaming.client import FrameSourceStream
@@ -98,6 +100,41 @@ def measure_isolated(
     return measure(url, workflow, frames, fps, warmup, size)
 
 
+class MinuteSampler:
+    """Every minute: the server's CPU (% of one core) and RSS, and the whole machine's CPU and
+    steal time, so a drift can be told apart from a busier machine."""
+
+    def __init__(self, pid: int, every_s: float = 60.0) -> None:
+        self._pid, self._every_s = pid, every_s
+        self._stop = threading.Event()
+        self.samples: list[dict[str, float]] = []
+        self._thread = threading.Thread(target=self._run, name="minute-sampler", daemon=True)
+
+    def __enter__(self) -> MinuteSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        meter = CpuMeter(self._pid)
+        meter.start()
+        psutil.cpu_times_percent()  # the machine's counters start now
+        while not self._stop.wait(self._every_s):  # a sampling period, not a wait for news
+            machine = psutil.cpu_times_percent()
+            self.samples.append(
+                {
+                    "server_cpu_percent": meter.stop(),
+                    "server_rss_mb": tree_rss_mb(self._pid),
+                    "machine_busy_percent": round(100 - machine.idle, 1),
+                    "machine_steal_percent": round(getattr(machine, "steal", 0.0), 1),
+                }
+            )
+            meter.start()
+
+
 def parse_size(text: str) -> tuple[int, int]:
     width, _, height = text.partition("x")
     return int(width), int(height)
@@ -120,12 +157,14 @@ def main(argv: list[str] | None = None) -> None:
     try:
         server.wait_ready()
         for name in names:
+            sampler = MinuteSampler(server.process.pid)
             spawn = multiprocessing.get_context("spawn")
-            with ProcessPoolExecutor(args.sessions, mp_context=spawn) as pool:
+            with sampler, ProcessPoolExecutor(args.sessions, mp_context=spawn) as pool:
                 job = (server.url, name, args.frames, args.fps, args.warmup, args.size)
                 futures = [pool.submit(measure_isolated, *job) for _ in range(args.sessions)]
                 results = [f.result() for f in futures]
             runs[name] = results[0] if args.sessions == 1 else {"sessions": results}
+            runs[name]["minutes"] = sampler.samples
             for result in results:
                 shown = {
                     k: v for k, v in result.items() if not k.endswith("_ms") or k == "drift_ms"
