@@ -161,8 +161,8 @@ def _add_stream_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--workspace", help="workspace of a workflow id given without one")
     parser.add_argument(
         "--api-url",
-        help="the server (http:// is assumed when no scheme is given; default "
-        "VISIONSTREAM_API_URL or http://127.0.0.1:9001)",
+        help="the server; http:// is assumed when no scheme is given "
+        "(default: VISIONSTREAM_API_URL, else http://127.0.0.1:9001)",
     )
     parser.add_argument("--api-key", help="the server's API key (or set VISIONSTREAM_API_KEY)")
     parser.add_argument("--display", action="store_true", help="show frames in a window")
@@ -184,7 +184,7 @@ def _add_stream_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--connect-timeout",
         type=float,
-        help="seconds to set up the session (default VISIONSTREAM_CONNECT_TIMEOUT_S or 30)",
+        help="seconds to set up the session (default: VISIONSTREAM_CONNECT_TIMEOUT_S, else 30)",
     )
 
 

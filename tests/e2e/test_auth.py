@@ -81,11 +81,12 @@ def strict_server():
 
 def test_wrong_keys_are_throttled_per_address(strict_server):
     url = f"{strict_server.url}/models"
-    other = httpx.Client(transport=httpx.HTTPTransport(local_address="127.0.0.3"), timeout=10)
-    for _ in range(3):
-        wrong = other.get(url, headers={"Authorization": "Bearer guess"})
-        assert wrong.status_code == 401
-    throttled = other.get(url, headers={"Authorization": f"Bearer {KEY}"})  # even the right one
+    transport = httpx.HTTPTransport(local_address="127.0.0.3")
+    with httpx.Client(transport=transport, timeout=10) as other:
+        for _ in range(3):
+            wrong = other.get(url, headers={"Authorization": "Bearer guess"})
+            assert wrong.status_code == 401
+        throttled = other.get(url, headers={"Authorization": f"Bearer {KEY}"})  # even the right one
     assert throttled.status_code == 429, throttled.text
     assert 1 <= int(throttled.headers["Retry-After"]) <= 60
     assert "too many wrong API keys" in throttled.json()["message"]

@@ -34,7 +34,8 @@ def test_help_version_and_examples():
     stream = cli("stream", "--help").stdout
     options = [line.split()[0] for line in stream.splitlines() if line.startswith("  --")]
     assert len(options) >= 12
-    assert "(default: http://127.0.0.1:9001)" in stream and "(default: 30.0)" in stream
+    assert "(default: VISIONSTREAM_API_URL, else http://127.0.0.1:9001)" in " ".join(stream.split())
+    assert "(default: VISIONSTREAM_CONNECT_TIMEOUT_S, else 30)" in " ".join(stream.split())
 
 
 @pytest.mark.parametrize(
