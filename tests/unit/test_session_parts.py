@@ -64,8 +64,14 @@ async def test_an_ack_opens_the_gate_for_the_next_window():
     await asyncio.wait_for(asyncio.gather(*spawned), WAIT_S)
     assert acks.last_ack == 1
     assert await asyncio.wait_for(acks.wait_turn(5), WAIT_S)  # 1 + a window of 4
-    turn = asyncio.create_task(acks.wait_turn(6))
-    await asyncio.sleep(0)
+    asking = asyncio.Event()
+
+    async def sixth() -> bool:
+        asking.set()  # its very next step parks it on the gate, before the test resumes
+        return await acks.wait_turn(6)
+
+    turn = asyncio.create_task(sixth())
+    await asyncio.wait_for(asking.wait(), WAIT_S)
     assert not turn.done()
     control.on_message(json.dumps({"ack": 2}))
     assert await asyncio.wait_for(turn, WAIT_S)

@@ -83,8 +83,8 @@ async def test_after_close_nothing_new_starts():
     async def work() -> None:
         ran.append(1)
 
+    # Refused and closed at once: there is no task that could run later.
     assert owner.spawn(work(), "work") is None  # closed, never awaited: no warning either
-    await asyncio.sleep(0)
     assert ran == []
 
 
@@ -115,14 +115,17 @@ async def test_failures_during_close_are_logged_not_reported(caplog):
     failures: list[str] = []
     owner = TaskOwner("x", lambda name, exc: failures.append(name))
 
+    started = asyncio.Event()
+
     async def fails_when_cancelled() -> None:
         try:
+            started.set()
             await asyncio.Event().wait()
         finally:
             raise RuntimeError("while closing")
 
     owner.spawn(fails_when_cancelled(), "cleanup")
-    await asyncio.sleep(0)
+    await asyncio.wait_for(started.wait(), WAIT_S)  # inside its try: the cancel reaches it
     await owner.close()
     assert failures == [] and "task x:cleanup failed" in caplog.text
 
