@@ -13,7 +13,14 @@ Run: ``unshare --net sh -c 'ip link set lo up && python -m benchmarks latency'``
 (``--frames 9000`` for the 5-minute drift run). ``--sessions N`` runs N such sessions at once
 for a soak (``--sessions 4 --frames 108000 --warmup 1800 --workflow blur`` is the hour): each
 reports its own drift, the median of every minute instead of every sample, and the trend (a
-least-squares slope through those medians, in ms per hour).
+least-squares slope through those medians, in ms per hour), and each minute's video bitrate
+both ways (``up_kbps``: the client's upload, ``down_kbps``: the returned video).
+
+``--upload-kbps K`` holds each client's upload encoder at K kbps instead of letting it follow
+the server's bandwidth estimate (aiortc: 500 kbps up to 1.5 Mbps). The soak uses it: its four
+clients share the server's two cores, and clients whose encoders climb take CPU from the
+server each minute, a drift of the load generator rather than of the server
+(``benchmarks/README.md``).
 """
 
 from __future__ import annotations
@@ -22,15 +29,17 @@ import argparse
 import json
 import multiprocessing
 import threading
+import time
 from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
 import psutil
+from aiortc.codecs import vpx
 
 from benchmarks.common import CpuMeter, percentiles, tree_rss_mb, write_result
 from sources import SyntheticSource, decode_stamp
 from streaming import Client, StreamConfig
-from streaming.client import FrameSourceStream
+from streaming.client import FrameSourceStream, WebRTCSession
 from streaming.rtc.ice import restrict_host_addresses
 from streaming.workflows.library import image_blur, object_detection
 from tests.support.server import ServerProcess
@@ -51,7 +60,10 @@ def measure(
     source = FrameSourceStream(lambda: SyntheticSource(*size, fps=fps, frames=warmup + frames))
     ages: dict[int, float] = {}
     inference: list[float] = []
-    with Client(url).webrtc.stream(source, workflow=spec, config=config) as session:
+    with (
+        Client(url).webrtc.stream(source, workflow=spec, config=config) as session,
+        BitrateSampler(session) as bitrates,
+    ):
         for frame, metadata in session.video():
             stamp = decode_stamp(frame)
             if stamp is None or stamp.index < warmup:
@@ -74,6 +86,7 @@ def measure(
         {
             "minute_medians_ms": [round(m, 1) for m in medians],
             "trend_ms_per_hour": round(60 * slope, 1),
+            "minute_kbps": bitrates.samples,
         }
         if long_run
         else {"samples_ms": [round(a, 1) for a in ordered]}
@@ -92,12 +105,59 @@ def measure(
 
 
 def measure_isolated(
-    url: str, workflow: str, frames: int, fps: float, warmup: int, size: tuple[int, int]
+    url: str,
+    workflow: str,
+    frames: int,
+    fps: float,
+    warmup: int,
+    size: tuple[int, int],
+    upload_kbps: int | None = None,
 ) -> dict:
     """``measure`` in a process of its own: one process encoding and decoding for every
     session fell behind realtime at 4 sessions (its GIL, not the server, was the limit)."""
     restrict_host_addresses(["127.0.0.1"])
+    if upload_kbps:
+        hold_upload_bitrate(upload_kbps * 1000)
     return measure(url, workflow, frames, fps, warmup, size)
+
+
+def hold_upload_bitrate(bitrate: int) -> None:
+    """This process's aiortc VP8 encoders start at ``bitrate`` and stay there: aiortc clamps
+    every REMB-driven target between these module constants, read when the target is set."""
+    vpx.DEFAULT_BITRATE = vpx.MIN_BITRATE = vpx.MAX_BITRATE = bitrate
+
+
+class BitrateSampler:
+    """Every minute, a session's video bitrate each way (kbps) since the minute before."""
+
+    def __init__(self, session: WebRTCSession, every_s: float = 60.0) -> None:
+        self._session, self._every_s = session, every_s
+        self._stop = threading.Event()
+        self.samples: list[dict[str, float]] = []
+        self._thread = threading.Thread(target=self._run, name="bitrate-sampler", daemon=True)
+
+    def __enter__(self) -> BitrateSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        before, then = self._session.video_bytes(), time.perf_counter()
+        while not self._stop.wait(self._every_s):  # a sampling period, not a wait for news
+            now, at = self._session.video_bytes(), time.perf_counter()
+            if self._stop.is_set():
+                return  # the session closed meanwhile: its counters read zero
+            seconds = max(1e-9, at - then)
+            self.samples.append(
+                {
+                    "up_kbps": round(8 * (now.sent - before.sent) / seconds / 1000, 1),
+                    "down_kbps": round(8 * (now.received - before.received) / seconds / 1000, 1),
+                }
+            )
+            before, then = now, at
 
 
 class MinuteSampler:
@@ -148,6 +208,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--workflow", choices=[*WORKFLOWS, "both"], default="both")
     parser.add_argument("--size", type=parse_size, default=(640, 480), help="WxH, e.g. 320x240")
     parser.add_argument("--sessions", type=int, default=1, help="concurrent sessions")
+    parser.add_argument(
+        "--upload-kbps", type=int, default=None, help="hold each client's upload at this bitrate"
+    )
     parser.add_argument("--out", default="latency", help="results/<out>.json")
     args = parser.parse_args(argv)
     restrict_host_addresses(["127.0.0.1"])
@@ -160,7 +223,8 @@ def main(argv: list[str] | None = None) -> None:
             sampler = MinuteSampler(server.process.pid)
             spawn = multiprocessing.get_context("spawn")
             with sampler, ProcessPoolExecutor(args.sessions, mp_context=spawn) as pool:
-                job = (server.url, name, args.frames, args.fps, args.warmup, args.size)
+                job = (server.url, name, args.frames, args.fps, args.warmup, args.size,
+                       args.upload_kbps)  # fmt: skip
                 futures = [pool.submit(measure_isolated, *job) for _ in range(args.sessions)]
                 results = [f.result() for f in futures]
             runs[name] = results[0] if args.sessions == 1 else {"sessions": results}
@@ -174,7 +238,7 @@ def main(argv: list[str] | None = None) -> None:
     finally:
         server.stop()
     path = write_result(args.out, {"fps": args.fps, "size": list(args.size), "models": device,
-                                   "runs": runs})  # fmt: skip
+                                   "upload_kbps": args.upload_kbps, "runs": runs})  # fmt: skip
     print(f"wrote {path}")
 
 

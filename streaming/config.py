@@ -89,6 +89,11 @@ class Settings(BaseSettings):
     until the next begins (aiortc: every inference-sdk program) show it at once; ``auto``: for
     peers whose offer aiortc made, other than our own client (``rtc/release.py``)."""
 
+    video_kbps_per_megapixel: int = Field(default=3000, ge=0)
+    """Cap on the returned video's VP8 bitrate, per megapixel of frame (920 kbps at 640x480,
+    230 kbps at 320x240); below it the bitrate follows what the receiver estimates (aiortc:
+    500 kbps to 1.5 Mbps). 0: no cap. Server-wide, set at start (``rtc/encoder.py``)."""
+
     ack_window: int = Field(default=8, ge=1)
     """Processed-but-unacknowledged frames allowed in non-realtime mode once ACKs flow."""
     input_queue_frames: int = Field(default=120, ge=1)

@@ -7,7 +7,7 @@ from .blocking import WebRTCSession
 from .client import Client, WebRTCClient
 from .config import StreamConfig
 from .errors import InvalidParameterError, SessionStartError
-from .session import AsyncWebRTCSession, SessionStats
+from .session import AsyncWebRTCSession, SessionStats, VideoBytes
 from .sources import (
     FrameSourceStream,
     ManualSource,
@@ -34,6 +34,7 @@ __all__ = [
     "StreamConfig",
     "StreamSource",
     "UploadProgressCallback",
+    "VideoBytes",
     "VideoFileSource",
     "VideoMetadata",
     "WebRTCClient",

@@ -25,7 +25,7 @@ import weakref
 from collections.abc import AsyncGenerator, Callable, Coroutine, Iterator
 from typing import Any, TypeVar
 
-from .session import AsyncWebRTCSession, Frame, Result, SessionStats
+from .session import AsyncWebRTCSession, Frame, Result, SessionStats, VideoBytes
 
 __all__ = ["WebRTCSession"]
 
@@ -131,6 +131,14 @@ class WebRTCSession:
     @property
     def stats(self) -> SessionStats:
         return self._core.stats
+
+    def video_bytes(self) -> VideoBytes:
+        """Video bytes so far each way; zeros before the session started or once closed.
+        Callable from any thread, also while another iterates ``video()``."""
+        runner = self._runner
+        if runner is None or self._closed:
+            return VideoBytes()
+        return runner.call(self._core.video_bytes(), _CLOSE_S)
 
     @property
     def termination_reason(self) -> str | None:

@@ -40,7 +40,7 @@ from .returned import Frame, Result, Returned
 from .signaling import offer_request, post_offer
 from .sources import StreamSource
 
-__all__ = ["AsyncWebRTCSession", "SessionStats"]
+__all__ = ["AsyncWebRTCSession", "SessionStats", "VideoBytes"]
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +55,17 @@ class SessionStats:
     malformed_messages: int = 0
     """Chunks or messages that could not be read (logged, then skipped)."""
     acks_sent: int = 0
+
+
+@dataclass(frozen=True)
+class VideoBytes:
+    """RTP payload bytes of the session's video, from WebRTC statistics: a rate is the
+    difference of two readings over the time between them."""
+
+    sent: int = 0
+    """Sent to the server (this side's counter)."""
+    received: int = 0
+    """Sent back by the server, as of its last RTCP sender report (every second or so)."""
 
 
 class SessionState(Enum):
@@ -350,6 +361,21 @@ class AsyncWebRTCSession:
         return image, rest
 
     # ------------------------------------------------------------------ consuming
+
+    async def video_bytes(self) -> VideoBytes:
+        """Video bytes so far each way (``VideoBytes``); zeros before ``start``."""
+        pc = self._pc
+        if pc is None or pc.connectionState == "closed":
+            return VideoBytes()
+        sent = received = 0
+        for stats in (await pc.getStats()).values():
+            if getattr(stats, "kind", None) != "video":
+                continue
+            if stats.type == "outbound-rtp":
+                sent += stats.bytesSent
+            elif stats.type == "remote-outbound-rtp":
+                received += stats.bytesSent
+        return VideoBytes(sent, received)
 
     async def video(self) -> AsyncGenerator[Frame, None]:
         """``(frame, metadata)`` for each returned frame until the stream ends.

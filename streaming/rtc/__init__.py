@@ -34,10 +34,11 @@ __all__ = [
 ]
 
 
-def install_for_server(host_addresses: Sequence[str]) -> None:
+def install_for_server(host_addresses: Sequence[str], kbps_per_megapixel: int = 0) -> None:
     """The server's process: ICE offers ``host_addresses`` (empty: every interface), every
     video receiver releases frames on the marker packet, VP8 is encoded without the
-    denoiser. Idempotent; raises ``RtcInstallError``."""
+    denoiser and at most ``kbps_per_megapixel`` (0: aiortc's range). Idempotent; raises
+    ``RtcInstallError``."""
     restrict_host_addresses(host_addresses)
     jitter.install(everywhere=True)
-    encoder.install()
+    encoder.install(kbps_per_megapixel)

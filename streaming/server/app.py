@@ -79,7 +79,7 @@ def create_app(settings: Settings | None = None, *, install_rtc: bool = True) ->
     if install_rtc:
         # ICE on the configured addresses, frames released on their marker packet, VP8
         # without the denoiser: process-wide, which the server's process is for.
-        install_for_server(settings.ice_host_addresses)
+        install_for_server(settings.ice_host_addresses, settings.video_kbps_per_megapixel)
     metrics = Metrics()
 
     @asynccontextmanager

@@ -23,7 +23,13 @@ from aiortc import RTCPeerConnection, RTCSessionDescription
 
 from sources import SyntheticSource, decode_stamp
 from streaming import Client, ManualSource, SessionStartError, StreamConfig, WebcamSource
-from streaming.client import FrameSourceStream, InvalidParameterError, MJPEGSource, RTSPSource
+from streaming.client import (
+    FrameSourceStream,
+    InvalidParameterError,
+    MJPEGSource,
+    RTSPSource,
+    VideoBytes,
+)
 from tests.conftest import DETECT_SPEC, load_photo
 from tests.support.peer import loopback_peer
 from tests.support.server import free_port
@@ -297,6 +303,20 @@ def test_manual_source_send_before_the_session_starts_queues_in_the_same_bounded
         assert frame.shape == (240, 320, 3)
     with pytest.raises(RuntimeError, match="closed"):
         source.send(np.zeros((8, 8, 3), np.uint8))
+
+
+def test_video_bytes_count_both_ways_once_the_server_reports_what_it_sent(server):
+    session = Client(server.url).webrtc.stream(synthetic(None), workflow=DETECT_SPEC, config=BOTH)
+    assert session.video_bytes() == VideoBytes()  # not started
+    with session:
+        # The returned count comes with the server's RTCP sender reports (about every
+        # second); reading on each returned frame waits for the first, bounded by frames.
+        for count, _ in enumerate(session.video()):
+            counted = session.video_bytes()
+            if counted.received > 0 or count > 600:
+                break
+    assert counted.sent > 0 and counted.received > 0, counted
+    assert session.video_bytes() == VideoBytes()  # closed
 
 
 def test_a_session_left_open_warns_when_collected(server):

@@ -1,4 +1,5 @@
-"""Our VP8 encoder: aiortc's, denoiser off, reopened exactly when aiortc would reopen it."""
+"""Our VP8 encoder: aiortc's, denoiser off, reopened exactly when aiortc would reopen it, capped
+by frame size."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from aiortc.codecs.vpx import vp8_depayload
 from aiortc.rtcrtpparameters import RTCRtpCodecParameters
 
 from streaming.rtc import encoder as encoder_module
-from streaming.rtc.encoder import Vp8Encoder, install
+from streaming.rtc.encoder import Vp8Encoder, bitrate_cap, install
 from tests.support.media import video_frames
 
 
@@ -59,3 +60,48 @@ def test_install_makes_aiortc_senders_build_it_for_vp8_only():
     h264 = RTCRtpCodecParameters(mimeType="video/H264", clockRate=90000, payloadType=102)
     assert isinstance(rtcrtpsender.get_encoder(vp8), Vp8Encoder)
     assert type(rtcrtpsender.get_encoder(h264)) is type(get_encoder(h264))
+
+
+def test_the_cap_scales_with_frame_size_and_zero_means_none():
+    assert bitrate_cap(640, 480, 3000) == 921_600
+    assert bitrate_cap(320, 240, 3000) == 230_400
+    assert bitrate_cap(640, 480, 0) is None
+
+
+def _encoded_bytes(encoder: Vp8Encoder, frames) -> int:
+    return sum(len(p) for frame in frames for p in encoder.encode(frame)[0])
+
+
+def test_a_receiver_cannot_raise_the_bitrate_past_the_cap_for_the_frame_size():
+    frames = video_frames(60, size=(320, 240), noise=40)  # two seconds with residual to code
+    capped, free = Vp8Encoder(kbps_per_megapixel=3000), Vp8Encoder()
+    for encoder in (capped, free):
+        encoder.target_bitrate = 1_500_000  # a REMB from a receiver on loopback
+    capped_bytes, free_bytes = _encoded_bytes(capped, frames), _encoded_bytes(free, frames)
+    assert capped.codec.bit_rate == capped.target_bitrate == 230_400
+    assert free.codec.bit_rate == 1_500_000
+    # Constant bitrate: two seconds come out near 2 x the rate either way.
+    assert capped_bytes < 0.4 * free_bytes, (capped_bytes, free_bytes)
+    capped.target_bitrate = 250_000  # within 10 % of the cap: the codec stays
+    capped.encode(frames[0])
+    assert capped.codec.bit_rate == 230_400
+    # A larger frame has a larger cap; a receiver's lower estimate still lowers the rate.
+    large = video_frames(2, size=(640, 480))
+    capped.target_bitrate = 1_500_000
+    capped.encode(large[0])
+    assert capped.codec.bit_rate == 921_600
+    capped.target_bitrate = 400_000
+    capped.encode(large[1])
+    assert capped.codec.bit_rate == 400_000
+
+
+def test_install_sets_the_cap_of_encoders_built_after_it():
+    vp8 = RTCRtpCodecParameters(mimeType="video/VP8", clockRate=90000, payloadType=96)
+    try:
+        install(kbps_per_megapixel=1000)
+        encoder = rtcrtpsender.get_encoder(vp8)
+        encoder.target_bitrate = 1_500_000
+        encoder.encode(video_frames(1, size=(640, 480))[0])
+        assert encoder.codec.bit_rate == 307_200
+    finally:
+        install()

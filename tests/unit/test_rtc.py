@@ -72,15 +72,22 @@ def test_the_server_install_covers_every_receiver_and_sender_of_its_process():
         from aiortc import rtcrtpreceiver, rtcrtpsender
         from aiortc.rtcrtpparameters import RTCRtpCodecParameters
         from streaming.rtc import install_for_server
+        from streaming.config import Settings
+        from streaming.server.app import create_app
+        from tests.support.media import video_frames
         install_for_server(["127.0.0.1"])
-        install_for_server(["127.0.0.1"])  # idempotent
+        create_app(Settings(ice_host_addresses=["127.0.0.1"], video_kbps_per_megapixel=1000))
         vp8 = RTCRtpCodecParameters(mimeType="video/VP8", clockRate=90000, payloadType=96)
+        encoder = rtcrtpsender.get_encoder(vp8)
+        encoder.target_bitrate = 1_500_000
+        encoder.encode(video_frames(1, size=(640, 480))[0])
         print(type(rtcrtpreceiver.JitterBuffer(capacity=512, is_video=True)).__name__,
-              type(rtcrtpsender.get_encoder(vp8)).__module__,
+              type(encoder).__module__, encoder.codec.bit_rate,
               aioice.ice.get_host_addresses(True, True))
         """
     )
-    assert out == "VideoJitterBuffer streaming.rtc.encoder ['127.0.0.1']"
+    # Installed twice (idempotent); the app's settings cap the bitrate by frame size.
+    assert out == "VideoJitterBuffer streaming.rtc.encoder 307200 ['127.0.0.1']"
 
 
 def test_an_aiortc_that_changed_shape_is_an_error_not_a_warning(monkeypatch):
