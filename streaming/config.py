@@ -135,6 +135,13 @@ class Settings(BaseSettings):
         default_factory=lambda: Path.home() / ".local" / "share" / "visionstream" / "sinks"
     )
     """Where pipelines' jsonl and video_file sinks write (requests name files, never paths)."""
+    data_dir: Path = Field(
+        default_factory=lambda: Path.home() / ".local" / "share" / "visionstream"
+    )
+    """The server's own state: ``pipelines/`` holds the requests of running pipelines, so a
+    restarted server restarts them (one server per directory)."""
+    persist_pipelines: bool = True
+    """Keep pipelines across restarts (false: a server starts with none)."""
     workflows_dir: Path | None = None
     """Directory of ``<id>.json`` workflow specifications requests may name as ``local/<id>``."""
     jpeg_quality: int = Field(default=80, ge=1, le=100)

@@ -3,6 +3,7 @@
 from .manager import PipelineManager, PipelineNotFound
 from .models import InitialisePipelinePayload
 from .pipeline import Pipeline, PipelineResult
+from .store import PipelineStore
 
 __all__ = [
     "InitialisePipelinePayload",
@@ -10,4 +11,5 @@ __all__ = [
     "PipelineManager",
     "PipelineNotFound",
     "PipelineResult",
+    "PipelineStore",
 ]

@@ -1,21 +1,25 @@
-"""PipelineManager: the server's monitoring pipelines, by id."""
+"""PipelineManager: the server's monitoring pipelines, by id, kept across restarts."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable, Callable
 from concurrent.futures import Executor
+
+from pydantic import ValidationError
 
 from sources.hub import SourceHub
 
 from ..config import Settings
-from ..errors import NotFound, TooManySessions
+from ..errors import NotFound, StreamingError, TooManySessions
 from ..inference.registry import ModelRegistry
 from ..workflows import compile_workflow, parse_spec
 from ..workflows.blocks.base import BuildContext
 from ..workflows.library import WorkflowLibrary
 from .models import InitialisePipelinePayload, resolve_references
 from .pipeline import Pipeline
+from .store import PipelineStore
 
 __all__ = ["PipelineManager", "PipelineNotFound"]
 
@@ -29,7 +33,11 @@ class PipelineNotFound(NotFound):
 
 
 class PipelineManager:
-    """The server's monitoring pipelines, by id: started, limited in number, terminated."""
+    """The server's monitoring pipelines, by id: started, limited in number, terminated.
+
+    Each started pipeline's request is saved in ``store`` and forgotten when the pipeline is
+    terminated; ``close_all`` (the server stopping) stops pipelines but keeps their requests,
+    which the next server on the same store starts again (``restore``)."""
 
     def __init__(
         self,
@@ -38,8 +46,10 @@ class PipelineManager:
         hub: SourceHub,
         executor: Executor,
         library: WorkflowLibrary,
+        store: PipelineStore | None = None,
     ) -> None:
         self._settings = settings
+        self._store = store or PipelineStore(None)
         self._library = library
         self._models = models
         self._hub = hub
@@ -60,7 +70,10 @@ class PipelineManager:
             raise PipelineNotFound(f"Could not find InferencePipeline with id={pipeline_id}.")
         return pipeline
 
-    async def initialise(self, payload: InitialisePipelinePayload) -> Pipeline:
+    async def initialise(
+        self, payload: InitialisePipelinePayload, pipeline_id: str | None = None
+    ) -> Pipeline:
+        """Starts a pipeline (under ``pipeline_id`` when restoring one) and saves its request."""
         settings = self._settings
         if len(self._pipelines) + self._starting >= settings.max_pipelines:
             raise TooManySessions(
@@ -94,11 +107,17 @@ class PipelineManager:
                 executor=self._executor,
                 sink_dir=settings.sink_dir,
                 jpeg_quality=settings.jpeg_quality,
+                pipeline_id=pipeline_id,
             )
             await pipeline.start()
         finally:
             self._starting -= 1
+        # Listed before the save awaits: whatever happens next, close_all finds it.
         self._pipelines[pipeline.pipeline_id] = pipeline
+        try:
+            await asyncio.to_thread(self._store.save, pipeline.pipeline_id, payload)
+        except OSError as exc:  # the pipeline runs; only a restart would lose it
+            log.error("pipeline %s: request not saved: %s", pipeline.pipeline_id[:8], exc)
         if payload.consumption_timeout is not None:
             timer = asyncio.create_task(
                 self._expire_unconsumed(pipeline, payload.consumption_timeout)
@@ -125,14 +144,51 @@ class PipelineManager:
             await asyncio.sleep(due - loop.time())  # a deadline: nothing else says time is up
 
     async def terminate(self, pipeline_id: str) -> None:
+        """Stops the pipeline for good: its request is forgotten too."""
+        await self._stop(pipeline_id)
+        await asyncio.to_thread(self._store.forget, pipeline_id)
+        log.info("pipeline %s terminated", pipeline_id[:8])
+
+    async def _stop(self, pipeline_id: str) -> None:
         pipeline = self.get(pipeline_id)
         del self._pipelines[pipeline_id]
         await pipeline.terminate()
-        log.info("pipeline %s terminated", pipeline_id[:8])
+
+    async def restore(
+        self,
+        check: Callable[[InitialisePipelinePayload], Awaitable[None]],
+        stopping: Callable[[], bool],
+    ) -> None:
+        """Starts every stored pipeline again under its id, each request first validated and
+        passed to ``check`` (the server's checks, e.g. where it may connect). A request that
+        is refused now is logged and forgotten; the others start. Ends early, keeping what
+        is left, once ``stopping()`` (the server shutting down)."""
+        for record in await asyncio.to_thread(self._store.stored):
+            short = record.pipeline_id[:8]
+            if stopping():
+                log.info("pipelines not restarted: the server is shutting down")
+                return
+            if record.pipeline_id in self._pipelines:
+                continue
+            try:
+                payload = InitialisePipelinePayload.model_validate(record.request)
+                await check(payload)
+                await self.initialise(payload, record.pipeline_id)
+            except (StreamingError, ValidationError) as exc:
+                log.warning("pipeline %s not restarted, forgotten: %s", short, exc)
+                await asyncio.to_thread(self._store.forget, record.pipeline_id)
+                continue
+            except Exception:  # not the request's fault (a model that failed to load): kept
+                log.exception("pipeline %s not restarted; kept for the next start", short)
+                continue
+            log.info("pipeline %s restarted from its stored request", short)
 
     async def close_all(self) -> None:
+        """The server stopping: every pipeline stops; their requests stay stored."""
         for timer in list(self._timers):
             timer.cancel()
         await asyncio.gather(*self._timers, return_exceptions=True)
         for pipeline_id in list(self._pipelines):
-            await self.terminate(pipeline_id)
+            await self._stop(pipeline_id)
+            log.info("pipeline %s stopped with the server", pipeline_id[:8])
+        self._store.close()

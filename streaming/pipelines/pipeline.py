@@ -74,8 +74,9 @@ class Pipeline:
         executor: Executor,
         sink_dir: Path,
         jpeg_quality: int,
+        pipeline_id: str | None = None,
     ) -> None:
-        self.pipeline_id = str(uuid.uuid4())
+        self.pipeline_id = pipeline_id or str(uuid.uuid4())
         self.payload = payload
         video = payload.video_configuration
         self._hub = hub

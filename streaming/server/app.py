@@ -26,7 +26,7 @@ from ..inference.registry import ModelRegistry
 from ..memory import MemoryTrimmer
 from ..metrics import Metrics
 from ..peer.sessions import SessionRegistry
-from ..pipelines import PipelineManager
+from ..pipelines import PipelineManager, PipelineStore
 from ..rtc import install_for_server
 from ..workflows.library import WorkflowLibrary
 from . import health, models, pipelines, v2, webrtc, workflows
@@ -56,6 +56,16 @@ async def _prepare_models(state: ServerState) -> None:
         return
     log.info("ready: %s on %s", model.name, model.session.device)
     state.ready.set()
+
+
+async def _restore_after(preparing: asyncio.Task[None], state: ServerState) -> None:
+    # After the default model is loaded: pipelines using it then start without a second load.
+    await asyncio.gather(preparing, return_exceptions=True)
+    await pipelines.restore_pipelines(state)
+
+
+def _pipeline_store(settings: Settings) -> PipelineStore:
+    return PipelineStore(settings.data_dir / "pipelines" if settings.persist_pipelines else None)
 
 
 # Stable codes for the statuses Starlette answers by itself.
@@ -98,7 +108,9 @@ def create_app(settings: Settings | None = None, *, install_rtc: bool = True) ->
             metrics=metrics,
             executor=executor,
             hub=hub,
-            pipelines=PipelineManager(settings, registry, hub, executor, library),
+            pipelines=PipelineManager(
+                settings, registry, hub, executor, library, _pipeline_store(settings)
+            ),
             workflows=library,
             uploads=UploadDirectory(settings.upload_dir),
             egress=EgressPolicy(settings.allowed_networks),
@@ -106,11 +118,13 @@ def create_app(settings: Settings | None = None, *, install_rtc: bool = True) ->
         )
         app.state.server = state
         preparing = asyncio.create_task(_prepare_models(state))
+        restoring = asyncio.create_task(_restore_after(preparing, state))
         try:
             yield
         finally:
             preparing.cancel()
-            await asyncio.gather(preparing, return_exceptions=True)
+            restoring.cancel()
+            await asyncio.gather(preparing, restoring, return_exceptions=True)
             await drain(state)  # done already when a signal started the shutdown
             await state.pipelines.close_all()
             await asyncio.to_thread(state.hub.close)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 import uuid
 from typing import Any
@@ -18,7 +19,9 @@ from .docs import ERROR_RESPONSES, json_body
 from .state import ServerState, get_state
 from .webrtc import read_limited_body
 
-__all__ = ["router"]
+__all__ = ["restore_pipelines", "router"]
+
+log = logging.getLogger(__name__)
 
 router = APIRouter(prefix="/inference_pipelines", responses=ERROR_RESPONSES)
 
@@ -52,6 +55,17 @@ async def _check_egress(state: ServerState, payload: InitialisePipelinePayload) 
     webhook = payload.sink_configuration.webhook if payload.sink_configuration else None
     if webhook is not None:
         await state.egress.check_url(webhook.url, "webhook url")
+
+
+async def restore_pipelines(state: ServerState) -> None:
+    """Pipelines a previous server on this data directory left running, started again;
+    each request passes the same checks as a new one."""
+    if not state.ready.is_set():  # new pipelines would be refused (503) just the same
+        log.warning("pipelines not restarted, kept for the next start: %s", state.startup_error)
+        return
+    await state.pipelines.restore(
+        lambda payload: _check_egress(state, payload), lambda: state.draining
+    )
 
 
 @router.post("/initialise", openapi_extra=json_body(InitialisePipelinePayload))

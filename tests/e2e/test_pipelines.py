@@ -258,3 +258,53 @@ def test_unknown_pipeline_ids_are_404(server):
         response = httpx.request(method, f"{server.url}/inference_pipelines/nope/{path}")
         assert response.status_code == 404, path
         assert "Could not find InferencePipeline with id=nope" in response.json()["message"]
+
+
+def test_pipelines_outlive_a_stopped_or_killed_server_until_terminated(camera, tmp_path):
+    data = tmp_path / "data"
+    records = data / "pipelines"
+
+    def serve() -> ServerProcess:
+        process = ServerProcess(
+            data_dir=str(data), sink_dir=str(tmp_path), rtsp_read_timeout=str(READ_TIMEOUT)
+        )
+        process.wait_ready()
+        return process
+
+    def listed(process: ServerProcess) -> list[str]:
+        return process.get("/inference_pipelines/list").json()["pipelines"]
+
+    first = serve()
+    try:
+        kept, ended = start(first, camera.url), start(first, camera.url)
+        terminate(first, ended)
+    finally:
+        first.stop()  # SIGTERM: the server drains, its pipelines stop, their requests stay
+    # What a restarted server must not trip over: a corrupt record, and one it now refuses
+    # (a camera on a link-local address, which the settings do not allow).
+    (records / f"{'0' * 8}-0000-4000-8000-{'0' * 12}.json").write_text("{corrupt")
+    refused = "11111111-1111-4111-8111-111111111111"
+    request = json.loads((records / f"{kept}.json").read_text())
+    request["video_configuration"]["video_reference"] = "rtsp://169.254.169.254/cam"
+    (records / f"{refused}.json").write_text(json.dumps(request))
+
+    second = serve()  # after a SIGTERM
+    try:
+        second.wait_for_output(f"pipeline {kept[:8]} restarted", timeout=60)
+        assert listed(second) == [kept]
+        assert consume(second, kept, wait=20)["outputs"], "no result after the restart"
+        assert status(second, kept)["sources_metadata"][0]["state"] == "RUNNING"
+        assert sorted(p.name for p in records.iterdir()) == [f"{kept}.json", "lock"]
+    finally:
+        second.process.kill()  # SIGKILL: nothing of ours runs on the way out
+        second.process.wait()
+        second.stop()
+
+    last = serve()  # after a SIGKILL
+    try:
+        last.wait_for_output(f"pipeline {kept[:8]} restarted", timeout=60)
+        assert consume(last, kept, wait=20)["outputs"], "no result after the restart"
+        terminate(last, kept)  # for good: the next server starts with none
+        assert listed(last) == [] and sorted(p.name for p in records.iterdir()) == ["lock"]
+    finally:
+        last.stop()

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 from collections import deque
 from collections.abc import Iterator
@@ -90,8 +92,13 @@ class ServerProcess(LoggedProcess):
 
     def __init__(self, serve: list[str] | None = None, **settings: str) -> None:
         """``serve``: the Python arguments that start the server (``-m streaming.cli serve``
-        unless a harness wraps it)."""
+        unless a harness wraps it). Without a ``data_dir`` setting the server gets a data
+        directory of its own, removed by ``stop`` (pipelines it kept die with it)."""
         self.port = free_port()
+        self._own_data_dir = None
+        if "data_dir" not in settings:
+            self._own_data_dir = tempfile.mkdtemp(prefix="visionstream-data-")
+            settings = {**settings, "data_dir": self._own_data_dir}
         self.url = f"http://127.0.0.1:{self.port}"
         env = {
             "STREAMING_ICE_HOST_ADDRESSES": "127.0.0.1",
@@ -106,6 +113,11 @@ class ServerProcess(LoggedProcess):
         self._ready = threading.Event()
         serve = serve or ["-m", "streaming.cli", "serve"]
         super().__init__([sys.executable, *serve, "--port", str(self.port)], env)
+
+    def stop(self) -> None:
+        super().stop()
+        if self._own_data_dir is not None:
+            shutil.rmtree(self._own_data_dir, ignore_errors=True)
 
     def _on_line(self, line: str) -> None:
         if "session " in line and " closed after " in line:

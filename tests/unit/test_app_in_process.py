@@ -27,6 +27,7 @@ async def test_a_session_streams_through_the_app_and_frees_its_slot(tmp_path):
         inference_backend="onnxruntime",
         upload_dir=tmp_path / "uploads",
         sink_dir=tmp_path / "sinks",
+        data_dir=tmp_path / "data",
     )
     app = create_app(settings, install_rtc=False)  # this process's other peers stay aiortc's
     async with app.router.lifespan_context(app):
