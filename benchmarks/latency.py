@@ -31,6 +31,7 @@ import multiprocessing
 import threading
 import time
 from concurrent.futures import ProcessPoolExecutor
+from typing import Self
 
 import numpy as np
 import psutil
@@ -127,16 +128,17 @@ def hold_upload_bitrate(bitrate: int) -> None:
     vpx.DEFAULT_BITRATE = vpx.MIN_BITRATE = vpx.MAX_BITRATE = bitrate
 
 
-class BitrateSampler:
-    """Every minute, a session's video bitrate each way (kbps) since the minute before."""
+class _Sampler:
+    """A thread that takes a sample every ``every_s`` seconds until the ``with`` ends;
+    subclasses say how to ``begin`` and what one ``sample`` is."""
 
-    def __init__(self, session: WebRTCSession, every_s: float = 60.0) -> None:
-        self._session, self._every_s = session, every_s
+    def __init__(self, name: str, every_s: float = 60.0) -> None:
+        self._every_s = every_s
         self._stop = threading.Event()
         self.samples: list[dict[str, float]] = []
-        self._thread = threading.Thread(target=self._run, name="bitrate-sampler", daemon=True)
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
 
-    def __enter__(self) -> BitrateSampler:
+    def __enter__(self) -> Self:
         self._thread.start()
         return self
 
@@ -145,54 +147,63 @@ class BitrateSampler:
         self._thread.join()
 
     def _run(self) -> None:
-        before, then = self._session.video_bytes(), time.perf_counter()
+        self.begin()
         while not self._stop.wait(self._every_s):  # a sampling period, not a wait for news
-            now, at = self._session.video_bytes(), time.perf_counter()
+            sample = self.sample()
             if self._stop.is_set():
-                return  # the session closed meanwhile: its counters read zero
-            seconds = max(1e-9, at - then)
-            self.samples.append(
-                {
-                    "up_kbps": round(8 * (now.sent - before.sent) / seconds / 1000, 1),
-                    "down_kbps": round(8 * (now.received - before.received) / seconds / 1000, 1),
-                }
-            )
-            before, then = now, at
+                return  # the ``with`` ended while sampling: what was read may be torn down
+            self.samples.append(sample)
+
+    def begin(self) -> None:
+        raise NotImplementedError
+
+    def sample(self) -> dict[str, float]:
+        raise NotImplementedError
 
 
-class MinuteSampler:
+class BitrateSampler(_Sampler):
+    """Every minute, a session's video bitrate each way (kbps) since the minute before."""
+
+    def __init__(self, session: WebRTCSession, every_s: float = 60.0) -> None:
+        super().__init__("bitrate-sampler", every_s)
+        self._session = session
+
+    def begin(self) -> None:
+        self._before, self._then = self._session.video_bytes(), time.perf_counter()
+
+    def sample(self) -> dict[str, float]:
+        now, at = self._session.video_bytes(), time.perf_counter()
+        seconds = max(1e-9, at - self._then)
+        before, (self._before, self._then) = self._before, (now, at)
+        return {
+            "up_kbps": round(8 * (now.sent - before.sent) / seconds / 1000, 1),
+            "down_kbps": round(8 * (now.received - before.received) / seconds / 1000, 1),
+        }
+
+
+class MinuteSampler(_Sampler):
     """Every minute: the server's CPU (% of one core) and RSS, and the whole machine's CPU and
     steal time, so a drift can be told apart from a busier machine."""
 
     def __init__(self, pid: int, every_s: float = 60.0) -> None:
-        self._pid, self._every_s = pid, every_s
-        self._stop = threading.Event()
-        self.samples: list[dict[str, float]] = []
-        self._thread = threading.Thread(target=self._run, name="minute-sampler", daemon=True)
+        super().__init__("minute-sampler", every_s)
+        self._pid = pid
+        self._meter = CpuMeter(pid)
 
-    def __enter__(self) -> MinuteSampler:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self._stop.set()
-        self._thread.join()
-
-    def _run(self) -> None:
-        meter = CpuMeter(self._pid)
-        meter.start()
+    def begin(self) -> None:
+        self._meter.start()
         psutil.cpu_times_percent()  # the machine's counters start now
-        while not self._stop.wait(self._every_s):  # a sampling period, not a wait for news
-            machine = psutil.cpu_times_percent()
-            self.samples.append(
-                {
-                    "server_cpu_percent": meter.stop(),
-                    "server_rss_mb": tree_rss_mb(self._pid),
-                    "machine_busy_percent": round(100 - machine.idle, 1),
-                    "machine_steal_percent": round(getattr(machine, "steal", 0.0), 1),
-                }
-            )
-            meter.start()
+
+    def sample(self) -> dict[str, float]:
+        machine = psutil.cpu_times_percent()
+        sample = {
+            "server_cpu_percent": self._meter.stop(),
+            "server_rss_mb": tree_rss_mb(self._pid),
+            "machine_busy_percent": round(100 - machine.idle, 1),
+            "machine_steal_percent": round(getattr(machine, "steal", 0.0), 1),
+        }
+        self._meter.start()
+        return sample
 
 
 def parse_size(text: str) -> tuple[int, int]:
