@@ -164,12 +164,10 @@ class PipelineManager:
         is refused now is logged and forgotten; the others start. Ends early, keeping what
         is left, once ``stopping()`` (the server shutting down)."""
         for record in await asyncio.to_thread(self._store.stored):
-            short = record.pipeline_id[:8]
             if stopping():
                 log.info("pipelines not restarted: the server is shutting down")
                 return
-            if record.pipeline_id in self._pipelines:
-                continue
+            short = record.pipeline_id[:8]
             try:
                 payload = InitialisePipelinePayload.model_validate(record.request)
                 await check(payload)

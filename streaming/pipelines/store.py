@@ -31,7 +31,6 @@ __all__ = ["PipelineStore", "StoredPipeline"]
 log = logging.getLogger(__name__)
 
 _ID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
-_MAX_RECORD_BYTES = 1024 * 1024  # a request is at most STREAMING_MAX_REQUEST_BYTES (1 MiB)
 
 
 @dataclass(frozen=True)
@@ -99,8 +98,8 @@ class PipelineStore:
 
     def stored(self) -> list[StoredPipeline]:
         """Every readable record, oldest first (as far as the file system's clock tells them
-        apart); unreadable ones are logged and removed (a
-        corrupt file must not stop the server, nor be tried at every start)."""
+        apart); unreadable ones are logged and removed (a corrupt file must not stop the
+        server, nor be tried at every start)."""
         if self._directory is None:
             return []
         for leftover in self._directory.glob("*.tmp"):  # a save cut short by a crash
@@ -108,7 +107,7 @@ class PipelineStore:
         records = []
         for path in sorted(self._directory.glob("*.json"), key=_modified):
             try:
-                if not _ID.match(path.stem) or path.stat().st_size > _MAX_RECORD_BYTES:
+                if not _ID.match(path.stem):
                     raise ValueError("not a pipeline record")
                 request = json.loads(path.read_text())
                 if not isinstance(request, dict):
