@@ -61,11 +61,22 @@ def clip(tmp_path_factory):
 @pytest.mark.parametrize(("mode", "ending", "source"), CASES)
 def test_the_program_ends(server, clip, mode, ending, source):
     closed_before = server.closed_sessions
+    server_mark = len(server.lines)
     command = [sys.executable, "-m", "tests.support.exit_program", server.url, mode, ending]
     program = LoggedProcess([*command, source, str(clip)])
     try:
         marker = "STREAMING" if ending == "sigint" else "ENDING"
-        program.wait_for_output(marker, timeout=START_BOUND_S)
+        try:
+            program.wait_for_output(marker, timeout=START_BOUND_S)
+        except TimeoutError:
+            # Where the session got to, from the server's side (it failed once under load
+            # with a silent program: no frame or result ever reached it).
+            pytest.fail(
+                f"no {marker!r} from the program in {START_BOUND_S} s:\n"
+                + "\n".join(program.output)
+                + "\nthe server meanwhile:\n"
+                + "\n".join(server.lines[server_mark:])
+            )
         if ending == "sigint":
             program.process.send_signal(signal.SIGINT)
         try:
