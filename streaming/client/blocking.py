@@ -20,6 +20,7 @@ import contextlib
 import logging
 import sys
 import threading
+import time
 import warnings
 import weakref
 from collections.abc import AsyncGenerator, Callable, Coroutine, Iterator
@@ -39,6 +40,8 @@ _CLOSE_S = 10.0
 _EXIT_CLOSE_S = 2.0
 # After Ctrl-C, how long the caller waits for the interrupted call to unwind on the loop.
 _CANCEL_WAIT_S = 2.0
+# The longest a Ctrl-C that lands just before the caller's thread blocks goes unseen.
+_SIGNAL_CHECK_S = 0.25
 
 _open_sessions: weakref.WeakSet[WebRTCSession] = weakref.WeakSet()
 
@@ -48,6 +51,27 @@ def _close_open_sessions() -> None:
     """Sessions a program left open: say goodbye to the server, bounded, before exit."""
     for session in list(_open_sessions):
         session.close(timeout=_EXIT_CLOSE_S)
+
+
+def _result(future: concurrent.futures.Future[T], timeout: float | None) -> T:
+    """``future.result(timeout)``, but on the main thread in slices of ``_SIGNAL_CHECK_S``.
+
+    CPython runs signal handlers only between bytecodes, and a lock wait does not look for
+    one that is already pending: a Ctrl-C that lands after the last check and before the
+    wait blocks (a window of microseconds, wide on a loaded machine) would go unseen until
+    the wait ends, which for ``wait()`` is never. Each slice's return runs it."""
+    if threading.current_thread() is not threading.main_thread():
+        return future.result(timeout)
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while True:
+        remaining = _SIGNAL_CHECK_S if deadline is None else deadline - time.monotonic()
+        try:
+            return future.result(max(0.0, min(remaining, _SIGNAL_CHECK_S)))
+        except TimeoutError:
+            if future.done():  # the coroutine's own TimeoutError, or it just finished
+                return future.result()
+            if deadline is not None and time.monotonic() >= deadline:
+                raise
 
 
 async def _next(iterator: AsyncGenerator[T, None]) -> T:
@@ -82,7 +106,7 @@ class _LoopThread:
         assert self.loop is not None
         future = asyncio.run_coroutine_threadsafe(coro, self.loop)
         try:
-            return future.result(timeout)
+            return _result(future, timeout)
         except BaseException:
             future.cancel()
             with contextlib.suppress(BaseException):

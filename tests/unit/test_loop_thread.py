@@ -1,0 +1,69 @@
+"""The blocking API's loop thread: a caller blocked on it always sees its Ctrl-C."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import threading
+
+import pytest
+
+from streaming.client.blocking import _LoopThread
+
+WAIT_S = 30.0
+
+
+def test_a_ctrl_c_that_no_wait_was_woken_for_still_interrupts_the_caller():
+    # The race CI hit under load, made certain: the signal's C handler runs on another
+    # thread, so it marks the signal pending but wakes no wait of the main thread. Only
+    # a wait that returns now and then to run handlers sees it.
+    assert threading.current_thread() is threading.main_thread()
+    runner = _LoopThread("test-loop")
+    runner.start()
+    started, cancelled = threading.Event(), threading.Event()
+
+    async def until_cancelled() -> None:
+        started.set()
+        try:
+            await asyncio.sleep(WAIT_S)  # the bound on the bug: returns normally then
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+
+    def interrupt_from_elsewhere() -> None:
+        if started.wait(WAIT_S):
+            signal.pthread_kill(threading.get_ident(), signal.SIGINT)
+
+    interrupter = threading.Thread(target=interrupt_from_elsewhere)
+    interrupter.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            runner.call(until_cancelled())
+        # Interrupted while the call was still waiting, which it then cancelled (with the
+        # bug, the interrupt surfaced only once the coroutine had returned by itself).
+        assert cancelled.wait(WAIT_S)
+    finally:
+        interrupter.join()
+        runner.stop(WAIT_S)
+    assert not runner.thread.is_alive()
+
+
+@pytest.mark.parametrize("timeout", [None, WAIT_S])
+def test_the_callers_wait_ends_with_the_coroutines_own_outcome(timeout):
+    runner = _LoopThread("test-loop")
+    runner.start()
+
+    async def gives_up() -> None:
+        raise TimeoutError("the stream did not end within 0.5 s")
+
+    async def answers() -> int:
+        return 42
+
+    try:
+        with pytest.raises(TimeoutError, match="did not end within"):
+            runner.call(gives_up(), timeout)
+        assert runner.call(answers(), timeout) == 42
+        with pytest.raises(TimeoutError):  # the caller's own bound, longer than a slice
+            runner.call(asyncio.sleep(WAIT_S), 0.6)
+    finally:
+        runner.stop(WAIT_S)
