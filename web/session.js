@@ -17,8 +17,8 @@ const SENT_TIMES_KEPT = 600; // ~20 s of 30 fps: results come back long before t
 const PAIRING_RESULTS = 30; // results without a paired send time before falling back
 
 /**
- * Records when each encoded frame left this page, keyed by its RTP timestamp, which the server
- * copies into every result's `pts`: a result's arrival minus its frame's send time is the
+ * Records when each encoded frame left this page, keyed by its RTP timestamp, which every
+ * result's `pts` carries less a constant: a result's arrival minus its frame's send time is the
  * end-to-end latency on one clock (this page's). Chromium's encoded-frame API only.
  */
 function recordSendTimes(sender, sentAt) {
@@ -227,7 +227,7 @@ export class StreamSession {
 
   /**
    * When the frame behind a result left this page. The server's `pts` counts from the first
-   * frame it received (aiortc rebases RTP timestamps), so pts = rtp - offset for one unknown
+   * frame it returns (aiortc rebases RTP timestamps too), so pts = rtp - offset for one unknown
    * offset: keep the offsets that fit every result so far until one remains (frame intervals
    * are uneven, so that takes two or three results).
    */

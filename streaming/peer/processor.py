@@ -156,6 +156,7 @@ class FrameProcessor:
         self.from_file = False
         self._jpeg_quality = jpeg_quality
         self._gzip_level = gzip_level
+        self._pts_origin: int | None = None
 
     def process(self, job: FrameJob) -> ProcessedFrame:
         """Blocking: run in a worker thread."""
@@ -193,7 +194,10 @@ class FrameProcessor:
                 errors.extend(Notice("no_visualisation", line) for line in NO_VISUALISATION_ERRORS)
                 _draw_advisory(rendered)
             video_frame = _yuv420p_frame(rendered)
-            video_frame.pts, video_frame.time_base = wire_timestamp(frame.pts, frame.time_base)
+            if self._pts_origin is None:
+                self._pts_origin = frame.pts
+            pts = self._outbound_pts(frame.pts)
+            video_frame.pts, video_frame.time_base = wire_timestamp(pts, frame.time_base)
             state.timer["output_frame"] = (time.perf_counter() - t0) * 1000
 
         t0 = time.perf_counter()
@@ -203,7 +207,7 @@ class FrameProcessor:
         metadata = VideoMetadata(
             frame_id=frame_id,
             received_at=received_at,
-            pts=frame.pts,
+            pts=self._outbound_pts(frame.pts),
             time_base=time_base,
             declared_fps=self.declared_fps,
             width=image.shape[1],
@@ -222,6 +226,19 @@ class FrameProcessor:
         if selection.data_mode is not DataMode.NONE:
             payload = gzip.compress(payload, compresslevel=self._gzip_level)
         return ProcessedFrame(video_frame, payload, timer)
+
+    def _outbound_pts(self, pts: int | None) -> int | None:
+        """``pts`` counted from the first frame returned on the video track.
+
+        A receiver counts a track's timestamps from the first frame it gets (aiortc's and
+        browsers' alike), so results pair with frames by pts only if the messages count from
+        that frame too. Copied unchanged, they count from the first input frame instead,
+        which a realtime session may drop before processing: then no result ever paired.
+        Before any frame went back (or with none to return) pts stay as they came.
+        """
+        if pts is None or self._pts_origin is None:
+            return pts
+        return pts - self._pts_origin
 
     def _serialize(
         self,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 
 import av
@@ -19,9 +20,10 @@ __all__ = ["OutboundVideoTrack"]
 class OutboundVideoTrack(MediaStreamTrack):
     """Pull-driven by aiortc; ``recv`` blocks until the next processed frame exists.
 
-    Frames keep the pts and time_base of their input frame, so clients pair them with the
-    data-channel results by pts. There is no placeholder frame: the first frame a client sees
-    is the first processed one, which keeps pts on both paths counting from the same origin.
+    Frames and the data-channel results carry the same pts, counted from the first frame
+    returned (see ``FrameProcessor``), and clients pair them by it. So the first frame a
+    client sees must be that one: there is no placeholder frame, and the first frame is
+    never replaced by a newer one before aiortc has taken it (a second ``publish`` waits).
 
     With ``release_held_frames`` set, each frame is followed by a hidden one, unless the next
     frame is already waiting (its packets release the previous frame anyway): a receiver that
@@ -35,14 +37,20 @@ class OutboundVideoTrack(MediaStreamTrack):
         self._frames: FrameBuffer[av.VideoFrame] = FrameBuffer(strategy, capacity)
         self._last: av.VideoFrame | None = None
         self._released = True  # whether the receiver already has everything sent so far
+        self._published = False
+        self._first_taken = asyncio.Event()
         self.release_held_frames = False
 
     async def publish(self, frame: av.VideoFrame) -> None:
+        if self._published:
+            await self._first_taken.wait()
+        self._published = True
         with contextlib.suppress(BufferClosed):  # the session ended while this frame was made
             await self._frames.put(frame)
 
     async def finish(self) -> None:
         """No more frames: ``recv`` raises once the queued ones are sent. Idempotent."""
+        self._first_taken.set()
         await self._frames.close()
 
     async def recv(self) -> av.VideoFrame | av.Packet:
@@ -61,4 +69,5 @@ class OutboundVideoTrack(MediaStreamTrack):
             raise MediaStreamError
         self._last = frame
         self._released = not self.release_held_frames
+        self._first_taken.set()
         return frame

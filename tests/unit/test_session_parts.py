@@ -1,17 +1,25 @@
-"""A session's parts on their own: its notices (bounded errors) and its control channel (ACKs,
-output switching, the flood limit), in one loop with a real compiled workflow."""
+"""A session's parts on their own: its notices (bounded errors), its control channel (ACKs,
+output switching, the flood limit), in one loop with a real compiled workflow, and the
+timestamps of what goes back (results and returned frames count from the same frame)."""
 
 from __future__ import annotations
 
 import asyncio
+import gzip
 import json
+from datetime import datetime
+from fractions import Fraction
 
+import av
+
+from streaming.client.pairing import rtp_ticks
 from streaming.errors import Notice
 from streaming.metrics import Metrics
 from streaming.peer.ack import AckGate
 from streaming.peer.control import CONTROL_BURST, ControlChannel
 from streaming.peer.notices import MAX_PENDING_ERRORS, Notices
-from streaming.peer.processor import DataMode, FrameProcessor, OutputSelection
+from streaming.peer.processor import DataMode, FrameJob, FrameProcessor, OutputSelection
+from streaming.peer.tracks import OutboundVideoTrack
 from streaming.workflows import compile_workflow, parse_spec
 from streaming.workflows.blocks.base import BuildContext
 from streaming.workflows.library import image_blur
@@ -107,3 +115,51 @@ async def test_a_flood_ends_the_session_once_and_later_messages_are_ignored():
     before = processor.selection
     control.on_message(json.dumps({"data_output": []}))
     assert processor.selection is before
+
+
+def _frame_at(pts: int) -> av.VideoFrame:
+    frame = av.VideoFrame(32, 32, "yuv420p")
+    frame.pts, frame.time_base = pts, Fraction(1, 90000)
+    return frame
+
+
+def _job(pts: int, render: bool = True) -> FrameJob:
+    return FrameJob(_frame_at(pts), pts // 3000, datetime.now(), 0.0, [], {}, render)
+
+
+def test_results_and_returned_frames_count_pts_from_the_first_frame_returned():
+    # A receiver counts the track's pts from the first frame it gets. A realtime session can
+    # drop the first input frames before processing (here those before pts 6000): if
+    # messages still counted from the first input, no result would pair with its frame.
+    _, processor, _, _, _ = _channel()
+    processor.selection = OutputSelection.from_request(processor.workflow, ["output_image"], ["*"])
+    timestamps = []
+    for pts in (6000, 9000, 15000):
+        processed = processor.process(_job(pts))
+        message = json.loads(gzip.decompress(processed.payload))
+        video = processed.video_frame
+        assert video is not None
+        timestamps.append((message["video_metadata"]["pts"], rtp_ticks(video.pts, video.time_base)))
+    assert timestamps == [(0, 0), (3000, 3000), (9000, 9000)]
+
+
+def test_without_returned_video_results_keep_the_input_pts():
+    _, processor, _, _, _ = _channel()
+    processed = processor.process(_job(6000, render=False))
+    assert processed.video_frame is None
+    assert json.loads(processed.payload)["video_metadata"]["pts"] == 6000
+
+
+async def test_the_first_returned_frame_is_never_replaced_before_it_is_sent():
+    # What the pts origin above relies on: the first frame processed is the first one sent,
+    # even by a realtime session's track, where a newer frame replaces one not yet sent.
+    track = OutboundVideoTrack("latest", 1)
+    await track.publish(_frame_at(0))
+    second = asyncio.ensure_future(track.publish(_frame_at(3000)))
+    await asyncio.sleep(0)  # one turn of the loop: the second publish runs up to its wait
+    assert not second.done()
+    assert (await asyncio.wait_for(track.recv(), WAIT_S)).pts == 0
+    await asyncio.wait_for(second, WAIT_S)
+    await track.publish(_frame_at(6000))  # from now on the newest wins
+    assert (await asyncio.wait_for(track.recv(), WAIT_S)).pts == 6000
+    await track.finish()
