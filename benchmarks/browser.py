@@ -6,8 +6,9 @@ looping a 640x480 photo (a person, a dog, a horse), clicks Start in webcam mode 
 reads ``window.visionstream``: ``stats.startToFirstFrameMs`` (click -> first frame presented by
 the <video>, as requestVideoFrameCallback reports it) and ``latencies`` (for each result, its
 arrival minus the moment its frame left the page, both on the page's clock: the encoded-frame
-API records each frame's RTP timestamp, which the server returns as ``pts`` less a constant). Each round is a
-fresh browser context; the first --skip results of a round (connection ramp-up) are left out.
+API records each frame's RTP timestamp, which the server returns as ``pts`` less a constant).
+Each round is a fresh browser context; the first --skip results of a round (connection ramp-up)
+are left out.
 
 Run: ``unshare --net sh -c 'ip link set lo up && python benchmarks/browser.py'``.
 """
