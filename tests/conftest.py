@@ -6,6 +6,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 import pytest
+from hypothesis import settings
 
 from streaming.inference.session import nvidia_driver_present
 from streaming.rtc.ice import restrict_host_addresses
@@ -14,6 +15,13 @@ from tests.support.server import running_server
 
 # The test process runs client peers too: keep their candidates on loopback as well.
 restrict_host_addresses(["127.0.0.1"])
+
+# The fuzzers (hypothesis, schemathesis) draw new examples every run where they explore; in CI
+# they run derandomized, the same examples each time, so CI is never red at random. Each bug
+# they found stays as an explicit @example.
+settings.register_profile("ci", derandomize=True)
+if os.environ.get("CI"):
+    settings.load_profile("ci")
 
 
 def pytest_collection_modifyitems(config, items):

@@ -74,6 +74,34 @@ def _result(future: concurrent.futures.Future[T], timeout: float | None) -> T:
                 raise
 
 
+def _run_for(future: concurrent.futures.Future[T], coro: Coroutine[Any, Any, T]) -> None:
+    """On the loop: runs ``coro`` as a task whose outcome goes to ``future``, and which a
+    cancelled ``future`` cancels (or never starts, when cancelled first)."""
+    if future.cancelled():
+        coro.close()
+        return
+    task = asyncio.ensure_future(coro)
+    loop = task.get_loop()
+
+    def settle(done: asyncio.Future[T]) -> None:
+        if done.cancelled():
+            future.cancel()
+            return
+        # The caller's thread may cancel ``future`` at any moment, this one included.
+        with contextlib.suppress(concurrent.futures.InvalidStateError):
+            if (error := done.exception()) is not None:
+                future.set_exception(error)
+            else:
+                future.set_result(done.result())
+
+    def cancel_task(done: concurrent.futures.Future[T]) -> None:
+        if done.cancelled():
+            loop.call_soon_threadsafe(task.cancel)
+
+    task.add_done_callback(settle)
+    future.add_done_callback(cancel_task)
+
+
 async def _next(iterator: AsyncGenerator[T, None]) -> T:
     return await anext(iterator)
 
@@ -104,8 +132,12 @@ class _LoopThread:
         waiting thread (Ctrl-C) the coroutine is cancelled, briefly awaited, and the error
         raised here."""
         assert self.loop is not None
-        future = asyncio.run_coroutine_threadsafe(coro, self.loop)
+        # The future exists before the coroutine is scheduled (asyncio's
+        # run_coroutine_threadsafe makes it inside): a Ctrl-C that lands while scheduling
+        # still finds a future to cancel, and the coroutine does not run on orphaned.
+        future: concurrent.futures.Future[T] = concurrent.futures.Future()
         try:
+            self.loop.call_soon_threadsafe(_run_for, future, coro)
             return _result(future, timeout)
         except BaseException:
             future.cancel()

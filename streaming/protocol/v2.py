@@ -64,16 +64,23 @@ def _tensor(spec: dict[str, Any], raw: memoryview | None) -> tuple[str, np.ndarr
                 f"input {name}: {len(raw)} binary bytes for shape {shape} {datatype} "
                 f"(needs {count * dtype.itemsize})"
             )
-        return name, np.frombuffer(raw, dtype=dtype).reshape(shape)
+        return name, _shaped(np.frombuffer(raw, dtype=dtype), shape, name)
     if datatype == "FP16":
         raise V2Error(f"input {name}: FP16 needs the binary tensor extension")
     try:
         array = np.asarray(spec.get("data"), dtype=dtype).reshape(-1)
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, OverflowError) as exc:  # OverflowError: -1 as UINT8
         raise V2Error(f"input {name}: data is not a {datatype} list: {exc}") from exc
     if array.size != count:
         raise V2Error(f"input {name}: {array.size} values for shape {shape}")
-    return name, array.reshape(shape)
+    return name, _shaped(array, shape, name)
+
+
+def _shaped(array: np.ndarray, shape: list[int], name: str) -> np.ndarray:
+    try:
+        return array.reshape(shape)
+    except ValueError as exc:  # numpy's own limit: [0, 2**31, 2**31] holds 0 values but no array
+        raise V2Error(f"input {name}: shape {shape} cannot be an array: {exc}") from exc
 
 
 def _parameters(holder: dict[str, Any], what: str) -> dict[str, Any]:
