@@ -12,6 +12,7 @@ NAMES = {
     "throughput": "every-frame fps over the upload path and a client track vs decode+inference",
     "concurrency": "N sessions: delivered fps, p95 latency, server CPU and RSS",
     "session-cost": "POST to first annotated frame, and server RSS per extra session",
+    "scale": "the Ray deployment: sessions held per replica count, and Ray's latency cost",
     "churn": "sessions of every kind opened and ended in rounds: resources back to baseline, RSS",
     "reference": "side by side with the reference server (installs it on request)",
     "batching": "8 sessions with and without the dynamic batcher",

@@ -28,8 +28,19 @@ from tests.support.server import ServerProcess
 DELIVERED, P95 = 0.9, 250.0
 
 
-async def sessions(url: str, count: int, fps: float, seconds: float, pid: int) -> dict:
-    config = StreamConfig(stream_output=["annotated"], data_output=["predictions"])
+async def sessions(
+    url: str,
+    count: int,
+    fps: float,
+    seconds: float,
+    pid: int,
+    workflow: dict | None = None,
+    config: StreamConfig | None = None,
+) -> dict:
+    """``count`` sessions at ``fps`` (the default model unless ``workflow``) measured for
+    ``seconds`` once each has its first frame back; ``pid``'s process tree is the server."""
+    config = config or StreamConfig(stream_output=["annotated"], data_output=["predictions"])
+    workflow = workflow or object_detection()
     client = Client(url)
     seen: list[list[tuple[float, int, float]]] = [[] for _ in range(count)]
     first = [asyncio.Event() for _ in range(count)]
@@ -37,9 +48,7 @@ async def sessions(url: str, count: int, fps: float, seconds: float, pid: int) -
 
     async def one(index: int) -> None:
         source = FrameSourceStream(lambda: SyntheticSource(640, 480, fps=fps, frames=None))
-        async with client.webrtc.astream(
-            source, workflow=object_detection(), config=config
-        ) as session:
+        async with client.webrtc.astream(source, workflow=workflow, config=config) as session:
             async for frame, _ in session.video():
                 if (stamp := decode_stamp(frame)) is not None:
                     seen[index].append((time.perf_counter(), stamp.index, stamp.age_ms()))

@@ -21,6 +21,7 @@ __all__ = ["main"]
 
 _EXAMPLES = """examples:
   visionstream serve                                   the server and its page on :9001
+  visionstream serve --ray                             the same, as Ray Serve replicas on every core
   visionstream stream --source webcam                  your camera, annotated, in the terminal
   visionstream stream --source clip.mp4 --jsonl out.jsonl --record out.mp4
   visionstream stream --source rtsp://cam.local/live --workflow local/object-detection --display
@@ -51,7 +52,12 @@ def _settings(**overrides: Any) -> Settings:
     return Settings(**overrides)
 
 
+_LOCAL_RAY = "local"
+
+
 def _serve(args: argparse.Namespace) -> int:
+    if args.ray is not None:
+        return _serve_on_ray(args)
     import uvicorn
 
     from .server import create_app
@@ -72,6 +78,19 @@ def _serve(args: argparse.Namespace) -> int:
     )
     # SIGTERM or Ctrl-C drains the sessions first (server/shutdown.py); a second one hurries.
     DrainingServer(config, app).run()
+    return 0
+
+
+def _serve_on_ray(args: argparse.Namespace) -> int:
+    try:
+        from .cluster import serve_on_ray
+    except ImportError as exc:
+        print(f"--ray needs the ray extra: pip install 'visionstream[ray]' ({exc})",
+              file=sys.stderr)  # fmt: skip
+        return 2
+    overrides = {k: v for k, v in (("host", args.host), ("port", args.port)) if v is not None}
+    address = None if args.ray == _LOCAL_RAY else args.ray
+    serve_on_ray(_settings(**overrides), address, args.replicas)
     return 0
 
 
@@ -208,6 +227,19 @@ def main(argv: list[str] | None = None) -> int:
     serve.add_argument("--port", type=int, help="port (default 9001, STREAMING_PORT)")
     serve.add_argument(
         "--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"]
+    )
+    serve.add_argument(
+        "--ray",
+        nargs="?",
+        const=_LOCAL_RAY,
+        metavar="ADDRESS",
+        help="run as Ray Serve replicas (the ray extra): alone, a local Ray on every core; "
+        "with auto or ray://host:10001, on that cluster",
+    )
+    serve.add_argument(
+        "--replicas",
+        type=int,
+        help="with --ray: media worker replicas (default: one per CPU of the cluster)",
     )
     serve.set_defaults(func=_serve)
     stream = command("stream", "stream a source to a server and show or save the results")

@@ -142,6 +142,9 @@ class Settings(BaseSettings):
     restarted server restarts them (one server per directory)."""
     persist_pipelines: bool = True
     """Keep pipelines across restarts (false: a server starts with none)."""
+    ray_proxy_location: Literal["EveryNode", "HeadOnly"] = "EveryNode"
+    """``serve --ray``: where Ray Serve runs its HTTP proxy on ``host:port``. EveryNode lets a
+    load balancer reach any node; HeadOnly where nodes share an address (one machine)."""
     workflows_dir: Path | None = None
     """Directory of ``<id>.json`` workflow specifications requests may name as ``local/<id>``."""
     jpeg_quality: int = Field(default=80, ge=1, le=100)

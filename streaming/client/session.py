@@ -28,7 +28,7 @@ from aiortc import MediaStreamTrack, RTCPeerConnection, RTCSessionDescription
 from sources import SourceError
 
 from ..protocol.chunking import Reassembler, maybe_gunzip
-from ..protocol.messages import IceServer, VideoMetadata
+from ..protocol.messages import SIGNALING_PATH, IceServer, VideoMetadata
 from ..rtc.ice import build_configuration
 from ..rtc.jitter import releasing_on_marker
 from ..rtc.track import received_frames
@@ -93,7 +93,7 @@ class AsyncWebRTCSession:
         frame_buffer: int = 8,
         release_on_marker: bool = True,
     ) -> None:
-        self.url = f"{api_url.rstrip('/')}/initialise_webrtc_worker"
+        self.url = api_url.rstrip("/") + SIGNALING_PATH
         self._api_key = api_key
         self.source = source
         self._workflow_config = workflow_config

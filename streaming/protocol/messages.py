@@ -20,6 +20,7 @@ from pydantic import (
 from ..errors import Notice
 
 __all__ = [
+    "SIGNALING_PATH",
     "ControlMessage",
     "IceServer",
     "InitializeWebRTCResponse",
@@ -79,6 +80,10 @@ class WorkflowConfiguration(_Lenient):
     workflows_parameters: dict[str, Any] | None = None
     disable_sinks: bool = False
     video_metadata_input_name: str = "video_metadata"
+
+
+SIGNALING_PATH = "/initialise_webrtc_worker"
+"""Where a client POSTs its offer (``WebRTCWorkerRequest``) to start a session."""
 
 
 class WebRTCWorkerRequest(_Lenient):

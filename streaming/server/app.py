@@ -34,7 +34,7 @@ from .auth import ApiKeyGuard
 from .docs import add_docs
 from .page import PageMount, web_root
 from .shutdown import drain
-from .state import ServerState
+from .state import ServerState, WorkersView
 from .uploads import UploadDirectory
 from .webrtc import validation_response
 
@@ -81,10 +81,16 @@ def camera_factory(settings: Settings):
     return open_camera
 
 
-def create_app(settings: Settings | None = None, *, install_rtc: bool = True) -> FastAPI:
+def create_app(
+    settings: Settings | None = None,
+    *,
+    install_rtc: bool = True,
+    workers: WorkersView | None = None,
+) -> FastAPI:
     """The server's app. ``install_rtc=False`` leaves aiortc and aioice as they are: for an
     app embedded in a process whose own peers must keep aiortc's behaviour (in-process
-    tests); the server then answers frames one frame later and offers every interface."""
+    tests); the server then answers frames one frame later and offers every interface.
+    ``workers`` lists a deployment's workers in ``/healthz`` (the Ray deployment's)."""
     settings = settings or Settings()
     if install_rtc:
         # ICE on the configured addresses, frames released on their marker packet, VP8
@@ -115,6 +121,7 @@ def create_app(settings: Settings | None = None, *, install_rtc: bool = True) ->
             uploads=UploadDirectory(settings.upload_dir),
             egress=EgressPolicy(settings.allowed_networks),
             auth=ApiKeyGuard(settings.api_key, settings.auth_failures_per_minute),
+            workers=workers,
         )
         app.state.server = state
         preparing = asyncio.create_task(_prepare_models(state))

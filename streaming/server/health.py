@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import socket
+
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST
@@ -26,6 +28,17 @@ async def healthz(state: ServerState = Depends(get_state)) -> dict:
         "models": _models(state),
         # One entry per camera being read, however many sessions and pipelines watch it.
         "sources": state.hub.stats(),
+        "workers": await state.workers() if state.workers is not None else [_this_worker(state)],
+    }
+
+
+def _this_worker(state: ServerState) -> dict:
+    return {
+        "worker": "embedded",
+        "node": socket.gethostname(),
+        "sessions": len(state.sessions),
+        "pipelines": len(state.pipelines),
+        "max_sessions": state.settings.max_sessions,
     }
 
 

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from fastapi import Request
 
@@ -24,7 +25,10 @@ from .uploads import UploadDirectory
 if TYPE_CHECKING:
     from .auth import ApiKeyGuard
 
-__all__ = ["ServerState", "get_state"]
+__all__ = ["ServerState", "WorkersView", "get_state"]
+
+WorkersView = Callable[[], Awaitable[list[dict[str, Any]]]]
+"""Every worker of the deployment, for ``/healthz``: its id, node, sessions and pipelines."""
 
 
 @dataclass
@@ -51,6 +55,8 @@ class ServerState:
     startup_error: str | None = None
     draining: bool = False
     """Set on SIGTERM: live sessions are being ended; new ones are refused (503)."""
+    workers: WorkersView | None = None
+    """The deployment's workers (a Ray deployment's replicas); None: this process alone."""
 
     def check_accepting(self) -> None:
         """Raises 503 unless new sessions and pipelines may start now."""

@@ -16,7 +16,7 @@ from sources.urls import has_scheme_and_host, mask_url
 from ..errors import InvalidRequest, RequestTooLarge, error_body
 from ..peer.processor import FrameProcessor, OutputSelection
 from ..peer.worker import PeerWorker, SessionConfig
-from ..protocol.messages import InitializeWebRTCResponse, WebRTCWorkerRequest
+from ..protocol.messages import SIGNALING_PATH, InitializeWebRTCResponse, WebRTCWorkerRequest
 from ..workflows import compile_workflow, parse_spec
 from ..workflows.blocks.base import BuildContext
 from .auth import body_api_key, client_address
@@ -73,7 +73,7 @@ def camera_of(payload: WebRTCWorkerRequest) -> tuple[str, str] | None:
 
 
 @router.post(
-    "/initialise_webrtc_worker",
+    SIGNALING_PATH,
     response_model=InitializeWebRTCResponse,
     openapi_extra=json_body(WebRTCWorkerRequest),
 )

@@ -9,14 +9,33 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import httpx
 
 READY_MARKERS = ("ready:", "Uvicorn running on")
 LOOPBACK_ALLOWED = "127.0.0.0/8,::1/128,0.0.0.0/0,::/0"
+# Between looks at state only reachable over HTTP (a Ray deployment's replicas report every s).
+POLL_S = 0.25
+
+
+def wait_for(check: Callable[[], Any], timeout: float, what: str) -> Any:
+    """Polls ``check`` until it returns something true, and returns that; TimeoutError naming
+    ``what`` and the last value (or HTTP error) otherwise."""
+    deadline, pause = time.monotonic() + timeout, threading.Event()
+    last: Any = None
+    while time.monotonic() < deadline:
+        try:
+            if last := check():
+                return last
+        except httpx.HTTPError as exc:
+            last = exc
+        pause.wait(POLL_S)
+    raise TimeoutError(f"{what}: not within {timeout:g} s (last: {last!r})")
 
 
 def free_port() -> int:
@@ -172,6 +191,17 @@ class ServerProcess(LoggedProcess):
 
     def sessions(self) -> int:
         return self.get("/healthz").json()["sessions"]
+
+    def workers(self) -> list[dict]:
+        """``/healthz``'s workers: a Ray deployment's replicas, or this server alone."""
+        return self.get("/healthz").json()["workers"]
+
+    def wait_workers_ready(self, count: int, timeout: float) -> list[dict]:
+        def ready() -> list[dict] | None:
+            workers = self.workers()
+            return workers if len(workers) == count and all(w["ready"] for w in workers) else None
+
+        return wait_for(ready, timeout, f"{count} ready workers in /healthz")
 
 
 @contextmanager

@@ -1,0 +1,107 @@
+"""A Serve replica: the embedded server's whole app, one per replica, each a full media worker.
+
+The app is built on the replica (Serve's ingress builder), so each replica has its own loop,
+its own aiortc peers and ICE candidates on its own node's addresses; media goes straight to
+it, never through Ray. Serve asks each replica for its routing stats every period
+(``record_routing_stats``); the same call files the replica in the ``WorkerDirectory``, which
+any replica's ``/healthz`` reads to list them all.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import ray
+from fastapi import FastAPI
+from ray import serve
+
+from ..config import Settings
+from ..server import create_app
+from .router import FewestSessionsRouter
+
+__all__ = ["DIRECTORY", "NAMESPACE", "WorkerDirectory", "media_app"]
+
+NAMESPACE = "visionstream"
+DIRECTORY = "visionstream-workers"
+# How often Serve collects each replica's stats; a report older than a few periods is from
+# a replica that is gone.
+STATS_PERIOD_S = 1.0
+_STALE_AFTER_S = 5 * STATS_PERIOD_S
+
+# The app this replica's process serves (one replica per actor process), built by Serve's
+# ingress builder and read by the replica's stats.
+_apps: list[FastAPI] = []
+
+
+@ray.remote(num_cpus=0)
+class WorkerDirectory:
+    """The replicas' latest reports, by replica id."""
+
+    def __init__(self) -> None:
+        self._reports: dict[str, tuple[float, dict[str, Any]]] = {}
+
+    def report(self, worker: str, info: dict[str, Any]) -> None:
+        self._reports[worker] = (time.monotonic(), info)
+
+    def workers(self) -> list[dict[str, Any]]:
+        now = time.monotonic()
+        self._reports = {w: r for w, r in self._reports.items() if now - r[0] < _STALE_AFTER_S}
+        return sorted((info for _, info in self._reports.values()), key=lambda i: i["worker"])
+
+
+def directory() -> Any:
+    return WorkerDirectory.options(  # type: ignore[attr-defined]
+        name=DIRECTORY, namespace=NAMESPACE, lifetime="detached", get_if_exists=True
+    ).remote()
+
+
+def media_app(settings: Settings, replicas: int) -> Any:
+    """The Serve application: ``replicas`` media workers behind the fewest-sessions router."""
+
+    def build() -> FastAPI:  # runs on the replica
+        workers = directory()
+
+        async def list_workers() -> list[dict[str, Any]]:
+            return list(await workers.workers.remote())
+
+        app = create_app(settings, workers=list_workers)
+        _apps.append(app)
+        return app
+
+    @serve.deployment(
+        name="media",
+        num_replicas=replicas,
+        # Offers are short requests; sessions are not requests at all once answered.
+        max_ongoing_requests=64,
+        request_router_config={
+            "request_router_class": FewestSessionsRouter,
+            "request_routing_stats_period_s": STATS_PERIOD_S,
+            "request_router_kwargs": {"window_s": 2 * STATS_PERIOD_S},
+        },
+        ray_actor_options={"num_cpus": 1},
+    )
+    @serve.ingress(build)
+    class MediaReplica:
+        def __init__(self) -> None:
+            context = serve.get_replica_context()
+            self._worker = context.replica_id.unique_id
+            self._node = ray.get_runtime_context().get_node_id()
+            self._directory = directory()
+
+        def record_routing_stats(self) -> dict[str, Any]:
+            state = getattr(_apps[-1].state, "server", None) if _apps else None
+            ready = state is not None and state.ready.is_set() and not state.draining
+            info = {
+                "worker": self._worker,
+                "node": self._node,
+                "sessions": len(state.sessions) if state is not None else 0,
+                "pipelines": len(state.pipelines) if state is not None else 0,
+                "max_sessions": settings.max_sessions,
+                "ready": ready,
+                "reported_at": time.time(),
+            }
+            self._directory.report.remote(self._worker, info)
+            return info
+
+    return MediaReplica.bind()  # type: ignore[attr-defined]  # a Deployment, once decorated

@@ -1,0 +1,74 @@
+"""Ray Serve's request router for media replicas: the one with the fewest sessions first.
+
+Each replica reports ``sessions`` and ``max_sessions`` (``MediaReplica.record_routing_stats``);
+Serve's controller collects them every ``request_routing_stats_period_s`` and hands them to
+the routers. Between two reports a burst of offers would all land on the replica that looked
+emptiest, so the router adds the requests it sent each replica within the last ``window_s``
+(two report periods: by then a report includes them). That count only orders replicas: it
+holds every request, not only offers (Serve does not tell the router a request's path), so it
+never makes a replica look full; only its report does.
+
+A replica at its limit (or not ready, or draining) is ranked last rather than left out: when
+every replica is full the request still reaches one, which answers the embedded server's own
+429 (or 503).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from typing import Any
+
+from ray.serve.request_router import (
+    FIFOMixin,
+    PendingRequest,
+    ReplicaID,
+    RequestRouter,
+    RunningReplica,
+)
+
+__all__ = ["FewestSessionsRouter", "replica_load"]
+
+
+def replica_load(stats: dict[str, Any], recent_requests: int) -> tuple[bool, int]:
+    """Sort key: ready replicas with room first, then the fewest sessions plus requests sent
+    lately. A replica that has not reported yet counts as empty and ready."""
+    sessions = int(stats.get("sessions", 0))
+    limit = stats.get("max_sessions")
+    unavailable = not stats.get("ready", True) or (limit is not None and sessions >= int(limit))
+    return unavailable, sessions + recent_requests
+
+
+class FewestSessionsRouter(FIFOMixin, RequestRouter):
+    def initialize_state(self, window_s: float = 2.0, **kwargs: Any) -> None:
+        self._window_s = window_s
+        self._sent: dict[ReplicaID, deque[float]] = {}
+        """Per replica: when this router sent it a request, within the window."""
+
+    def _recent_requests(self, replica_id: ReplicaID) -> int:
+        sent = self._sent.get(replica_id)
+        if not sent:
+            return 0
+        horizon = time.monotonic() - self._window_s
+        while sent and sent[0] < horizon:
+            sent.popleft()
+        return len(sent)
+
+    async def choose_replicas(
+        self,
+        candidate_replicas: list[RunningReplica],
+        pending_request: PendingRequest | None = None,
+    ) -> list[list[RunningReplica]]:
+        if pending_request is not None:
+            # All candidates busy with requests right now: back off rather than spin.
+            pending_request.routing_context.should_backoff = True
+        ranked = sorted(
+            candidate_replicas,
+            key=lambda r: replica_load(r.routing_stats, self._recent_requests(r.replica_id)),
+        )
+        return [[replica] for replica in ranked]
+
+    def on_request_routed(
+        self, pending_request: PendingRequest, replica_id: ReplicaID, result: Any
+    ) -> None:
+        self._sent.setdefault(replica_id, deque()).append(time.monotonic())

@@ -1,0 +1,81 @@
+"""``visionstream serve --ray``: the server as Ray Serve replicas, on one port, until a signal."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import signal
+import threading
+from typing import Any
+
+import ray
+from ray import serve
+
+from ..config import Settings
+from .replica import DIRECTORY, NAMESPACE, media_app
+
+__all__ = ["default_replicas", "deploy", "serve_on_ray", "undeploy"]
+
+log = logging.getLogger(__name__)
+
+APP_NAME = "visionstream"
+# How long a Ctrl-C or SIGTERM can go unseen by the waiting main thread (see below).
+_SIGNAL_CHECK_S = 0.5
+
+
+def replica_settings(settings: Settings) -> Settings:
+    # Pipelines are per replica until they run as actors of the cluster: a replica must not
+    # restart another's from the shared data directory.
+    return settings.model_copy(update={"persist_pipelines": False})
+
+
+def default_replicas() -> int:
+    """One replica per CPU of the cluster (each replica's loop is one core's work)."""
+    return max(1, int(ray.cluster_resources().get("CPU", 1)))
+
+
+def deploy(settings: Settings, replicas: int) -> None:
+    """Serve's proxy on ``settings.host:port`` and ``replicas`` media workers behind it;
+    returns once they are running (their models still loading: see ``/readyz``)."""
+    serve.start(
+        proxy_location=settings.ray_proxy_location,
+        http_options={"host": settings.host, "port": settings.port},
+    )
+    serve.run(media_app(replica_settings(settings), replicas), name=APP_NAME, route_prefix="/")
+
+
+def undeploy() -> None:
+    """Removes the application, Serve and the worker directory; idempotent."""
+    with contextlib.suppress(Exception):  # nothing deployed, or Serve already gone
+        serve.shutdown()
+    with contextlib.suppress(ValueError):  # no directory
+        ray.kill(ray.get_actor(DIRECTORY, namespace=NAMESPACE))
+
+
+def serve_on_ray(settings: Settings, address: str | None, replicas: int | None) -> None:
+    """Joins the cluster at ``address`` (``auto``, ``ray://host:10001``) or starts a local
+    Ray on every core; serves until SIGINT or SIGTERM, then removes what it deployed."""
+    ray.init(address=address, namespace=NAMESPACE, logging_level=logging.WARNING)
+    stopping = threading.Event()
+    try:
+        count = replicas or default_replicas()
+        deploy(settings, count)
+        print(
+            f"visionstream listening on http://{settings.host}:{settings.port} "
+            f"({count} Ray Serve replicas)",
+            flush=True,
+        )
+
+        def stop(signum: int, _: Any) -> None:
+            stopping.set()
+
+        signal.signal(signal.SIGTERM, stop)
+        signal.signal(signal.SIGINT, stop)
+        # In slices: a signal whose handler is pending when a wait starts would not end it
+        # (CPython checks for handlers between bytecodes only).
+        while not stopping.wait(_SIGNAL_CHECK_S):
+            pass
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        undeploy()
+        ray.shutdown()
