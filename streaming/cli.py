@@ -55,6 +55,12 @@ def _settings(**overrides: Any) -> Settings:
 _LOCAL_RAY = "local"
 
 
+def _serve_settings(args: argparse.Namespace) -> Settings:
+    """The environment's settings, with ``--host`` / ``--port`` where given."""
+    overrides = {k: v for k, v in (("host", args.host), ("port", args.port)) if v is not None}
+    return _settings(**overrides)
+
+
 def _serve(args: argparse.Namespace) -> int:
     if args.ray is not None:
         return _serve_on_ray(args)
@@ -64,8 +70,7 @@ def _serve(args: argparse.Namespace) -> int:
     from .server.connections import BodyTimeout, guarded_protocol
     from .server.shutdown import DrainingServer
 
-    overrides = {k: v for k, v in (("host", args.host), ("port", args.port)) if v is not None}
-    settings = _settings(**overrides)
+    settings = _serve_settings(args)
     app = create_app(settings)
     print(f"visionstream listening on http://{settings.host}:{settings.port}", flush=True)
     config = uvicorn.Config(
@@ -88,9 +93,8 @@ def _serve_on_ray(args: argparse.Namespace) -> int:
         print(f"--ray needs the ray extra: pip install 'visionstream[ray]' ({exc})",
               file=sys.stderr)  # fmt: skip
         return 2
-    overrides = {k: v for k, v in (("host", args.host), ("port", args.port)) if v is not None}
     address = None if args.ray == _LOCAL_RAY else args.ray
-    serve_on_ray(_settings(**overrides), address, args.replicas)
+    serve_on_ray(_serve_settings(args), address, args.replicas)
     return 0
 
 

@@ -59,6 +59,10 @@ def directory() -> Any:
 def media_app(settings: Settings, replicas: int) -> Any:
     """The Serve application: ``replicas`` media workers behind the fewest-sessions router."""
 
+    # Before the app's lifespan has built its state: nothing carried, not taking sessions.
+    _STARTING = {"sessions": 0, "pipelines": 0, "max_sessions": settings.max_sessions,
+                 "ready": False}  # fmt: skip
+
     def build() -> FastAPI:  # runs on the replica
         workers = directory()
 
@@ -91,16 +95,9 @@ def media_app(settings: Settings, replicas: int) -> Any:
 
         def record_routing_stats(self) -> dict[str, Any]:
             state = getattr(_apps[-1].state, "server", None) if _apps else None
-            ready = state is not None and state.ready.is_set() and not state.draining
-            info = {
-                "worker": self._worker,
-                "node": self._node,
-                "sessions": len(state.sessions) if state is not None else 0,
-                "pipelines": len(state.pipelines) if state is not None else 0,
-                "max_sessions": settings.max_sessions,
-                "ready": ready,
-                "reported_at": time.time(),
-            }
+            load = state.load() if state is not None else _STARTING
+            info = {"worker": self._worker, "node": self._node, **load,
+                    "reported_at": time.time()}  # fmt: skip
             self._directory.report.remote(self._worker, info)
             return info
 

@@ -16,8 +16,6 @@ from .replica import DIRECTORY, NAMESPACE, media_app
 
 __all__ = ["default_replicas", "deploy", "serve_on_ray", "undeploy"]
 
-log = logging.getLogger(__name__)
-
 APP_NAME = "visionstream"
 # How long a Ctrl-C or SIGTERM can go unseen by the waiting main thread (see below).
 _SIGNAL_CHECK_S = 0.5

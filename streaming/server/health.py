@@ -33,13 +33,7 @@ async def healthz(state: ServerState = Depends(get_state)) -> dict:
 
 
 def _this_worker(state: ServerState) -> dict:
-    return {
-        "worker": "embedded",
-        "node": socket.gethostname(),
-        "sessions": len(state.sessions),
-        "pipelines": len(state.pipelines),
-        "max_sessions": state.settings.max_sessions,
-    }
+    return {"worker": "embedded", "node": socket.gethostname(), **state.load()}
 
 
 def _models(state: ServerState) -> dict:

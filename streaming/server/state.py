@@ -58,6 +58,16 @@ class ServerState:
     workers: WorkersView | None = None
     """The deployment's workers (a Ray deployment's replicas); None: this process alone."""
 
+    def load(self) -> dict[str, Any]:
+        """What this worker carries and whether it takes sessions now: ``/healthz``'s entry
+        for it, and a Ray replica's routing stats."""
+        return {
+            "sessions": len(self.sessions),
+            "pipelines": len(self.pipelines),
+            "max_sessions": self.settings.max_sessions,
+            "ready": self.ready.is_set() and not self.draining,
+        }
+
     def check_accepting(self) -> None:
         """Raises 503 unless new sessions and pipelines may start now."""
         if self.draining:

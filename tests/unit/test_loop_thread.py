@@ -25,7 +25,8 @@ def test_a_ctrl_c_that_no_wait_was_woken_for_still_interrupts_the_caller():
     async def until_cancelled() -> None:
         started.set()
         try:
-            await asyncio.sleep(WAIT_S)  # the bound on the bug: returns normally then
+            # Nothing sets it: only a cancel ends this early (the bound on the bug).
+            await asyncio.wait_for(asyncio.Event().wait(), WAIT_S)
         except asyncio.CancelledError:
             cancelled.set()
             raise
@@ -64,6 +65,6 @@ def test_the_callers_wait_ends_with_the_coroutines_own_outcome(timeout):
             runner.call(gives_up(), timeout)
         assert runner.call(answers(), timeout) == 42
         with pytest.raises(TimeoutError):  # the caller's own bound, longer than a slice
-            runner.call(asyncio.sleep(WAIT_S), 0.6)
+            runner.call(asyncio.Event().wait(), 0.6)
     finally:
         runner.stop(WAIT_S)

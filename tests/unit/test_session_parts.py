@@ -156,7 +156,8 @@ async def test_the_first_returned_frame_is_never_replaced_before_it_is_sent():
     track = OutboundVideoTrack("latest", 1)
     await track.publish(_frame_at(0))
     second = asyncio.ensure_future(track.publish(_frame_at(3000)))
-    await asyncio.sleep(0)  # one turn of the loop: the second publish runs up to its wait
+    # A yield, not a timed wait: the second publish's task runs up to where it blocks.
+    await asyncio.sleep(0)
     assert not second.done()
     assert (await asyncio.wait_for(track.recv(), WAIT_S)).pts == 0
     await asyncio.wait_for(second, WAIT_S)
