@@ -145,6 +145,10 @@ class Settings(BaseSettings):
     ray_proxy_location: Literal["EveryNode", "HeadOnly"] = "EveryNode"
     """``serve --ray``: where Ray Serve runs its HTTP proxy on ``host:port``. EveryNode lets a
     load balancer reach any node; HeadOnly where nodes share an address (one machine)."""
+    ray_pipeline_resources: dict[str, float] = Field(default_factory=lambda: {"CPU": 1.0})
+    """``serve --ray``: what each pipeline's actor reserves on its node: ``CPU``, ``GPU`` and
+    custom resources (``{"CPU": 1, "cameras": 1}`` keeps pipelines on nodes that declare
+    ``cameras``)."""
     workflows_dir: Path | None = None
     """Directory of ``<id>.json`` workflow specifications requests may name as ``local/<id>``."""
     jpeg_quality: int = Field(default=80, ge=1, le=100)

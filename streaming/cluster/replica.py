@@ -9,6 +9,7 @@ any replica's ``/healthz`` reads to list them all.
 
 from __future__ import annotations
 
+import os
 import time
 from typing import Any
 
@@ -17,13 +18,15 @@ from fastapi import FastAPI
 from ray import serve
 
 from ..config import Settings
+from ..inference.registry import ModelRegistry
 from ..server import create_app
+from ..workflows.library import WorkflowLibrary
+from .names import DIRECTORY, NAMESPACE
+from .pipelines import ClusterPipelines
 from .router import FewestSessionsRouter
 
-__all__ = ["DIRECTORY", "NAMESPACE", "WorkerDirectory", "media_app"]
+__all__ = ["WorkerDirectory", "media_app"]
 
-NAMESPACE = "visionstream"
-DIRECTORY = "visionstream-workers"
 # How often Serve collects each replica's stats; a report older than a few periods is from
 # a replica that is gone.
 STATS_PERIOD_S = 1.0
@@ -69,7 +72,12 @@ def media_app(settings: Settings, replicas: int) -> Any:
         async def list_workers() -> list[dict[str, Any]]:
             return list(await workers.workers.remote())
 
-        app = create_app(settings, workers=list_workers)
+        def cluster_pipelines(
+            settings: Settings, models: ModelRegistry, _: Any, __: Any, library: WorkflowLibrary
+        ) -> ClusterPipelines:
+            return ClusterPipelines(settings, models, library)
+
+        app = create_app(settings, workers=list_workers, pipeline_factory=cluster_pipelines)
         _apps.append(app)
         return app
 
@@ -96,7 +104,7 @@ def media_app(settings: Settings, replicas: int) -> Any:
         def record_routing_stats(self) -> dict[str, Any]:
             state = getattr(_apps[-1].state, "server", None) if _apps else None
             load = state.load() if state is not None else _STARTING
-            info = {"worker": self._worker, "node": self._node, **load,
+            info = {"worker": self._worker, "node": self._node, "pid": os.getpid(), **load,
                     "reported_at": time.time()}  # fmt: skip
             self._directory.report.remote(self._worker, info)
             return info

@@ -12,19 +12,14 @@ import ray
 from ray import serve
 
 from ..config import Settings
-from .replica import DIRECTORY, NAMESPACE, media_app
+from .names import DIRECTORY, NAMESPACE
+from .replica import media_app
 
 __all__ = ["default_replicas", "deploy", "serve_on_ray", "undeploy"]
 
 APP_NAME = "visionstream"
 # How long a Ctrl-C or SIGTERM can go unseen by the waiting main thread (see below).
 _SIGNAL_CHECK_S = 0.5
-
-
-def replica_settings(settings: Settings) -> Settings:
-    # Pipelines are per replica until they run as actors of the cluster: a replica must not
-    # restart another's from the shared data directory.
-    return settings.model_copy(update={"persist_pipelines": False})
 
 
 def default_replicas() -> int:
@@ -39,7 +34,7 @@ def deploy(settings: Settings, replicas: int) -> None:
         proxy_location=settings.ray_proxy_location,
         http_options={"host": settings.host, "port": settings.port},
     )
-    serve.run(media_app(replica_settings(settings), replicas), name=APP_NAME, route_prefix="/")
+    serve.run(media_app(settings, replicas), name=APP_NAME, route_prefix="/")
 
 
 def undeploy() -> None:

@@ -31,7 +31,8 @@ from ..buffering import BufferClosed, FrameBuffer
 from ..config import Settings
 from ..errors import InvalidRequest, Notice, SourceUnavailable
 from ..metrics import Metrics
-from ..pipelines import Pipeline, PipelineResult
+from ..pipelines import PipelineResult
+from ..pipelines.pipeline import WatchedPipeline
 from ..rtc.track import received_frames
 from .notices import Notices
 from .upload import UploadError, UploadReceiver, UploadStatus
@@ -186,7 +187,7 @@ class SessionInput:
             raise SourceUnavailable(stats.last_error or f"cannot read {source.masked_url}")
         log.info("session %s watches %s", self._session, source.masked_url)
 
-    def attach_pipeline(self, pipeline: Pipeline, source_id: int) -> None:
+    def attach_pipeline(self, pipeline: WatchedPipeline, source_id: int) -> None:
         """A running pipeline's results for one of its sources: frames and outputs come from
         the pipeline, so the workflow is not run a second time."""
         if not 0 <= source_id < pipeline.source_count:

@@ -29,7 +29,7 @@ from sources.hub import SourceHub
 from ..config import Settings
 from ..errors import InvalidOffer, UpstreamTimeout
 from ..metrics import Metrics
-from ..pipelines import Pipeline
+from ..pipelines.pipeline import WatchedPipeline
 from ..protocol.messages import (
     ResultMessage,
     WebRTCOffer,
@@ -235,7 +235,7 @@ class PeerWorker:
         ``start``. Raises ``SourceUnavailable`` naming the masked URL if it gives no frame."""
         await self._input.attach_camera(hub, url, wait_s)
 
-    def attach_pipeline(self, pipeline: Pipeline, source_id: int) -> None:
+    def attach_pipeline(self, pipeline: WatchedPipeline, source_id: int) -> None:
         """Show a running pipeline's results for one of its sources (before ``start``)."""
         self._input.attach_pipeline(pipeline, source_id)
 

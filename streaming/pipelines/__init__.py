@@ -1,6 +1,6 @@
 """Headless monitoring pipelines (inference-sdk's ``inference_pipelines`` API)."""
 
-from .manager import PipelineManager, PipelineNotFound
+from .manager import PipelineManager, PipelineNotFound, Pipelines
 from .models import InitialisePipelinePayload
 from .pipeline import Pipeline, PipelineResult
 from .store import PipelineStore
@@ -12,4 +12,5 @@ __all__ = [
     "PipelineNotFound",
     "PipelineResult",
     "PipelineStore",
+    "Pipelines",
 ]

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
+import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import Executor
+from typing import Any, Protocol
 
 from pydantic import ValidationError
 
@@ -17,11 +20,11 @@ from ..inference.registry import ModelRegistry
 from ..workflows import compile_workflow, parse_spec
 from ..workflows.blocks.base import BuildContext
 from ..workflows.library import WorkflowLibrary
-from .models import InitialisePipelinePayload, resolve_references
-from .pipeline import Pipeline
+from .models import ConsumePayload, InitialisePipelinePayload, resolve_references
+from .pipeline import Pipeline, WatchedPipeline
 from .store import PipelineStore
 
-__all__ = ["PipelineManager", "PipelineNotFound"]
+__all__ = ["PipelineManager", "PipelineNotFound", "Pipelines"]
 
 log = logging.getLogger(__name__)
 
@@ -30,6 +33,44 @@ class PipelineNotFound(NotFound):
     """No pipeline with that id."""
 
     code = "pipeline_not_found"
+
+
+class Pipelines(Protocol):
+    """What ``/inference_pipelines/*`` and the server's lifespan ask of the pipelines,
+    wherever they run: this process (``PipelineManager``) or Ray actors across a cluster
+    (``streaming.cluster.pipelines``)."""
+
+    def __len__(self) -> int:
+        """Pipelines this worker runs itself."""
+
+    async def initialise(
+        self, payload: InitialisePipelinePayload, pipeline_id: str | None = None
+    ) -> str: ...
+
+    async def listing(self) -> list[dict[str, Any]]:
+        """Every pipeline of the deployment: ``pipeline_id`` and the ``node`` it runs on."""
+
+    async def status(self, pipeline_id: str) -> dict[str, Any]: ...
+
+    async def pause(self, pipeline_id: str) -> None: ...
+
+    async def resume(self, pipeline_id: str) -> None: ...
+
+    async def terminate(self, pipeline_id: str) -> None: ...
+
+    async def consume(self, pipeline_id: str, payload: ConsumePayload) -> dict[str, list[Any]]:
+        """``outputs`` and ``frames_metadata``: one slot per source, the next result's filled."""
+
+    async def watched(self, pipeline_id: str) -> WatchedPipeline:
+        """The pipeline a WebRTC session shows."""
+
+    async def restore(
+        self,
+        check: Callable[[InitialisePipelinePayload], Awaitable[None]],
+        stopping: Callable[[], bool],
+    ) -> None: ...
+
+    async def close_all(self) -> None: ...
 
 
 class PipelineManager:
@@ -61,9 +102,6 @@ class PipelineManager:
     def __len__(self) -> int:
         return len(self._pipelines)
 
-    def ids(self) -> list[str]:
-        return list(self._pipelines)
-
     def get(self, pipeline_id: str) -> Pipeline:
         pipeline = self._pipelines.get(pipeline_id)
         if pipeline is None:
@@ -72,8 +110,9 @@ class PipelineManager:
 
     async def initialise(
         self, payload: InitialisePipelinePayload, pipeline_id: str | None = None
-    ) -> Pipeline:
-        """Starts a pipeline (under ``pipeline_id`` when restoring one) and saves its request."""
+    ) -> str:
+        """Starts a pipeline (under ``pipeline_id`` when restoring one) and saves its request;
+        returns its id."""
         settings = self._settings
         if len(self._pipelines) + self._starting >= settings.max_pipelines:
             raise TooManySessions(
@@ -129,7 +168,38 @@ class PipelineManager:
             pipeline.pipeline_id[:8],
             ", ".join(r.shown for r in references),
         )
-        return pipeline
+        return pipeline.pipeline_id
+
+    async def listing(self) -> list[dict[str, Any]]:
+        node = socket.gethostname()
+        return [{"pipeline_id": pipeline_id, "node": node} for pipeline_id in self._pipelines]
+
+    async def status(self, pipeline_id: str) -> dict[str, Any]:
+        return self.get(pipeline_id).report()
+
+    async def pause(self, pipeline_id: str) -> None:
+        self.get(pipeline_id).pause()
+
+    async def resume(self, pipeline_id: str) -> None:
+        self.get(pipeline_id).resume()
+
+    async def consume(self, pipeline_id: str, payload: ConsumePayload) -> dict[str, list[Any]]:
+        pipeline = self.get(pipeline_id)
+        # One slot per source, in video_reference order; only this result's is filled.
+        outputs: list[Any] = [None] * pipeline.source_count
+        metadata: list[Any] = [None] * pipeline.source_count
+        result = await pipeline.next_result(payload.wait_seconds)
+        if result is None:
+            return {"outputs": [], "frames_metadata": []}
+        pipeline.last_consumed = time.monotonic()
+        outputs[result.source_id] = await asyncio.to_thread(
+            pipeline.serialize, result, payload.excluded_fields
+        )
+        metadata[result.source_id] = result.metadata()
+        return {"outputs": outputs, "frames_metadata": metadata}
+
+    async def watched(self, pipeline_id: str) -> Pipeline:
+        return self.get(pipeline_id)
 
     async def _expire_unconsumed(self, pipeline: Pipeline, timeout: float) -> None:
         """The reference's ``consumption_timeout``: terminate once nobody has consumed a

@@ -19,7 +19,7 @@ from concurrent.futures import Executor
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from sinks import MemorySink
 from sources import SourceFrame
@@ -34,7 +34,7 @@ from .models import InitialisePipelinePayload, SourceReference
 from .sinks import SinkFanOut
 from .status import PipelineStatus, Severity, SourceSlot, SourceState
 
-__all__ = ["Pipeline", "PipelineResult", "Watcher"]
+__all__ = ["Pipeline", "PipelineResult", "WatchedPipeline", "Watcher"]
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +59,22 @@ class PipelineResult:
 
 Watcher = Callable[[PipelineResult], None]
 """Called on the event loop with every result; must not block."""
+
+
+class WatchedPipeline(Protocol):
+    """A pipeline as a WebRTC session shows it: here (``Pipeline``) or in a Ray actor."""
+
+    pipeline_id: str
+
+    @property
+    def workflow(self) -> CompiledWorkflow:
+        """What the session selects its outputs from."""
+
+    @property
+    def source_count(self) -> int: ...
+
+    def watch(self, watcher: Watcher) -> Callable[[], None]:
+        """``watcher`` gets results from now on until the returned function is called."""
 
 
 class Pipeline:

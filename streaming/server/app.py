@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import AsyncIterator, Callable
+from concurrent.futures import Executor, ThreadPoolExecutor
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI, Request
@@ -26,7 +26,7 @@ from ..inference.registry import ModelRegistry
 from ..memory import MemoryTrimmer
 from ..metrics import Metrics
 from ..peer.sessions import SessionRegistry
-from ..pipelines import PipelineManager, PipelineStore
+from ..pipelines import PipelineManager, Pipelines, PipelineStore
 from ..rtc import install_for_server
 from ..workflows.library import WorkflowLibrary
 from . import health, models, pipelines, v2, webrtc, workflows
@@ -38,7 +38,12 @@ from .state import ServerState, WorkersView
 from .uploads import UploadDirectory
 from .webrtc import validation_response
 
-__all__ = ["create_app"]
+__all__ = ["PipelineFactory", "camera_factory", "create_app"]
+
+PipelineFactory = Callable[
+    [Settings, ModelRegistry, SourceHub, Executor, WorkflowLibrary], Pipelines
+]
+"""Builds the app's pipelines from its parts (the Ray deployment's run as actors)."""
 
 log = logging.getLogger("visionstream")
 
@@ -64,8 +69,16 @@ async def _restore_after(preparing: asyncio.Task[None], state: ServerState) -> N
     await pipelines.restore_pipelines(state)
 
 
-def _pipeline_store(settings: Settings) -> PipelineStore:
-    return PipelineStore(settings.data_dir / "pipelines" if settings.persist_pipelines else None)
+def local_pipelines(
+    settings: Settings,
+    models: ModelRegistry,
+    hub: SourceHub,
+    executor: Executor,
+    library: WorkflowLibrary,
+) -> Pipelines:
+    """Pipelines in this process, kept in the data directory across restarts."""
+    store = PipelineStore(settings.data_dir / "pipelines" if settings.persist_pipelines else None)
+    return PipelineManager(settings, models, hub, executor, library, store)
 
 
 # Stable codes for the statuses Starlette answers by itself.
@@ -86,11 +99,13 @@ def create_app(
     *,
     install_rtc: bool = True,
     workers: WorkersView | None = None,
+    pipeline_factory: PipelineFactory = local_pipelines,
 ) -> FastAPI:
     """The server's app. ``install_rtc=False`` leaves aiortc and aioice as they are: for an
     app embedded in a process whose own peers must keep aiortc's behaviour (in-process
     tests); the server then answers frames one frame later and offers every interface.
-    ``workers`` lists a deployment's workers in ``/healthz`` (the Ray deployment's)."""
+    ``workers`` lists a deployment's workers in ``/healthz``, and ``pipeline_factory`` builds
+    its pipelines (the Ray deployment's: actors across the cluster)."""
     settings = settings or Settings()
     if install_rtc:
         # ICE on the configured addresses, frames released on their marker packet, VP8
@@ -114,9 +129,7 @@ def create_app(
             metrics=metrics,
             executor=executor,
             hub=hub,
-            pipelines=PipelineManager(
-                settings, registry, hub, executor, library, _pipeline_store(settings)
-            ),
+            pipelines=pipeline_factory(settings, registry, hub, executor, library),
             workflows=library,
             uploads=UploadDirectory(settings.upload_dir),
             egress=EgressPolicy(settings.allowed_networks),

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import time
 import uuid
 from typing import Any
 
@@ -73,14 +71,16 @@ async def initialise(request: Request, state: ServerState = Depends(get_state)) 
     payload = await _body(request, state, InitialisePipelinePayload)
     state.check_accepting()
     await _check_egress(state, payload)
-    pipeline = await state.pipelines.initialise(payload)
-    return JSONResponse(_success(pipeline.pipeline_id))
+    pipeline_id = await state.pipelines.initialise(payload)
+    return JSONResponse(_success(pipeline_id))
 
 
 @router.get("/list", openapi_extra=json_body(_KeyOnly))
 async def list_pipelines(request: Request, state: ServerState = Depends(get_state)) -> dict:
     await _body(request, state, _KeyOnly)
-    return _success(None, pipelines=state.pipelines.ids())
+    listing = await state.pipelines.listing()
+    # The reference's list of ids, and ours: where each runs (a Ray cluster's node).
+    return _success(None, pipelines=[p["pipeline_id"] for p in listing], placements=listing)
 
 
 @router.get("/{pipeline_id}/status", openapi_extra=json_body(_KeyOnly))
@@ -88,7 +88,7 @@ async def status(
     pipeline_id: str, request: Request, state: ServerState = Depends(get_state)
 ) -> dict:
     await _body(request, state, _KeyOnly)
-    return _success(pipeline_id, report=state.pipelines.get(pipeline_id).report())
+    return _success(pipeline_id, report=await state.pipelines.status(pipeline_id))
 
 
 @router.post("/{pipeline_id}/pause", openapi_extra=json_body(_KeyOnly))
@@ -96,7 +96,7 @@ async def pause(
     pipeline_id: str, request: Request, state: ServerState = Depends(get_state)
 ) -> dict:
     await _body(request, state, _KeyOnly)
-    state.pipelines.get(pipeline_id).pause()
+    await state.pipelines.pause(pipeline_id)
     return _success(pipeline_id)
 
 
@@ -105,7 +105,7 @@ async def resume(
     pipeline_id: str, request: Request, state: ServerState = Depends(get_state)
 ) -> dict:
     await _body(request, state, _KeyOnly)
-    state.pipelines.get(pipeline_id).resume()
+    await state.pipelines.resume(pipeline_id)
     return _success(pipeline_id)
 
 
@@ -123,16 +123,5 @@ async def consume(
     pipeline_id: str, request: Request, state: ServerState = Depends(get_state)
 ) -> JSONResponse:
     payload = await _body(request, state, ConsumePayload)
-    pipeline = state.pipelines.get(pipeline_id)
-    result = await pipeline.next_result(payload.wait_seconds)
-    if result is None:
-        return JSONResponse(_success(pipeline_id, outputs=[], frames_metadata=[]))
-    pipeline.last_consumed = time.monotonic()
-    # One slot per source, in video_reference order; only this result's is filled.
-    outputs: list[Any] = [None] * pipeline.source_count
-    metadata: list[Any] = [None] * pipeline.source_count
-    outputs[result.source_id] = await asyncio.to_thread(
-        pipeline.serialize, result, payload.excluded_fields
-    )
-    metadata[result.source_id] = result.metadata()
-    return JSONResponse(_success(pipeline_id, outputs=outputs, frames_metadata=metadata))
+    results = await state.pipelines.consume(pipeline_id, payload)
+    return JSONResponse(_success(pipeline_id, **results))

@@ -18,7 +18,7 @@ from ..errors import NotReady, ShuttingDown
 from ..inference.registry import ModelRegistry
 from ..metrics import Metrics
 from ..peer.sessions import SessionRegistry
-from ..pipelines import PipelineManager
+from ..pipelines import Pipelines
 from ..workflows.library import WorkflowLibrary
 from .uploads import UploadDirectory
 
@@ -42,7 +42,7 @@ class ServerState:
     executor: ThreadPoolExecutor
     hub: SourceHub
     """Camera readers, shared by every session and pipeline that watches the same URL."""
-    pipelines: PipelineManager
+    pipelines: Pipelines
     workflows: WorkflowLibrary
     """Workflows requests may name by id instead of sending a specification."""
     uploads: UploadDirectory

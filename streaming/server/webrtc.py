@@ -96,7 +96,7 @@ async def initialise_webrtc_worker(
         for server in payload.ice_servers():
             for url in server.urls:
                 await state.egress.check_ice_server(url)
-    watched = state.pipelines.get(payload.pipeline_id) if payload.pipeline_id else None
+    watched = await state.pipelines.watched(payload.pipeline_id) if payload.pipeline_id else None
     config = payload.workflow_configuration
     specification = None
     if watched is None:

@@ -1,19 +1,29 @@
-"""The Ray deployment: ``visionstream serve --ray ADDRESS`` on a real two-node Ray cluster on
-this machine (both nodes on 127.0.0.1, one CPU each, so one media replica per node), with the
-unmodified inference-sdk program as client."""
+"""The Ray deployment: ``visionstream serve --ray ADDRESS`` on a real Ray cluster on this
+machine, every node on 127.0.0.1: the head and a worker with one CPU each (one media replica
+on each), and a worker without CPUs that, like the first worker, offers the ``pipelines``
+resource pipeline actors ask for here (so a pipeline never runs on the head, which a test
+cannot remove). The unmodified inference-sdk program is the client."""
 
 from __future__ import annotations
 
+import os
+import signal
 import threading
+import time
 from collections.abc import Iterator
+from datetime import datetime
 from typing import Any
 
+import httpx
 import numpy as np
 import pytest
 from inference_sdk import InferenceHTTPClient
 from inference_sdk.webrtc import StreamConfig
 from ray.cluster_utils import Cluster
 
+from sources import decode_stamp
+from streaming.client import Client, PipelineSource
+from streaming.client import StreamConfig as ClientStreamConfig
 from tests.conftest import DETECT_SPEC
 from tests.support.sdk import LoopManualSource
 from tests.support.server import ServerProcess, wait_for
@@ -31,7 +41,8 @@ def cluster() -> Iterator[Cluster]:
     node = {"num_cpus": 1, "node_ip_address": "127.0.0.1"}
     cluster = Cluster(initialize_head=True, head_node_args={**node, "include_dashboard": False})
     try:
-        cluster.add_node(**node)
+        cluster.add_node(**node, resources={"pipelines": 1})
+        cluster.add_node(**{**node, "num_cpus": 0}, resources={"pipelines": 1})
         cluster.wait_for_nodes()
         yield cluster
     finally:
@@ -42,7 +53,11 @@ def cluster() -> Iterator[Cluster]:
 def ray_server(cluster: Cluster) -> Iterator[ServerProcess]:
     command = ["-m", "streaming.cli", "serve", "--ray", cluster.address, "--replicas", "2"]
     server = ServerProcess(
-        serve=command, max_sessions="1", ray_proxy_location="HeadOnly", max_sessions_per_address="0"
+        serve=command,
+        max_sessions="1",
+        ray_proxy_location="HeadOnly",
+        max_sessions_per_address="0",
+        ray_pipeline_resources='{"CPU": 0, "pipelines": 1}',
     )
     try:
         server.wait_for_output("Ray Serve replicas", timeout=START_S)
@@ -65,6 +80,8 @@ class SdkSession:
         )
         self.changed = threading.Condition()
         self.frames = self.predictions = 0
+        self.ended = threading.Event()
+        """The SDK's video iterator ended: the peer connection closed or failed."""
         self._stop = threading.Event()
         self.session.on_data("predictions")(self._on_predictions)
         for work in (self._consume, self._feed):
@@ -82,6 +99,7 @@ class SdkSession:
                 self.changed.notify_all()
             if self._stop.is_set():
                 return
+        self.ended.set()
 
     def _feed(self) -> None:
         image = np.full((480, 640, 3), 90, np.uint8)
@@ -106,27 +124,27 @@ def sessions_by_node(server: ServerProcess) -> dict[str, int]:
     return {w["node"]: w["sessions"] for w in server.workers()}
 
 
+def one_session_per_replica(server: ServerProcess) -> tuple[SdkSession, SdkSession]:
+    """Two streaming sessions, one on each replica: the second offered once the router has
+    seen the first in the replicas' reports."""
+    first = SdkSession(server.url)
+    first.wait_streaming()
+    wait_for(lambda: sorted(sessions_by_node(server).values()) == [0, 1], WAIT_S,
+             "the first session in the replicas' reports")  # fmt: skip
+    # Two reports after the one that showed it, the proxy's router surely has it too.
+    seen = max(w["reported_at"] for w in server.workers())
+    wait_for(lambda: min(w["reported_at"] for w in server.workers()) > seen + 2, WAIT_S,
+             "two more reports from each replica")  # fmt: skip
+    second = SdkSession(server.url)
+    second.wait_streaming()
+    wait_for(lambda: sorted(sessions_by_node(server).values()) == [1, 1], WAIT_S,
+             "one session on each node")  # fmt: skip
+    return first, second
+
+
 def test_sdk_sessions_spread_over_both_nodes_and_a_full_cluster_answers_429(ray_server):
-    first = SdkSession(ray_server.url)
-    second = None
+    first, second = one_session_per_replica(ray_server)
     try:
-        first.wait_streaming()
-        # The router sees the first replica's session (reports every second) and sends the
-        # next offer to the other one: one session per node. Two reports after the one that
-        # showed it, the proxy's router surely has it too.
-        wait_for(lambda: sorted(sessions_by_node(ray_server).values()) == [0, 1], WAIT_S,
-                 "the first session in the replicas' reports")  # fmt: skip
-        seen = max(w["reported_at"] for w in ray_server.workers())
-        wait_for(lambda: min(w["reported_at"] for w in ray_server.workers()) > seen + 2, WAIT_S,
-                 "two more reports from each replica")  # fmt: skip
-        second = SdkSession(ray_server.url)
-        second.wait_streaming()
-        spread = wait_for(
-            lambda: (s := sessions_by_node(ray_server)) and sorted(s.values()) == [1, 1] and s,
-            WAIT_S,
-            "one session on each node",
-        )
-        assert len(spread) == 2
         # Every replica at STREAMING_MAX_SESSIONS (1): the next offer gets the same 429 as
         # from one server, whichever replica answers it.
         third = InferenceHTTPClient(api_url=ray_server.url, api_key=None).webrtc.stream(
@@ -139,7 +157,94 @@ def test_sdk_sessions_spread_over_both_nodes_and_a_full_cluster_answers_429(ray_
         second.wait_streaming(second.frames + 10)
     finally:
         first.close()
-        if second is not None:
-            second.close()
+        second.close()
     wait_for(lambda: set(sessions_by_node(ray_server).values()) == {0}, WAIT_S,
              "no session left on any node")  # fmt: skip
+
+
+def test_a_killed_replica_ends_its_own_session_and_no_other(ray_server):
+    first, second = one_session_per_replica(ray_server)
+    try:
+        victim = min(ray_server.workers(), key=lambda w: w["worker"])
+        os.kill(victim["pid"], signal.SIGKILL)
+        # Its session's SDK sees the peer go (nothing answers there any more); the other's
+        # goes on streaming.
+        wait_for(lambda: first.ended.is_set() or second.ended.is_set(), WAIT_S,
+                 "a session that saw its replica go")  # fmt: skip
+        (survivor,) = [s for s in (first, second) if not s.ended.is_set()]
+        survivor.wait_streaming(survivor.frames + 30)
+        assert not survivor.ended.is_set()
+    finally:
+        first.close()
+        second.close()
+
+    # Serve replaces the replica; both take sessions again, with none left anywhere.
+    def replaced() -> bool:
+        workers = ray_server.workers()
+        return len(workers) == 2 and all(w["ready"] and w["sessions"] == 0 for w in workers)
+
+    wait_for(replaced, START_S, "two empty, ready replicas")
+
+
+def pipeline_nodes(server: ServerProcess) -> dict[str, str | None]:
+    """Each pipeline's node; empty while the answer is an error (a replica being replaced:
+    Serve's 5xx for requests it had sent there)."""
+    response = server.get("/inference_pipelines/list")
+    if response.status_code != 200:
+        return {}
+    body = response.json()
+    assert sorted(body["pipelines"]) == sorted(p["pipeline_id"] for p in body["placements"])
+    return {p["pipeline_id"]: p["node"] for p in body["placements"]}
+
+
+def consume(server: ServerProcess, pipeline_id: str) -> dict:
+    path = f"/inference_pipelines/{pipeline_id}/consume"
+    response = httpx.request("GET", server.url + path, json={"wait_seconds": 5}, timeout=30)
+    if response.status_code != 200:  # as above
+        return {"outputs": []}
+    return response.json()
+
+
+def fresh_result(server: ServerProcess, pipeline_id: str) -> dict | None:
+    """A result produced after this call began (the buffer's older ones drained first)."""
+    asked = time.time()
+    while (body := consume(server, pipeline_id))["outputs"]:
+        (metadata,) = body["frames_metadata"]
+        if datetime.fromisoformat(metadata["frame_timestamp"]).timestamp() >= asked:
+            return body
+    return None
+
+
+def test_a_pipeline_runs_on_after_its_node_is_removed(cluster, ray_server, camera):
+    response = ray_server.start_pipeline(camera.url, DETECT_SPEC)
+    assert response.status_code == 200, response.text
+    pipeline_id = response.json()["context"]["pipeline_id"]
+    try:
+        body = wait_for(lambda: fresh_result(ray_server, pipeline_id), WAIT_S, "a first result")
+        assert set(body["outputs"][0]) == {"annotated", "predictions"}
+        first_node = pipeline_nodes(ray_server)[pipeline_id]
+        victim = next(n for n in cluster.worker_nodes if n.node_id == first_node)
+        cluster.remove_node(victim)
+
+        # Ray restarts the actor on the other node with the pipelines resource; the replica
+        # left on the head answers for it.
+        moved = wait_for(
+            lambda: (
+                (node := pipeline_nodes(ray_server).get(pipeline_id)) not in (None, first_node)
+                and node
+            ),
+            START_S,
+            "the pipeline placed on another node",
+        )
+        assert moved != first_node
+        wait_for(lambda: fresh_result(ray_server, pipeline_id), START_S, "results after the move")
+        report = ray_server.get(f"/inference_pipelines/{pipeline_id}/status").json()["report"]
+        assert report["sources_metadata"][0]["state"] == "RUNNING"
+        # Watched over WebRTC from a replica, which gets the frames from the actor.
+        config = ClientStreamConfig(stream_output=["annotated"], data_output=["predictions"])
+        with Client(ray_server.url).webrtc.stream(PipelineSource(pipeline_id), config=config) as w:
+            frame, metadata = next(iter(w.video()))
+            assert decode_stamp(frame) is not None and metadata.pts is not None
+    finally:
+        ray_server.post(f"/inference_pipelines/{pipeline_id}/terminate")
+    assert pipeline_id not in pipeline_nodes(ray_server)

@@ -35,6 +35,9 @@ def test_a_ctrl_c_that_no_wait_was_woken_for_still_interrupts_the_caller():
         if started.wait(WAIT_S):
             signal.pthread_kill(threading.get_ident(), signal.SIGINT)
 
+    # Python's own Ctrl-C handler, whatever the suite inherited: started in the background
+    # by a shell without job control, it runs with SIGINT ignored.
+    inherited = signal.signal(signal.SIGINT, signal.default_int_handler)
     interrupter = threading.Thread(target=interrupt_from_elsewhere)
     interrupter.start()
     try:
@@ -46,6 +49,7 @@ def test_a_ctrl_c_that_no_wait_was_woken_for_still_interrupts_the_caller():
     finally:
         interrupter.join()
         runner.stop(WAIT_S)
+        signal.signal(signal.SIGINT, inherited)
     assert not runner.thread.is_alive()
 
 

@@ -1,0 +1,327 @@
+"""Pipelines on Ray: each one a detached actor named by its pipeline id, which Ray restarts
+elsewhere when its node dies; any replica serves ``/inference_pipelines/*`` for all of them.
+
+An actor hosts the embedded server's own ``PipelineManager`` with this one pipeline (no
+store: Ray keeps the actor, and its constructor's arguments, across restarts). A restart runs
+the constructor again with the same id and request: the sources reconnect and results flow
+again after the camera's reconnect time. The replica that took the request validates it first
+(the same checks as the embedded server) and inlines a named workflow, so every node runs the
+same specification whatever its workflow directory holds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import re
+import uuid
+from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import ray
+from ray.exceptions import ActorUnavailableError, GetTimeoutError, RayActorError
+
+from sources.hub import SourceHub
+
+from ..config import Settings
+from ..errors import TooManySessions
+from ..inference.registry import ModelRegistry
+from ..metrics import Metrics
+from ..pipelines import InitialisePipelinePayload, PipelineManager, PipelineNotFound
+from ..pipelines.models import ConsumePayload, resolve_references
+from ..pipelines.pipeline import PipelineResult, Watcher
+from ..server.app import camera_factory
+from ..workflows import compile_workflow, parse_spec
+from ..workflows.blocks.base import BuildContext
+from ..workflows.engine import CompiledWorkflow
+from ..workflows.library import WorkflowLibrary
+from .names import NAMESPACE
+
+__all__ = ["ClusterPipelines", "PipelineActor"]
+
+log = logging.getLogger(__name__)
+
+# Pipeline ids are UUIDs; the namespace's other actors (the worker directory) are not.
+_ID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+# A call to an actor that is being restarted waits for it; these bound how long a request
+# does before it answers what it knows.
+_CALL_S = 10.0
+_WATCH_POLL_S = 2.0
+
+
+@ray.remote(max_restarts=-1)
+class PipelineActor:
+    """One pipeline, run by a ``PipelineManager`` of its own in this actor's process."""
+
+    def __init__(self, settings: Settings, pipeline_id: str, request: dict[str, Any]) -> None:
+        # An async actor: this runs on the actor's event loop, which runs every method too.
+        self._id = pipeline_id
+        self._node = ray.get_runtime_context().get_node_id()
+        self._executor = ThreadPoolExecutor(settings.workflow_threads, "workflow")
+        self._hub = SourceHub(camera_factory(settings))
+        self._models = ModelRegistry(settings, Metrics())
+        self._manager = PipelineManager(
+            settings,
+            self._models,
+            self._hub,
+            self._executor,
+            WorkflowLibrary(None, settings.default_model),
+        )
+        self._latest: PipelineResult | None = None
+        self._sequence = 0
+        self._changed = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        self._started: asyncio.Future[None] = loop.create_future()
+        self._running = loop.create_task(self._run(request), name=f"pipeline-{pipeline_id[:8]}")
+
+    async def _run(self, request: dict[str, Any]) -> None:
+        try:
+            payload = InitialisePipelinePayload.model_validate(request)
+            await self._manager.initialise(payload, self._id)
+        except BaseException as exc:
+            self._started.set_exception(exc)
+            raise
+        self._started.set_result(None)
+        pipeline = self._manager.get(self._id)
+        pipeline.watch(self._keep_latest)
+        log.info("pipeline %s runs on node %s", self._id[:8], self._node[:8])
+        # A consumption timeout terminates the pipeline inside the manager: the actor goes too.
+        await pipeline.wait_terminated()
+        if len(self._manager) == 0:
+            ray.kill(ray.get_runtime_context().current_actor, no_restart=True)
+
+    def _keep_latest(self, result: PipelineResult) -> None:
+        self._latest = result
+        self._sequence += 1
+        self._changed.set()
+
+    async def started(self) -> BaseException | None:
+        """None once the pipeline runs, else why it could not start (returned, so that the
+        replica raises our own error, with its status, rather than Ray's wrapper)."""
+        try:
+            await asyncio.shield(self._started)
+        except Exception as exc:
+            return exc
+        return None
+
+    async def node(self) -> str:
+        return self._node
+
+    async def status(self) -> dict[str, Any]:
+        await asyncio.shield(self._started)  # a restarted actor: once its pipeline runs again
+        return await self._manager.status(self._id)
+
+    async def pause(self) -> None:
+        await asyncio.shield(self._started)
+        await self._manager.pause(self._id)
+
+    async def resume(self) -> None:
+        await asyncio.shield(self._started)
+        await self._manager.resume(self._id)
+
+    async def consume(self, payload: ConsumePayload) -> dict[str, list[Any]]:
+        await asyncio.shield(self._started)
+        return await self._manager.consume(self._id, payload)
+
+    async def request(self) -> dict[str, Any]:
+        await asyncio.shield(self._started)
+        return self._manager.get(self._id).payload.model_dump(mode="json", exclude_unset=True)
+
+    async def source_count(self) -> int:
+        await asyncio.shield(self._started)
+        return self._manager.get(self._id).source_count
+
+    async def next_result(self, after: int, wait_s: float) -> tuple[int, PipelineResult | None]:
+        """The latest result once it is newer than ``after`` (a result count), waiting up to
+        ``wait_s``; a watcher that falls behind gets the newest, as a realtime viewer should."""
+        if self._sequence <= after:
+            self._changed.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._changed.wait(), wait_s)
+        return self._sequence, self._latest if self._sequence > after else None
+
+    async def terminate(self) -> None:
+        """Stops the pipeline (sinks flushed); the caller then removes the actor."""
+        with contextlib.suppress(PipelineNotFound):
+            await self._manager.terminate(self._id)
+        await asyncio.to_thread(self._hub.close)
+        self._executor.shutdown(wait=False, cancel_futures=True)
+        self._models.close()
+
+
+class RemotePipeline:
+    """A pipeline actor as a WebRTC session watches it (``WatchedPipeline``): its results
+    polled from the actor, newest first, across the actor's restarts."""
+
+    def __init__(
+        self, pipeline_id: str, actor: Any, workflow: CompiledWorkflow, source_count: int
+    ) -> None:
+        self.pipeline_id = pipeline_id
+        self.workflow = workflow
+        self.source_count = source_count
+        self._actor = actor
+
+    def watch(self, watcher: Watcher) -> Callable[[], None]:
+        task = asyncio.get_running_loop().create_task(
+            self._poll(watcher), name=f"watch-{self.pipeline_id[:8]}"
+        )
+
+        def stop() -> None:
+            task.cancel()
+
+        return stop
+
+    async def _poll(self, watcher: Watcher) -> None:
+        seen = 0
+        while True:
+            try:
+                sequence, result = await self._actor.next_result.remote(seen, _WATCH_POLL_S)
+            except ActorUnavailableError:  # unreachable for now (restarting): ask again soon
+                await asyncio.sleep(_WATCH_POLL_S / 4)
+                continue
+            except RayActorError:  # terminated
+                return
+            except Exception as exc:  # the session shows what it has; nothing to retry
+                log.warning("pipeline %s: watching ended: %s", self.pipeline_id[:8], exc)
+                return
+            if sequence < seen:  # a restarted actor counts from 0 again
+                seen = 0
+                continue
+            seen = sequence
+            if result is not None:
+                watcher(result)
+
+
+class ClusterPipelines:
+    """``Pipelines`` for a Ray Serve replica: every pipeline of the cluster, none of them in
+    this process. A replica stopping leaves them running."""
+
+    def __init__(self, settings: Settings, models: ModelRegistry, library: WorkflowLibrary) -> None:
+        self._settings = settings
+        self._models = models
+        self._library = library
+        resources = dict(settings.ray_pipeline_resources)
+        self._options = {
+            "num_cpus": resources.pop("CPU", 1.0),
+            "num_gpus": resources.pop("GPU", 0.0),
+            "resources": resources,
+        }
+
+    def __len__(self) -> int:
+        return 0
+
+    async def _names(self) -> list[str]:
+        actors = await asyncio.to_thread(ray.util.list_named_actors, all_namespaces=True)
+        return [a["name"] for a in actors if a["namespace"] == NAMESPACE and _ID.match(a["name"])]
+
+    async def _actor(self, pipeline_id: str) -> Any:
+        if _ID.match(pipeline_id):
+            with contextlib.suppress(ValueError):
+                return await asyncio.to_thread(ray.get_actor, pipeline_id, namespace=NAMESPACE)
+        raise PipelineNotFound(f"Could not find InferencePipeline with id={pipeline_id}.")
+
+    async def _call(self, pipeline_id: str, method: str, *args: Any) -> Any:
+        actor = await self._actor(pipeline_id)
+        try:
+            return await asyncio.wait_for(getattr(actor, method).remote(*args), _CALL_S)
+        except RayActorError:  # terminated meanwhile
+            raise PipelineNotFound(
+                f"Could not find InferencePipeline with id={pipeline_id}."
+            ) from None
+
+    async def initialise(
+        self, payload: InitialisePipelinePayload, pipeline_id: str | None = None
+    ) -> str:
+        settings = self._settings
+        if len(await self._names()) >= settings.max_pipelines:
+            raise TooManySessions(
+                f"{settings.max_pipelines} pipelines are running (STREAMING_MAX_PIPELINES)"
+            )
+        resolve_references(
+            payload.video_configuration.video_reference, settings.allow_local_sources
+        )
+        config = payload.processing_configuration
+        inline = config.model_copy(
+            update={"workflow_specification": self._library.specification(config)}
+        )
+        request = payload.model_copy(update={"processing_configuration": inline}).model_dump(
+            mode="json", exclude={"api_key"}, exclude_unset=True
+        )
+        request["processing_configuration"]["workflow_specification"] = (
+            inline.workflow_specification
+        )
+        pipeline_id = pipeline_id or str(uuid.uuid4())
+        actor = PipelineActor.options(  # type: ignore[attr-defined]
+            name=pipeline_id, namespace=NAMESPACE, lifetime="detached", **self._options
+        ).remote(settings, pipeline_id, request)
+        failure = await actor.started.remote()
+        if failure is not None:
+            ray.kill(actor, no_restart=True)
+            raise failure
+        return pipeline_id
+
+    async def listing(self) -> list[dict[str, Any]]:
+        async def placement(pipeline_id: str) -> dict[str, Any]:
+            node = None
+            with contextlib.suppress(PipelineNotFound, TimeoutError, GetTimeoutError):
+                node = await self._call(pipeline_id, "node")
+            return {"pipeline_id": pipeline_id, "node": node}  # None: restarting
+
+        return list(await asyncio.gather(*(placement(p) for p in await self._names())))
+
+    async def status(self, pipeline_id: str) -> dict[str, Any]:
+        return dict(await self._call(pipeline_id, "status"))
+
+    async def pause(self, pipeline_id: str) -> None:
+        await self._call(pipeline_id, "pause")
+
+    async def resume(self, pipeline_id: str) -> None:
+        await self._call(pipeline_id, "resume")
+
+    async def consume(self, pipeline_id: str, payload: ConsumePayload) -> dict[str, list[Any]]:
+        actor = await self._actor(pipeline_id)
+        try:  # a long poll: its own wait plus the usual call's
+            return dict(
+                await asyncio.wait_for(
+                    actor.consume.remote(payload), payload.wait_seconds + _CALL_S
+                )
+            )
+        except RayActorError:
+            raise PipelineNotFound(
+                f"Could not find InferencePipeline with id={pipeline_id}."
+            ) from None
+
+    async def terminate(self, pipeline_id: str) -> None:
+        actor = await self._actor(pipeline_id)
+        with contextlib.suppress(RayActorError, TimeoutError):
+            await asyncio.wait_for(actor.terminate.remote(), _CALL_S)
+        ray.kill(actor, no_restart=True)
+        log.info("pipeline %s terminated", pipeline_id[:8])
+
+    async def watched(self, pipeline_id: str) -> RemotePipeline:
+        request = InitialisePipelinePayload.model_validate(await self._call(pipeline_id, "request"))
+        count = int(await self._call(pipeline_id, "source_count"))
+        config = request.processing_configuration
+        # Compiled here only for what the session shows (its outputs); frames and outputs
+        # come from the actor, which runs the workflow.
+        workflow = await asyncio.to_thread(
+            compile_workflow,
+            parse_spec(self._library.specification(config)),
+            BuildContext(self._models),
+            image_input_name=config.image_input_name,
+            video_metadata_input_name=config.video_metadata_input_name,
+            parameters=config.workflows_parameters,
+        )
+        return RemotePipeline(pipeline_id, await self._actor(pipeline_id), workflow, count)
+
+    async def restore(
+        self,
+        check: Callable[[InitialisePipelinePayload], Awaitable[None]],
+        stopping: Callable[[], bool],
+    ) -> None:
+        """Nothing to restore: Ray keeps the actors."""
+
+    async def close_all(self) -> None:
+        """A replica stopping leaves the cluster's pipelines running."""
