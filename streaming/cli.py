@@ -86,6 +86,15 @@ def _serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def _replicas(value: str) -> int | str:
+    if value == "auto":
+        return value
+    count = int(value)  # argparse reports a ValueError as an invalid value
+    if count < 1:
+        raise argparse.ArgumentTypeError("at least 1, or auto")
+    return count
+
+
 def _serve_on_ray(args: argparse.Namespace) -> int:
     try:
         from .cluster import serve_on_ray
@@ -242,8 +251,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     serve.add_argument(
         "--replicas",
-        type=int,
-        help="with --ray: media worker replicas (default: one per CPU of the cluster)",
+        type=_replicas,
+        help="with --ray: media worker replicas, or auto: as many as the sessions need, "
+        "between STREAMING_RAY_MIN_REPLICAS and _MAX_REPLICAS (default: one per CPU)",
     )
     serve.set_defaults(func=_serve)
     stream = command("stream", "stream a source to a server and show or save the results")

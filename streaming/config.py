@@ -145,6 +145,11 @@ class Settings(BaseSettings):
     ray_proxy_location: Literal["EveryNode", "HeadOnly"] = "EveryNode"
     """``serve --ray``: where Ray Serve runs its HTTP proxy on ``host:port``. EveryNode lets a
     load balancer reach any node; HeadOnly where nodes share an address (one machine)."""
+    ray_min_replicas: int = Field(default=1, ge=1)
+    """``serve --ray --replicas auto``: media replicas kept however few sessions there are."""
+    ray_max_replicas: int | None = Field(default=None, ge=1)
+    """``serve --ray --replicas auto``: the most media replicas (default: one per CPU of the
+    cluster when the server starts)."""
     ray_pipeline_resources: dict[str, float] = Field(default_factory=lambda: {"CPU": 1.0})
     """``serve --ray``: what each pipeline's actor reserves on its node: ``CPU``, ``GPU`` and
     custom resources (``{"CPU": 1, "cameras": 1}`` keeps pipelines on nodes that declare

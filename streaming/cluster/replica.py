@@ -21,6 +21,7 @@ from ..config import Settings
 from ..inference.registry import ModelRegistry
 from ..server import create_app
 from ..workflows.library import WorkflowLibrary
+from .autoscale import sessions_policy
 from .names import DIRECTORY, NAMESPACE
 from .pipelines import ClusterPipelines
 from .router import FewestSessionsRouter
@@ -59,8 +60,9 @@ def directory() -> Any:
     ).remote()
 
 
-def media_app(settings: Settings, replicas: int) -> Any:
-    """The Serve application: ``replicas`` media workers behind the fewest-sessions router."""
+def media_app(settings: Settings, replicas: int | None, max_replicas: int = 1) -> Any:
+    """The Serve application: ``replicas`` media workers behind the fewest-sessions router;
+    ``None``: as many as the sessions need (``autoscale``), up to ``max_replicas``."""
 
     # Before the app's lifespan has built its state: nothing carried, not taking sessions.
     _STARTING = {"sessions": 0, "pipelines": 0, "max_sessions": settings.max_sessions,
@@ -81,9 +83,26 @@ def media_app(settings: Settings, replicas: int) -> Any:
         _apps.append(app)
         return app
 
+    scaling: dict[str, Any] = {"num_replicas": replicas}
+    if replicas is None:
+        scaling = {
+            "autoscaling_config": {
+                "min_replicas": settings.ray_min_replicas,
+                "initial_replicas": settings.ray_min_replicas,
+                "max_replicas": max(max_replicas, settings.ray_min_replicas),
+                "metrics_interval_s": STATS_PERIOD_S,
+                "look_back_period_s": 5 * STATS_PERIOD_S,
+                # Up soon (a new replica takes a while to load its model); down slowly:
+                # sessions last minutes, and a fresh empty replica costs a model load.
+                "upscale_delay_s": 5 * STATS_PERIOD_S,
+                "downscale_delay_s": 300.0,
+                "policy": {"policy_function": sessions_policy},
+            }
+        }
+
     @serve.deployment(
         name="media",
-        num_replicas=replicas,
+        **scaling,
         # Offers are short requests; sessions are not requests at all once answered.
         max_ongoing_requests=64,
         request_router_config={
@@ -101,12 +120,18 @@ def media_app(settings: Settings, replicas: int) -> Any:
             self._node = ray.get_runtime_context().get_node_id()
             self._directory = directory()
 
-        def record_routing_stats(self) -> dict[str, Any]:
+        def _load(self) -> dict[str, Any]:
             state = getattr(_apps[-1].state, "server", None) if _apps else None
-            load = state.load() if state is not None else _STARTING
-            info = {"worker": self._worker, "node": self._node, "pid": os.getpid(), **load,
-                    "reported_at": time.time()}  # fmt: skip
+            return state.load() if state is not None else _STARTING
+
+        def record_routing_stats(self) -> dict[str, Any]:
+            info = {"worker": self._worker, "node": self._node, "pid": os.getpid(),
+                    **self._load(), "reported_at": time.time()}  # fmt: skip
             self._directory.report.remote(self._worker, info)
             return info
+
+        def record_autoscaling_stats(self) -> dict[str, float]:
+            load = self._load()  # see autoscale.py
+            return {"sessions": load["sessions"], "max_sessions": load["max_sessions"]}
 
     return MediaReplica.bind()  # type: ignore[attr-defined]  # a Deployment, once decorated

@@ -6,7 +6,7 @@ import contextlib
 import logging
 import signal
 import threading
-from typing import Any
+from typing import Any, Literal
 
 import ray
 from ray import serve
@@ -27,14 +27,16 @@ def default_replicas() -> int:
     return max(1, int(ray.cluster_resources().get("CPU", 1)))
 
 
-def deploy(settings: Settings, replicas: int) -> None:
-    """Serve's proxy on ``settings.host:port`` and ``replicas`` media workers behind it;
-    returns once they are running (their models still loading: see ``/readyz``)."""
+def deploy(settings: Settings, replicas: int | None) -> None:
+    """Serve's proxy on ``settings.host:port`` and ``replicas`` media workers behind it
+    (``None``: as many as the sessions need); returns once they are running (their models
+    still loading: see ``/readyz``)."""
     serve.start(
         proxy_location=settings.ray_proxy_location,
         http_options={"host": settings.host, "port": settings.port},
     )
-    serve.run(media_app(settings, replicas), name=APP_NAME, route_prefix="/")
+    most = settings.ray_max_replicas or default_replicas()
+    serve.run(media_app(settings, replicas, most), name=APP_NAME, route_prefix="/")
 
 
 def undeploy() -> None:
@@ -45,17 +47,21 @@ def undeploy() -> None:
         ray.kill(ray.get_actor(DIRECTORY, namespace=NAMESPACE))
 
 
-def serve_on_ray(settings: Settings, address: str | None, replicas: int | None) -> None:
+def serve_on_ray(
+    settings: Settings, address: str | None, replicas: int | Literal["auto"] | None
+) -> None:
     """Joins the cluster at ``address`` (``auto``, ``ray://host:10001``) or starts a local
-    Ray on every core; serves until SIGINT or SIGTERM, then removes what it deployed."""
+    Ray on every core; ``replicas``: a count, ``auto`` (as the sessions need) or ``None``
+    (one per CPU). Serves until SIGINT or SIGTERM, then removes what it deployed."""
     ray.init(address=address, namespace=NAMESPACE, logging_level=logging.WARNING)
     stopping = threading.Event()
     try:
-        count = replicas or default_replicas()
+        count = None if replicas == "auto" else replicas or default_replicas()
         deploy(settings, count)
+        shown = f"{count}" if count is not None else f"from {settings.ray_min_replicas}, autoscaled"
         print(
             f"visionstream listening on http://{settings.host}:{settings.port} "
-            f"({count} Ray Serve replicas)",
+            f"({shown} Ray Serve replicas)",
             flush=True,
         )
 

@@ -8,14 +8,11 @@ from __future__ import annotations
 
 import os
 import signal
-import threading
 import time
 from collections.abc import Iterator
 from datetime import datetime
-from typing import Any
 
 import httpx
-import numpy as np
 import pytest
 from inference_sdk import InferenceHTTPClient
 from inference_sdk.webrtc import StreamConfig
@@ -25,7 +22,7 @@ from sources import decode_stamp
 from streaming.client import Client, PipelineSource
 from streaming.client import StreamConfig as ClientStreamConfig
 from tests.conftest import DETECT_SPEC
-from tests.support.sdk import LoopManualSource
+from tests.support.sdk import LoopManualSource, SdkSession
 from tests.support.server import ServerProcess, wait_for
 
 pytestmark = pytest.mark.e2e
@@ -67,59 +64,6 @@ def ray_server(cluster: Cluster) -> Iterator[ServerProcess]:
         server.stop()
 
 
-class SdkSession:
-    """The published SDK's program, fed at FPS on a thread until ``close``."""
-
-    def __init__(self, url: str) -> None:
-        self.source = LoopManualSource()
-        client = InferenceHTTPClient(api_url=url, api_key=None)
-        self.session = client.webrtc.stream(
-            source=self.source,
-            workflow=DETECT_SPEC,
-            config=StreamConfig(stream_output=["annotated"], data_output=["predictions"]),
-        )
-        self.changed = threading.Condition()
-        self.frames = self.predictions = 0
-        self.ended = threading.Event()
-        """The SDK's video iterator ended: the peer connection closed or failed."""
-        self._stop = threading.Event()
-        self.session.on_data("predictions")(self._on_predictions)
-        for work in (self._consume, self._feed):
-            threading.Thread(target=work, daemon=True).start()
-
-    def _on_predictions(self, data: Any, metadata: Any) -> None:
-        with self.changed:
-            self.predictions += 1
-            self.changed.notify_all()
-
-    def _consume(self) -> None:
-        for _frame, _metadata in self.session.video():
-            with self.changed:
-                self.frames += 1
-                self.changed.notify_all()
-            if self._stop.is_set():
-                return
-        self.ended.set()
-
-    def _feed(self) -> None:
-        image = np.full((480, 640, 3), 90, np.uint8)
-        if not self.source.connected.wait(WAIT_S):
-            return
-        while not self._stop.wait(1 / FPS):
-            self.source.send_on_loop(image)
-
-    def wait_streaming(self, count: int = 10) -> None:
-        with self.changed:
-            streaming = self.changed.wait_for(
-                lambda: self.frames >= count and self.predictions >= count, WAIT_S
-            )
-        assert streaming, f"{self.frames} frames, {self.predictions} predictions back"
-
-    def close(self) -> None:
-        self._stop.set()
-        self.session.close()
-
-
 def sessions_by_node(server: ServerProcess) -> dict[str, int]:
     return {w["node"]: w["sessions"] for w in server.workers()}
 
@@ -127,7 +71,7 @@ def sessions_by_node(server: ServerProcess) -> dict[str, int]:
 def one_session_per_replica(server: ServerProcess) -> tuple[SdkSession, SdkSession]:
     """Two streaming sessions, one on each replica: the second offered once the router has
     seen the first in the replicas' reports."""
-    first = SdkSession(server.url)
+    first = SdkSession(server.url, DETECT_SPEC)
     first.wait_streaming()
     wait_for(lambda: sorted(sessions_by_node(server).values()) == [0, 1], WAIT_S,
              "the first session in the replicas' reports")  # fmt: skip
@@ -135,7 +79,7 @@ def one_session_per_replica(server: ServerProcess) -> tuple[SdkSession, SdkSessi
     seen = max(w["reported_at"] for w in server.workers())
     wait_for(lambda: min(w["reported_at"] for w in server.workers()) > seen + 2, WAIT_S,
              "two more reports from each replica")  # fmt: skip
-    second = SdkSession(server.url)
+    second = SdkSession(server.url, DETECT_SPEC)
     second.wait_streaming()
     wait_for(lambda: sorted(sessions_by_node(server).values()) == [1, 1], WAIT_S,
              "one session on each node")  # fmt: skip

@@ -5,9 +5,11 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from typing import Any
 
 import numpy as np
-from inference_sdk.webrtc import ManualSource
+from inference_sdk import InferenceHTTPClient
+from inference_sdk.webrtc import ManualSource, StreamConfig
 
 
 class LoopManualSource(ManualSource):
@@ -47,3 +49,58 @@ class LoopManualSource(ManualSource):
             self.send(image)
         else:
             self.loop.call_soon_threadsafe(self.send, image)
+
+
+class SdkSession:
+    """The published SDK's program, fed ``fps`` gray frames a second until ``close``; counts
+    the frames and predictions it gets back."""
+
+    def __init__(self, url: str, workflow: dict, fps: float = 15, wait_s: float = 60) -> None:
+        self._fps, self._wait_s = fps, wait_s
+        self.source = LoopManualSource()
+        client = InferenceHTTPClient(api_url=url, api_key=None)
+        self.session = client.webrtc.stream(
+            source=self.source,
+            workflow=workflow,
+            config=StreamConfig(stream_output=["annotated"], data_output=["predictions"]),
+        )
+        self.changed = threading.Condition()
+        self.frames = self.predictions = 0
+        self.ended = threading.Event()
+        """The SDK's video iterator ended: the peer connection closed or failed."""
+        self._stop = threading.Event()
+        self.session.on_data("predictions")(self._on_predictions)
+        for work in (self._consume, self._feed):
+            threading.Thread(target=work, daemon=True).start()
+
+    def _on_predictions(self, data: Any, metadata: Any) -> None:
+        with self.changed:
+            self.predictions += 1
+            self.changed.notify_all()
+
+    def _consume(self) -> None:
+        for _frame, _metadata in self.session.video():
+            with self.changed:
+                self.frames += 1
+                self.changed.notify_all()
+            if self._stop.is_set():
+                return
+        self.ended.set()
+
+    def _feed(self) -> None:
+        image = np.full((480, 640, 3), 90, np.uint8)
+        if not self.source.connected.wait(self._wait_s):
+            return
+        while not self._stop.wait(1 / self._fps):
+            self.source.send_on_loop(image)
+
+    def wait_streaming(self, count: int = 10) -> None:
+        with self.changed:
+            streaming = self.changed.wait_for(
+                lambda: self.frames >= count and self.predictions >= count, self._wait_s
+            )
+        assert streaming, f"{self.frames} frames, {self.predictions} predictions back"
+
+    def close(self) -> None:
+        self._stop.set()
+        self.session.close()
