@@ -21,7 +21,10 @@ from ray.cluster_utils import Cluster
 from sources import decode_stamp
 from streaming.client import Client, PipelineSource
 from streaming.client import StreamConfig as ClientStreamConfig
-from tests.conftest import DETECT_SPEC
+from tests.conftest import DETECT_SPEC, load_photo
+from tests.e2e.test_browser import open_page, wait_stats
+from tests.support.browser import chromium
+from tests.support.media import write_y4m
 from tests.support.sdk import LoopManualSource, SdkSession
 from tests.support.server import ServerProcess, wait_for
 
@@ -128,6 +131,19 @@ def test_a_killed_replica_ends_its_own_session_and_no_other(ray_server):
         return len(workers) == 2 and all(w["ready"] and w["sessions"] == 0 for w in workers)
 
     wait_for(replaced, START_S, "two empty, ready replicas")
+
+
+def test_the_browser_page_streams_through_the_serve_front(ray_server, photos, tmp_path):
+    scene = load_photo(photos, "person.jpg")
+    clip = write_y4m(tmp_path / "scene.y4m", [scene] * 10)
+    with chromium(fake_camera=clip) as browser, open_page(browser, ray_server.url + "/") as page:
+        page.get_by_role("button", name="Start", exact=True).click()
+        wait_stats(page, 's.state === "connected" && s.framesReceived >= 15 && s.detections > 0')
+        assert sorted(sessions_by_node(ray_server).values()) == [0, 1]
+        page.get_by_role("button", name="Stop", exact=True).click()
+        wait_stats(page, 's.phase === "stopped"')
+    wait_for(lambda: set(sessions_by_node(ray_server).values()) == {0}, WAIT_S,
+             "the page's session closed")  # fmt: skip
 
 
 def pipeline_nodes(server: ServerProcess) -> dict[str, str | None]:
