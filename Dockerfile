@@ -21,7 +21,9 @@ COPY streaming streaming
 COPY sources sources
 COPY sinks sinks
 COPY web web
-RUN python3 -m pip install . && rm -rf /app/build
+# EXTRAS=ray for the Ray deployment (KubeRay: visionstream deploy kuberay).
+ARG EXTRAS=""
+RUN python3 -m pip install ".${EXTRAS:+[$EXTRAS]}" && rm -rf /app/build
 
 USER visionstream
 # The default model is fetched and converted at build time, so a fresh volume starts with it.

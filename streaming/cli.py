@@ -86,6 +86,14 @@ def _serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def _deploy_kuberay(args: argparse.Namespace) -> int:
+    from .cluster.kuberay import manifest
+
+    print(manifest(args.image, args.workers, str(args.replicas), args.max_replicas,
+                   args.gpu_share, args.port), end="")  # fmt: skip
+    return 0
+
+
 def _replicas(value: str) -> int | str:
     if value == "auto":
         return value
@@ -97,7 +105,7 @@ def _replicas(value: str) -> int | str:
 
 def _serve_on_ray(args: argparse.Namespace) -> int:
     try:
-        from .cluster import serve_on_ray
+        from .cluster.run import serve_on_ray
     except ImportError as exc:
         print(f"--ray needs the ray extra: pip install 'visionstream[ray]' ({exc})",
               file=sys.stderr)  # fmt: skip
@@ -262,6 +270,20 @@ def main(argv: list[str] | None = None) -> int:
     bench = command("bench", "run a benchmark: visionstream bench NAME [args]", add_help=False)
     bench.add_argument("bench_args", nargs=argparse.REMAINDER)
     bench.set_defaults(func=_bench)
+    deploy = command("deploy", "print a deployment's manifest")
+    targets = deploy.add_subparsers(dest="deploy_target", required=True)
+    kuberay = targets.add_parser("kuberay", help="a KubeRay RayService (GPU nodes, WebRTC notes)",
+                                 formatter_class=_HelpFormatter)  # fmt: skip
+    kuberay.add_argument("--image", default="visionstream:latest",
+                         help="the Dockerfile's image, built with EXTRAS=ray")  # fmt: skip
+    kuberay.add_argument("--workers", type=int, default=1, help="GPU worker nodes (pods)")
+    kuberay.add_argument("--replicas", type=_replicas, default="auto",
+                         help="media replicas: a count, or auto (by sessions)")  # fmt: skip
+    kuberay.add_argument("--max-replicas", type=int, default=16, help="with auto: the most")
+    kuberay.add_argument("--gpu-share", type=float, default=0.0625,
+                         help="GPU share of each replica and pipeline (1/16)")  # fmt: skip
+    kuberay.add_argument("--port", type=int, default=9001, help="the HTTP port on every node")
+    kuberay.set_defaults(func=_deploy_kuberay)
     models = command("models", "manage the models directory")
     model_commands = models.add_subparsers(dest="models_command", required=True)
     pull = model_commands.add_parser("pull", help="fetch and convert a model",

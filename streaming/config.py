@@ -150,10 +150,13 @@ class Settings(BaseSettings):
     ray_max_replicas: int | None = Field(default=None, ge=1)
     """``serve --ray --replicas auto``: the most media replicas (default: one per CPU of the
     cluster when the server starts)."""
+    ray_replica_resources: dict[str, float] = Field(default_factory=lambda: {"CPU": 1.0})
+    """``serve --ray``: what each media replica reserves (its loop is one core's work); on GPU
+    nodes add a ``GPU`` share (``{"CPU": 1, "GPU": 0.125}``), or the replica sees no GPU."""
     ray_pipeline_resources: dict[str, float] = Field(default_factory=lambda: {"CPU": 1.0})
-    """``serve --ray``: what each pipeline's actor reserves on its node: ``CPU``, ``GPU`` and
-    custom resources (``{"CPU": 1, "cameras": 1}`` keeps pipelines on nodes that declare
-    ``cameras``)."""
+    """``serve --ray``: what each pipeline's actor reserves on its node: ``CPU``, ``GPU`` (as
+    for replicas) and custom resources (``{"CPU": 1, "cameras": 1}`` keeps pipelines on
+    nodes that declare ``cameras``)."""
     workflows_dir: Path | None = None
     """Directory of ``<id>.json`` workflow specifications requests may name as ``local/<id>``."""
     jpeg_quality: int = Field(default=80, ge=1, le=100)

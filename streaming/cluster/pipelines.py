@@ -38,6 +38,7 @@ from ..workflows.blocks.base import BuildContext
 from ..workflows.engine import CompiledWorkflow
 from ..workflows.library import WorkflowLibrary
 from .names import NAMESPACE
+from .resources import actor_resources
 
 __all__ = ["ClusterPipelines", "PipelineActor"]
 
@@ -202,12 +203,7 @@ class ClusterPipelines:
         self._settings = settings
         self._models = models
         self._library = library
-        resources = dict(settings.ray_pipeline_resources)
-        self._options = {
-            "num_cpus": resources.pop("CPU", 1.0),
-            "num_gpus": resources.pop("GPU", 0.0),
-            "resources": resources,
-        }
+        self._options = actor_resources(settings.ray_pipeline_resources)
 
     def __len__(self) -> int:
         return 0

@@ -24,6 +24,7 @@ from ..workflows.library import WorkflowLibrary
 from .autoscale import sessions_policy
 from .names import DIRECTORY, NAMESPACE
 from .pipelines import ClusterPipelines
+from .resources import actor_resources
 from .router import FewestSessionsRouter
 
 __all__ = ["WorkerDirectory", "media_app"]
@@ -110,7 +111,7 @@ def media_app(settings: Settings, replicas: int | None, max_replicas: int = 1) -
             "request_routing_stats_period_s": STATS_PERIOD_S,
             "request_router_kwargs": {"window_s": 2 * STATS_PERIOD_S},
         },
-        ray_actor_options={"num_cpus": 1},
+        ray_actor_options=actor_resources(settings.ray_replica_resources),
     )
     @serve.ingress(build)
     class MediaReplica:

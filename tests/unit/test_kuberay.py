@@ -1,0 +1,41 @@
+"""``visionstream deploy kuberay``: a RayService whose Serve config names a real builder and
+whose environment is settings the replicas accept."""
+
+from __future__ import annotations
+
+import importlib
+import subprocess
+import sys
+
+import yaml
+from ray.serve import Application
+
+from streaming.config import Settings
+
+
+def test_the_printed_rayservice_builds_our_app_with_settings_replicas_accept(monkeypatch):
+    printed = subprocess.run(
+        [sys.executable, "-m", "streaming.cli", "deploy", "kuberay", "--image", "reg/vs:1",
+         "--workers", "3", "--replicas", "6"],
+        check=True, capture_output=True, text=True,
+    ).stdout  # fmt: skip
+    service = yaml.safe_load(printed)
+    assert service["kind"] == "RayService"
+    cluster = service["spec"]["rayClusterConfig"]
+    (workers,) = cluster["workerGroupSpecs"]
+    assert workers["replicas"] == 3
+    pod = workers["template"]["spec"]
+    assert pod["hostNetwork"] is True  # ICE candidates on node addresses
+    (container,) = pod["containers"]
+    assert container["image"] == "reg/vs:1"
+    assert container["resources"]["limits"]["nvidia.com/gpu"] == 1
+
+    (app,) = yaml.safe_load(service["spec"]["serveConfigV2"])["applications"]
+    module, _, name = app["import_path"].partition(":")
+    assert app["args"] == {"replicas": "6"}
+    for variable in container["env"]:
+        monkeypatch.setenv(variable["name"], str(variable["value"]))
+    settings = Settings()
+    assert settings.ray_replica_resources == {"CPU": 1, "GPU": 0.0625}
+    built = getattr(importlib.import_module(module), name)(app["args"])
+    assert isinstance(built, Application)
