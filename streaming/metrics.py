@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from collections.abc import Iterator, Mapping
 
-__all__ = ["Metrics"]
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.metrics_core import Metric
+from prometheus_client.parser import text_string_to_metric_families
+
+__all__ = ["Metrics", "merge_workers"]
 
 _STAGE_BUCKETS = (0.5, 1, 2, 5, 10, 20, 35, 50, 75, 100, 150, 250, 500, 1000, 2500)
 
@@ -98,3 +102,31 @@ class Metrics:
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
+
+
+class _Merged:
+    """A collector that yields already-collected families (``merge_workers``)."""
+
+    def __init__(self, families: list[Metric]) -> None:
+        self._families = families
+
+    def collect(self) -> Iterator[Metric]:
+        return iter(self._families)
+
+
+def merge_workers(expositions: Mapping[str, str]) -> bytes:
+    """One exposition from several workers' (by worker id): every sample labelled with its
+    ``worker``, each metric family once (a Ray deployment's ``/metrics``)."""
+    families: dict[str, Metric] = {}
+    for worker, text in sorted(expositions.items()):
+        for family in text_string_to_metric_families(text):
+            merged = families.setdefault(
+                family.name, Metric(family.name, family.documentation, family.type, family.unit)
+            )
+            merged.samples.extend(
+                sample._replace(labels={**sample.labels, "worker": worker})
+                for sample in family.samples
+            )
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(_Merged(list(families.values())))
+    return generate_latest(registry)

@@ -20,6 +20,7 @@ from ray import serve
 from ..config import Settings
 from ..inference.registry import ModelRegistry
 from ..server import create_app
+from ..server.state import ServerState
 from ..workflows.library import WorkflowLibrary
 from .autoscale import sessions_policy
 from .names import DIRECTORY, NAMESPACE
@@ -33,6 +34,7 @@ __all__ = ["WorkerDirectory", "media_app"]
 # a replica that is gone.
 STATS_PERIOD_S = 1.0
 _STALE_AFTER_S = 5 * STATS_PERIOD_S
+METRICS_PERIOD_S = 5.0
 
 # The app this replica's process serves (one replica per actor process), built by Serve's
 # ingress builder and read by the replica's stats.
@@ -41,18 +43,42 @@ _apps: list[FastAPI] = []
 
 @ray.remote(num_cpus=0)
 class WorkerDirectory:
-    """The replicas' latest reports, by replica id."""
+    """The replicas' latest reports and metrics, by replica id."""
 
     def __init__(self) -> None:
         self._reports: dict[str, tuple[float, dict[str, Any]]] = {}
+        self._metrics: dict[str, str] = {}
 
-    def report(self, worker: str, info: dict[str, Any]) -> None:
+    def report(self, worker: str, info: dict[str, Any], metrics: str | None = None) -> None:
         self._reports[worker] = (time.monotonic(), info)
+        if metrics is not None:
+            self._metrics[worker] = metrics
 
-    def workers(self) -> list[dict[str, Any]]:
+    def _current(self) -> dict[str, tuple[float, dict[str, Any]]]:
         now = time.monotonic()
         self._reports = {w: r for w, r in self._reports.items() if now - r[0] < _STALE_AFTER_S}
-        return sorted((info for _, info in self._reports.values()), key=lambda i: i["worker"])
+        self._metrics = {w: m for w, m in self._metrics.items() if w in self._reports}
+        return self._reports
+
+    def workers(self) -> list[dict[str, Any]]:
+        return sorted((info for _, info in self._current().values()), key=lambda i: i["worker"])
+
+    def metrics(self) -> dict[str, str]:
+        self._current()
+        return dict(self._metrics)
+
+
+class _RayDeployment:
+    """``Deployment`` for a replica: every replica, as the directory has them."""
+
+    def __init__(self) -> None:
+        self._directory = directory()
+
+    async def workers(self) -> list[dict[str, Any]]:
+        return list(await self._directory.workers.remote())
+
+    async def metrics(self) -> dict[str, str]:
+        return dict(await self._directory.metrics.remote())
 
 
 def directory() -> Any:
@@ -70,17 +96,12 @@ def media_app(settings: Settings, replicas: int | None, max_replicas: int = 1) -
                  "ready": False}  # fmt: skip
 
     def build() -> FastAPI:  # runs on the replica
-        workers = directory()
-
-        async def list_workers() -> list[dict[str, Any]]:
-            return list(await workers.workers.remote())
-
         def cluster_pipelines(
             settings: Settings, models: ModelRegistry, _: Any, __: Any, library: WorkflowLibrary
         ) -> ClusterPipelines:
             return ClusterPipelines(settings, models, library)
 
-        app = create_app(settings, workers=list_workers, pipeline_factory=cluster_pipelines)
+        app = create_app(settings, deployment=_RayDeployment(), pipeline_factory=cluster_pipelines)
         _apps.append(app)
         return app
 
@@ -120,15 +141,23 @@ def media_app(settings: Settings, replicas: int | None, max_replicas: int = 1) -
             self._worker = context.replica_id.unique_id
             self._node = ray.get_runtime_context().get_node_id()
             self._directory = directory()
+            self._metrics_sent = 0.0
+
+        def _state(self) -> ServerState | None:
+            return getattr(_apps[-1].state, "server", None) if _apps else None
 
         def _load(self) -> dict[str, Any]:
-            state = getattr(_apps[-1].state, "server", None) if _apps else None
+            state = self._state()
             return state.load() if state is not None else _STARTING
 
         def record_routing_stats(self) -> dict[str, Any]:
             info = {"worker": self._worker, "node": self._node, "pid": os.getpid(),
                     **self._load(), "reported_at": time.time()}  # fmt: skip
-            self._directory.report.remote(self._worker, info)
+            # Metrics less often: a scrape every 15 s or so is what Prometheus does.
+            metrics, state, now = None, self._state(), time.monotonic()
+            if state is not None and now - self._metrics_sent >= METRICS_PERIOD_S:
+                metrics, self._metrics_sent = state.metrics.render().decode(), now
+            self._directory.report.remote(self._worker, info, metrics)
             return info
 
         def record_autoscaling_stats(self) -> dict[str, float]:

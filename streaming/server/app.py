@@ -34,7 +34,7 @@ from .auth import ApiKeyGuard
 from .docs import add_docs
 from .page import PageMount, web_root
 from .shutdown import drain
-from .state import ServerState, WorkersView
+from .state import Deployment, ServerState
 from .uploads import UploadDirectory
 from .webrtc import validation_response
 
@@ -98,13 +98,14 @@ def create_app(
     settings: Settings | None = None,
     *,
     install_rtc: bool = True,
-    workers: WorkersView | None = None,
+    deployment: Deployment | None = None,
     pipeline_factory: PipelineFactory = local_pipelines,
 ) -> FastAPI:
     """The server's app. ``install_rtc=False`` leaves aiortc and aioice as they are: for an
     app embedded in a process whose own peers must keep aiortc's behaviour (in-process
     tests); the server then answers frames one frame later and offers every interface.
-    ``workers`` lists a deployment's workers in ``/healthz``, and ``pipeline_factory`` builds
+    ``deployment`` shows the workers this app is one of in ``/healthz`` and ``/metrics``
+    (a Ray deployment's replicas), and ``pipeline_factory`` builds
     its pipelines (the Ray deployment's: actors across the cluster)."""
     settings = settings or Settings()
     if install_rtc:
@@ -134,7 +135,7 @@ def create_app(
             uploads=UploadDirectory(settings.upload_dir),
             egress=EgressPolicy(settings.allowed_networks),
             auth=ApiKeyGuard(settings.api_key, settings.auth_failures_per_minute),
-            workers=workers,
+            deployment=deployment,
         )
         app.state.server = state
         preparing = asyncio.create_task(_prepare_models(state))

@@ -8,6 +8,7 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST
 
+from ..metrics import merge_workers
 from ..peer.worker import open_peer_connections
 from .docs import ERROR_RESPONSES
 from .state import ServerState, get_state
@@ -28,7 +29,11 @@ async def healthz(state: ServerState = Depends(get_state)) -> dict:
         "models": _models(state),
         # One entry per camera being read, however many sessions and pipelines watch it.
         "sources": state.hub.stats(),
-        "workers": await state.workers() if state.workers is not None else [_this_worker(state)],
+        "workers": (
+            await state.deployment.workers()
+            if state.deployment is not None
+            else [_this_worker(state)]
+        ),
     }
 
 
@@ -70,4 +75,8 @@ async def readyz(state: ServerState = Depends(get_state)) -> JSONResponse:
 async def metrics(request: Request, state: ServerState = Depends(get_state)) -> Response:
     if state.settings.metrics_require_api_key:
         state.auth.check(request)
-    return Response(state.metrics.render(), media_type=CONTENT_TYPE_LATEST)
+    if state.deployment is not None:  # every worker's, each sample labelled with its worker
+        body = merge_workers(await state.deployment.metrics())
+    else:
+        body = state.metrics.render()
+    return Response(body, media_type=CONTENT_TYPE_LATEST)

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from fastapi import Request
 
@@ -25,10 +24,18 @@ from .uploads import UploadDirectory
 if TYPE_CHECKING:
     from .auth import ApiKeyGuard
 
-__all__ = ["ServerState", "WorkersView", "get_state"]
+__all__ = ["Deployment", "ServerState", "get_state"]
 
-WorkersView = Callable[[], Awaitable[list[dict[str, Any]]]]
-"""Every worker of the deployment, for ``/healthz``: its id, node, sessions and pipelines."""
+
+class Deployment(Protocol):
+    """The workers this app is one of (a Ray deployment's replicas), as the health routes
+    show them; without one, the app is a deployment of its own."""
+
+    async def workers(self) -> list[dict[str, Any]]:
+        """Every worker: its id, node, sessions and pipelines (``/healthz``)."""
+
+    async def metrics(self) -> dict[str, str]:
+        """Every worker's Prometheus exposition, by worker id (``/metrics``)."""
 
 
 @dataclass
@@ -55,7 +62,7 @@ class ServerState:
     startup_error: str | None = None
     draining: bool = False
     """Set on SIGTERM: live sessions are being ended; new ones are refused (503)."""
-    workers: WorkersView | None = None
+    deployment: Deployment | None = None
     """The deployment's workers (a Ray deployment's replicas); None: this process alone."""
 
     def load(self) -> dict[str, Any]:

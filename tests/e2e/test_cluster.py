@@ -16,6 +16,7 @@ import httpx
 import pytest
 from inference_sdk import InferenceHTTPClient
 from inference_sdk.webrtc import StreamConfig
+from prometheus_client.parser import text_string_to_metric_families
 from ray.cluster_utils import Cluster
 
 from sources import decode_stamp
@@ -89,9 +90,19 @@ def one_session_per_replica(server: ServerProcess) -> tuple[SdkSession, SdkSessi
     return first, second
 
 
+def sessions_in_metrics(server: ServerProcess) -> list[float]:
+    """``/metrics``' active sessions, one sample per replica (labelled with its worker)."""
+    families = text_string_to_metric_families(server.get("/metrics").text)
+    active = [f for f in families if f.name == "visionstream_sessions_active"]
+    return sorted(s.value for f in active for s in f.samples if "worker" in s.labels)
+
+
 def test_sdk_sessions_spread_over_both_nodes_and_a_full_cluster_answers_429(ray_server):
     first, second = one_session_per_replica(ray_server)
     try:
+        # Any replica's /metrics has every replica's (each pushes its own every 5 s).
+        wait_for(lambda: sessions_in_metrics(ray_server) == [1, 1], WAIT_S,
+                 "both replicas' sessions in /metrics")  # fmt: skip
         # Every replica at STREAMING_MAX_SESSIONS (1): the next offer gets the same 429 as
         # from one server, whichever replica answers it.
         third = InferenceHTTPClient(api_url=ray_server.url, api_key=None).webrtc.stream(
