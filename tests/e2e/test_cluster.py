@@ -27,7 +27,7 @@ from tests.e2e.test_browser import open_page, wait_stats
 from tests.support.browser import chromium
 from tests.support.media import write_y4m
 from tests.support.sdk import LoopManualSource, SdkSession
-from tests.support.server import ServerProcess, wait_for
+from tests.support.server import ServerProcess, ray_server_process, wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -52,13 +52,8 @@ def cluster() -> Iterator[Cluster]:
 
 @pytest.fixture(scope="module")
 def ray_server(cluster: Cluster) -> Iterator[ServerProcess]:
-    command = ["-m", "streaming.cli", "serve", "--ray", cluster.address, "--replicas", "2"]
-    server = ServerProcess(
-        serve=command,
-        max_sessions="1",
-        ray_proxy_location="HeadOnly",
-        max_sessions_per_address="0",
-        ray_pipeline_resources='{"CPU": 0, "pipelines": 1}',
+    server = ray_server_process(
+        cluster.address, "2", ray_pipeline_resources='{"CPU": 0, "pipelines": 1}'
     )
     try:
         server.wait_for_output("Ray Serve replicas", timeout=START_S)

@@ -11,7 +11,7 @@ from ray.cluster_utils import Cluster
 
 from tests.conftest import DETECT_SPEC
 from tests.support.sdk import SdkSession
-from tests.support.server import ServerProcess
+from tests.support.server import ServerProcess, ray_server_process
 
 pytestmark = pytest.mark.e2e
 
@@ -26,14 +26,7 @@ def autoscaled() -> Iterator[ServerProcess]:
     )
     server = None
     try:
-        command = ["-m", "streaming.cli", "serve", "--ray", cluster.address, "--replicas", "auto"]
-        server = ServerProcess(
-            serve=command,
-            max_sessions="1",
-            ray_max_replicas="2",
-            ray_proxy_location="HeadOnly",
-            max_sessions_per_address="0",
-        )
+        server = ray_server_process(cluster.address, "auto", ray_max_replicas="2")
         server.wait_for_output("autoscaled", timeout=START_S)
         yield server
     finally:

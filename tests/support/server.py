@@ -204,6 +204,15 @@ class ServerProcess(LoggedProcess):
         return wait_for(ready, timeout, f"{count} ready workers in /healthz")
 
 
+def ray_server_process(address: str, replicas: str, **settings: str) -> ServerProcess:
+    """``visionstream serve --ray ADDRESS --replicas R`` on a test cluster: one session per
+    replica (so tests see where each lands), Serve's proxy on the head alone (every node
+    shares 127.0.0.1), and no per-address cap (every client is 127.0.0.1)."""
+    command = ["-m", "streaming.cli", "serve", "--ray", address, "--replicas", replicas]
+    defaults = {"max_sessions": "1", "ray_proxy_location": "HeadOnly"}
+    return ServerProcess(serve=command, **{**defaults, "max_sessions_per_address": "0", **settings})
+
+
 @contextmanager
 def running_server(**settings: str) -> Iterator[ServerProcess]:
     """A ready ``ServerProcess`` for the ``with`` block (fixtures yield from it)."""
