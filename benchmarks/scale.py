@@ -11,6 +11,11 @@ Then one session, side by side: the embedded server against ``--ray --replicas 1
 difference of the glass-to-glass p50 being what Ray adds (Serve's proxy is on the signaling
 path only; media goes straight to the replica).
 
+``--models``: where the detection model runs, side by side at the same load (``--replicas``'
+largest count, one session per replica, the detection workflow): loaded in every replica
+(``STREAMING_RAY_MODELS=replica``) against one Serve model deployment batching for all
+(``deployment``): each session's fps and latency, and the server's CPU ms per frame.
+
 Run: ``unshare --net sh -c 'ip link set lo up && python -m benchmarks scale'``.
 """
 
@@ -32,10 +37,10 @@ START_S = 300
 IMAGE_OUTPUTS = ("output_image", "annotated")  # the library's blur and detection workflows
 
 
-def ray_server(replicas: int) -> ServerProcess:
+def ray_server(replicas: int, **settings: str) -> ServerProcess:
     command = ["-m", "streaming.cli", "serve", "--ray", "--replicas", str(replicas)]
     server = ServerProcess(serve=command, ray_proxy_location="HeadOnly", max_sessions="64",
-                           max_sessions_per_address="0")  # fmt: skip
+                           max_sessions_per_address="0", **settings)  # fmt: skip
     server.wait_for_output("Ray Serve replicas", timeout=START_S)
     server.wait_workers_ready(replicas, START_S)
     return server
@@ -60,8 +65,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--workflow", choices=["blur", "detect"], default="blur")
     parser.add_argument("--max-sessions", type=int, default=16)
     parser.add_argument("--seconds", type=float, default=10)
+    parser.add_argument("--models", action="store_true", help="only the model placement runs")
     args = parser.parse_args(argv)
     restrict_host_addresses(["127.0.0.1"])
+    if args.models:
+        compare_models(max(int(r) for r in args.replicas.split(",")), args.seconds)
+        return
     workflow = image_blur() if args.workflow == "blur" else object_detection()
     scaling = []
     for replicas in (int(r) for r in args.replicas.split(",")):
@@ -108,6 +117,29 @@ def main(argv: list[str] | None = None) -> None:
         "workflow": args.workflow, "scaling": scaling, "one_session": overhead,
         "ray_adds_p50_ms": added,
     })  # fmt: skip
+
+
+def compare_models(replicas: int, seconds: float) -> None:
+    rows = []
+    for placement in ("replica", "deployment"):
+        # The deployment takes no CPU of Ray's: the replicas keep one each, as in "replica".
+        server = ray_server(replicas, ray_models=placement, ray_model_resources='{"CPU": 0}')
+        try:
+            step = measure(server, replicas, object_detection(), seconds)
+        finally:
+            server.stop()
+        row = {
+            "models": placement,
+            "sessions": replicas,
+            "fps_min": min(s["fps"] for s in step["per_session"]),
+            "p50_ms_max": max(s["latency_ms"]["p50"] for s in step["per_session"]),
+            "p95_ms_worst": step["latency_ms_p95_worst"],
+            "server_cpu_ms_per_frame": step["server_cpu_ms_per_frame"],
+        }
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    write_result("scale-models", {"size": [640, 480], "fps_each": FPS, "replicas": replicas,
+                                  "placements": rows})  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -153,6 +153,12 @@ class Settings(BaseSettings):
     ray_replica_resources: dict[str, float] = Field(default_factory=lambda: {"CPU": 1.0})
     """``serve --ray``: what each media replica reserves (its loop is one core's work); on GPU
     nodes add a ``GPU`` share (``{"CPU": 1, "GPU": 0.125}``), or the replica sees no GPU."""
+    ray_models: Literal["replica", "deployment"] = "replica"
+    """``serve --ray``: where the default model runs: in every replica (measured the better
+    on CPUs: benchmarks/README.md), or one Ray Serve deployment batching for all of them."""
+    ray_model_resources: dict[str, float] = Field(default_factory=lambda: {"CPU": 1.0})
+    """``serve --ray`` with ``ray_models=deployment``: what the model deployment reserves
+    (``{"CPU": 1, "GPU": 1}`` for a GPU of its own)."""
     ray_pipeline_resources: dict[str, float] = Field(default_factory=lambda: {"CPU": 1.0})
     """``serve --ray``: what each pipeline's actor reserves on its node: ``CPU``, ``GPU`` (as
     for replicas) and custom resources (``{"CPU": 1, "cameras": 1}`` keeps pipelines on

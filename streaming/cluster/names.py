@@ -2,4 +2,6 @@
 in it; pipeline actors are named by their pipeline ids."""
 
 NAMESPACE = "visionstream"
+APP_NAME = "visionstream"
+"""The Serve application: the media replicas and any model deployments."""
 DIRECTORY = "visionstream-workers"

@@ -37,6 +37,7 @@ from ..workflows import compile_workflow, parse_spec
 from ..workflows.blocks.base import BuildContext
 from ..workflows.engine import CompiledWorkflow
 from ..workflows.library import WorkflowLibrary
+from .models import deployed_models, session_opener
 from .names import NAMESPACE
 from .resources import actor_resources
 
@@ -62,7 +63,7 @@ class PipelineActor:
         self._node = ray.get_runtime_context().get_node_id()
         self._executor = ThreadPoolExecutor(settings.workflow_threads, "workflow")
         self._hub = SourceHub(camera_factory(settings))
-        self._models = ModelRegistry(settings, Metrics())
+        self._models = ModelRegistry(settings, Metrics(), session_opener(deployed_models(settings)))
         self._manager = PipelineManager(
             settings,
             self._models,

@@ -23,6 +23,7 @@ from ..server import create_app
 from ..server.state import ServerState
 from ..workflows.library import WorkflowLibrary
 from .autoscale import sessions_policy
+from .models import deployed_models, model_deployment, session_opener
 from .names import DIRECTORY, NAMESPACE
 from .pipelines import ClusterPipelines
 from .resources import actor_resources
@@ -95,13 +96,20 @@ def media_app(settings: Settings, replicas: int | None, max_replicas: int = 1) -
     _STARTING = {"sessions": 0, "pipelines": 0, "max_sessions": settings.max_sessions,
                  "ready": False}  # fmt: skip
 
+    deployed = deployed_models(settings)
+
     def build() -> FastAPI:  # runs on the replica
         def cluster_pipelines(
             settings: Settings, models: ModelRegistry, _: Any, __: Any, library: WorkflowLibrary
         ) -> ClusterPipelines:
             return ClusterPipelines(settings, models, library)
 
-        app = create_app(settings, deployment=_RayDeployment(), pipeline_factory=cluster_pipelines)
+        app = create_app(
+            settings,
+            deployment=_RayDeployment(),
+            pipeline_factory=cluster_pipelines,
+            model_opener=session_opener(deployed),
+        )
         _apps.append(app)
         return app
 
@@ -136,7 +144,9 @@ def media_app(settings: Settings, replicas: int | None, max_replicas: int = 1) -
     )
     @serve.ingress(build)
     class MediaReplica:
-        def __init__(self) -> None:
+        def __init__(self, *_models: Any) -> None:
+            # ``_models``: the model deployments' handles, bound here so that Serve deploys
+            # them with the app; the replica's sessions find them by name (models.py).
             context = serve.get_replica_context()
             self._worker = context.replica_id.unique_id
             self._node = ray.get_runtime_context().get_node_id()
@@ -164,4 +174,5 @@ def media_app(settings: Settings, replicas: int | None, max_replicas: int = 1) -
             load = self._load()  # see autoscale.py
             return {"sessions": load["sessions"], "max_sessions": load["max_sessions"]}
 
-    return MediaReplica.bind()  # type: ignore[attr-defined]  # a Deployment, once decorated
+    models = [model_deployment(settings, model_id) for model_id in sorted(deployed)]
+    return MediaReplica.bind(*models)  # type: ignore[attr-defined]  # a Deployment, once decorated

@@ -12,12 +12,11 @@ import ray
 from ray import serve
 
 from ..config import Settings
-from .names import DIRECTORY, NAMESPACE
+from .names import APP_NAME, DIRECTORY, NAMESPACE
 from .replica import media_app
 
 __all__ = ["default_replicas", "deploy", "serve_on_ray", "undeploy"]
 
-APP_NAME = "visionstream"
 # How long a Ctrl-C or SIGTERM can go unseen by the waiting main thread (see below).
 _SIGNAL_CHECK_S = 0.5
 

@@ -4,6 +4,7 @@ by the machine (measured in benchmarks/inference.py)."""
 from __future__ import annotations
 
 import importlib.util
+from collections.abc import Callable
 from pathlib import Path
 
 from ..config import Settings
@@ -11,7 +12,7 @@ from ..errors import ModelError
 from .manifest import ModelManifest
 from .session import InferenceSession, nvidia_driver_present
 
-__all__ = ["batch_size_for", "choose_backend", "open_session"]
+__all__ = ["SessionOpener", "batch_size_for", "choose_backend", "open_session"]
 
 GPU_BATCH = 16
 
@@ -25,6 +26,10 @@ def choose_backend(manifest: ModelManifest, settings: Settings) -> str:
     if importlib.util.find_spec("openvino") is not None:
         return "openvino"  # ~2x ONNX Runtime on CPU for the default model (bf16 where it can)
     return "onnxruntime"
+
+
+SessionOpener = Callable[[ModelManifest, Path, Settings], InferenceSession]
+"""Opens a model's session: ``open_session``, or a deployment's own."""
 
 
 def open_session(manifest: ModelManifest, directory: Path, settings: Settings) -> InferenceSession:

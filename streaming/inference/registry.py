@@ -10,7 +10,7 @@ from pathlib import Path
 from ..config import Settings
 from ..errors import ModelError
 from ..metrics import Metrics
-from .backends import batch_size_for, choose_backend, open_session
+from .backends import SessionOpener, batch_size_for, choose_backend, open_session
 from .batcher import DynamicBatcher
 from .manifest import MANIFEST_FILE, ModelManifest
 from .model import DetectionModel
@@ -28,7 +28,15 @@ class ModelRegistry:
     """The server's models by id: prepared, loaded once, warmed up, shared by every session
     and pipeline (through a batcher where batching pays)."""
 
-    def __init__(self, settings: Settings, metrics: Metrics | None = None) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        metrics: Metrics | None = None,
+        opener: SessionOpener = open_session,
+    ) -> None:
+        """``opener`` runs a model (default: the backend its manifest or the settings name;
+        the Ray deployment's can send it to a model deployment)."""
+        self._open = opener
         self._dir = Path(settings.models_dir)
         self._settings = settings
         self._metrics = metrics
@@ -104,7 +112,7 @@ class ModelRegistry:
 
     def _load(self, directory: Path) -> DetectionModel:
         manifest = ModelManifest.load(directory)
-        session = open_session(manifest, directory, self._settings)
+        session = self._open(manifest, directory, self._settings)
         try:
             batcher = DynamicBatcher(
                 session,

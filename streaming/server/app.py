@@ -21,6 +21,7 @@ from sources.hub import SourceHub
 from ..config import Settings
 from ..egress import EgressPolicy
 from ..errors import StreamingError, error_body
+from ..inference.backends import SessionOpener, open_session
 from ..inference.default_model import DEFAULT_MODEL_ID, ensure_default_model
 from ..inference.registry import ModelRegistry
 from ..memory import MemoryTrimmer
@@ -100,12 +101,14 @@ def create_app(
     install_rtc: bool = True,
     deployment: Deployment | None = None,
     pipeline_factory: PipelineFactory = local_pipelines,
+    model_opener: SessionOpener = open_session,
 ) -> FastAPI:
     """The server's app. ``install_rtc=False`` leaves aiortc and aioice as they are: for an
     app embedded in a process whose own peers must keep aiortc's behaviour (in-process
     tests); the server then answers frames one frame later and offers every interface.
     ``deployment`` shows the workers this app is one of in ``/healthz`` and ``/metrics``
-    (a Ray deployment's replicas), and ``pipeline_factory`` builds
+    (a Ray deployment's replicas), ``model_opener`` runs its models (the Ray deployment's:
+    maybe in a model deployment), and ``pipeline_factory`` builds
     its pipelines (the Ray deployment's: actors across the cluster)."""
     settings = settings or Settings()
     if install_rtc:
@@ -116,7 +119,7 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        registry = ModelRegistry(settings, metrics)
+        registry = ModelRegistry(settings, metrics, model_opener)
         executor = ThreadPoolExecutor(settings.workflow_threads, thread_name_prefix="workflow")
         hub = SourceHub(camera_factory(settings))
         library = WorkflowLibrary(settings.workflows_dir, settings.default_model)

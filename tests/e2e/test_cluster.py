@@ -6,6 +6,7 @@ cannot remove). The unmodified inference-sdk program is the client."""
 
 from __future__ import annotations
 
+import copy
 import os
 import signal
 import time
@@ -179,6 +180,16 @@ def fresh_result(server: ServerProcess, pipeline_id: str) -> dict | None:
         if datetime.fromisoformat(metadata["frame_timestamp"]).timestamp() >= asked:
             return body
     return None
+
+
+def test_a_refused_pipeline_is_a_clear_error_and_leaves_no_actor(ray_server, camera):
+    spec = copy.deepcopy(DETECT_SPEC)
+    spec["steps"][0]["model_id"] = "no-such-model"
+    response = ray_server.start_pipeline(camera.url, spec)
+    assert response.status_code == 400 and "no-such-model" in response.json()["message"]
+    assert pipeline_nodes(ray_server) == {}
+    local = ray_server.start_pipeline("/etc/passwd", DETECT_SPEC)  # checked by the replica
+    assert local.status_code == 403, local.text
 
 
 def test_a_pipeline_runs_on_after_its_node_is_removed(cluster, ray_server, camera):

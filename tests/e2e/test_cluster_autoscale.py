@@ -1,6 +1,7 @@
-"""``visionstream serve --ray ADDRESS --replicas auto``: one replica while idle, a second one
-started as soon as the first holds a session (one replica's worth of room kept free), on a
-real one-node Ray cluster on 127.0.0.1 with two CPUs."""
+"""``visionstream serve --ray ADDRESS --replicas auto`` with ``STREAMING_RAY_MODELS=deployment``,
+on a real one-node Ray cluster on 127.0.0.1 with two CPUs: one replica while idle, a second
+started as soon as the first holds a session (one replica's worth of room kept free), and both
+replicas' frames run by the one model deployment."""
 
 from __future__ import annotations
 
@@ -26,7 +27,13 @@ def autoscaled() -> Iterator[ServerProcess]:
     )
     server = None
     try:
-        server = ray_server_process(cluster.address, "auto", ray_max_replicas="2")
+        server = ray_server_process(
+            cluster.address,
+            "auto",
+            ray_max_replicas="2",
+            ray_models="deployment",
+            ray_model_resources='{"CPU": 0}',  # both CPUs for the replicas
+        )
         server.wait_for_output("autoscaled", timeout=START_S)
         yield server
     finally:
@@ -35,8 +42,14 @@ def autoscaled() -> Iterator[ServerProcess]:
         cluster.shutdown()
 
 
+def shared_model_device(server: ServerProcess) -> str:
+    (model,) = server.get("/healthz").json()["models"].values()
+    return model["device"]
+
+
 def test_a_session_on_the_only_replica_brings_a_second_for_the_next(autoscaled):
     (idle,) = autoscaled.wait_workers_ready(1, START_S)
+    assert "Ray Serve model deployment" in shared_model_device(autoscaled)
     first = SdkSession(autoscaled.url, DETECT_SPEC)
     second = None
     try:
@@ -46,6 +59,9 @@ def test_a_session_on_the_only_replica_brings_a_second_for_the_next(autoscaled):
         second = SdkSession(autoscaled.url, DETECT_SPEC)
         second.wait_streaming()
         assert sorted(w["sessions"] for w in autoscaled.workers()) == [1, 1]
+        # Predictions on both (SdkSession waited for them), from the one model deployment.
+        for _ in range(2):  # whichever replica answers
+            assert "Ray Serve model deployment" in shared_model_device(autoscaled)
     finally:
         first.close()
         if second is not None:
