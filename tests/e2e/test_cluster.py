@@ -9,11 +9,8 @@ from __future__ import annotations
 import copy
 import os
 import signal
-import time
 from collections.abc import Iterator
-from datetime import datetime
 
-import httpx
 import pytest
 from inference_sdk import InferenceHTTPClient
 from inference_sdk.webrtc import StreamConfig
@@ -153,41 +150,12 @@ def test_the_browser_page_streams_through_the_serve_front(ray_server, photos, tm
              "the page's session closed")  # fmt: skip
 
 
-def pipeline_nodes(server: ServerProcess) -> dict[str, str | None]:
-    """Each pipeline's node; empty while the answer is an error (a replica being replaced:
-    Serve's 5xx for requests it had sent there)."""
-    response = server.get("/inference_pipelines/list")
-    if response.status_code != 200:
-        return {}
-    body = response.json()
-    assert sorted(body["pipelines"]) == sorted(p["pipeline_id"] for p in body["placements"])
-    return {p["pipeline_id"]: p["node"] for p in body["placements"]}
-
-
-def consume(server: ServerProcess, pipeline_id: str) -> dict:
-    path = f"/inference_pipelines/{pipeline_id}/consume"
-    response = httpx.request("GET", server.url + path, json={"wait_seconds": 5}, timeout=30)
-    if response.status_code != 200:  # as above
-        return {"outputs": []}
-    return response.json()
-
-
-def fresh_result(server: ServerProcess, pipeline_id: str) -> dict | None:
-    """A result produced after this call began (the buffer's older ones drained first)."""
-    asked = time.time()
-    while (body := consume(server, pipeline_id))["outputs"]:
-        (metadata,) = body["frames_metadata"]
-        if datetime.fromisoformat(metadata["frame_timestamp"]).timestamp() >= asked:
-            return body
-    return None
-
-
 def test_a_refused_pipeline_is_a_clear_error_and_leaves_no_actor(ray_server, camera):
     spec = copy.deepcopy(DETECT_SPEC)
     spec["steps"][0]["model_id"] = "no-such-model"
     response = ray_server.start_pipeline(camera.url, spec)
     assert response.status_code == 400 and "no-such-model" in response.json()["message"]
-    assert pipeline_nodes(ray_server) == {}
+    assert ray_server.pipeline_nodes() == {}
     local = ray_server.start_pipeline("/etc/passwd", DETECT_SPEC)  # checked by the replica
     assert local.status_code == 403, local.text
 
@@ -197,9 +165,9 @@ def test_a_pipeline_runs_on_after_its_node_is_removed(cluster, ray_server, camer
     assert response.status_code == 200, response.text
     pipeline_id = response.json()["context"]["pipeline_id"]
     try:
-        body = wait_for(lambda: fresh_result(ray_server, pipeline_id), WAIT_S, "a first result")
+        body = wait_for(lambda: ray_server.fresh_result(pipeline_id), WAIT_S, "a first result")
         assert set(body["outputs"][0]) == {"annotated", "predictions"}
-        first_node = pipeline_nodes(ray_server)[pipeline_id]
+        first_node = ray_server.pipeline_nodes()[pipeline_id]
         victim = next(n for n in cluster.worker_nodes if n.node_id == first_node)
         cluster.remove_node(victim)
 
@@ -207,14 +175,14 @@ def test_a_pipeline_runs_on_after_its_node_is_removed(cluster, ray_server, camer
         # left on the head answers for it.
         moved = wait_for(
             lambda: (
-                (node := pipeline_nodes(ray_server).get(pipeline_id)) not in (None, first_node)
+                (node := ray_server.pipeline_nodes().get(pipeline_id)) not in (None, first_node)
                 and node
             ),
             START_S,
             "the pipeline placed on another node",
         )
         assert moved != first_node
-        wait_for(lambda: fresh_result(ray_server, pipeline_id), START_S, "results after the move")
+        wait_for(lambda: ray_server.fresh_result(pipeline_id), START_S, "results after the move")
         report = ray_server.get(f"/inference_pipelines/{pipeline_id}/status").json()["report"]
         assert report["sources_metadata"][0]["state"] == "RUNNING"
         # Watched over WebRTC from a replica, which gets the frames from the actor.
@@ -224,4 +192,4 @@ def test_a_pipeline_runs_on_after_its_node_is_removed(cluster, ray_server, camer
             assert decode_stamp(frame) is not None and metadata.pts is not None
     finally:
         ray_server.post(f"/inference_pipelines/{pipeline_id}/terminate")
-    assert pipeline_id not in pipeline_nodes(ray_server)
+    assert pipeline_id not in ray_server.pipeline_nodes()

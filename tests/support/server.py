@@ -13,6 +13,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from datetime import datetime
 from typing import Any
 
 import httpx
@@ -191,6 +192,31 @@ class ServerProcess(LoggedProcess):
 
     def sessions(self) -> int:
         return self.get("/healthz").json()["sessions"]
+
+    def pipeline_nodes(self) -> dict[str, str | None]:
+        """Each pipeline's node (``list``'s placements); empty while the answer is an error
+        (a Ray replica being replaced: Serve's 5xx for requests it had sent there)."""
+        response = self.get("/inference_pipelines/list")
+        if response.status_code != 200:
+            return {}
+        body = response.json()
+        assert sorted(body["pipelines"]) == sorted(p["pipeline_id"] for p in body["placements"])
+        return {p["pipeline_id"]: p["node"] for p in body["placements"]}
+
+    def fresh_result(self, pipeline_id: str, since: float | None = None) -> dict | None:
+        """A ``consume`` result of a frame taken after ``since`` (epoch s; default: now),
+        older buffered ones drained first; None if there is none yet (or an error, as
+        above)."""
+        since = time.time() if since is None else since
+        path = f"/inference_pipelines/{pipeline_id}/consume"
+        while True:
+            response = httpx.request("GET", self.url + path, json={"wait_seconds": 5}, timeout=30)
+            body = response.json() if response.status_code == 200 else {"outputs": []}
+            if not body["outputs"]:
+                return None
+            (metadata,) = [m for m in body["frames_metadata"] if m is not None]
+            if datetime.fromisoformat(metadata["frame_timestamp"]).timestamp() >= since:
+                return body
 
     def workers(self) -> list[dict]:
         """``/healthz``'s workers: a Ray deployment's replicas, or this server alone."""
