@@ -89,6 +89,7 @@ class CompiledWorkflow:
     def run(
         self, image: np.ndarray, video_metadata: dict[str, Any], frame: FrameState
     ) -> dict[str, Any]:
+        frame.video = video_metadata
         values: dict[tuple[str | None, str], Any] = {
             (None, self._image_input): WorkflowImage(image, self._image_input),
             (None, self._video_metadata_input): video_metadata,

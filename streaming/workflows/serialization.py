@@ -27,6 +27,7 @@ def serialize_detections(detections: sv.Detections) -> dict[str, Any]:
     class_names = detections.data.get("class_name")
     detection_ids = detections.data.get("detection_id")
     parent_ids = detections.data.get("parent_id")
+    time_in_zone = detections.data.get("time_in_zone")
     for i, (x1, y1, x2, y2) in enumerate(detections.xyxy.tolist()):
         # Key order as the reference emits it.
         item: dict[str, Any] = {
@@ -41,6 +42,8 @@ def serialize_detections(detections: sv.Detections) -> dict[str, Any]:
         }
         if detections.tracker_id is not None:
             item["tracker_id"] = int(detections.tracker_id[i])
+        if time_in_zone is not None:
+            item["time_in_zone"] = float(time_in_zone[i])
         item["class"] = str(class_names[i]) if class_names is not None else ""
         if detection_ids is not None:
             item["detection_id"] = str(detection_ids[i])

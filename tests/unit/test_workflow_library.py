@@ -12,7 +12,13 @@ from streaming.workflows.library import WorkflowLibrary, object_detection
 def test_built_ins_without_a_directory():
     library = WorkflowLibrary(None, "yolov3-tiny-416")
     workflows, unreadable = library.list()
-    assert [w.summary()["id"] for w in workflows] == ["local/object-detection", "local/image-blur"]
+    assert [w.summary()["id"] for w in workflows] == [
+        "local/object-detection",
+        "local/image-blur",
+        "local/people-counting",
+        "local/zone-occupancy",
+        "local/privacy-blur",
+    ]
     assert unreadable == []
     assert workflows[0].summary()["outputs"] == ["predictions", "annotated"]
     assert workflows[1].summary()["outputs"] == ["output_image"]
@@ -32,7 +38,8 @@ def test_files_add_and_replace_workflows_and_unreadable_ones_are_named(tmp_path)
 
     workflows, unreadable = library.list()
     by_id = {w.workflow_id: w for w in workflows}
-    assert set(by_id) == {"object-detection", "image-blur", "boxes"}
+    assert set(by_id) == {"object-detection", "image-blur", "people-counting", "zone-occupancy",
+                          "privacy-blur", "boxes"}  # fmt: skip
     assert by_id["object-detection"].origin == "library"  # the file replaces the built-in
     assert by_id["boxes"].title == "Boxes" and by_id["boxes"].specification == boxes_only
     assert {p["file"] for p in unreadable} == {"broken.json", "no-steps.json"}

@@ -2,10 +2,23 @@
 
 from __future__ import annotations
 
+from .analytics import LineCounterBlock, LineCounterV1Block, TimeInZoneBlock
 from .base import Block
 from .detection import ObjectDetectionModelBlock
+from .tracking import ByteTrackerBlock
 from .transforms import ImageBlurBlock
-from .visualization import BoundingBoxVisualizationBlock, LabelVisualizationBlock
+from .visualization import (
+    BlurVisualizationBlock,
+    BoundingBoxVisualizationBlock,
+    DotVisualizationBlock,
+    LabelVisualizationBlock,
+    PixelateVisualizationBlock,
+)
+from .zone_visualization import (
+    LineCounterVisualizationBlock,
+    PolygonZoneVisualizationBlock,
+    TraceVisualizationBlock,
+)
 
 __all__ = ["BLOCKS", "Block", "get_block"]
 
@@ -16,6 +29,16 @@ BLOCKS: dict[str, type[Block]] = {
         BoundingBoxVisualizationBlock,
         LabelVisualizationBlock,
         ImageBlurBlock,
+        ByteTrackerBlock,
+        LineCounterV1Block,
+        LineCounterBlock,
+        TimeInZoneBlock,
+        LineCounterVisualizationBlock,
+        PolygonZoneVisualizationBlock,
+        TraceVisualizationBlock,
+        BlurVisualizationBlock,
+        PixelateVisualizationBlock,
+        DotVisualizationBlock,
     )
     for type_id in cls.type_ids
 }

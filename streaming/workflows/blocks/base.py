@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar, Protocol, cast
 
 import numpy as np
+import supervision as sv
 
 from ...inference.model import DetectionModel, StageTimer
 
@@ -15,11 +17,13 @@ __all__ = [
     "DETECTIONS",
     "IMAGE",
     "REQUIRED",
+    "VIDEO_METADATA",
     "Block",
     "BuildContext",
     "FieldSpec",
     "FrameState",
     "WorkflowImage",
+    "select",
 ]
 
 IMAGE = "image"
@@ -27,6 +31,11 @@ DETECTIONS = "object_detection_prediction"
 VIDEO_METADATA = "video_metadata"
 ANY = "*"
 REQUIRED = object()
+
+
+def select(detections: sv.Detections, index: np.ndarray) -> sv.Detections:
+    """The detections at ``index`` (a mask or positions), as a new object."""
+    return cast(sv.Detections, detections[index])
 
 
 @dataclass
@@ -57,6 +66,13 @@ class FrameState:
     """Per-frame facts blocks may read, and the stage timer they add to."""
 
     timer: StageTimer = field(default_factory=dict)
+    video: dict[str, Any] = field(default_factory=dict)
+    """The frame's video metadata (``frame_timestamp``, ``fps``, ``frame_number``,
+    ``comes_from_video_file``): what the reference's blocks read from their image."""
+
+    def add_time(self, stage: str, started: float) -> None:
+        """Adds the time since ``started`` (``time.perf_counter()``) to ``stage``, in ms."""
+        self.timer[stage] = self.timer.get(stage, 0.0) + (time.perf_counter() - started) * 1000
 
 
 @dataclass(frozen=True)

@@ -11,16 +11,9 @@ from ...errors import WorkflowCompilationError
 from ...inference.decoders import DecodeOptions
 from ...inference.registry import UnknownModel
 from .base import DETECTIONS, IMAGE, Block, BuildContext, FieldSpec, FrameState
+from .checks import number
 
 __all__ = ["ObjectDetectionModelBlock"]
-
-
-def _number(step: str, name: str, value: Any, low: float, high: float) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not low <= value <= high:
-        raise WorkflowCompilationError(
-            f"step '{step}': {name} must be a number in [{low}, {high}], got {value!r}"
-        )
-    return float(value)
 
 
 class ObjectDetectionModelBlock(Block):
@@ -88,8 +81,8 @@ class ObjectDetectionModelBlock(Block):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise WorkflowCompilationError(f"step '{name}': {key} must be a positive integer")
         self.options = DecodeOptions(
-            confidence=_number(name, "confidence", config["confidence"], 0.0, 1.0),
-            iou_threshold=_number(name, "iou_threshold", config["iou_threshold"], 0.0, 1.0),
+            confidence=number(name, "confidence", config["confidence"], 0.0, 1.0),
+            iou_threshold=number(name, "iou_threshold", config["iou_threshold"], 0.0, 1.0),
             class_filter=class_ids,
             max_detections=max_detections,
             class_agnostic_nms=bool(config["class_agnostic_nms"]),

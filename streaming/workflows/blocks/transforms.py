@@ -50,7 +50,5 @@ class ImageBlurBlock(Block):
         started = time.perf_counter()
         image: WorkflowImage = inputs["image"]
         blurred = self.blur(image.numpy, self.kernel_size)
-        frame.timer["transform"] = (
-            frame.timer.get("transform", 0.0) + (time.perf_counter() - started) * 1000
-        )
+        frame.add_time("transform", started)
         return {"image": WorkflowImage(blurred, image.parent_id)}

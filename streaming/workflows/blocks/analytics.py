@@ -1,0 +1,168 @@
+"""Counting and timing tracked objects: ``roboflow_core/line_counter@v1/v2`` (supervision's
+``LineZone``) and ``roboflow_core/time_in_zone@v1..v3`` (supervision's ``PolygonZone``).
+
+Both need tracked detections (a ``tracker_id``); their counts and clocks belong to the block
+instance, i.e. to one stream. Times come from the frames' own clock: for a video file the
+frame number over its fps (so a file processed faster or slower than real time still gets
+its true times), else the frame's timestamp, as the reference does.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+import supervision as sv
+
+from ...errors import WorkflowCompilationError
+from .base import (
+    DETECTIONS,
+    IMAGE,
+    VIDEO_METADATA,
+    Block,
+    BuildContext,
+    FieldSpec,
+    FrameState,
+    select,
+)
+from .checks import anchor, points, polygons
+
+__all__ = ["LineCounterBlock", "LineCounterV1Block", "TimeInZoneBlock", "frame_seconds"]
+
+_TRACKED = "detections must come from a tracker (byte_tracker): they carry no tracker_id"
+
+
+def _tracked(step: str, detections: sv.Detections) -> sv.Detections:
+    if detections.tracker_id is None:
+        if len(detections) == 0:
+            return detections
+        raise WorkflowCompilationError(f"step '{step}': {_TRACKED}")
+    return detections
+
+
+def frame_seconds(video: dict[str, Any]) -> float:
+    """The frame's time in seconds: frame number / fps for a video file, else its timestamp
+    (ISO text or datetime); 0 when the frame says neither."""
+    fps = video.get("fps") or 0
+    if video.get("comes_from_video_file") and fps:
+        return float(video.get("frame_number") or 0) / float(fps)
+    stamp = video.get("frame_timestamp")
+    if isinstance(stamp, str):
+        stamp = datetime.fromisoformat(stamp)
+    return stamp.timestamp() if isinstance(stamp, datetime) else 0.0
+
+
+class LineCounterBlock(Block):
+    """Objects crossing a line, each way. A track still unconfirmed (``tracker_id`` -1) is
+    never counted: supervision would count all of them as one object (its issue 2578)."""
+
+    type_ids = ("roboflow_core/line_counter@v2",)
+    fields = {
+        "detections": FieldSpec((DETECTIONS,), per_frame=True),
+        "image": FieldSpec((IMAGE,), default=None, per_frame=True),  # v2
+        "metadata": FieldSpec((VIDEO_METADATA,), default=None, per_frame=True),  # v1
+        "line_segment": FieldSpec(),
+        # None: a box's four corners must all cross (LineZone's own default, v2's).
+        "triggering_anchor": FieldSpec(default=None),
+    }
+    outputs = {
+        "count_in": "integer",
+        "count_out": "integer",
+        "detections_in": DETECTIONS,
+        "detections_out": DETECTIONS,
+    }
+
+    def __init__(self, name: str, config: dict[str, Any], context: BuildContext) -> None:
+        super().__init__(name, config, context)
+        start, end = points(name, "line_segment", config["line_segment"], count=2)
+        given = config["triggering_anchor"]
+        start_point, end_point = sv.Point(*start), sv.Point(*end)
+        if given is None:
+            self._zone = sv.LineZone(start=start_point, end=end_point)
+        else:
+            position = anchor(name, "triggering_anchor", given)
+            self._zone = sv.LineZone(start_point, end_point, triggering_anchors=[position])
+
+    def run(self, inputs: dict[str, Any], frame: FrameState) -> dict[str, Any]:
+        started = time.perf_counter()
+        detections = _tracked(self.name, inputs["detections"])
+        if detections.tracker_id is not None:
+            detections = select(detections, detections.tracker_id >= 0)
+        crossed_in, crossed_out = self._zone.trigger(detections)
+        frame.add_time("analytics", started)
+        return {
+            "count_in": self._zone.in_count,
+            "count_out": self._zone.out_count,
+            "detections_in": select(detections, crossed_in),
+            "detections_out": select(detections, crossed_out),
+        }
+
+
+class LineCounterV1Block(LineCounterBlock):
+    """v1: the same counting; a box's center crosses unless told otherwise."""
+
+    type_ids = ("roboflow_core/line_counter@v1",)
+    fields = {**LineCounterBlock.fields, "triggering_anchor": FieldSpec(default="CENTER")}
+
+
+class TimeInZoneBlock(Block):
+    """How long each tracked object has been in a zone (v3: in any of several zones), as
+    ``time_in_zone`` seconds on each detection; objects outside dropped unless asked."""
+
+    type_ids = (
+        "roboflow_core/time_in_zone@v1",
+        "roboflow_core/time_in_zone@v2",
+        "roboflow_core/time_in_zone@v3",
+    )
+    fields = {
+        "detections": FieldSpec((DETECTIONS,), per_frame=True),
+        "image": FieldSpec((IMAGE,), default=None, per_frame=True),
+        "metadata": FieldSpec((VIDEO_METADATA,), default=None, per_frame=True),  # v1
+        "zone": FieldSpec(),
+        "triggering_anchor": FieldSpec(default="CENTER"),
+        "remove_out_of_zone_detections": FieldSpec(default=True),
+        "reset_out_of_zone_detections": FieldSpec(default=True),
+    }
+    outputs = {"timed_detections": DETECTIONS}
+
+    def __init__(self, name: str, config: dict[str, Any], context: BuildContext) -> None:
+        super().__init__(name, config, context)
+        zones = polygons(name, "zone", config["zone"])
+        position = anchor(name, "triggering_anchor", config["triggering_anchor"])
+        self._zones = [
+            sv.PolygonZone(np.array(p, dtype=np.int32), triggering_anchors=(position,))
+            for p in zones
+        ]
+        for key in ("remove_out_of_zone_detections", "reset_out_of_zone_detections"):
+            if not isinstance(config[key], bool):
+                raise WorkflowCompilationError(
+                    f"step '{name}': {key} must be true or false, got {config[key]!r}"
+                )
+        self._remove = config["remove_out_of_zone_detections"]
+        self._reset = config["reset_out_of_zone_detections"]
+        self._entered: dict[int, float] = {}
+        """Tracker id -> when it entered (the frames' clock)."""
+
+    def run(self, inputs: dict[str, Any], frame: FrameState) -> dict[str, Any]:
+        started = time.perf_counter()
+        detections = _tracked(self.name, inputs["detections"])
+        now = frame_seconds(frame.video)
+        inside = np.zeros(len(detections), dtype=bool)
+        for zone in self._zones:
+            inside |= zone.trigger(detections)
+        seconds = np.zeros(len(detections), dtype=np.float64)
+        ids: Any = detections.tracker_id if detections.tracker_id is not None else []
+        for i, tracker_id in enumerate(int(t) for t in ids):
+            if inside[i]:
+                seconds[i] = now - self._entered.setdefault(tracker_id, now)
+            elif self._reset or not self._remove:
+                # The reference's rule: an object seen outside starts again on its next
+                # entry, unless out-of-zone objects are dropped and not reset.
+                self._entered.pop(tracker_id, None)
+        # A copy: the input detections may feed other steps.
+        kept = select(detections, inside if self._remove else np.arange(len(detections)))
+        kept.data["time_in_zone"] = seconds[inside] if self._remove else seconds
+        frame.add_time("analytics", started)
+        return {"timed_detections": kept}

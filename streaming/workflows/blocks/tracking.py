@@ -1,0 +1,111 @@
+"""``roboflow_core/byte_tracker@v1..v3``: stable ids across frames, with Roboflow's
+``trackers`` package (ByteTrack) doing the tracking.
+
+A compiled workflow serves one stream (a session, or one source of a pipeline), so the
+tracker in a block instance is that stream's alone. The reference's fields map onto
+``trackers.ByteTrackTracker``: ``minimum_matching_threshold`` is the largest matching cost
+(1 - IoU) ByteTrack accepts, i.e. ``minimum_iou_threshold = 1 - minimum_matching_threshold``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict
+from typing import Any
+
+import numpy as np
+import supervision as sv
+from trackers import ByteTrackTracker
+
+from .base import (
+    DETECTIONS,
+    IMAGE,
+    VIDEO_METADATA,
+    Block,
+    BuildContext,
+    FieldSpec,
+    FrameState,
+    select,
+)
+from .checks import integer, number
+
+__all__ = ["ByteTrackerBlock"]
+
+_DEFAULT_FPS = 30.0
+
+
+class ByteTrackerBlock(Block):
+    """Adds ``tracker_id`` to detections; v3 also splits them into first sightings and the
+    rest. Unconfirmed tracks (``minimum_consecutive_frames`` not reached) are left out, as
+    the reference's tracker does."""
+
+    type_ids = (
+        "roboflow_core/byte_tracker@v1",
+        "roboflow_core/byte_tracker@v2",
+        "roboflow_core/byte_tracker@v3",
+    )
+    fields = {
+        "detections": FieldSpec((DETECTIONS,), per_frame=True),
+        "image": FieldSpec((IMAGE,), default=None, per_frame=True),  # v2, v3
+        "metadata": FieldSpec((VIDEO_METADATA,), default=None, per_frame=True),  # v1
+        "track_activation_threshold": FieldSpec(default=0.25),
+        "lost_track_buffer": FieldSpec(default=30),
+        "minimum_matching_threshold": FieldSpec(default=0.8),
+        "minimum_consecutive_frames": FieldSpec(default=1),
+        "instances_cache_size": FieldSpec(default=16384),  # v3
+    }
+    outputs = {
+        "tracked_detections": DETECTIONS,
+        "new_instances": DETECTIONS,
+        "already_seen_instances": DETECTIONS,
+    }
+
+    def __init__(self, name: str, config: dict[str, Any], context: BuildContext) -> None:
+        super().__init__(name, config, context)
+        self._activation = number(name, "track_activation_threshold",
+                                  config["track_activation_threshold"], 0.0, 1.0)  # fmt: skip
+        self._matching = number(name, "minimum_matching_threshold",
+                                config["minimum_matching_threshold"], 0.0, 1.0)  # fmt: skip
+        self._lost_buffer = integer(name, "lost_track_buffer", config["lost_track_buffer"], 0)
+        self._consecutive = integer(name, "minimum_consecutive_frames",
+                                    config["minimum_consecutive_frames"], 1)  # fmt: skip
+        self._cache_size = integer(name, "instances_cache_size",
+                                   config["instances_cache_size"], 1)  # fmt: skip
+        self._tracker: ByteTrackTracker | None = None
+        self._seen: OrderedDict[int, None] = OrderedDict()
+
+    def _tracker_for(self, frame: FrameState) -> ByteTrackTracker:
+        if self._tracker is None:  # the stream's frame rate, known from its first frame
+            fps = frame.video.get("fps") or _DEFAULT_FPS
+            self._tracker = ByteTrackTracker(
+                lost_track_buffer=self._lost_buffer,
+                frame_rate=float(fps),
+                track_activation_threshold=self._activation,
+                minimum_consecutive_frames=self._consecutive,
+                minimum_iou_threshold=1.0 - self._matching,
+                # A detection below the activation threshold may still continue a track.
+                high_conf_det_threshold=self._activation,
+            )
+        return self._tracker
+
+    def run(self, inputs: dict[str, Any], frame: FrameState) -> dict[str, Any]:
+        started = time.perf_counter()
+        detections: sv.Detections = inputs["detections"]
+        tracked = self._tracker_for(frame).update(detections)
+        if tracked.tracker_id is None:
+            tracked.tracker_id = np.full(len(tracked), -1, dtype=int)
+        tracked = select(tracked, tracked.tracker_id >= 0)
+        ids: Any = tracked.tracker_id if tracked.tracker_id is not None else []
+        is_new = np.zeros(len(tracked), dtype=bool)
+        for i, tracker_id in enumerate(int(t) for t in ids):
+            if tracker_id not in self._seen:
+                is_new[i] = True
+                self._seen[tracker_id] = None
+                if len(self._seen) > self._cache_size:
+                    self._seen.popitem(last=False)
+        frame.add_time("tracking", started)
+        return {
+            "tracked_detections": tracked,
+            "new_instances": select(tracked, is_new),
+            "already_seen_instances": select(tracked, ~is_new),
+        }

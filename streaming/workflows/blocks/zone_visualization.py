@@ -1,0 +1,158 @@
+"""Drawing what the analytics blocks watch: ``line_counter_visualization`` (the line and its
+counts), ``polygon_zone_visualization`` (the zones, filled), ``trace_visualization`` (each
+tracked object's recent path, supervision's ``TraceAnnotator``, one per stream)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+import supervision as sv
+
+from ...errors import WorkflowCompilationError
+from .base import DETECTIONS, IMAGE, Block, BuildContext, FieldSpec, FrameState, WorkflowImage
+from .checks import anchor, integer, number, points, polygons
+
+__all__ = [
+    "LineCounterVisualizationBlock",
+    "PolygonZoneVisualizationBlock",
+    "TraceVisualizationBlock",
+]
+
+_ZONE_GREEN = "#5bb573"  # the reference's default for both zone blocks
+
+
+def _color(step: str, value: Any) -> sv.Color:
+    try:
+        return sv.Color.from_hex(value)
+    except (ValueError, TypeError, AttributeError):
+        raise WorkflowCompilationError(
+            f"step '{step}': color must be a hex color like '#5bb573', got {value!r}"
+        ) from None
+
+
+class _DrawingBlock(Block):
+    """Image in, image out: a copy unless ``copy_image`` is false."""
+
+    fields = {
+        "image": FieldSpec((IMAGE,), per_frame=True),
+        "copy_image": FieldSpec(default=True),
+    }
+    outputs = {"image": IMAGE}
+
+    def __init__(self, name: str, config: dict[str, Any], context: BuildContext) -> None:
+        super().__init__(name, config, context)
+        self._copy = bool(config["copy_image"])
+
+    def draw(self, scene: np.ndarray, inputs: dict[str, Any]) -> np.ndarray:
+        raise NotImplementedError
+
+    def run(self, inputs: dict[str, Any], frame: FrameState) -> dict[str, Any]:
+        started = time.perf_counter()
+        image: WorkflowImage = inputs["image"]
+        scene = self.draw(image.numpy.copy() if self._copy else image.numpy, inputs)
+        frame.add_time("annotate", started)
+        return {"image": WorkflowImage(scene, image.parent_id)}
+
+
+class LineCounterVisualizationBlock(_DrawingBlock):
+    """The counting line, blended at ``opacity``, with ``in: N, out: M`` at its start."""
+
+    type_ids = ("roboflow_core/line_counter_visualization@v1",)
+    fields = {
+        **_DrawingBlock.fields,
+        "zone": FieldSpec(),
+        "color": FieldSpec(default=_ZONE_GREEN),
+        "thickness": FieldSpec(default=2),
+        "text_thickness": FieldSpec(default=1),
+        "text_scale": FieldSpec(default=1.0),
+        "opacity": FieldSpec(default=0.3),
+        # Usually $steps.<line_counter>.count_in / count_out; unbound: 0.
+        "count_in": FieldSpec(("integer",), default=None, per_frame=True),
+        "count_out": FieldSpec(("integer",), default=None, per_frame=True),
+    }
+
+    def __init__(self, name: str, config: dict[str, Any], context: BuildContext) -> None:
+        super().__init__(name, config, context)
+        start, end = points(name, "zone", config["zone"], count=2)
+        self._start = sv.Point(int(start[0]), int(start[1]))
+        self._end = sv.Point(int(end[0]), int(end[1]))
+        self._color = _color(name, config["color"])
+        self._thickness = integer(name, "thickness", config["thickness"], 1)
+        self._text_thickness = integer(name, "text_thickness", config["text_thickness"], 1)
+        self._text_scale = number(name, "text_scale", config["text_scale"], 0.01, 100.0)
+        self._opacity = number(name, "opacity", config["opacity"], 0.0, 1.0)
+
+    def draw(self, scene: np.ndarray, inputs: dict[str, Any]) -> np.ndarray:
+        line = sv.draw_line(np.zeros_like(scene), self._start, self._end, self._color,
+                            self._thickness)  # fmt: skip
+        # Lighten where the line is, as the reference's overlay does.
+        blended = np.where(
+            line.any(axis=2, keepdims=True),
+            (scene * (1 - self._opacity) + line * self._opacity).astype(np.uint8),
+            scene,
+        )
+        counts = f"in: {inputs.get('count_in') or 0}, out: {inputs.get('count_out') or 0}"
+        return sv.draw_text(
+            blended,
+            counts,
+            self._start,
+            text_scale=self._text_scale,
+            text_thickness=self._text_thickness,
+            text_padding=0,
+            background_color=sv.Color.WHITE,
+        )
+
+
+class PolygonZoneVisualizationBlock(_DrawingBlock):
+    """The zone (or each of several), filled at ``opacity``."""
+
+    type_ids = ("roboflow_core/polygon_zone_visualization@v1",)
+    fields = {
+        **_DrawingBlock.fields,
+        "zone": FieldSpec(),
+        "color": FieldSpec(default=_ZONE_GREEN),
+        "opacity": FieldSpec(default=0.3),
+    }
+
+    def __init__(self, name: str, config: dict[str, Any], context: BuildContext) -> None:
+        super().__init__(name, config, context)
+        self._polygons = [
+            np.array(p, dtype=np.int64) for p in polygons(name, "zone", config["zone"])
+        ]
+        self._color = _color(name, config["color"])
+        self._opacity = number(name, "opacity", config["opacity"], 0.0, 1.0)
+
+    def draw(self, scene: np.ndarray, inputs: dict[str, Any]) -> np.ndarray:
+        for polygon in self._polygons:
+            scene = sv.draw_filled_polygon(scene, polygon, self._color, self._opacity)
+        return scene
+
+
+class TraceVisualizationBlock(_DrawingBlock):
+    """Each tracked object's last ``trace_length`` positions, as a line."""
+
+    type_ids = ("roboflow_core/trace_visualization@v1",)
+    fields = {
+        **_DrawingBlock.fields,
+        "predictions": FieldSpec((DETECTIONS,), per_frame=True),
+        "position": FieldSpec(default="CENTER"),
+        "trace_length": FieldSpec(default=30),
+        "thickness": FieldSpec(default=1),
+    }
+
+    def __init__(self, name: str, config: dict[str, Any], context: BuildContext) -> None:
+        super().__init__(name, config, context)
+        self._annotator = sv.TraceAnnotator(
+            position=anchor(name, "position", config["position"]),
+            trace_length=integer(name, "trace_length", config["trace_length"], 1),
+            thickness=integer(name, "thickness", config["thickness"], 1),
+            color_lookup=sv.ColorLookup.TRACK,
+        )
+
+    def draw(self, scene: np.ndarray, inputs: dict[str, Any]) -> np.ndarray:
+        detections: sv.Detections = inputs["predictions"]
+        if detections.tracker_id is None:  # nothing to follow (an untracked, empty frame)
+            return scene
+        return self._annotator.annotate(scene, detections)

@@ -1,0 +1,190 @@
+"""Tracking, line counting and time in zone on synthetic detections with known geometry."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+import supervision as sv
+
+from streaming.errors import WorkflowCompilationError
+from streaming.workflows.blocks.analytics import (
+    LineCounterBlock,
+    LineCounterV1Block,
+    TimeInZoneBlock,
+    frame_seconds,
+)
+from streaming.workflows.blocks.base import REQUIRED, Block, BuildContext, FrameState
+from streaming.workflows.blocks.tracking import ByteTrackerBlock
+from streaming.workflows.serialization import serialize_detections
+
+LINE = [[100, 0], [100, 200]]  # vertical, at x = 100
+SQUARE = [[50, 50], [150, 50], [150, 150], [50, 150]]
+
+
+def build(cls: type[Block], **given: Any) -> Any:
+    """A block as the compiler makes it: every literal field, defaults filled in."""
+    config = {
+        name: given.get(name, spec.default)
+        for name, spec in cls.fields.items()
+        if not spec.per_frame
+    }
+    assert REQUIRED not in config.values(), config
+    return cls("step", config, BuildContext(None))  # type: ignore[arg-type]
+
+
+def box_at(x: float, y: float = 100, size: float = 20, tracker_id: int | None = None):
+    detections = sv.Detections(
+        xyxy=np.array([[x - size / 2, y - size / 2, x + size / 2, y + size / 2]], float),
+        confidence=np.array([0.9]),
+        class_id=np.array([0]),
+    )
+    if tracker_id is not None:
+        detections.tracker_id = np.array([tracker_id])
+    return detections
+
+
+def frame_at(seconds: float) -> FrameState:
+    return FrameState(video={"frame_timestamp": f"2026-11-23T10:00:{seconds:09.6f}+00:00"})
+
+
+def run_path(blocks: list[Any], xs: list[float]) -> list[dict[str, Any]]:
+    """Each x a frame: the box there, through the tracker then each block after it."""
+    tracker = build(ByteTrackerBlock)
+    results = []
+    for i, x in enumerate(xs):
+        frame = frame_at(i * 0.5)
+        tracked = tracker.run({"detections": box_at(x)}, frame)
+        outputs = {"tracker": tracked}
+        for block in blocks:
+            outputs[block.name] = block.run({"detections": tracked["tracked_detections"]}, frame)
+        results.append(outputs)
+    return results
+
+
+def test_a_moving_box_keeps_one_tracker_id_and_is_new_once():
+    results = run_path([], list(range(20, 180, 8)))
+    tracked = [r["tracker"]["tracked_detections"] for r in results]
+    ids = {int(t) for detections in tracked for t in detections.tracker_id}
+    assert len(ids) == 1
+    # ByteTrack confirms a track on its second frame: from there, every frame has it.
+    assert [len(d) for d in tracked] == [0] + [1] * (len(results) - 1)
+    assert sum(len(r["tracker"]["new_instances"]) for r in results) == 1
+    seen = sum(len(r["tracker"]["already_seen_instances"]) for r in results)
+    assert seen == len(results) - 2
+
+
+def test_crossing_one_way_then_back_counts_one_in_and_one_out():
+    counter = build(LineCounterBlock, line_segment=LINE)
+    path = list(range(40, 170, 10)) + list(range(160, 30, -10))
+    last = run_path([counter], path)[-1]["step"]
+    assert sorted([last["count_in"], last["count_out"]]) == [1, 1]
+
+
+@pytest.mark.parametrize("cls", [LineCounterBlock, LineCounterV1Block])
+def test_touching_the_line_and_going_back_counts_nothing(cls):
+    counter = build(cls, line_segment=LINE)
+    # The box's right edge reaches past the line, its center never does.
+    path = [40, 60, 80, 95, 80, 60, 40]
+    last = run_path([counter], path)[-1]["step"]
+    assert (last["count_in"], last["count_out"]) == (0, 0)
+
+
+def test_unconfirmed_tracks_are_never_counted():
+    # supervision's LineZone would count every tracker_id -1 as one object.
+    counter = build(LineCounterBlock, line_segment=LINE)
+    for x in (40, 80, 120, 160, 120, 80, 40):
+        result = counter.run({"detections": box_at(x, tracker_id=-1)}, frame_at(0))
+    assert (result["count_in"], result["count_out"]) == (0, 0)
+
+
+def test_time_in_zone_follows_the_frames_clock_and_restarts_after_leaving():
+    timer = build(TimeInZoneBlock, zone=SQUARE)
+    times = []
+    # Outside, inside from t=1.0 to t=3.0, outside, inside again from t=4.0.
+    for t, x in [(0.0, 20), (0.5, 30), (1.0, 100), (1.5, 100), (2.0, 102), (3.0, 104),
+                 (3.5, 190), (4.0, 100), (5.0, 100)]:  # fmt: skip
+        frame = frame_at(t)
+        tracked = box_at(x, tracker_id=1)
+        timed = timer.run({"detections": tracked}, frame)["timed_detections"]
+        times.append([float(s) for s in timed.data["time_in_zone"]])
+    assert times == [[], [], [0.0], [0.5], [1.0], [2.0], [], [0.0], [1.0]]
+    (prediction,) = serialize_detections(timed)["predictions"]
+    assert prediction["time_in_zone"] == 1.0 and "tracker_id" in prediction
+
+
+def test_a_video_files_time_is_its_frame_number_over_its_fps():
+    video = {"comes_from_video_file": True, "fps": 25, "frame_number": 50,
+             "frame_timestamp": "2026-11-23T10:00:00+00:00"}  # fmt: skip
+    assert frame_seconds(video) == 2.0
+
+
+def test_objects_outside_are_kept_with_zero_time_when_asked():
+    timer = build(TimeInZoneBlock, zone=SQUARE, remove_out_of_zone_detections=False)
+    timed = timer.run({"detections": box_at(20, tracker_id=3)}, frame_at(0))
+    assert list(timed["timed_detections"].data["time_in_zone"]) == [0.0]
+
+
+def test_several_zones_count_as_one(tmp_path):
+    other = [[300, 50], [400, 50], [400, 150], [300, 150]]
+    timer = build(TimeInZoneBlock, zone=[SQUARE, other])
+    for t in (0.0, 1.0):
+        timed = timer.run({"detections": box_at(350, tracker_id=7)}, frame_at(t))
+    assert list(timed["timed_detections"].data["time_in_zone"]) == [1.0]
+
+
+@pytest.mark.parametrize(
+    ("cls", "given", "field"),
+    [
+        (LineCounterBlock, {"line_segment": [[0, 0]]}, "line_segment"),
+        (LineCounterBlock, {"line_segment": [[0, 0], [1, "a"]]}, "line_segment"),
+        (LineCounterBlock, {"line_segment": LINE, "triggering_anchor": "MIDDLE"},
+         "triggering_anchor"),
+        (TimeInZoneBlock, {"zone": [[0, 0], [10, 10]]}, "zone"),
+        (TimeInZoneBlock, {"zone": SQUARE, "triggering_anchor": "NOWHERE"}, "triggering_anchor"),
+        (TimeInZoneBlock, {"zone": SQUARE, "reset_out_of_zone_detections": "yes"},
+         "reset_out_of_zone_detections"),
+        (ByteTrackerBlock, {"track_activation_threshold": 2}, "track_activation_threshold"),
+        (ByteTrackerBlock, {"lost_track_buffer": -1}, "lost_track_buffer"),
+    ],
+)  # fmt: skip
+def test_bad_geometry_and_settings_are_refused_naming_the_step_and_field(cls, given, field):
+    with pytest.raises(WorkflowCompilationError, match=rf"step 'step': {field}"):
+        build(cls, **given)
+
+
+def test_untracked_detections_are_refused_by_the_counter():
+    counter = build(LineCounterBlock, line_segment=LINE)
+    with pytest.raises(WorkflowCompilationError, match="tracker"):
+        counter.run({"detections": box_at(50)}, frame_at(0))
+
+
+def test_the_line_zones_and_traces_are_drawn_where_they_are():
+    from streaming.workflows.blocks.base import WorkflowImage
+    from streaming.workflows.blocks.zone_visualization import (
+        LineCounterVisualizationBlock,
+        PolygonZoneVisualizationBlock,
+        TraceVisualizationBlock,
+    )
+
+    image = WorkflowImage(np.zeros((200, 300, 3), np.uint8), "image")
+    line = build(LineCounterVisualizationBlock, zone=LINE, opacity=1.0)
+    drawn = line.run({"image": image, "count_in": 2, "count_out": 1}, frame_at(0))["image"].numpy
+    assert drawn[150, 100].any() and not drawn[150, 200].any()  # on the line, off it
+    zone = build(PolygonZoneVisualizationBlock, zone=SQUARE)
+    filled = zone.run({"image": image}, frame_at(0))["image"].numpy
+    assert filled[100, 100].any() and not filled[180, 250].any()
+    assert not image.numpy.any()  # the input image untouched (copy_image)
+    trace = build(TraceVisualizationBlock)
+    for x in (40, 80, 120):
+        out = trace.run({"image": image, "predictions": box_at(x, tracker_id=1)}, frame_at(0))
+    traced = out["image"].numpy
+    assert traced[100, 60:120].any(axis=1).sum() > 30  # the path from x=40 to x=120
+
+
+def test_a_bad_color_is_refused_naming_the_step():
+    from streaming.workflows.blocks.zone_visualization import PolygonZoneVisualizationBlock
+
+    with pytest.raises(WorkflowCompilationError, match="step 'step': color"):
+        build(PolygonZoneVisualizationBlock, zone=SQUARE, color="green-ish")
