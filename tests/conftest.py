@@ -85,6 +85,26 @@ def load_photo(photos: Path, name: str, size: tuple[int, int] = (640, 480)) -> n
 
 
 @pytest.fixture(scope="session")
+def person(photos) -> np.ndarray:
+    """The person in person.jpg (640x480), cut out along the default model's own box: an
+    object the model finds, to move around generated scenes."""
+    from streaming.config import Settings
+    from streaming.inference.decoders import DecodeOptions
+    from streaming.inference.registry import ModelRegistry
+
+    registry = ModelRegistry(Settings())
+    try:
+        found = registry.get("yolov3-tiny-416").detect(
+            load_photo(photos, "person.jpg"), DecodeOptions(confidence=0.5)
+        )
+    finally:
+        registry.close()
+    people = found[found.data["class_name"] == "person"]
+    x1, y1, x2, y2 = people.xyxy[int(np.argmax(people.confidence))].astype(int)
+    return load_photo(photos, "person.jpg")[y1:y2, x1:x2].copy()
+
+
+@pytest.fixture(scope="session")
 def server():
     with running_server() as process:
         yield process

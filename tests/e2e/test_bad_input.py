@@ -11,6 +11,7 @@ import httpx
 import numpy as np
 import pytest
 
+from streaming.workflows.library import people_counting, zone_occupancy
 from tests.conftest import DETECT_SPEC, load_photo
 from tests.support.peer import LoopbackPeer, loopback_peer
 
@@ -31,6 +32,12 @@ def _spec(**changes) -> dict:
     for path, value in changes.items():
         step, field = path.split("__")
         next(s for s in spec["steps"] if s["name"] == step)[field] = value
+    return spec
+
+
+def _monitoring(spec: dict, step: str, **fields) -> dict:
+    """A built-in monitoring workflow with ``step``'s fields changed."""
+    next(s for s in spec["steps"] if s["name"] == step).update(fields)
     return spec
 
 
@@ -116,6 +123,42 @@ async def test_bad_requests_fail_precisely_and_a_live_session_keeps_streaming(se
                 "overlay",
             ),
             ("unknown data_output", {"json": _body(sdp, data_output=["scores"])}, 400, "scores"),
+            (
+                "a line of one point",
+                {
+                    "json": _body(
+                        sdp,
+                        _monitoring(people_counting(), "counter", line_segment=[[10, 10]]),
+                        data_output=[],
+                    )
+                },
+                400,
+                "step 'counter': line_segment",
+            ),
+            (
+                "a zone of two points",
+                {
+                    "json": _body(
+                        sdp,
+                        _monitoring(zone_occupancy(), "timer", zone=[[0, 0], [50, 50]]),
+                        data_output=[],
+                    )
+                },
+                400,
+                "step 'timer': zone",
+            ),
+            (
+                "an unknown anchor",
+                {
+                    "json": _body(
+                        sdp,
+                        _monitoring(people_counting(), "counter", triggering_anchor="MIDDLE"),
+                        data_output=[],
+                    )
+                },
+                400,
+                "step 'counter': triggering_anchor",
+            ),
             (  # found by schemathesis: once an assertion, a 500
                 "empty pipeline_id and no workflow",
                 {"json": {**_body(sdp), "workflow_configuration": None, "pipeline_id": ""}},

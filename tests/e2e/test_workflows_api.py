@@ -15,10 +15,13 @@ pytestmark = pytest.mark.e2e
 def test_the_library_and_the_blocks_are_listed(server):
     listed = server.get("/workflows").json()
     assert listed["default"] == "local/object-detection"
-    workflow, blur = listed["workflows"]
+    workflow, blur, counting, occupancy, privacy = listed["workflows"]
     assert workflow["id"] == "local/object-detection" and workflow["origin"] == "built-in"
     assert blur["id"] == "local/image-blur" and blur["outputs"] == ["output_image"]
     assert workflow["outputs"] == ["predictions", "annotated"]
+    assert counting["id"] == "local/people-counting"
+    assert counting["outputs"] == ["count_in", "count_out", "predictions", "annotated"]
+    assert occupancy["id"] == "local/zone-occupancy" and privacy["id"] == "local/privacy-blur"
 
     one = server.get("/workflows/local/object-detection").json()
     assert one["specification"] == object_detection()
@@ -27,6 +30,10 @@ def test_the_library_and_the_blocks_are_listed(server):
     detection = blocks["roboflow_core/roboflow_object_detection_model@v2"]
     assert detection["fields"]["model_id"]["required"] is True
     assert "predictions" in detection["outputs"]
+    counter = blocks["roboflow_core/line_counter@v2"]
+    assert counter["fields"]["line_segment"]["required"] is True
+    assert set(counter["outputs"]) == {"count_in", "count_out", "detections_in", "detections_out"}
+    assert "tracked_detections" in blocks["roboflow_core/byte_tracker@v3"]["outputs"]
 
     missing = server.get("/workflows/local/nope")
     assert missing.status_code == 404  # at its own URL; naming it in a request is a 400

@@ -94,3 +94,15 @@ def outline_difference(returned: np.ndarray, original: np.ndarray, p: dict) -> t
         ]
     )
     return float(outline.mean()), float(np.median(diff))
+
+
+def walker_scene(
+    person: np.ndarray, center_x: int, size: tuple[int, int] = (480, 640)
+) -> np.ndarray:
+    """``person`` (a cut-out) pasted on a plain gray frame of ``size`` (rows, columns),
+    centred vertically, its middle at ``center_x``."""
+    frame = np.full((*size, 3), 128, np.uint8)
+    height, width = person.shape[:2]
+    left, top = center_x - width // 2, (size[0] - height) // 2
+    frame[top : top + height, left : left + width] = person
+    return frame

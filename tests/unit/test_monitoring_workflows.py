@@ -10,40 +10,20 @@ import numpy as np
 import pytest
 
 from streaming.config import Settings
-from streaming.inference.decoders import DecodeOptions
 from streaming.inference.registry import ModelRegistry
 from streaming.workflows import compile_workflow, parse_spec
 from streaming.workflows.blocks.base import BuildContext, FrameState
 from streaming.workflows.library import people_counting, privacy_blur, zone_occupancy
-from tests.conftest import load_photo
+from tests.support.media import walker_scene
 
 FPS = 30
 START = datetime(2026, 11, 23, 10, 0, tzinfo=UTC)
-SIZE = (480, 640)
+SIZE = (480, 640)  # rows, columns: walker_scene's frame
 
 
 @pytest.fixture(scope="module")
 def registry() -> ModelRegistry:
     return ModelRegistry(Settings())
-
-
-@pytest.fixture(scope="module")
-def person(registry, photos) -> np.ndarray:
-    """The photo's person, cut out along the model's own box."""
-    image = load_photo(photos, "person.jpg")
-    model = registry.get("yolov3-tiny-416")
-    found = model.detect(image, DecodeOptions(confidence=0.5))
-    people = found[found.data["class_name"] == "person"]
-    x1, y1, x2, y2 = people.xyxy[int(np.argmax(people.confidence))].astype(int)
-    return image[y1:y2, x1:x2].copy()
-
-
-def scene(person: np.ndarray, center_x: int) -> np.ndarray:
-    frame = np.full((*SIZE, 3), 128, np.uint8)
-    height, width = person.shape[:2]
-    left, top = center_x - width // 2, (SIZE[0] - height) // 2
-    frame[top : top + height, left : left + width] = person
-    return frame
 
 
 def run(registry, spec: dict, frames: list[np.ndarray], **parameters) -> list[dict]:
@@ -64,7 +44,7 @@ def run(registry, spec: dict, frames: list[np.ndarray], **parameters) -> list[di
 def test_people_counting_counts_one_crossing_each_way_with_one_tracker_id(registry, person):
     half = person.shape[1] // 2 + 1
     there = list(range(half, SIZE[1] - half, 12))
-    frames = [scene(person, x) for x in there + there[::-1]]
+    frames = [walker_scene(person, x) for x in there + there[::-1]]
     results = run(registry, people_counting(), frames)
     last = results[-1]
     assert sorted([last["count_in"], last["count_out"]]) == [1, 1]
@@ -76,7 +56,7 @@ def test_people_counting_counts_one_crossing_each_way_with_one_tracker_id(regist
 def test_a_person_who_stays_in_the_zone_is_timed_by_the_frames_clock(registry, person):
     # Outside (left edge) for 10 frames, then in the zone's middle for 60 frames (2 s).
     left = person.shape[1] // 2 + 1
-    frames = [scene(person, left)] * 10 + [scene(person, 320)] * 60
+    frames = [walker_scene(person, left)] * 10 + [walker_scene(person, 320)] * 60
     zone = [[200, 0], [440, 0], [440, 480], [200, 480]]
     results = run(registry, zone_occupancy(), frames, zone=zone)
     assert all(len(r["predictions"]) == 0 for r in results[:10])
@@ -86,7 +66,7 @@ def test_a_person_who_stays_in_the_zone_is_timed_by_the_frames_clock(registry, p
 
 
 def test_privacy_blur_blurs_the_person_and_nothing_else(registry, person):
-    frame = scene(person, 320)
+    frame = walker_scene(person, 320)
     (result,) = run(registry, privacy_blur(), [frame])
     blurred = result["annotated"].numpy
     height, width = person.shape[:2]

@@ -1,0 +1,73 @@
+"""Monitoring analytics end to end, with the unmodified inference-sdk program: a generated clip
+(a person cut from a Debian darknet photo, on a plain background) in which the person walks
+across a line, stays in a zone and walks back, uploaded with ``VideoFileSource`` so every
+frame is processed; the counts, the tracker id and the time in zone come back exact."""
+
+from __future__ import annotations
+
+import pytest
+from inference_sdk import InferenceHTTPClient
+from inference_sdk.webrtc import StreamConfig, VideoFileSource
+
+from streaming.workflows.library import people_counting
+from tests.support.media import walker_scene, write_clip
+
+pytestmark = pytest.mark.e2e
+
+FPS = 30
+LINE = [[320, 0], [320, 480]]
+ZONE = [[420, 0], [640, 0], [640, 480], [420, 480]]
+
+
+def counting_and_timing() -> dict:
+    """The built-in people counter, plus a time-in-zone step on the same tracks."""
+    spec = people_counting()
+    spec["inputs"].append({"type": "WorkflowParameter", "name": "zone", "default_value": ZONE})
+    spec["steps"].append({
+        "type": "roboflow_core/time_in_zone@v3",
+        "name": "timer",
+        "image": "$inputs.image",
+        "detections": "$steps.tracker.tracked_detections",
+        "zone": "$inputs.zone",
+    })  # fmt: skip
+    spec["outputs"].append(
+        {"type": "JsonField", "name": "timed", "selector": "$steps.timer.timed_detections"}
+    )
+    return spec
+
+
+def test_a_walk_across_the_line_into_the_zone_and_back(server, person, tmp_path):
+    half = person.shape[1] // 2 + 1
+    there = list(range(half, 640 - half, 12))
+    path = there + [there[-1]] * 60 + there[::-1]  # across, 2 s in the zone, back
+    clip = write_clip(tmp_path / "walk.mp4", (walker_scene(person, x) for x in path), fps=FPS)
+    inside = [ZONE[0][0] <= x <= ZONE[1][0] for x in path]
+    first_in = inside.index(True)
+    stay = inside[first_in:].index(False)  # the first visit's frames in the zone
+    truth = (stay - 1) / FPS
+
+    # --- an inference-sdk program, as its users write it ---
+    client = InferenceHTTPClient(api_url=server.url, api_key=None)
+    config = StreamConfig(
+        data_output=["count_in", "count_out", "predictions", "timed"],
+        workflow_parameters={"line": LINE},
+    )
+    session = client.webrtc.stream(
+        source=VideoFileSource(str(clip)), workflow=counting_and_timing(), config=config
+    )
+    results = []
+
+    @session.on_data()
+    def on_data(data, metadata):
+        results.append(data)
+
+    session.run()
+    # ---
+
+    assert len(results) == len(path)
+    last = results[-1]
+    assert sorted([last["count_in"], last["count_out"]]) == [1, 1]
+    ids = {p["tracker_id"] for r in results for p in r["predictions"]["predictions"]}
+    assert len(ids) == 1, ids
+    timed = [p["time_in_zone"] for r in results for p in r["timed"]["predictions"]]
+    assert abs(max(timed) - truth) <= 0.1 * truth, (max(timed), truth)
