@@ -49,7 +49,8 @@ _SYNTHETIC = re.compile(r"^synthetic(?::(\d+)x(\d+)(?:@(\d+(?:\.\d+)?))?)?$")
 
 
 class _Progress:
-    """The status line on stderr: done[/total], fps, latency, dropped. Thread-safe."""
+    """The status line on stderr: done[/total], fps, latency, dropped, and a line counter's
+    counts when the results carry them. Thread-safe."""
 
     def __init__(self, total: int | None, stream: Any = sys.stderr) -> None:
         self.total = total
@@ -62,15 +63,19 @@ class _Progress:
         self._printed = 0.0
         self._lock = threading.Lock()
         self._upload = ""
+        self._counts: tuple[Any, Any] | None = None
 
     def upload(self, done: int, total: int) -> None:
         with self._lock:
             self._upload = f"upload {_bar(done, total)} {100 * done // total}% | "
             self._print(force=done == total)
 
-    def result(self, metadata: VideoMetadata) -> None:
+    def result(self, metadata: VideoMetadata, data: Any = None) -> None:
         with self._lock:
             self.done += 1
+            # A line counter's outputs (the people-counting workflow's, say).
+            if isinstance(data, dict) and isinstance(data.get("count_in"), int):
+                self._counts = (data["count_in"], data.get("count_out"))
             if self.latency_kind != "end-to-end" and metadata.processing_ms is not None:
                 self.latency_ms = metadata.processing_ms + (metadata.queue_wait_ms or 0.0)
                 self.latency_kind = "server"
@@ -93,6 +98,8 @@ class _Progress:
             parts.append(f"latency {self.latency_ms:.0f} ms ({self.latency_kind})")
         if (sent := self.frames_sent()) is not None:
             parts.append(f"dropped {max(0, sent - self.done)}")
+        if self._counts is not None:
+            parts.append(f"in {self._counts[0]} out {self._counts[1]}")
         return " | ".join(parts)
 
     def _print(self, force: bool = False) -> None:
@@ -233,7 +240,7 @@ def _run(args: argparse.Namespace) -> int:
     @session.on_data()
     def _on_result(data: Any, metadata: VideoMetadata) -> None:
         outputs.write_result(data, metadata)
-        progress.result(metadata)
+        progress.result(metadata, data)
 
     # Only synthetic frames carry a stamp; decoding one elsewhere is wasted per-frame work.
     stamped = _SYNTHETIC.match(args.source) is not None
