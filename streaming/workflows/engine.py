@@ -198,7 +198,7 @@ class _Compiler:
                 if field.per_frame and value is not None:
                     raise WorkflowCompilationError(f"{where} must be a selector, got {value!r}")
                 if not field.per_frame:
-                    bound.config[field_name] = value
+                    bound.config[field_name] = self.literal(value, where)
                 continue
             source, kind = self.resolve(selector, where)
             if isinstance(source, _Const):
@@ -221,6 +221,25 @@ class _Compiler:
             bound.bindings[field_name] = source
         block_cls.check_bindings(step.name, set(bound.bindings))
         return bound
+
+    def literal(self, value: Any, where: str) -> Any:
+        """A literal field's value. An object's entries may name parameters (``$inputs.x``),
+        as the reference's ``operations_parameters`` do; never per-frame data."""
+        if not isinstance(value, dict):
+            return value
+        resolved = {}
+        for key, item in value.items():
+            selector = parse_selector(item)
+            if selector is None:
+                resolved[key] = item
+                continue
+            source, _ = self.resolve(selector, f"{where} entry '{key}'")
+            if not isinstance(source, _Const):
+                raise WorkflowCompilationError(
+                    f"{where} entry '{key}' takes a literal or a parameter, not '{selector.raw}'"
+                )
+            resolved[key] = source.value
+        return resolved
 
     def resolve(self, selector: Selector, where: str) -> tuple[_Source, str]:
         """The value source and its kind; raises naming ``where`` on a dangling selector."""

@@ -188,3 +188,84 @@ def test_a_bad_color_is_refused_naming_the_step():
 
     with pytest.raises(WorkflowCompilationError, match="step 'step': color"):
         build(PolygonZoneVisualizationBlock, zone=SQUARE, color="green-ish")
+
+
+def _statement(prop: str, comparator: str, right: dict) -> dict:
+    return {
+        "type": "BinaryStatement",
+        "left_operand": {
+            "type": "DynamicOperand",
+            "operations": [{"type": "ExtractDetectionProperty", "property_name": prop}],
+        },
+        "comparator": {"type": comparator},
+        "right_operand": right,
+    }
+
+
+def _filter(*statements: dict, operator: str = "and") -> list:
+    group = {"type": "StatementGroup", "operator": operator, "statements": list(statements)}
+    return [{"type": "DetectionsFilter", "filter_operation": group}]
+
+
+def _three() -> sv.Detections:
+    return sv.Detections(
+        xyxy=np.array([[0, 0, 10, 10], [0, 0, 50, 50], [0, 0, 100, 100]], float),
+        confidence=np.array([0.3, 0.6, 0.9]),
+        class_id=np.array([0, 16, 0]),
+        data={"class_name": np.array(["person", "dog", "person"])},
+    )
+
+
+@pytest.mark.parametrize(
+    ("operations", "parameters", "kept"),
+    [
+        (_filter(_statement("class_name", "in (Sequence)",
+                            {"type": "DynamicOperand", "operand_name": "classes"})),
+         {"classes": ["person"]}, [0, 2]),
+        (_filter(_statement("confidence", "(Number) >=", {"type": "StaticOperand", "value": 0.6})),
+         {}, [1, 2]),
+        (_filter(_statement("class_name", "==", {"type": "StaticOperand", "value": "person"}),
+                 _statement("size", "(Number) >", {"type": "StaticOperand", "value": 1000})),
+         {}, [2]),
+        (_filter(_statement("class_name", "==", {"type": "StaticOperand", "value": "dog"}),
+                 _statement("confidence", "(Number) <", {"type": "StaticOperand", "value": 0.5}),
+                 operator="or"),
+         {}, [0, 1]),
+        (_filter({**_statement("class_name", "(String) startsWith",
+                               {"type": "StaticOperand", "value": "per"}), "negate": True}),
+         {}, [1]),
+        (_filter(_statement("confidence", "(Number) in range",
+                            {"type": "StaticOperand", "value": [0.5, 0.7]})), {}, [1]),
+    ],
+)  # fmt: skip
+def test_detections_filter_keeps_what_the_condition_holds_for(operations, parameters, kept):
+    from streaming.workflows.blocks.filtering import DetectionsFilterBlock
+
+    block = build(DetectionsFilterBlock, operations=operations, operations_parameters=parameters)
+    detections = _three()
+    result = block.run({"predictions": detections}, frame_at(0))["predictions"]
+    assert result.xyxy.tolist() == detections.xyxy[kept].tolist()
+
+
+@pytest.mark.parametrize(
+    ("operations", "needle"),
+    [
+        ([{"type": "DetectionsOffset"}], "operation 'DetectionsOffset' is not supported"),
+        (_filter(_statement("class_name", "(Detection) in zone",
+                            {"type": "StaticOperand", "value": 1})),
+         "comparator '(Detection) in zone' is not supported"),
+        (_filter(_statement("velocity", "(Number) >", {"type": "StaticOperand", "value": 1})),
+         "property 'velocity' is not supported"),
+        (_filter(_statement("class_name", "in (Sequence)",
+                            {"type": "DynamicOperand", "operand_name": "missing"})),
+         "operand 'missing' is not in operations_parameters"),
+        (_filter({"type": "UnaryStatement"}), "statement type 'UnaryStatement' is not supported"),
+        ([], "must be a non-empty list"),
+    ],
+)  # fmt: skip
+def test_what_the_filter_does_not_support_is_a_400_naming_the_step(operations, needle):
+    from streaming.workflows.blocks.filtering import DetectionsFilterBlock
+
+    with pytest.raises(WorkflowCompilationError, match=r"step 'step': operations: ") as caught:
+        build(DetectionsFilterBlock, operations=operations)
+    assert needle in str(caught.value)

@@ -74,3 +74,36 @@ def test_privacy_blur_blurs_the_person_and_nothing_else(registry, person):
     inside = (slice(top + 10, top + height - 10), slice(left + 10, left + width - 10))
     assert np.abs(blurred[inside].astype(int) - frame[inside]).mean() > 3
     assert np.array_equal(blurred[:, :40], frame[:, :40])  # far from the person: untouched
+
+
+@pytest.mark.parametrize(("classes", "found"), [(["person"], True), (["dog"], False)])
+def test_a_filter_takes_its_classes_from_a_workflow_parameter(registry, person, classes, found):
+    from tests.conftest import DETECT_SPEC
+
+    spec = {
+        **DETECT_SPEC,
+        "inputs": [*DETECT_SPEC["inputs"], {"type": "WorkflowParameter", "name": "classes"}],
+        "steps": [
+            DETECT_SPEC["steps"][0],
+            {
+                "type": "roboflow_core/detections_filter@v1",
+                "name": "only",
+                "predictions": "$steps.det.predictions",
+                "operations_parameters": {"classes": "$inputs.classes"},
+                "operations": [{"type": "DetectionsFilter", "filter_operation": {
+                    "type": "StatementGroup",
+                    "statements": [{
+                        "type": "BinaryStatement",
+                        "left_operand": {"type": "DynamicOperand", "operations": [
+                            {"type": "ExtractDetectionProperty", "property_name": "class_name"}
+                        ]},
+                        "comparator": {"type": "in (Sequence)"},
+                        "right_operand": {"type": "DynamicOperand", "operand_name": "classes"},
+                    }],
+                }}],
+            },
+        ],
+        "outputs": [{"type": "JsonField", "name": "kept", "selector": "$steps.only.predictions"}],
+    }  # fmt: skip
+    (result,) = run(registry, spec, [walker_scene(person, 320)], classes=classes)
+    assert (len(result["kept"]) > 0) is found

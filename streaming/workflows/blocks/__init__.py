@@ -5,6 +5,7 @@ from __future__ import annotations
 from .analytics import LineCounterBlock, LineCounterV1Block, TimeInZoneBlock
 from .base import Block
 from .detection import ObjectDetectionModelBlock
+from .filtering import DetectionsFilterBlock
 from .tracking import ByteTrackerBlock
 from .transforms import ImageBlurBlock
 from .visualization import (
@@ -39,6 +40,7 @@ BLOCKS: dict[str, type[Block]] = {
         BlurVisualizationBlock,
         PixelateVisualizationBlock,
         DotVisualizationBlock,
+        DetectionsFilterBlock,
     )
     for type_id in cls.type_ids
 }

@@ -1,0 +1,198 @@
+"""``roboflow_core/detections_filter@v1``: keep the detections a condition holds for, written
+in the reference's query language. The subset understood here, the rest a 400 naming it:
+
+- ``operations``: ``DetectionsFilter`` operations, applied in order;
+- ``filter_operation``: a ``StatementGroup`` (``and`` / ``or``) of ``BinaryStatement``s and
+  nested groups, each with ``negate``;
+- operands: ``StaticOperand`` (a value), ``DynamicOperand`` naming an ``operations_parameters``
+  entry, or the detection itself (``operand_name`` ``_``) through one
+  ``ExtractDetectionProperty`` (``PROPERTIES`` below);
+- comparators: ``COMPARATORS`` below.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import supervision as sv
+
+from ...errors import WorkflowCompilationError
+from .base import DETECTIONS, Block, BuildContext, FieldSpec, FrameState, select
+
+__all__ = ["COMPARATORS", "PROPERTIES", "DetectionsFilterBlock"]
+
+Row = tuple[sv.Detections, int]
+"""A detection: the detections and its index."""
+Value = Callable[[Row], Any]
+
+
+def _data(key: str) -> Callable[[Row], Any]:
+    def read(row: Row) -> Any:
+        detections, i = row
+        values = detections.data.get(key)
+        if values is None:
+            return None
+        value = values[i]
+        return value.item() if isinstance(value, np.generic) else value  # numpy -> Python
+
+    return read
+
+
+PROPERTIES: dict[str, Callable[[Row], Any]] = {
+    "confidence": lambda r: None if r[0].confidence is None else float(r[0].confidence[r[1]]),
+    "class_name": _data("class_name"),
+    "class_id": lambda r: None if r[0].class_id is None else int(r[0].class_id[r[1]]),
+    "tracker_id": lambda r: None if r[0].tracker_id is None else int(r[0].tracker_id[r[1]]),
+    "x_min": lambda r: float(r[0].xyxy[r[1], 0]),
+    "y_min": lambda r: float(r[0].xyxy[r[1], 1]),
+    "x_max": lambda r: float(r[0].xyxy[r[1], 2]),
+    "y_max": lambda r: float(r[0].xyxy[r[1], 3]),
+    "size": lambda r: float(r[0].box_area[r[1]]),
+    "time_in_zone": _data("time_in_zone"),
+}
+
+
+def _number(a: Any) -> bool:
+    return isinstance(a, int | float) and not isinstance(a, bool)
+
+
+def _ordered(test: Callable[[float, float], bool]) -> Callable[[Any, Any], bool]:
+    return lambda a, b: _number(a) and _number(b) and test(a, b)
+
+
+COMPARATORS: dict[str, Callable[[Any, Any], bool]] = {
+    "==": lambda a, b: a == b,
+    "(Number) ==": lambda a, b: a == b,
+    "!=": lambda a, b: a != b,
+    "(Number) !=": lambda a, b: a != b,
+    "(Number) >": _ordered(lambda a, b: a > b),
+    "(Number) >=": _ordered(lambda a, b: a >= b),
+    "(Number) <": _ordered(lambda a, b: a < b),
+    "(Number) <=": _ordered(lambda a, b: a <= b),
+    "(Number) in range": lambda a, b: (
+        _number(a) and isinstance(b, list | tuple) and len(b) == 2 and b[0] <= a <= b[1]
+    ),
+    "in (Sequence)": lambda a, b: isinstance(b, list | tuple | set) and a in b,
+    "(String) startsWith": lambda a, b: isinstance(a, str) and a.startswith(str(b)),
+    "(String) endsWith": lambda a, b: isinstance(a, str) and a.endswith(str(b)),
+    "(String) contains": lambda a, b: isinstance(a, str) and str(b) in a,
+}
+
+
+class _Compiler:
+    def __init__(self, step: str, parameters: dict[str, Any]) -> None:
+        self.step = step
+        self.parameters = parameters
+
+    def fail(self, what: str) -> WorkflowCompilationError:
+        return WorkflowCompilationError(f"step '{self.step}': operations: {what}")
+
+    def _kind(self, node: Any, where: str) -> str:
+        if not isinstance(node, dict) or not isinstance(node.get("type"), str):
+            raise self.fail(f"{where} must be an object with a 'type'")
+        return str(node["type"])
+
+    def group(self, node: Any) -> Callable[[Row], bool]:
+        kind = self._kind(node, "a statement")
+        if kind == "BinaryStatement":
+            test = self.binary(node)
+        elif kind == "StatementGroup":
+            statements = node.get("statements")
+            if not isinstance(statements, list) or not statements:
+                raise self.fail("a StatementGroup needs at least one statement")
+            parts = [self.group(s) for s in statements]
+            operator = node.get("operator", "or")
+            if operator not in ("and", "or"):
+                raise self.fail(f"StatementGroup operator must be 'and' or 'or', got {operator!r}")
+            combine = all if operator == "and" else any
+            test = lambda row: combine(p(row) for p in parts)  # noqa: E731
+        else:
+            raise self.fail(f"statement type '{kind}' is not supported here (supported: "
+                            "BinaryStatement, StatementGroup)")  # fmt: skip
+        if node.get("negate", False) is True:
+            return lambda row: not test(row)
+        return test
+
+    def binary(self, node: dict[str, Any]) -> Callable[[Row], bool]:
+        comparator = node.get("comparator")
+        name = comparator.get("type") if isinstance(comparator, dict) else None
+        if name not in COMPARATORS:
+            raise self.fail(
+                f"comparator {name!r} is not supported here (supported: {', '.join(COMPARATORS)})"
+            )
+        compare = COMPARATORS[name]
+        left = self.operand(node.get("left_operand"))
+        right = self.operand(node.get("right_operand"))
+        return lambda row: bool(compare(left(row), right(row)))
+
+    def operand(self, node: Any) -> Value:
+        kind = self._kind(node, "an operand")
+        operations = node.get("operations") or []
+        if kind == "StaticOperand":
+            if operations:
+                raise self.fail("operations on a StaticOperand are not supported here")
+            value = node.get("value")
+            return lambda row: value
+        if kind != "DynamicOperand":
+            raise self.fail(f"operand type '{kind}' is not supported here")
+        name = node.get("operand_name", "_")
+        if name != "_":
+            if operations:
+                raise self.fail(f"operations on operand '{name}' are not supported here")
+            if name not in self.parameters:
+                raise self.fail(f"operand '{name}' is not in operations_parameters")
+            value = self.parameters[name]
+            return lambda row: value
+        if len(operations) != 1 or self._kind(operations[0], "an operation") != (
+            "ExtractDetectionProperty"
+        ):
+            raise self.fail("the detection operand takes exactly one ExtractDetectionProperty")
+        prop = operations[0].get("property_name")
+        if prop not in PROPERTIES:
+            raise self.fail(f"property {prop!r} is not supported here "
+                            f"(supported: {', '.join(PROPERTIES)})")  # fmt: skip
+        return PROPERTIES[prop]
+
+
+class DetectionsFilterBlock(Block):
+    """The detections every operation's condition holds for."""
+
+    type_ids = ("roboflow_core/detections_filter@v1", "DetectionsFilter")
+    fields = {
+        "predictions": FieldSpec((DETECTIONS,), per_frame=True),
+        "operations": FieldSpec(),
+        "operations_parameters": FieldSpec(default=None),
+    }
+    outputs = {"predictions": DETECTIONS}
+
+    def __init__(self, name: str, config: dict[str, Any], context: BuildContext) -> None:
+        super().__init__(name, config, context)
+        parameters = config["operations_parameters"] or {}
+        if not isinstance(parameters, dict):
+            raise WorkflowCompilationError(
+                f"step '{name}': operations_parameters must be an object"
+            )
+        compiler = _Compiler(name, parameters)
+        operations = config["operations"]
+        if not isinstance(operations, list) or not operations:
+            raise compiler.fail("must be a non-empty list")
+        self._tests = []
+        for operation in operations:
+            kind = compiler._kind(operation, "an operation")
+            if kind != "DetectionsFilter":
+                raise compiler.fail(
+                    f"operation '{kind}' is not supported here (supported: DetectionsFilter)"
+                )
+            self._tests.append(compiler.group(operation.get("filter_operation")))
+
+    def run(self, inputs: dict[str, Any], frame: FrameState) -> dict[str, Any]:
+        started = time.perf_counter()
+        detections: sv.Detections = inputs["predictions"]
+        for test in self._tests:
+            keep = np.array([test((detections, i)) for i in range(len(detections))], dtype=bool)
+            detections = select(detections, keep)
+        frame.add_time("analytics", started)
+        return {"predictions": detections}
