@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator, Mapping
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.metrics_core import Metric
 from prometheus_client.parser import text_string_to_metric_families
 
-__all__ = ["Metrics", "merge_workers"]
+__all__ = ["AnalyticsMetrics", "Metrics", "merge_workers"]
 
 _STAGE_BUCKETS = (0.5, 1, 2, 5, 10, 20, 35, 50, 75, 100, 150, 250, 500, 1000, 2500)
 
@@ -90,6 +91,21 @@ class Metrics:
             registry=self.registry,
         )
 
+        # Monitoring pipelines' analytics, per pipeline, source and step (sessions, which
+        # come and go by the thousand, are left out: their series would never end).
+        self.line_count = Gauge(
+            "visionstream_line_count",
+            "Objects a pipeline's line counter has counted, by direction",
+            ["pipeline", "source", "step", "direction"],
+            registry=self.registry,
+        )
+        self.zone_occupancy = Gauge(
+            "visionstream_zone_occupancy",
+            "Tracked objects in a pipeline's zone now",
+            ["pipeline", "source", "step"],
+            registry=self.registry,
+        )
+
     def observe_batch(self, model: str, size: int, compute_ms: float) -> None:
         self.batch_size.labels(model).observe(size)
         self.batch_ms.labels(model).observe(compute_ms)
@@ -130,3 +146,45 @@ def merge_workers(expositions: Mapping[str, str]) -> bytes:
     registry = CollectorRegistry(auto_describe=False)
     registry.register(_Merged(list(families.values())))
     return generate_latest(registry)
+
+
+class AnalyticsMetrics:
+    """One pipeline source's analytics series (``BuildContext.analytics``): a line counter's
+    counts and a zone's occupancy, labelled with the pipeline, the source and the step.
+    ``close`` removes them, when the pipeline is terminated; a frame still in a worker
+    thread then reports nothing (it would bring the series back)."""
+
+    def __init__(self, metrics: Metrics, pipeline: str, source: int) -> None:
+        self._metrics = metrics
+        self._labels = (pipeline, str(source))
+        self._lines: set[str] = set()
+        self._zones: set[str] = set()
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def line(self, step: str, count_in: int, count_out: int) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            self._lines.add(step)
+            self._metrics.line_count.labels(*self._labels, step, "in").set(count_in)
+            self._metrics.line_count.labels(*self._labels, step, "out").set(count_out)
+
+    def zone(self, step: str, occupancy: int) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            self._zones.add(step)
+            self._metrics.zone_occupancy.labels(*self._labels, step).set(occupancy)
+
+    def close(self) -> None:
+        """Idempotent."""
+        with self._lock:
+            self._closed = True
+            for step in self._lines:
+                for direction in ("in", "out"):
+                    self._metrics.line_count.remove(*self._labels, step, direction)
+            for step in self._zones:
+                self._metrics.zone_occupancy.remove(*self._labels, step)
+            self._lines.clear()
+            self._zones.clear()

@@ -100,7 +100,12 @@ def media_app(settings: Settings, replicas: int | None, max_replicas: int = 1) -
 
     def build() -> FastAPI:  # runs on the replica
         def cluster_pipelines(
-            settings: Settings, models: ModelRegistry, _: Any, __: Any, library: WorkflowLibrary
+            settings: Settings,
+            models: ModelRegistry,
+            _hub: Any,
+            _executor: Any,
+            library: WorkflowLibrary,
+            _metrics: Any,
         ) -> ClusterPipelines:
             return ClusterPipelines(settings, models, library)
 

@@ -6,6 +6,7 @@ import asyncio
 import logging
 import socket
 import time
+import uuid
 from collections.abc import Awaitable, Callable
 from concurrent.futures import Executor
 from typing import Any, Protocol
@@ -17,6 +18,7 @@ from sources.hub import SourceHub
 from ..config import Settings
 from ..errors import NotFound, StreamingError, TooManySessions
 from ..inference.registry import ModelRegistry
+from ..metrics import AnalyticsMetrics, Metrics
 from ..workflows import compile_workflow, parse_spec
 from ..workflows.blocks.base import BuildContext
 from ..workflows.library import WorkflowLibrary
@@ -88,6 +90,7 @@ class PipelineManager:
         executor: Executor,
         library: WorkflowLibrary,
         store: PipelineStore | None = None,
+        metrics: Metrics | None = None,
     ) -> None:
         self._settings = settings
         self._store = store or PipelineStore(None)
@@ -95,6 +98,9 @@ class PipelineManager:
         self._models = models
         self._hub = hub
         self._executor = executor
+        self._metrics = metrics
+        self._analytics: dict[str, list[AnalyticsMetrics]] = {}
+        """Per pipeline, each source's analytics series (removed when it stops)."""
         self._pipelines: dict[str, Pipeline] = {}
         self._starting = 0
         self._timers: set[asyncio.Task[None]] = set()
@@ -124,6 +130,12 @@ class PipelineManager:
         config = payload.processing_configuration
         specification = self._library.specification(config)
         self._starting += 1
+        pipeline_id = pipeline_id or str(uuid.uuid4())
+        analytics = [
+            AnalyticsMetrics(self._metrics, pipeline_id, r.source_id)
+            for r in references
+            if self._metrics is not None
+        ]
         try:
             spec = parse_spec(specification)
             # One compiled workflow per source: blocks may keep per-stream state (trackers).
@@ -131,12 +143,12 @@ class PipelineManager:
                 await asyncio.to_thread(
                     compile_workflow,
                     spec,
-                    BuildContext(self._models),
+                    BuildContext(self._models, analytics[i] if analytics else None),
                     image_input_name=config.image_input_name,
                     video_metadata_input_name=config.video_metadata_input_name,
                     parameters=config.workflows_parameters,
                 )
-                for _ in references
+                for i in range(len(references))
             ]
             pipeline = Pipeline(
                 payload,
@@ -149,8 +161,13 @@ class PipelineManager:
                 pipeline_id=pipeline_id,
             )
             await pipeline.start()
+        except BaseException:
+            for series in analytics:
+                series.close()
+            raise
         finally:
             self._starting -= 1
+        self._analytics[pipeline.pipeline_id] = analytics
         # Listed before the save awaits: whatever happens next, close_all finds it.
         self._pipelines[pipeline.pipeline_id] = pipeline
         try:
@@ -223,6 +240,8 @@ class PipelineManager:
         pipeline = self.get(pipeline_id)
         del self._pipelines[pipeline_id]
         await pipeline.terminate()
+        for series in self._analytics.pop(pipeline_id, []):
+            series.close()
 
     async def restore(
         self,

@@ -42,7 +42,7 @@ from .webrtc import validation_response
 __all__ = ["PipelineFactory", "camera_factory", "create_app"]
 
 PipelineFactory = Callable[
-    [Settings, ModelRegistry, SourceHub, Executor, WorkflowLibrary], Pipelines
+    [Settings, ModelRegistry, SourceHub, Executor, WorkflowLibrary, Metrics], Pipelines
 ]
 """Builds the app's pipelines from its parts (the Ray deployment's run as actors)."""
 
@@ -76,10 +76,11 @@ def local_pipelines(
     hub: SourceHub,
     executor: Executor,
     library: WorkflowLibrary,
+    metrics: Metrics,
 ) -> Pipelines:
     """Pipelines in this process, kept in the data directory across restarts."""
     store = PipelineStore(settings.data_dir / "pipelines" if settings.persist_pipelines else None)
-    return PipelineManager(settings, models, hub, executor, library, store)
+    return PipelineManager(settings, models, hub, executor, library, store, metrics)
 
 
 # Stable codes for the statuses Starlette answers by itself.
@@ -133,7 +134,7 @@ def create_app(
             metrics=metrics,
             executor=executor,
             hub=hub,
-            pipelines=pipeline_factory(settings, registry, hub, executor, library),
+            pipelines=pipeline_factory(settings, registry, hub, executor, library, metrics),
             workflows=library,
             uploads=UploadDirectory(settings.upload_dir),
             egress=EgressPolicy(settings.allowed_networks),

@@ -9,9 +9,11 @@ import av
 import httpx
 import pytest
 from inference_sdk import InferenceHTTPClient
+from prometheus_client.parser import text_string_to_metric_families
 
 from sources import decode_stamp
 from streaming.client import Client, PipelineSource, RTSPSource, StreamConfig
+from streaming.workflows.library import people_counting
 from tests.conftest import DETECT_SPEC
 from tests.support.camera import RTSPCamera
 from tests.support.server import ServerProcess
@@ -308,3 +310,26 @@ def test_pipelines_outlive_a_stopped_or_killed_server_until_terminated(camera, t
         assert listed(last) == [] and sorted(p.name for p in records.iterdir()) == ["lock"]
     finally:
         last.stop()
+
+
+def line_series(server: ServerProcess, pipeline_id: str) -> dict[str, float]:
+    families = text_string_to_metric_families(server.get("/metrics").text)
+    return {
+        s.labels["direction"]: s.value
+        for f in families
+        if f.name == "visionstream_line_count"
+        for s in f.samples
+        if s.labels["pipeline"] == pipeline_id
+    }
+
+
+def test_a_counting_pipeline_exports_its_counts_until_terminated(server, camera):
+    response = server.start_pipeline(camera.url, people_counting())
+    assert response.status_code == 200, response.text
+    pipeline_id = response.json()["context"]["pipeline_id"]
+    (outputs,) = consume(server, pipeline_id)["outputs"]
+    assert (outputs["count_in"], outputs["count_out"]) == (0, 0)  # nobody walks by here
+    # Labelled by pipeline, source and step: one series per direction.
+    assert line_series(server, pipeline_id) == {"in": 0.0, "out": 0.0}
+    terminate(server, pipeline_id)
+    assert line_series(server, pipeline_id) == {}

@@ -78,6 +78,7 @@ class LineCounterBlock(Block):
         super().__init__(name, config, context)
         start, end = points(name, "line_segment", config["line_segment"], count=2)
         given = config["triggering_anchor"]
+        self._report = context.analytics
         start_point, end_point = sv.Point(*start), sv.Point(*end)
         if given is None:
             self._zone = sv.LineZone(start=start_point, end=end_point)
@@ -91,6 +92,8 @@ class LineCounterBlock(Block):
         if detections.tracker_id is not None:
             detections = select(detections, detections.tracker_id >= 0)
         crossed_in, crossed_out = self._zone.trigger(detections)
+        if self._report is not None:
+            self._report.line(self.name, self._zone.in_count, self._zone.out_count)
         frame.add_time("analytics", started)
         return {
             "count_in": self._zone.in_count,
@@ -140,6 +143,7 @@ class TimeInZoneBlock(Block):
                 raise WorkflowCompilationError(
                     f"step '{name}': {key} must be true or false, got {config[key]!r}"
                 )
+        self._report = context.analytics
         self._remove = config["remove_out_of_zone_detections"]
         self._reset = config["reset_out_of_zone_detections"]
         self._entered: dict[int, float] = {}
@@ -164,5 +168,7 @@ class TimeInZoneBlock(Block):
         # A copy: the input detections may feed other steps.
         kept = select(detections, inside if self._remove else np.arange(len(detections)))
         kept.data["time_in_zone"] = seconds[inside] if self._remove else seconds
+        if self._report is not None:
+            self._report.zone(self.name, int(inside.sum()))
         frame.add_time("analytics", started)
         return {"timed_detections": kept}

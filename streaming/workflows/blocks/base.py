@@ -46,6 +46,14 @@ class WorkflowImage:
     parent_id: str
 
 
+class AnalyticsSink(Protocol):
+    """Where analytics blocks report what they count (a pipeline source's metrics)."""
+
+    def line(self, step: str, count_in: int, count_out: int) -> None: ...
+
+    def zone(self, step: str, occupancy: int) -> None: ...
+
+
 class ModelSource(Protocol):
     """Where blocks get their models (the registry, or a fixed set in tests)."""
 
@@ -59,6 +67,8 @@ class BuildContext:
     """What compiling a block may use."""
 
     models: ModelSource
+    analytics: AnalyticsSink | None = None
+    """Reports counts and occupancy (a pipeline source's Prometheus series); None: not kept."""
 
 
 @dataclass
