@@ -147,6 +147,7 @@ class PeerWorker:
         self._config = config
         self._request = request
         self._processor = processor
+        self._owns_workflow = True
         self._executor = executor
         self._metrics = metrics
         self._on_closed = on_closed
@@ -238,6 +239,7 @@ class PeerWorker:
     def attach_pipeline(self, pipeline: WatchedPipeline, source_id: int) -> None:
         """Show a running pipeline's results for one of its sources (before ``start``)."""
         self._input.attach_pipeline(pipeline, source_id)
+        self._owns_workflow = False  # the pipeline's: it closes it
 
     def _file_opened(self, fps: float | None) -> None:
         self._processor.from_file = True
@@ -268,6 +270,8 @@ class PeerWorker:
         await self._tasks.close()
         await self._input.close()
         await self._acks.close()
+        if self._owns_workflow:
+            await asyncio.to_thread(self._processor.workflow.close)
         if self._out_track is not None:
             await self._out_track.finish()
             self._out_track.stop()

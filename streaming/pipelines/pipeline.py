@@ -289,6 +289,8 @@ class Pipeline:
         self._results_changed.set()  # and long polls
         await self._tasks.close()
         await asyncio.to_thread(self._sinks.close)
+        for source in self._sources:
+            await asyncio.to_thread(source.workflow.close)
         self._watchers.clear()
         self.memory.close()
         self._terminated_event.set()

@@ -12,6 +12,7 @@ from pydantic import BaseModel
 
 from ..pipelines import InitialisePipelinePayload
 from ..pipelines.models import ConsumePayload
+from ..workflows import workflow_urls
 from .auth import body_api_key
 from .docs import ERROR_RESPONSES, json_body
 from .state import ServerState, get_state
@@ -53,6 +54,10 @@ async def _check_egress(state: ServerState, payload: InitialisePipelinePayload) 
     webhook = payload.sink_configuration.webhook if payload.sink_configuration else None
     if webhook is not None:
         await state.egress.check_url(webhook.url, "webhook url")
+    config = payload.processing_configuration
+    for where, url in workflow_urls(state.workflows.specification(config),
+                                    config.workflows_parameters):  # fmt: skip
+        await state.egress.check_url(url, where)
 
 
 async def restore_pipelines(state: ServerState) -> None:

@@ -17,7 +17,7 @@ from ..errors import InvalidRequest, RequestTooLarge, error_body
 from ..peer.processor import FrameProcessor, OutputSelection
 from ..peer.worker import PeerWorker, SessionConfig
 from ..protocol.messages import SIGNALING_PATH, InitializeWebRTCResponse, WebRTCWorkerRequest
-from ..workflows import compile_workflow, parse_spec
+from ..workflows import compile_workflow, parse_spec, workflow_urls
 from ..workflows.blocks.base import BuildContext
 from .auth import body_api_key, client_address
 from .docs import ERROR_RESPONSES, json_body
@@ -102,6 +102,8 @@ async def initialise_webrtc_worker(
     if watched is None:
         assert config is not None  # the request model requires one when no pipeline is named
         specification = state.workflows.specification(config)
+        for where, url in workflow_urls(specification, config.workflows_parameters):
+            await state.egress.check_url(url, where)
 
     address = client_address(request)
     state.sessions.reserve(address)

@@ -8,6 +8,7 @@ and fails with a message that names the offending step, selector, block type or 
 from __future__ import annotations
 
 import graphlib
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,6 +18,7 @@ from ..errors import WorkflowCompilationError
 from .blocks import BLOCKS, get_block
 from .blocks.base import (
     ANY,
+    CONTINUE,
     IMAGE,
     REQUIRED,
     VIDEO_METADATA,
@@ -35,7 +37,7 @@ from .spec import (
     parse_selector,
 )
 
-__all__ = ["CompiledWorkflow", "compile_workflow"]
+__all__ = ["CompiledWorkflow", "compile_workflow", "workflow_urls"]
 
 _DICT = "dict"
 
@@ -53,13 +55,25 @@ class _Const:
     value: Any
 
 
-_Source = _Ref | _Const
+@dataclass(frozen=True)
+class _Entries:
+    """An object field whose entries are each resolved per frame (``FieldSpec.entries``)."""
+
+    entries: dict[str, _Ref | _Const]
+
+
+_Source = _Ref | _Const | _Entries
+
+_STEP_NAME = re.compile(r"^\$steps\.([A-Za-z0-9_-]+)$")
 
 
 @dataclass
 class _PlannedStep:
     block: Block
     bindings: dict[str, _Source]
+    depends: set[str]
+    gates: list[str]
+    """The steps this one may skip (a flow-control block's ``next_steps``)."""
 
 
 class CompiledWorkflow:
@@ -79,6 +93,11 @@ class CompiledWorkflow:
         self._image_input = image_input
         self._video_metadata_input = video_metadata_input
 
+    def close(self) -> None:
+        """The stream is over: every block releases what it holds. Idempotent."""
+        for planned in self._steps:
+            planned.block.close()
+
     @property
     def output_names(self) -> list[str]:
         return list(self._outputs)
@@ -95,21 +114,57 @@ class CompiledWorkflow:
             (None, self._video_metadata_input): video_metadata,
         }
         step_outputs: dict[str, dict[str, Any]] = {}
+        skipped: set[str] = set()
 
         def resolve(source: _Source) -> Any:
             if isinstance(source, _Const):
                 return source.value
+            if isinstance(source, _Entries):
+                return {key: resolve(entry) for key, entry in source.entries.items()}
+            if source.step in skipped:
+                return None
             if source.step is not None and source.name == "*":
                 return dict(step_outputs[source.step])
             return values[(source.step, source.name)]
 
         for planned in self._steps:
-            inputs = {name: resolve(src) for name, src in planned.bindings.items()}
+            name = planned.block.name
+            if name in skipped or planned.depends & skipped:
+                skipped.add(name)  # and, through depends, whatever reads it
+                continue
+            inputs = {field: resolve(src) for field, src in planned.bindings.items()}
             produced = planned.block.run(inputs, frame)
-            step_outputs[planned.block.name] = produced
-            for name, value in produced.items():
-                values[(planned.block.name, name)] = value
+            if produced.pop(CONTINUE, True) is False:
+                skipped.update(planned.gates)
+            step_outputs[name] = produced
+            for output, value in produced.items():
+                values[(name, output)] = value
         return {name: resolve(src) for name, src in self._outputs.items()}
+
+
+def workflow_urls(specification: Any, parameters: dict[str, Any] | None) -> list[tuple[str, str]]:
+    """``(where, url)`` for every URL a workflow's steps would make the server connect to
+    (literal, or a parameter's value), so the caller checks them before compiling. An
+    unreadable specification yields none here: compiling it reports why."""
+    if not isinstance(specification, dict):
+        return []
+    defaults: dict[Any, Any] = {
+        i.get("name"): i.get("default_value")
+        for i in specification.get("inputs") or []
+        if isinstance(i, dict)
+    }
+    values: dict[Any, Any] = {**defaults, **(parameters or {})}
+    found: list[tuple[str, str]] = []
+    for step in specification.get("steps") or []:
+        block = get_block(str(step.get("type"))) if isinstance(step, dict) else None
+        for field in block.url_fields if block is not None else ():
+            value = step.get(field)
+            selector = parse_selector(value) if isinstance(value, str) else None
+            if selector is not None and selector.step is None:
+                value = values.get(selector.name)
+            if isinstance(value, str):
+                found.append((f"step '{step.get('name')}' {field}", value))
+    return found
 
 
 def compile_workflow(
@@ -123,8 +178,16 @@ def compile_workflow(
     """Blocking (it loads models): call it off the event loop."""
     compiler = _Compiler(spec, image_input_name, video_metadata_input_name, parameters or {})
     bound = {step.name: compiler.bind(step) for step in spec.steps}
+    for name, step in bound.items():  # a gated step runs after the step that gates it
+        for gated in step.gates:
+            bound[gated].depends.add(name)
     planned = [
-        _PlannedStep(bound[name].block_cls(name, bound[name].config, context), bound[name].bindings)
+        _PlannedStep(
+            bound[name].block_cls(name, bound[name].config, context),
+            bound[name].bindings,
+            bound[name].depends,
+            bound[name].gates,
+        )
         for name in compiler.order({name: b.depends for name, b in bound.items()})
     ]
     outputs: dict[str, _Source] = {}
@@ -150,6 +213,7 @@ class _Bound:
     config: dict[str, Any]
     bindings: dict[str, _Source]
     depends: set[str]
+    gates: list[str]
 
 
 class _Compiler:
@@ -185,7 +249,7 @@ class _Compiler:
         block_cls = get_block(step.type)
         assert block_cls is not None  # checked in __init__
         given = step.fields()
-        bound = _Bound(block_cls, {}, {}, set())
+        bound = _Bound(block_cls, {}, {}, set(), [])
         for field_name, field in block_cls.fields.items():
             where = f"step '{step.name}' field '{field_name}'"
             value = given.get(field_name, field.default)
@@ -193,6 +257,15 @@ class _Compiler:
                 raise WorkflowCompilationError(
                     f"step '{step.name}': field '{field_name}' is required"
                 )
+            if field.steps:
+                bound.gates = self.step_names(step.name, value, where)
+                bound.config[field_name] = list(bound.gates)
+                continue
+            if field.entries:
+                entries = self.entries(step.name, value, where, bound.depends)
+                bound.bindings[field_name] = entries
+                bound.config[field_name] = sorted(entries.entries)  # the names, at compile
+                continue
             selector = parse_selector(value)
             if selector is None:
                 if field.per_frame and value is not None:
@@ -221,6 +294,42 @@ class _Compiler:
             bound.bindings[field_name] = source
         block_cls.check_bindings(step.name, set(bound.bindings))
         return bound
+
+    def step_names(self, step: str, value: Any, where: str) -> list[str]:
+        """``["$steps.a", ...]``: the names, each an existing step other than ``step``."""
+        if not isinstance(value, list):
+            raise WorkflowCompilationError(f"{where} must be a list of $steps.<name> selectors")
+        names = []
+        for item in value:
+            match = _STEP_NAME.match(item) if isinstance(item, str) else None
+            if match is None:
+                raise WorkflowCompilationError(f"{where}: {item!r} is not a $steps.<name> selector")
+            name = match.group(1)
+            if name not in self._steps or name == step:
+                raise WorkflowCompilationError(f"{where}: {item!r} names no other step")
+            names.append(name)
+        return names
+
+    def entries(self, step: str, value: Any, where: str, depends: set[str]) -> _Entries:
+        """An object whose entries are literals, parameters or per-frame data."""
+        if value is None:
+            return _Entries({})
+        if not isinstance(value, dict):
+            raise WorkflowCompilationError(f"{where} must be an object")
+        entries: dict[str, _Ref | _Const] = {}
+        for key, item in value.items():
+            selector = parse_selector(item)
+            if selector is None:
+                entries[str(key)] = _Const(item)
+                continue
+            source, _ = self.resolve(selector, f"{where} entry '{key}'")
+            assert not isinstance(source, _Entries)
+            if selector.step is not None:
+                if selector.step == step:
+                    raise WorkflowCompilationError(f"{where} entry '{key}' refers to its own step")
+                depends.add(selector.step)
+            entries[str(key)] = source
+        return _Entries(entries)
 
     def literal(self, value: Any, where: str) -> Any:
         """A literal field's value. An object's entries may name parameters (``$inputs.x``),

@@ -11,6 +11,9 @@ from inference_sdk.webrtc import StreamConfig, VideoFileSource
 
 from streaming.workflows.library import people_counting
 from tests.support.media import walker_scene, write_clip
+from tests.support.server import running_server, wait_for
+from tests.support.webhook import WebhookReceiver
+from tests.support.workflows import crossing_events
 
 pytestmark = pytest.mark.e2e
 
@@ -71,3 +74,28 @@ def test_a_walk_across_the_line_into_the_zone_and_back(server, person, tmp_path)
     assert len(ids) == 1, ids
     timed = [p["time_in_zone"] for r in results for p in r["timed"]["predictions"]]
     assert abs(max(timed) - truth) <= 0.1 * truth, (max(timed), truth)
+
+
+def test_a_counting_pipeline_posts_one_webhook_per_crossing(person, tmp_path):
+    half = person.shape[1] // 2 + 1
+    there = list(range(half, 640 - half, 12))
+    clip = write_clip(tmp_path / "walk.mp4", (walker_scene(person, x) for x in there + there[::-1]))
+    receiver = WebhookReceiver()
+    receiver.answer()
+    try:
+        with running_server(allow_local_sources="true") as server:
+            started = server.start_pipeline(str(clip), crossing_events(receiver.url))
+            assert started.status_code == 200, started.text
+            pipeline_id = started.json()["context"]["pipeline_id"]
+
+            def ended() -> bool:
+                report = server.get(f"/inference_pipelines/{pipeline_id}/status").json()
+                return report["report"]["sources_metadata"][0]["state"] == "ENDED"
+
+            wait_for(ended, 120, "the clip processed")
+            receiver.wait_bodies(2)
+            server.post(f"/inference_pipelines/{pipeline_id}/terminate")
+    finally:
+        receiver.down()
+    assert len(receiver.bodies) == 2, receiver.bodies
+    assert receiver.bodies[-1]["count_in"] + receiver.bodies[-1]["count_out"] == 2

@@ -3,6 +3,8 @@ kind that would make it connect to itself or to link-local addresses. Nothing is
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 
 from tests.conftest import DETECT_SPEC
@@ -76,3 +78,31 @@ def test_pipelines_may_not_point_the_server_at_itself(default_server, reference,
     assert needle in message and "STREAMING_ALLOWED_NETWORKS" in message, message
     listed = default_server.get("/inference_pipelines/list").json()
     assert listed["pipelines"] == []
+
+
+def _with_webhook(url: str) -> dict:
+    spec = copy.deepcopy(DETECT_SPEC)
+    spec["inputs"].append({"type": "WorkflowParameter", "name": "hook", "default_value": url})
+    spec["steps"].append({"type": "roboflow_core/webhook_sink@v1", "name": "event",
+                          "url": "$inputs.hook", "json_payload": {"n": 1}})  # fmt: skip
+    return spec
+
+
+async def test_a_workflows_webhook_may_not_point_the_server_at_itself(default_server):
+    spec = _with_webhook("http://127.0.0.1:9/hook")
+    body = {
+        "webrtc_offer": {"type": "offer", "sdp": await offer_sdp()},
+        "workflow_configuration": {**WORKFLOW, "workflow_specification": spec},
+    }
+    response = default_server.post("/initialise_webrtc_worker", json=body)
+    assert response.status_code == 400, response.text
+    assert "step 'event' url http://127.0.0.1:9/hook" in response.json()["message"]
+    # The same through a pipeline, the URL given as a parameter of the request.
+    allowed = _with_webhook("http://192.0.2.1/hook")
+    pipeline = default_server.start_pipeline(
+        "rtsp://192.0.2.1/cam", allowed, processing_configuration={
+            "type": "WorkflowConfiguration", "workflow_specification": allowed,
+            "workflows_parameters": {"hook": "http://[::1]/hook"},
+        },
+    )  # fmt: skip
+    assert pipeline.status_code == 400 and "loopback" in pipeline.json()["message"]

@@ -259,7 +259,9 @@ def test_detections_filter_keeps_what_the_condition_holds_for(operations, parame
         (_filter(_statement("class_name", "in (Sequence)",
                             {"type": "DynamicOperand", "operand_name": "missing"})),
          "operand 'missing' is not in operations_parameters"),
-        (_filter({"type": "UnaryStatement"}), "statement type 'UnaryStatement' is not supported"),
+        (_filter({"type": "TernaryStatement"}), "statement type 'TernaryStatement' is not"),
+        (_filter({"type": "UnaryStatement", "operator": {"type": "(Number) is odd"}}),
+         "operator '(Number) is odd' is not supported"),
         ([], "must be a non-empty list"),
     ],
 )  # fmt: skip
@@ -269,3 +271,52 @@ def test_what_the_filter_does_not_support_is_a_400_naming_the_step(operations, n
     with pytest.raises(WorkflowCompilationError, match=r"step 'step': operations: ") as caught:
         build(DetectionsFilterBlock, operations=operations)
     assert needle in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("step", "needle"),
+    [
+        ({"type": "roboflow_core/continue_if@v1", "name": "gate", "next_steps": ["$steps.nope"],
+          "condition_statement": {"type": "StatementGroup", "statements": []}},
+         "step 'gate' field 'next_steps': '$steps.nope' names no other step"),
+        ({"type": "roboflow_core/continue_if@v1", "name": "gate", "next_steps": ["$steps.blur"],
+          "evaluation_parameters": {"a": 1},
+          "condition_statement": {"type": "StatementGroup", "statements": [{
+              "type": "UnaryStatement", "operator": {"type": "Exists"},
+              "operand": {"type": "DynamicOperand", "operand_name": "b"}}]}},
+         "step 'gate': condition_statement: operand 'b' is not in evaluation_parameters"),
+        ({"type": "roboflow_core/webhook_sink@v1", "name": "hook", "url": "ftp://x/y"},
+         "step 'hook': url must be an http(s) URL"),
+        ({"type": "roboflow_core/webhook_sink@v1", "name": "hook", "url": "http://x/y",
+          "json_payload": {"n": "$steps.nowhere.count"}},
+         "step 'hook' field 'json_payload' entry 'n': selector '$steps.nowhere.count' names"),
+    ],
+)  # fmt: skip
+def test_flow_control_and_sinks_refuse_what_cannot_run(step, needle):
+    from streaming.workflows import compile_workflow, parse_spec
+
+    spec = {
+        "version": "1.0",
+        "inputs": [{"type": "InferenceImage", "name": "image"}],
+        "steps": [{"type": "roboflow_core/image_blur@v1", "name": "blur", "image": "$inputs.image"},
+                  step],
+        "outputs": [{"type": "JsonField", "name": "out", "selector": "$steps.blur.image"}],
+    }  # fmt: skip
+    with pytest.raises(WorkflowCompilationError) as caught:
+        compile_workflow(parse_spec(spec), BuildContext(None))  # type: ignore[arg-type]
+    assert needle in str(caught.value)
+
+
+def test_a_webhook_sink_throttles_and_says_so_once_closed():
+    from streaming.workflows.blocks.sinks import WebhookSinkBlock
+
+    sink = build(WebhookSinkBlock, url="http://127.0.0.1:9/hook", cooldown_seconds=60)
+    first = sink.run({"json_payload": {"n": 1}}, frame_at(0))
+    second = sink.run({"json_payload": {"n": 2}}, frame_at(0))
+    sink.close()
+    sink.close()  # idempotent
+    assert (first["throttling_status"], second["throttling_status"]) == (False, True)
+    assert sink.run({"json_payload": {}}, frame_at(0))["throttling_status"] is True
+    unthrottled = build(WebhookSinkBlock, url="http://127.0.0.1:9/hook", cooldown_seconds=0)
+    unthrottled.close()
+    assert unthrottled.run({"json_payload": {}}, frame_at(0))["message"] == "Sink is closed"

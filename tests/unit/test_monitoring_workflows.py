@@ -15,6 +15,8 @@ from streaming.workflows import compile_workflow, parse_spec
 from streaming.workflows.blocks.base import BuildContext, FrameState
 from streaming.workflows.library import people_counting, privacy_blur, zone_occupancy
 from tests.support.media import walker_scene
+from tests.support.webhook import WebhookReceiver
+from tests.support.workflows import crossing_events
 
 FPS = 30
 START = datetime(2026, 11, 23, 10, 0, tzinfo=UTC)
@@ -107,3 +109,52 @@ def test_a_filter_takes_its_classes_from_a_workflow_parameter(registry, person, 
     }  # fmt: skip
     (result,) = run(registry, spec, [walker_scene(person, 320)], classes=classes)
     assert (len(result["kept"]) > 0) is found
+
+
+def test_one_webhook_per_crossing_and_none_between(registry, person):
+    from streaming.workflows import compile_workflow as compile_
+
+    receiver = WebhookReceiver()
+    receiver.answer()
+    half = person.shape[1] // 2 + 1
+    there = list(range(half, SIZE[1] - half, 12))
+    frames = [walker_scene(person, x) for x in there + there[::-1]]
+    workflow = compile_(parse_spec(crossing_events(receiver.url)), BuildContext(registry))
+    try:
+        events = []
+        for number, image in enumerate(frames, start=1):
+            metadata = {"frame_number": number, "fps": FPS, "comes_from_video_file": True,
+                        "frame_timestamp": START.isoformat()}  # fmt: skip
+            result = workflow.run(image, metadata, FrameState())
+            events.append(result["event"])
+        sent = [e for e in events if e is not None]
+        assert sent == ["Notification sent in the background"] * 2, events
+        receiver.wait_bodies(2)
+    finally:
+        workflow.close()
+        receiver.down()
+    bodies = sorted((b["count_in"], b["count_out"]) for b in receiver.bodies)
+    assert bodies in ([(0, 1), (1, 1)], [(1, 0), (1, 1)]) and receiver.bodies[0]["camera"] == "hall"
+
+
+def test_a_delta_filter_lets_a_step_run_only_when_its_value_changes(registry, person):
+    from streaming.workflows import compile_workflow as compile_
+
+    spec = people_counting()
+    spec["steps"] += [
+        {"type": "roboflow_core/delta_filter@v1", "name": "changed", "image": "$inputs.image",
+         "value": "$steps.counter.count_in", "next_steps": ["$steps.shown"]},
+        {"type": "roboflow_core/image_blur@v1", "name": "shown", "image": "$inputs.image"},
+    ]  # fmt: skip
+    shown = {"type": "JsonField", "name": "shown", "selector": "$steps.shown.image"}
+    spec["outputs"].append(shown)
+    half = person.shape[1] // 2 + 1
+    there = list(range(half, SIZE[1] - half, 12))
+    workflow = compile_(parse_spec(spec), BuildContext(registry))
+    ran = []
+    for number, x in enumerate(there, start=1):
+        metadata = {"frame_number": number, "fps": FPS, "comes_from_video_file": True}
+        result = workflow.run(walker_scene(person, x), metadata, FrameState())
+        ran.append(result["shown"] is not None)
+    # The stream's first value counts as a change (the reference's rule), then the crossing.
+    assert ran[0] and sum(ran) == 2, ran

@@ -6,6 +6,8 @@ from .analytics import LineCounterBlock, LineCounterV1Block, TimeInZoneBlock
 from .base import Block
 from .detection import ObjectDetectionModelBlock
 from .filtering import DetectionsFilterBlock
+from .flow import ContinueIfBlock, DeltaFilterBlock
+from .sinks import WebhookSinkBlock
 from .tracking import ByteTrackerBlock
 from .transforms import ImageBlurBlock
 from .visualization import (
@@ -41,6 +43,9 @@ BLOCKS: dict[str, type[Block]] = {
         PixelateVisualizationBlock,
         DotVisualizationBlock,
         DetectionsFilterBlock,
+        ContinueIfBlock,
+        DeltaFilterBlock,
+        WebhookSinkBlock,
     )
     for type_id in cls.type_ids
 }

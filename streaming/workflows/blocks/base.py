@@ -14,6 +14,7 @@ from ...inference.model import DetectionModel, StageTimer
 
 __all__ = [
     "ANY",
+    "CONTINUE",
     "DETECTIONS",
     "IMAGE",
     "REQUIRED",
@@ -93,6 +94,18 @@ class FieldSpec:
     default: Any = REQUIRED
     per_frame: bool = False
     """True when the field takes per-frame data (images, predictions) through a selector."""
+    entries: bool = False
+    """An object whose entries may each be a literal, a parameter or per-frame data (the
+    reference's ``evaluation_parameters``, a webhook's ``json_payload``): the block's config
+    holds the entries' names, and each frame's inputs the object with every entry's value."""
+    steps: bool = False
+    """A list of step selectors (``$steps.<name>``): the steps a flow-control block lets run
+    or not (``next_steps``); the block gets their names."""
+
+
+CONTINUE = "__continue__"
+"""A flow-control block's verdict among its outputs: False skips its ``next_steps`` (and
+every step that reads them) for this frame; their outputs are None."""
 
 
 class Block(ABC):
@@ -101,6 +114,9 @@ class Block(ABC):
 
     type_ids: ClassVar[tuple[str, ...]]
     fields: ClassVar[dict[str, FieldSpec]]
+    url_fields: ClassVar[tuple[str, ...]] = ()
+    """Fields naming a URL the server will connect to: checked against the egress policy
+    before the stream starts (``workflow_urls``)."""
     outputs: ClassVar[dict[str, str]]
     """Output name -> kind."""
 
@@ -116,3 +132,6 @@ class Block(ABC):
     @abstractmethod
     def run(self, inputs: dict[str, Any], frame: FrameState) -> dict[str, Any]:
         """Per-frame fields in, every declared output out."""
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """The stream ended: release what the block holds (a sink's thread). Idempotent."""

@@ -22,11 +22,14 @@ import supervision as sv
 from ...errors import WorkflowCompilationError
 from .base import DETECTIONS, Block, BuildContext, FieldSpec, FrameState, select
 
-__all__ = ["COMPARATORS", "PROPERTIES", "DetectionsFilterBlock"]
+__all__ = ["COMPARATORS", "PROPERTIES", "UNARY", "Condition", "DetectionsFilterBlock"]
 
 Row = tuple[sv.Detections, int]
 """A detection: the detections and its index."""
-Value = Callable[[Row], Any]
+Context = tuple[dict[str, Any], Row | None]
+"""What a condition reads: the named operands' values, and the detection being tested
+(``detections_filter``) or None (``continue_if``)."""
+Value = Callable[[Context], Any]
 
 
 def _data(key: str) -> Callable[[Row], Any]:
@@ -82,23 +85,47 @@ COMPARATORS: dict[str, Callable[[Any, Any], bool]] = {
 }
 
 
-class _Compiler:
-    def __init__(self, step: str, parameters: dict[str, Any]) -> None:
+UNARY: dict[str, Callable[[Any], bool]] = {
+    "Exists": lambda a: a is not None,
+    "DoesNotExist": lambda a: a is None,
+    "(Boolean) is True": lambda a: a is True,
+    "(Boolean) is False": lambda a: a is False,
+    "(Sequence) is empty": lambda a: a is not None and len(a) == 0,
+    "(Sequence) is not empty": lambda a: a is not None and len(a) > 0,
+}
+
+Condition = Callable[[Context], bool]
+
+
+class QueryCompiler:
+    """The query language subset, compiled into Python predicates. ``names``: the operands a
+    ``DynamicOperand`` may name (the keys of the block's ``names_field``); ``detections``:
+    whether the detection under test (operand ``_``) exists; ``field``: the field errors
+    name."""
+
+    def __init__(
+        self, step: str, field: str, names: dict[str, Any], names_field: str, detections: bool
+    ) -> None:
         self.step = step
-        self.parameters = parameters
+        self.field = field
+        self.names = set(names)
+        self.names_field = names_field
+        self.detections = detections
 
     def fail(self, what: str) -> WorkflowCompilationError:
-        return WorkflowCompilationError(f"step '{self.step}': operations: {what}")
+        return WorkflowCompilationError(f"step '{self.step}': {self.field}: {what}")
 
     def _kind(self, node: Any, where: str) -> str:
         if not isinstance(node, dict) or not isinstance(node.get("type"), str):
             raise self.fail(f"{where} must be an object with a 'type'")
         return str(node["type"])
 
-    def group(self, node: Any) -> Callable[[Row], bool]:
+    def group(self, node: Any) -> Condition:
         kind = self._kind(node, "a statement")
         if kind == "BinaryStatement":
             test = self.binary(node)
+        elif kind == "UnaryStatement":
+            test = self.unary(node)
         elif kind == "StatementGroup":
             statements = node.get("statements")
             if not isinstance(statements, list) or not statements:
@@ -108,15 +135,25 @@ class _Compiler:
             if operator not in ("and", "or"):
                 raise self.fail(f"StatementGroup operator must be 'and' or 'or', got {operator!r}")
             combine = all if operator == "and" else any
-            test = lambda row: combine(p(row) for p in parts)  # noqa: E731
+            test = lambda ctx: combine(p(ctx) for p in parts)  # noqa: E731
         else:
             raise self.fail(f"statement type '{kind}' is not supported here (supported: "
-                            "BinaryStatement, StatementGroup)")  # fmt: skip
+                            "BinaryStatement, UnaryStatement, StatementGroup)")  # fmt: skip
         if node.get("negate", False) is True:
-            return lambda row: not test(row)
+            return lambda ctx: not test(ctx)
         return test
 
-    def binary(self, node: dict[str, Any]) -> Callable[[Row], bool]:
+    def unary(self, node: dict[str, Any]) -> Condition:
+        operator = node.get("operator")
+        name = operator.get("type") if isinstance(operator, dict) else None
+        if name not in UNARY:
+            raise self.fail(
+                f"operator {name!r} is not supported here (supported: {', '.join(UNARY)})"
+            )
+        test, value = UNARY[name], self.operand(node.get("operand"))
+        return lambda ctx: bool(test(value(ctx)))
+
+    def binary(self, node: dict[str, Any]) -> Condition:
         comparator = node.get("comparator")
         name = comparator.get("type") if isinstance(comparator, dict) else None
         if name not in COMPARATORS:
@@ -126,7 +163,7 @@ class _Compiler:
         compare = COMPARATORS[name]
         left = self.operand(node.get("left_operand"))
         right = self.operand(node.get("right_operand"))
-        return lambda row: bool(compare(left(row), right(row)))
+        return lambda ctx: bool(compare(left(ctx), right(ctx)))
 
     def operand(self, node: Any) -> Value:
         kind = self._kind(node, "an operand")
@@ -135,17 +172,24 @@ class _Compiler:
             if operations:
                 raise self.fail("operations on a StaticOperand are not supported here")
             value = node.get("value")
-            return lambda row: value
+            return lambda ctx: value
         if kind != "DynamicOperand":
             raise self.fail(f"operand type '{kind}' is not supported here")
         name = node.get("operand_name", "_")
-        if name != "_":
-            if operations:
-                raise self.fail(f"operations on operand '{name}' are not supported here")
-            if name not in self.parameters:
-                raise self.fail(f"operand '{name}' is not in operations_parameters")
-            value = self.parameters[name]
-            return lambda row: value
+        if name != "_" or not self.detections:
+            if name not in self.names:
+                raise self.fail(
+                    f"operand '{name}' is not in {self.names_field} (has {sorted(self.names)})"
+                )
+            kinds = [self._kind(o, "an operation") for o in operations]
+            if kinds == ["SequenceLength"]:
+                return lambda ctx: None if ctx[0][name] is None else len(ctx[0][name])
+            if kinds:
+                raise self.fail(
+                    f"operations {kinds} on operand '{name}' are not supported here "
+                    "(supported: none, or SequenceLength)"
+                )
+            return lambda ctx: ctx[0][name]
         if len(operations) != 1 or self._kind(operations[0], "an operation") != (
             "ExtractDetectionProperty"
         ):
@@ -154,7 +198,8 @@ class _Compiler:
         if prop not in PROPERTIES:
             raise self.fail(f"property {prop!r} is not supported here "
                             f"(supported: {', '.join(PROPERTIES)})")  # fmt: skip
-        return PROPERTIES[prop]
+        extract = PROPERTIES[prop]
+        return lambda ctx: extract(ctx[1]) if ctx[1] is not None else None
 
 
 class DetectionsFilterBlock(Block):
@@ -175,7 +220,10 @@ class DetectionsFilterBlock(Block):
             raise WorkflowCompilationError(
                 f"step '{name}': operations_parameters must be an object"
             )
-        compiler = _Compiler(name, parameters)
+        compiler = QueryCompiler(
+            name, "operations", parameters, "operations_parameters", detections=True
+        )
+        self._parameters = parameters
         operations = config["operations"]
         if not isinstance(operations, list) or not operations:
             raise compiler.fail("must be a non-empty list")
@@ -192,7 +240,8 @@ class DetectionsFilterBlock(Block):
         started = time.perf_counter()
         detections: sv.Detections = inputs["predictions"]
         for test in self._tests:
-            keep = np.array([test((detections, i)) for i in range(len(detections))], dtype=bool)
+            rows = range(len(detections))
+            keep = np.array([test((self._parameters, (detections, i))) for i in rows], dtype=bool)
             detections = select(detections, keep)
         frame.add_time("analytics", started)
         return {"predictions": detections}

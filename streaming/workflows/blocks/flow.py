@@ -1,0 +1,68 @@
+"""Flow control: whether a frame goes on to some steps. ``roboflow_core/continue_if@v1`` (a
+condition in the reference's query language over ``evaluation_parameters``) and
+``roboflow_core/delta_filter@v1`` (only when a value changed since the stream's last frame:
+one event per line crossing, not one per frame). Steps not let through, and every step reading
+them, are skipped for the frame; their outputs are None."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ...errors import WorkflowCompilationError
+from .base import CONTINUE, IMAGE, Block, BuildContext, FieldSpec, FrameState
+from .filtering import QueryCompiler
+
+__all__ = ["ContinueIfBlock", "DeltaFilterBlock"]
+
+
+class ContinueIfBlock(Block):
+    """``next_steps`` run for this frame only if ``condition_statement`` holds."""
+
+    type_ids = ("roboflow_core/continue_if@v1", "ContinueIf")
+    fields = {
+        "condition_statement": FieldSpec(),
+        "evaluation_parameters": FieldSpec(default=None, entries=True),
+        "next_steps": FieldSpec(steps=True),
+    }
+    outputs = {}  # none: it only decides what runs
+
+    def __init__(self, name: str, config: dict[str, Any], context: BuildContext) -> None:
+        super().__init__(name, config, context)
+        statement = config["condition_statement"]
+        if not isinstance(statement, dict) or statement.get("type") != "StatementGroup":
+            raise WorkflowCompilationError(
+                f"step '{name}': condition_statement must be a StatementGroup"
+            )
+        # config holds the evaluation_parameters' names; their values come per frame.
+        names = dict.fromkeys(config["evaluation_parameters"])
+        compiler = QueryCompiler(
+            name, "condition_statement", names, "evaluation_parameters", detections=False
+        )
+        self._condition = compiler.group(statement)
+
+    def run(self, inputs: dict[str, Any], frame: FrameState) -> dict[str, Any]:
+        values = inputs["evaluation_parameters"]
+        return {CONTINUE: self._condition((values, None))}
+
+
+class DeltaFilterBlock(Block):
+    """``next_steps`` run for a frame only when ``value`` differs from the stream's last."""
+
+    type_ids = ("roboflow_core/delta_filter@v1",)
+    fields = {
+        "image": FieldSpec((IMAGE,), default=None, per_frame=True),
+        "value": FieldSpec(per_frame=True),
+        "next_steps": FieldSpec(steps=True),
+    }
+    outputs = {}  # none: it only decides what runs
+
+    def __init__(self, name: str, config: dict[str, Any], context: BuildContext) -> None:
+        super().__init__(name, config, context)
+        self._last: Any = None
+
+    def run(self, inputs: dict[str, Any], frame: FrameState) -> dict[str, Any]:
+        # As the reference: the stream's first value counts as a change (unless None).
+        value = inputs["value"]
+        changed = value != self._last
+        self._last = value
+        return {CONTINUE: changed}
