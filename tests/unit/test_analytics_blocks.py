@@ -320,3 +320,19 @@ def test_a_webhook_sink_throttles_and_says_so_once_closed():
     unthrottled = build(WebhookSinkBlock, url="http://127.0.0.1:9/hook", cooldown_seconds=0)
     unthrottled.close()
     assert unthrottled.run({"json_payload": {}}, frame_at(0))["message"] == "Sink is closed"
+
+
+def test_property_definition_counts_and_extracts():
+    from streaming.workflows.blocks.filtering import PropertyDefinitionBlock
+
+    count = build(PropertyDefinitionBlock, operations=[{"type": "SequenceLength"}])
+    assert count.run({"data": _three()}, frame_at(0)) == {"output": 3}
+    names = build(PropertyDefinitionBlock, operations=[
+        {"type": "DetectionsPropertyExtract", "property_name": "class_name"}])  # fmt: skip
+    assert names.run({"data": _three()}, frame_at(0)) == {"output": ["person", "dog", "person"]}
+    both = build(PropertyDefinitionBlock, operations=[
+        {"type": "DetectionsPropertyExtract", "property_name": "class_name"},
+        {"type": "SequenceLength"}])  # fmt: skip
+    assert both.run({"data": _three()}, frame_at(0)) == {"output": 3}
+    with pytest.raises(WorkflowCompilationError, match="operation 'ToUpper' is not supported"):
+        build(PropertyDefinitionBlock, operations=[{"type": "ToUpper"}])

@@ -5,7 +5,7 @@ from __future__ import annotations
 from .analytics import LineCounterBlock, LineCounterV1Block, TimeInZoneBlock
 from .base import Block
 from .detection import ObjectDetectionModelBlock
-from .filtering import DetectionsFilterBlock
+from .filtering import DetectionsFilterBlock, PropertyDefinitionBlock
 from .flow import ContinueIfBlock, DeltaFilterBlock
 from .sinks import WebhookSinkBlock
 from .tracking import ByteTrackerBlock
@@ -43,6 +43,7 @@ BLOCKS: dict[str, type[Block]] = {
         PixelateVisualizationBlock,
         DotVisualizationBlock,
         DetectionsFilterBlock,
+        PropertyDefinitionBlock,
         ContinueIfBlock,
         DeltaFilterBlock,
         WebhookSinkBlock,

@@ -22,7 +22,14 @@ import supervision as sv
 from ...errors import WorkflowCompilationError
 from .base import DETECTIONS, Block, BuildContext, FieldSpec, FrameState, select
 
-__all__ = ["COMPARATORS", "PROPERTIES", "UNARY", "Condition", "DetectionsFilterBlock"]
+__all__ = [
+    "COMPARATORS",
+    "PROPERTIES",
+    "UNARY",
+    "Condition",
+    "DetectionsFilterBlock",
+    "PropertyDefinitionBlock",
+]
 
 Row = tuple[sv.Detections, int]
 """A detection: the detections and its index."""
@@ -245,3 +252,59 @@ class DetectionsFilterBlock(Block):
             detections = select(detections, keep)
         frame.add_time("analytics", started)
         return {"predictions": detections}
+
+
+class PropertyDefinitionBlock(Block):
+    """``roboflow_core/property_definition@v1``: a value computed from another step's output,
+    this subset of the reference's operations: ``SequenceLength`` (how many detections, or
+    items), ``DetectionsPropertyExtract`` (each detection's ``PROPERTIES`` value, a list)."""
+
+    type_ids = (
+        "roboflow_core/property_definition@v1",
+        "PropertyDefinition",
+        "PropertyExtraction",
+    )
+    fields = {
+        "data": FieldSpec(per_frame=True),
+        "operations": FieldSpec(),
+    }
+    outputs = {"output": "*"}
+
+    def __init__(self, name: str, config: dict[str, Any], context: BuildContext) -> None:
+        super().__init__(name, config, context)
+        operations = config["operations"]
+        if not isinstance(operations, list):
+            raise WorkflowCompilationError(f"step '{name}': operations must be a list")
+        self._steps: list[Callable[[Any], Any]] = []
+        for operation in operations:
+            kind = operation.get("type") if isinstance(operation, dict) else None
+            if kind == "SequenceLength":
+                self._steps.append(lambda value: None if value is None else len(value))
+            elif kind == "DetectionsPropertyExtract":
+                prop = operation.get("property_name")
+                if prop not in PROPERTIES:
+                    raise WorkflowCompilationError(
+                        f"step '{name}': operations: property {prop!r} is not supported here "
+                        f"(supported: {', '.join(PROPERTIES)})"
+                    )
+                self._steps.append(_extract_all(PROPERTIES[prop]))
+            else:
+                raise WorkflowCompilationError(
+                    f"step '{name}': operations: operation {kind!r} is not supported here "
+                    "(supported: SequenceLength, DetectionsPropertyExtract)"
+                )
+
+    def run(self, inputs: dict[str, Any], frame: FrameState) -> dict[str, Any]:
+        value = inputs["data"]
+        for step in self._steps:
+            value = step(value)
+        return {"output": value}
+
+
+def _extract_all(extract: Callable[[Row], Any]) -> Callable[[Any], Any]:
+    def each(detections: Any) -> Any:
+        if not isinstance(detections, sv.Detections):
+            return None
+        return [extract((detections, i)) for i in range(len(detections))]
+
+    return each
