@@ -143,7 +143,11 @@ class PipelineManager:
                 await asyncio.to_thread(
                     compile_workflow,
                     spec,
-                    BuildContext(self._models, analytics[i] if analytics else None),
+                    BuildContext(
+                        self._models,
+                        analytics[i] if analytics else None,
+                        {"pipeline": pipeline_id, "source": str(references[i].source_id)},
+                    ),
                     image_input_name=config.image_input_name,
                     video_metadata_input_name=config.video_metadata_input_name,
                     parameters=config.workflows_parameters,

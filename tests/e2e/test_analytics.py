@@ -11,6 +11,7 @@ from inference_sdk.webrtc import StreamConfig, VideoFileSource
 
 from streaming.workflows.library import people_counting
 from tests.support.media import walker_scene, write_clip
+from tests.support.mqtt import Subscriber, mosquitto
 from tests.support.server import running_server, wait_for
 from tests.support.webhook import WebhookReceiver
 from tests.support.workflows import crossing_events
@@ -99,3 +100,33 @@ def test_a_counting_pipeline_posts_one_webhook_per_crossing(person, tmp_path):
         receiver.down()
     assert len(receiver.bodies) == 2, receiver.bodies
     assert receiver.bodies[-1]["count_in"] + receiver.bodies[-1]["count_out"] == 2
+
+
+def test_a_counting_pipeline_keeps_its_counts_retained_on_mqtt(person, tmp_path):
+    half = person.shape[1] // 2 + 1
+    there = list(range(half, 640 - half, 12))
+    clip = write_clip(tmp_path / "walk.mp4", (walker_scene(person, x) for x in there + there[::-1]))
+    with mosquitto(tmp_path) as broker, running_server(allow_local_sources="true") as server:
+        spec = people_counting()
+        spec["steps"].append({
+            "type": "visionstream/mqtt_sink@v1", "name": "counts", "url": broker,
+            "payload": {"in": "$steps.counter.count_in", "out": "$steps.counter.count_out"},
+        })  # fmt: skip
+        started = server.start_pipeline(str(clip), spec)
+        assert started.status_code == 200, started.text
+        pipeline_id = started.json()["context"]["pipeline_id"]
+
+        def ended() -> bool:
+            report = server.get(f"/inference_pipelines/{pipeline_id}/status").json()
+            return report["report"]["sources_metadata"][0]["state"] == "ENDED"
+
+        wait_for(ended, 120, "the clip processed")
+        # A dashboard that subscribes now still gets the counts: they are retained.
+        late = Subscriber(broker, "visionstream/#")
+        try:
+            prefix = f"visionstream/{pipeline_id}/0/counts"
+            values = late.wait_for(lambda v: f"{prefix}/in" in v and f"{prefix}/out" in v)
+        finally:
+            late.close()
+        assert sorted([values[f"{prefix}/in"], values[f"{prefix}/out"]]) == ["1", "1"]
+        server.post(f"/inference_pipelines/{pipeline_id}/terminate")

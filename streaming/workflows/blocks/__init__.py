@@ -7,7 +7,7 @@ from .base import Block
 from .detection import ObjectDetectionModelBlock
 from .filtering import DetectionsFilterBlock, PropertyDefinitionBlock
 from .flow import ContinueIfBlock, DeltaFilterBlock
-from .sinks import WebhookSinkBlock
+from .sinks import MqttSinkBlock, WebhookSinkBlock
 from .tracking import ByteTrackerBlock
 from .transforms import ImageBlurBlock
 from .visualization import (
@@ -47,6 +47,7 @@ BLOCKS: dict[str, type[Block]] = {
         ContinueIfBlock,
         DeltaFilterBlock,
         WebhookSinkBlock,
+        MqttSinkBlock,
     )
     for type_id in cls.type_ids
 }

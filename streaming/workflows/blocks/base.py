@@ -70,6 +70,10 @@ class BuildContext:
     models: ModelSource
     analytics: AnalyticsSink | None = None
     """Reports counts and occupancy (a pipeline source's Prometheus series); None: not kept."""
+    stream: dict[str, str] = field(
+        default_factory=lambda: {"pipeline": "session", "source": "webrtc"}
+    )
+    """What the stream is, for names sinks publish under: a pipeline's id and source index."""
 
 
 @dataclass

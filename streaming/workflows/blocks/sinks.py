@@ -1,4 +1,4 @@
-"""Events out of a workflow: ``roboflow_core/webhook_sink@v1``.
+"""Events out of a workflow: ``roboflow_core/webhook_sink@v1`` and our MQTT sink.
 
 A delivery never holds up the frame: the request goes through ``sinks.WebhookSink`` (a bounded
 queue on a thread of its own, retries with backoff, a timeout per attempt), whatever
@@ -11,6 +11,7 @@ the stream.
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from typing import Any
@@ -23,7 +24,7 @@ from ..serialization import serialize_value
 from .base import Block, BuildContext, FieldSpec, FrameState
 from .checks import integer
 
-__all__ = ["WebhookSinkBlock"]
+__all__ = ["MqttSinkBlock", "WebhookSinkBlock"]
 
 # JPEG quality of images put in a payload (a thumbnail's worth, not the video's).
 _PAYLOAD_JPEG_QUALITY = 75
@@ -106,3 +107,85 @@ class WebhookSinkBlock(Block):
             sink, self._sink = self._sink, None
         if sink is not None:
             sink.close()
+
+
+class MqttSinkBlock(Block):
+    """``visionstream/mqtt_sink@v1`` (ours: the reference has none): each ``payload`` entry
+    published, retained, to ``<topic>/<key>`` whenever its value changes, Frigate-style: a
+    dashboard subscribing to ``visionstream/#`` sees every count as it is now.
+
+    ``topic`` may hold ``{pipeline}`` and ``{source}`` (a pipeline's id and source index;
+    ``session`` and ``webrtc`` for a WebRTC session), default
+    ``visionstream/{pipeline}/{source}/<step name>``. The broker is ``url``
+    (``mqtt://host[:port]``, checked against ``STREAMING_ALLOWED_NETWORKS``); paho-mqtt's own
+    thread connects, reconnects and sends (up to 1000 messages queued while the broker is
+    away), so a frame never waits for the broker."""
+
+    type_ids = ("visionstream/mqtt_sink@v1",)
+    url_fields = ("url",)
+    fields = {
+        "url": FieldSpec(),
+        "topic": FieldSpec(default=None),
+        "payload": FieldSpec(entries=True),
+        "retain": FieldSpec(default=True),
+        "qos": FieldSpec(default=1),
+    }
+    outputs = {"error_status": "boolean", "message": "string"}
+
+    def __init__(self, name: str, config: dict[str, Any], context: BuildContext) -> None:
+        super().__init__(name, config, context)
+        url = config["url"]
+        parts = urlsplit(url) if isinstance(url, str) else None
+        if parts is None or parts.scheme != "mqtt" or not parts.hostname:
+            raise WorkflowCompilationError(f"step '{name}': url must be mqtt://host[:port]")
+        self._host, self._port = parts.hostname, parts.port or 1883
+        topic = config["topic"] or f"visionstream/{{pipeline}}/{{source}}/{name}"
+        try:
+            self._topic = str(topic).format(**context.stream)
+        except (KeyError, IndexError, ValueError) as exc:
+            raise WorkflowCompilationError(
+                f"step '{name}': topic may use {{pipeline}} and {{source}} only ({exc})"
+            ) from None
+        self._retain = bool(config["retain"])
+        self._qos = integer(name, "qos", config["qos"], 0)
+        if self._qos > 2:
+            raise WorkflowCompilationError(f"step '{name}': qos must be 0, 1 or 2")
+        self._client: Any = None
+        self._lock = threading.Lock()
+        self._closed = False
+        self._published: dict[str, str] = {}
+
+    def _client_now(self) -> Any:
+        import paho.mqtt.client as mqtt  # only streams with an MQTT sink load it
+
+        with self._lock:
+            if self._client is None and not self._closed:
+                client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2)
+                client.max_queued_messages_set(1000)
+                client.reconnect_delay_set(1, 30)
+                client.connect_async(self._host, self._port)
+                client.loop_start()
+                self._client = client
+            return self._client
+
+    def run(self, inputs: dict[str, Any], frame: FrameState) -> dict[str, Any]:
+        client = self._client_now()
+        if client is None:
+            return {"error_status": True, "message": "Sink is closed"}
+        sent = 0
+        for key, value in inputs["payload"].items():
+            body = json.dumps(serialize_value(value, _PAYLOAD_JPEG_QUALITY, None), default=str)
+            if self._published.get(key) == body:
+                continue  # retained already: publish changes only
+            client.publish(f"{self._topic}/{key}", body, qos=self._qos, retain=self._retain)
+            self._published[key] = body
+            sent += 1
+        return {"error_status": False, "message": f"{sent} changed values published"}
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            client, self._client = self._client, None
+        if client is not None:
+            client.disconnect()  # after what is queued has gone, as far as paho can
+            client.loop_stop()
