@@ -336,3 +336,24 @@ def test_property_definition_counts_and_extracts():
     assert both.run({"data": _three()}, frame_at(0)) == {"output": 3}
     with pytest.raises(WorkflowCompilationError, match="operation 'ToUpper' is not supported"):
         build(PropertyDefinitionBlock, operations=[{"type": "ToUpper"}])
+
+
+def test_a_reconnected_camera_starts_the_tracker_afresh_and_the_counter_keeps_counting():
+    tracker = build(ByteTrackerBlock)
+    counter = build(LineCounterBlock, line_segment=LINE, triggering_anchor="CENTER")
+    ids = []
+
+    def walk(xs: range, restarts: int) -> dict:
+        for x in xs:
+            frame = FrameState(video={"stream_restarts": restarts, "fps": 30})
+            tracked = tracker.run({"detections": box_at(x)}, frame)["tracked_detections"]
+            ids.extend(int(t) for t in tracked.tracker_id)
+            counted = counter.run({"detections": tracked}, frame)
+        return counted
+
+    first = walk(range(40, 170, 10), restarts=0)  # across once
+    second = walk(range(40, 170, 10), restarts=1)  # the camera came back: across again
+    assert first["count_in"] + first["count_out"] == 1
+    assert second["count_in"] + second["count_out"] == 2  # the count went on
+    before, after = ids[: len(ids) // 2], ids[len(ids) // 2 :]
+    assert len(set(before)) == 1 and len(set(after)) == 1 and set(before) != set(after)

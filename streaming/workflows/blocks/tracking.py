@@ -73,6 +73,11 @@ class ByteTrackerBlock(Block):
                                    config["instances_cache_size"], 1)  # fmt: skip
         self._tracker: ByteTrackTracker | None = None
         self._seen: OrderedDict[int, None] = OrderedDict()
+        self._restarts = 0
+        self._id_offset = 0
+        """Added to the tracker's ids: a tracker started afresh (the camera reconnected)
+        counts from 0 again, and ids must stay unique in the stream for the counters."""
+        self._max_id = -1
 
     def _tracker_for(self, frame: FrameState) -> ByteTrackTracker:
         if self._tracker is None:  # the stream's frame rate, known from its first frame
@@ -91,11 +96,17 @@ class ByteTrackerBlock(Block):
     def run(self, inputs: dict[str, Any], frame: FrameState) -> dict[str, Any]:
         started = time.perf_counter()
         detections: sv.Detections = inputs["detections"]
+        restarts = frame.video.get("stream_restarts") or 0
+        if restarts != self._restarts:  # the camera reconnected: its old tracks are stale
+            self._restarts, self._tracker, self._id_offset = restarts, None, self._max_id + 1
         tracked = self._tracker_for(frame).update(detections)
         if tracked.tracker_id is None:
             tracked.tracker_id = np.full(len(tracked), -1, dtype=int)
         tracked = select(tracked, tracked.tracker_id >= 0)
-        ids: Any = tracked.tracker_id if tracked.tracker_id is not None else []
+        ids = np.asarray(tracked.tracker_id, dtype=int) + self._id_offset
+        tracked.tracker_id = ids
+        if len(ids):
+            self._max_id = max(self._max_id, int(ids.max()))
         is_new = np.zeros(len(tracked), dtype=bool)
         for i, tracker_id in enumerate(int(t) for t in ids):
             if tracker_id not in self._seen:
