@@ -5,6 +5,8 @@ frame is processed; the counts, the tracker id and the time in zone come back ex
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from inference_sdk import InferenceHTTPClient
 from inference_sdk.webrtc import StreamConfig, VideoFileSource
@@ -12,7 +14,7 @@ from inference_sdk.webrtc import StreamConfig, VideoFileSource
 from streaming.workflows.library import people_counting
 from tests.support.media import walker_scene, write_clip
 from tests.support.mqtt import Subscriber, mosquitto
-from tests.support.server import running_server, wait_for
+from tests.support.server import ServerProcess, running_server, wait_for
 from tests.support.webhook import WebhookReceiver
 from tests.support.workflows import crossing_events
 
@@ -77,50 +79,59 @@ def test_a_walk_across_the_line_into_the_zone_and_back(server, person, tmp_path)
     assert abs(max(timed) - truth) <= 0.1 * truth, (max(timed), truth)
 
 
-def test_a_counting_pipeline_posts_one_webhook_per_crossing(person, tmp_path):
+@pytest.fixture(scope="module")
+def file_server():
+    """A server whose pipelines may read local files (the generated clips)."""
+    with running_server(allow_local_sources="true") as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def there_and_back(person, tmp_path_factory) -> Path:
+    """The person walks across the line at x=320 and back: one crossing each way."""
     half = person.shape[1] // 2 + 1
     there = list(range(half, 640 - half, 12))
-    clip = write_clip(tmp_path / "walk.mp4", (walker_scene(person, x) for x in there + there[::-1]))
+    frames = (walker_scene(person, x) for x in there + there[::-1])
+    return write_clip(tmp_path_factory.mktemp("clips") / "walk.mp4", frames)
+
+
+def run_through(server: ServerProcess, clip: Path, spec: dict) -> str:
+    """A pipeline of ``spec`` over ``clip``, once every frame is processed; its id."""
+    started = server.start_pipeline(str(clip), spec)
+    assert started.status_code == 200, started.text
+    pipeline_id = started.json()["context"]["pipeline_id"]
+
+    def ended() -> bool:
+        report = server.get(f"/inference_pipelines/{pipeline_id}/status").json()["report"]
+        return report["sources_metadata"][0]["state"] == "ENDED"
+
+    wait_for(ended, 120, "the clip processed")
+    return pipeline_id
+
+
+def test_a_counting_pipeline_posts_one_webhook_per_crossing(file_server, there_and_back):
     receiver = WebhookReceiver()
     receiver.answer()
     try:
-        with running_server(allow_local_sources="true") as server:
-            started = server.start_pipeline(str(clip), crossing_events(receiver.url))
-            assert started.status_code == 200, started.text
-            pipeline_id = started.json()["context"]["pipeline_id"]
-
-            def ended() -> bool:
-                report = server.get(f"/inference_pipelines/{pipeline_id}/status").json()
-                return report["report"]["sources_metadata"][0]["state"] == "ENDED"
-
-            wait_for(ended, 120, "the clip processed")
-            receiver.wait_bodies(2)
-            server.post(f"/inference_pipelines/{pipeline_id}/terminate")
+        pipeline_id = run_through(file_server, there_and_back, crossing_events(receiver.url))
+        receiver.wait_bodies(2)
+        file_server.post(f"/inference_pipelines/{pipeline_id}/terminate")
     finally:
         receiver.down()
     assert len(receiver.bodies) == 2, receiver.bodies
     assert receiver.bodies[-1]["count_in"] + receiver.bodies[-1]["count_out"] == 2
 
 
-def test_a_counting_pipeline_keeps_its_counts_retained_on_mqtt(person, tmp_path):
-    half = person.shape[1] // 2 + 1
-    there = list(range(half, 640 - half, 12))
-    clip = write_clip(tmp_path / "walk.mp4", (walker_scene(person, x) for x in there + there[::-1]))
-    with mosquitto(tmp_path) as broker, running_server(allow_local_sources="true") as server:
+def test_a_counting_pipeline_keeps_its_counts_retained_on_mqtt(
+    file_server, there_and_back, tmp_path
+):
+    with mosquitto(tmp_path) as broker:
         spec = people_counting()
         spec["steps"].append({
             "type": "visionstream/mqtt_sink@v1", "name": "counts", "url": broker,
             "payload": {"in": "$steps.counter.count_in", "out": "$steps.counter.count_out"},
         })  # fmt: skip
-        started = server.start_pipeline(str(clip), spec)
-        assert started.status_code == 200, started.text
-        pipeline_id = started.json()["context"]["pipeline_id"]
-
-        def ended() -> bool:
-            report = server.get(f"/inference_pipelines/{pipeline_id}/status").json()
-            return report["report"]["sources_metadata"][0]["state"] == "ENDED"
-
-        wait_for(ended, 120, "the clip processed")
+        pipeline_id = run_through(file_server, there_and_back, spec)
         # A dashboard that subscribes now still gets the counts: they are retained.
         late = Subscriber(broker, "visionstream/#")
         try:
@@ -129,4 +140,4 @@ def test_a_counting_pipeline_keeps_its_counts_retained_on_mqtt(person, tmp_path)
         finally:
             late.close()
         assert sorted([values[f"{prefix}/in"], values[f"{prefix}/out"]]) == ["1", "1"]
-        server.post(f"/inference_pipelines/{pipeline_id}/terminate")
+        file_server.post(f"/inference_pipelines/{pipeline_id}/terminate")
