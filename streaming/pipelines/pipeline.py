@@ -153,7 +153,8 @@ class Pipeline:
                 "video_identifier": str(source_id),
                 "frame_number": frame_id,
                 "frame_timestamp": received_at.isoformat(),
-                "fps": None,
+                # A file's own rate: its frames' times (time in zone) are then exact.
+                "fps": source.file.fps if source.file is not None else None,
                 "measured_fps": None,
                 "comes_from_video_file": source.reference.kind == "file",
                 # Ours: how often the camera has reconnected. A tracker starts afresh after

@@ -7,11 +7,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import httpx
 import pytest
 from inference_sdk import InferenceHTTPClient
 from inference_sdk.webrtc import StreamConfig, VideoFileSource
 
-from streaming.workflows.library import people_counting
+from streaming.workflows.library import people_counting, zone_occupancy
 from tests.support.media import walker_scene, write_clip
 from tests.support.mqtt import Subscriber, mosquitto
 from tests.support.server import ServerProcess, running_server, wait_for
@@ -141,3 +142,23 @@ def test_a_counting_pipeline_keeps_its_counts_retained_on_mqtt(
             late.close()
         assert sorted([values[f"{prefix}/in"], values[f"{prefix}/out"]]) == ["1", "1"]
         file_server.post(f"/inference_pipelines/{pipeline_id}/terminate")
+
+
+def test_time_in_a_file_pipelines_zone_follows_the_files_clock(file_server, person, tmp_path):
+    # Into the zone's middle and 2 s (60 frames) there: processed at whatever speed, the
+    # time in zone is the file's.
+    frames = [walker_scene(person, 320)] * 60
+    clip = write_clip(tmp_path / "stay.mp4", frames, fps=FPS)
+    zone = [[200, 0], [440, 0], [440, 480], [200, 480]]
+    spec = zone_occupancy()
+    spec["inputs"] = [
+        {**i, "default_value": zone} if i.get("name") == "zone" else i for i in spec["inputs"]
+    ]
+    pipeline_id = run_through(file_server, clip, spec)
+    seconds = []
+    path = f"{file_server.url}/inference_pipelines/{pipeline_id}/consume"
+    while (body := httpx.request("GET", path, json={}, timeout=30).json())["outputs"]:
+        seconds += [p["time_in_zone"] for p in body["outputs"][0]["predictions"]["predictions"]]
+    file_server.post(f"/inference_pipelines/{pipeline_id}/terminate")
+    truth = 58 / FPS  # from its first confirmed frame (the tracker's second) to its last
+    assert abs(max(seconds) - truth) <= 0.1 * truth, (max(seconds), truth)
