@@ -227,6 +227,11 @@ class LiveSource(FrameSource):
 
     # ------------------------------------------------------------------ control
 
+    @property
+    def reconnects(self) -> int:
+        """How often the source has reconnected (cheap: read per frame by pipelines)."""
+        return self._reconnects
+
     def stats(self) -> LiveStats:
         with self._stats_lock:
             return self._stats()

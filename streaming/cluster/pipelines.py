@@ -219,10 +219,12 @@ class ClusterPipelines:
                 return await asyncio.to_thread(ray.get_actor, pipeline_id, namespace=NAMESPACE)
         raise PipelineNotFound(f"Could not find InferencePipeline with id={pipeline_id}.")
 
-    async def _call(self, pipeline_id: str, method: str, *args: Any) -> Any:
+    async def _call(self, pipeline_id: str, method: str, *args: Any, wait_s: float = 0.0) -> Any:
+        """``method`` of the pipeline's actor; ``wait_s``: the call's own wait (a long poll)
+        on top of the usual bound."""
         actor = await self._actor(pipeline_id)
         try:
-            return await asyncio.wait_for(getattr(actor, method).remote(*args), _CALL_S)
+            return await asyncio.wait_for(getattr(actor, method).remote(*args), wait_s + _CALL_S)
         except RayActorError:  # terminated meanwhile
             raise PipelineNotFound(
                 f"Could not find InferencePipeline with id={pipeline_id}."
@@ -245,9 +247,6 @@ class ClusterPipelines:
         )
         request = payload.model_copy(update={"processing_configuration": inline}).model_dump(
             mode="json", exclude={"api_key"}, exclude_unset=True
-        )
-        request["processing_configuration"]["workflow_specification"] = (
-            inline.workflow_specification
         )
         pipeline_id = pipeline_id or str(uuid.uuid4())
         actor = PipelineActor.options(  # type: ignore[attr-defined]
@@ -278,17 +277,7 @@ class ClusterPipelines:
         await self._call(pipeline_id, "resume")
 
     async def consume(self, pipeline_id: str, payload: ConsumePayload) -> dict[str, list[Any]]:
-        actor = await self._actor(pipeline_id)
-        try:  # a long poll: its own wait plus the usual call's
-            return dict(
-                await asyncio.wait_for(
-                    actor.consume.remote(payload), payload.wait_seconds + _CALL_S
-                )
-            )
-        except RayActorError:
-            raise PipelineNotFound(
-                f"Could not find InferencePipeline with id={pipeline_id}."
-            ) from None
+        return dict(await self._call(pipeline_id, "consume", payload, wait_s=payload.wait_seconds))
 
     async def terminate(self, pipeline_id: str) -> None:
         actor = await self._actor(pipeline_id)

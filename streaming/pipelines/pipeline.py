@@ -159,7 +159,7 @@ class Pipeline:
                 "comes_from_video_file": source.reference.kind == "file",
                 # Ours: how often the camera has reconnected. A tracker starts afresh after
                 # a gap (its tracks are stale); counters keep counting.
-                "stream_restarts": live.stats().reconnects if (live := source.live) else 0,
+                "stream_restarts": live.reconnects if (live := source.live) else 0,
             }
             started = time.perf_counter()
             try:

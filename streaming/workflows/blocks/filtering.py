@@ -122,13 +122,13 @@ class QueryCompiler:
     def fail(self, what: str) -> WorkflowCompilationError:
         return WorkflowCompilationError(f"step '{self.step}': {self.field}: {what}")
 
-    def _kind(self, node: Any, where: str) -> str:
+    def kind(self, node: Any, where: str) -> str:
         if not isinstance(node, dict) or not isinstance(node.get("type"), str):
             raise self.fail(f"{where} must be an object with a 'type'")
         return str(node["type"])
 
     def group(self, node: Any) -> Condition:
-        kind = self._kind(node, "a statement")
+        kind = self.kind(node, "a statement")
         if kind == "BinaryStatement":
             test = self.binary(node)
         elif kind == "UnaryStatement":
@@ -173,7 +173,7 @@ class QueryCompiler:
         return lambda ctx: bool(compare(left(ctx), right(ctx)))
 
     def operand(self, node: Any) -> Value:
-        kind = self._kind(node, "an operand")
+        kind = self.kind(node, "an operand")
         operations = node.get("operations") or []
         if kind == "StaticOperand":
             if operations:
@@ -188,7 +188,7 @@ class QueryCompiler:
                 raise self.fail(
                     f"operand '{name}' is not in {self.names_field} (has {sorted(self.names)})"
                 )
-            kinds = [self._kind(o, "an operation") for o in operations]
+            kinds = [self.kind(o, "an operation") for o in operations]
             if kinds == ["SequenceLength"]:
                 return lambda ctx: None if ctx[0][name] is None else len(ctx[0][name])
             if kinds:
@@ -197,7 +197,7 @@ class QueryCompiler:
                     "(supported: none, or SequenceLength)"
                 )
             return lambda ctx: ctx[0][name]
-        if len(operations) != 1 or self._kind(operations[0], "an operation") != (
+        if len(operations) != 1 or self.kind(operations[0], "an operation") != (
             "ExtractDetectionProperty"
         ):
             raise self.fail("the detection operand takes exactly one ExtractDetectionProperty")
@@ -236,7 +236,7 @@ class DetectionsFilterBlock(Block):
             raise compiler.fail("must be a non-empty list")
         self._tests = []
         for operation in operations:
-            kind = compiler._kind(operation, "an operation")
+            kind = compiler.kind(operation, "an operation")
             if kind != "DetectionsFilter":
                 raise compiler.fail(
                     f"operation '{kind}' is not supported here (supported: DetectionsFilter)"
