@@ -26,7 +26,7 @@ from ray.exceptions import ActorUnavailableError, GetTimeoutError, RayActorError
 from sources.hub import SourceHub
 
 from ..config import Settings
-from ..errors import TooManySessions
+from ..errors import NotReady, TooManySessions
 from ..inference.registry import ModelRegistry
 from ..metrics import Metrics
 from ..pipelines import InitialisePipelinePayload, PipelineManager, PipelineNotFound
@@ -51,6 +51,15 @@ _ID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}
 # does before it answers what it knows.
 _CALL_S = 10.0
 _WATCH_POLL_S = 2.0
+# Placing the actor, loading its model and subscribing to its cameras; beyond this no node
+# can take it (its resources are not free anywhere) and the request says so.
+_START_S = 120.0
+
+
+class PipelineNotPlaced(NotReady):
+    """No node of the cluster has the resources a pipeline's actor asks for."""
+
+    code = "pipeline_not_placed"
 
 
 @ray.remote(max_restarts=-1)
@@ -252,7 +261,13 @@ class ClusterPipelines:
         actor = PipelineActor.options(  # type: ignore[attr-defined]
             name=pipeline_id, namespace=NAMESPACE, lifetime="detached", **self._options
         ).remote(settings, pipeline_id, request)
-        failure = await actor.started.remote()
+        try:
+            failure = await asyncio.wait_for(actor.started.remote(), _START_S)
+        except TimeoutError:
+            failure = PipelineNotPlaced(
+                f"pipeline not started within {_START_S:g} s: no node has "
+                f"{settings.ray_pipeline_resources} free (STREAMING_RAY_PIPELINE_RESOURCES)"
+            )
         if failure is not None:
             ray.kill(actor, no_restart=True)
             raise failure
