@@ -20,6 +20,17 @@ class SerializationError(ValueError):
     """A value has a type we do not know how to put into JSON."""
 
 
+_TRACK_FACTS = (
+    "time_in_zone",
+    "velocity",
+    "speed",
+    "smoothed_velocity",
+    "smoothed_speed",
+    "path_deviation",
+)
+"""What analytics blocks add to tracked detections, emitted under the reference's keys."""
+
+
 def serialize_detections(detections: sv.Detections) -> dict[str, Any]:
     size = detections.metadata.get("image_size")
     width, height = size if size else (None, None)
@@ -27,7 +38,7 @@ def serialize_detections(detections: sv.Detections) -> dict[str, Any]:
     class_names = detections.data.get("class_name")
     detection_ids = detections.data.get("detection_id")
     parent_ids = detections.data.get("parent_id")
-    time_in_zone = detections.data.get("time_in_zone")
+    extras = [(key, detections.data[key]) for key in _TRACK_FACTS if key in detections.data]
     for i, (x1, y1, x2, y2) in enumerate(detections.xyxy.tolist()):
         # Key order as the reference emits it.
         item: dict[str, Any] = {
@@ -42,8 +53,9 @@ def serialize_detections(detections: sv.Detections) -> dict[str, Any]:
         }
         if detections.tracker_id is not None:
             item["tracker_id"] = int(detections.tracker_id[i])
-        if time_in_zone is not None:
-            item["time_in_zone"] = float(time_in_zone[i])
+        for key, values in extras:
+            value = values[i]
+            item[key] = value.tolist() if isinstance(value, np.ndarray) else float(value)
         item["class"] = str(class_names[i]) if class_names is not None else ""
         if detection_ids is not None:
             item["detection_id"] = str(detection_ids[i])

@@ -6,7 +6,8 @@ from .analytics import LineCounterBlock, LineCounterV1Block, TimeInZoneBlock
 from .base import Block
 from .detection import ObjectDetectionModelBlock
 from .filtering import DetectionsFilterBlock, PropertyDefinitionBlock
-from .flow import ContinueIfBlock, DeltaFilterBlock
+from .flow import ContinueIfBlock, DeltaFilterBlock, RateLimiterBlock
+from .motion import PathDeviationBlock, StabilizeDetectionsBlock, VelocityBlock
 from .sinks import MqttSinkBlock, WebhookSinkBlock
 from .tracking import ByteTrackerBlock
 from .transforms import ImageBlurBlock
@@ -46,6 +47,10 @@ BLOCKS: dict[str, type[Block]] = {
         PropertyDefinitionBlock,
         ContinueIfBlock,
         DeltaFilterBlock,
+        RateLimiterBlock,
+        VelocityBlock,
+        StabilizeDetectionsBlock,
+        PathDeviationBlock,
         WebhookSinkBlock,
         MqttSinkBlock,
     )

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from datetime import datetime
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import numpy as np
 import supervision as sv
@@ -29,12 +29,61 @@ from .base import (
 )
 from .checks import anchor, points, polygons
 
-__all__ = ["LineCounterBlock", "LineCounterV1Block", "TimeInZoneBlock", "frame_seconds"]
+__all__ = [
+    "LineCounterBlock",
+    "LineCounterV1Block",
+    "TimeInZoneBlock",
+    "TrackMemory",
+    "frame_seconds",
+    "tracked",
+]
+
+T = TypeVar("T")
+
+FORGET_AFTER_S = 60.0
+"""A track unseen this long (the stream's clock) is dropped from a block's state: far beyond
+any tracker's lost-track buffer, so a track that comes back is still the same one."""
+
+
+class TrackMemory(Generic[T]):
+    """Per-track values that forget tracks unseen for ``forget_after`` seconds."""
+
+    def __init__(self, forget_after: float = FORGET_AFTER_S) -> None:
+        self._values: dict[int, T] = {}
+        self._seen: dict[int, float] = {}
+        self._forget_after = forget_after
+        self._pruned_at: float | None = None
+
+    def get(self, track: int) -> T | None:
+        return self._values.get(track)
+
+    def put(self, track: int, value: T, now: float) -> None:
+        self._values[track] = value
+        self._seen[track] = now
+
+    def pop(self, track: int) -> None:
+        self._values.pop(track, None)
+        self._seen.pop(track, None)
+
+    def prune(self, now: float) -> None:
+        """Forget stale tracks; cheap to call every frame (it scans once per period)."""
+        if self._pruned_at is not None and 0 <= now - self._pruned_at < self._forget_after:
+            return
+        self._pruned_at = now
+        for track, seen in list(self._seen.items()):
+            # A clock that went backwards (a file looped, a camera's clock reset) forgets too.
+            if not 0 <= now - seen <= self._forget_after:
+                self.pop(track)
+
+    def __len__(self) -> int:
+        return len(self._values)
+
 
 _TRACKED = "detections must come from a tracker (byte_tracker): they carry no tracker_id"
 
 
-def _tracked(step: str, detections: sv.Detections) -> sv.Detections:
+def tracked(step: str, detections: sv.Detections) -> sv.Detections:
+    """``detections`` as given; an error when they have no tracker ids."""
     if detections.tracker_id is None:
         if len(detections) == 0:
             return detections
@@ -88,7 +137,7 @@ class LineCounterBlock(Block):
 
     def run(self, inputs: dict[str, Any], frame: FrameState) -> dict[str, Any]:
         started = time.perf_counter()
-        detections = _tracked(self.name, inputs["detections"])
+        detections = tracked(self.name, inputs["detections"])
         if detections.tracker_id is not None:
             detections = select(detections, detections.tracker_id >= 0)
         crossed_in, crossed_out = self._zone.trigger(detections)
@@ -146,13 +195,14 @@ class TimeInZoneBlock(Block):
         self._report = context.analytics
         self._remove = config["remove_out_of_zone_detections"]
         self._reset = config["reset_out_of_zone_detections"]
-        self._entered: dict[int, float] = {}
+        self._entered: TrackMemory[float] = TrackMemory()
         """Tracker id -> when it entered (the frames' clock)."""
 
     def run(self, inputs: dict[str, Any], frame: FrameState) -> dict[str, Any]:
         started = time.perf_counter()
-        detections = _tracked(self.name, inputs["detections"])
+        detections = tracked(self.name, inputs["detections"])
         now = frame_seconds(frame.video)
+        self._entered.prune(now)
         inside = np.zeros(len(detections), dtype=bool)
         for zone in self._zones:
             inside |= zone.trigger(detections)
@@ -160,11 +210,14 @@ class TimeInZoneBlock(Block):
         ids: Any = detections.tracker_id if detections.tracker_id is not None else []
         for i, tracker_id in enumerate(int(t) for t in ids):
             if inside[i]:
-                seconds[i] = now - self._entered.setdefault(tracker_id, now)
+                entered = self._entered.get(tracker_id)
+                entered = now if entered is None else entered
+                self._entered.put(tracker_id, entered, now)
+                seconds[i] = now - entered
             elif self._reset or not self._remove:
                 # The reference's rule: an object seen outside starts again on its next
                 # entry, unless out-of-zone objects are dropped and not reset.
-                self._entered.pop(tracker_id, None)
+                self._entered.pop(tracker_id)
         # A copy: the input detections may feed other steps.
         kept = select(detections, inside if self._remove else np.arange(len(detections)))
         kept.data["time_in_zone"] = seconds[inside] if self._remove else seconds

@@ -1,18 +1,22 @@
 """Flow control: whether a frame goes on to some steps. ``roboflow_core/continue_if@v1`` (a
 condition in the reference's query language over ``evaluation_parameters``) and
 ``roboflow_core/delta_filter@v1`` (only when a value changed since the stream's last frame:
-one event per line crossing, not one per frame). Steps not let through, and every step reading
+one event per line crossing, not one per frame) and ``roboflow_core/rate_limiter@v1`` (at most
+once per ``cooldown_seconds``). Steps not let through, and every step reading
 them, are skipped for the frame; their outputs are None."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from ...errors import WorkflowCompilationError
+from .analytics import frame_seconds
 from .base import CONTINUE, IMAGE, Block, BuildContext, FieldSpec, FrameState
+from .checks import number
 from .filtering import QueryCompiler
 
-__all__ = ["ContinueIfBlock", "DeltaFilterBlock"]
+__all__ = ["ContinueIfBlock", "DeltaFilterBlock", "RateLimiterBlock"]
 
 
 class ContinueIfBlock(Block):
@@ -66,3 +70,34 @@ class DeltaFilterBlock(Block):
         changed = value != self._last
         self._last = value
         return {CONTINUE: changed}
+
+
+class RateLimiterBlock(Block):
+    """``next_steps`` run at most once per ``cooldown_seconds``: of a video file's own clock
+    when ``video_reference_image`` is given (a file processed faster than real time is
+    limited as if played), else of the wall clock."""
+
+    type_ids = ("roboflow_core/rate_limiter@v1",)
+    fields = {
+        "cooldown_seconds": FieldSpec(default=1.0),
+        "depends_on": FieldSpec(per_frame=True),
+        "next_steps": FieldSpec(steps=True),
+        "video_reference_image": FieldSpec((IMAGE,), default=None, per_frame=True),
+    }
+    outputs = {}  # none: it only decides what runs
+
+    def __init__(self, name: str, config: dict[str, Any], context: BuildContext) -> None:
+        super().__init__(name, config, context)
+        self._cooldown = number(name, "cooldown_seconds", config["cooldown_seconds"], 0,
+                                float("inf"))  # fmt: skip
+        self._last: float | None = None
+
+    def run(self, inputs: dict[str, Any], frame: FrameState) -> dict[str, Any]:
+        by_file = inputs["video_reference_image"] is not None and bool(
+            frame.video.get("comes_from_video_file") and frame.video.get("fps")
+        )
+        now = frame_seconds(frame.video) if by_file else time.monotonic()
+        if self._last is not None and 0 <= now - self._last < self._cooldown:
+            return {CONTINUE: False}
+        self._last = now
+        return {CONTINUE: True}

@@ -1,0 +1,150 @@
+"""Velocity, stabilisation, path deviation and the rate limiter on synthetic tracks with
+known motion, and the per-track state they keep forgetting tracks long gone."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import numpy as np
+import pytest
+import supervision as sv
+
+from streaming.errors import WorkflowCompilationError
+from streaming.workflows.blocks.analytics import TimeInZoneBlock, TrackMemory
+from streaming.workflows.blocks.base import CONTINUE, FrameState
+from streaming.workflows.blocks.flow import RateLimiterBlock
+from streaming.workflows.blocks.motion import (
+    PathDeviationBlock,
+    StabilizeDetectionsBlock,
+    VelocityBlock,
+)
+from streaming.workflows.serialization import serialize_detections
+
+from .test_analytics_blocks import SQUARE, box_at, build, frame_at
+
+
+def boxes(*tracks: tuple[int, float, float]) -> sv.Detections:
+    """One 20x20 box per (tracker id, x, y)."""
+    detections = sv.Detections.merge([box_at(x, y, tracker_id=t) for t, x, y in tracks])
+    return detections
+
+
+def test_velocity_is_the_centers_displacement_per_second_in_meters():
+    velocity = build(VelocityBlock, pixels_per_meter=10, smoothing_alpha=0.5)
+    # Track 1 moves +20 px in x every 0.5 s (40 px/s = 4 m/s); track 2 stands still.
+    outputs = [
+        velocity.run(
+            {"detections": boxes((1, 100 + 20 * i, 100), (2, 300, 300))}, frame_at(0.5 * i)
+        )["velocity_detections"]
+        for i in range(3)
+    ]
+    first, second, third = outputs
+    assert first.data["speed"].tolist() == [0.0, 0.0]  # nothing to compare with yet
+    np.testing.assert_allclose(second.data["velocity"], [[4.0, 0.0], [0.0, 0.0]])
+    np.testing.assert_allclose(second.data["smoothed_speed"], [2.0, 0.0])  # EMA from 0
+    np.testing.assert_allclose(third.data["smoothed_speed"], [3.0, 0.0])
+    prediction = serialize_detections(third)["predictions"][0]
+    assert prediction["velocity"] == [4.0, 0.0] and prediction["smoothed_speed"] == 3.0
+
+
+def test_stabilizer_averages_each_tracks_boxes_over_its_window():
+    stabilizer = build(StabilizeDetectionsBlock, smoothing_window_size=3)
+    xs = [100, 110, 90, 130]
+    out = [
+        stabilizer.run({"detections": box_at(x, tracker_id=5)}, frame_at(i))["tracked_detections"]
+        for i, x in enumerate(xs)
+    ]
+    centers = [float(d.get_anchors_coordinates(sv.Position.CENTER)[0][0]) for d in out]
+    assert centers == pytest.approx([100, 105, 100, 110])  # the last three frames' mean
+    empty = stabilizer.run({"detections": sv.Detections.empty()}, frame_at(5))
+    assert len(empty["tracked_detections"]) == 0
+
+
+def test_path_deviation_is_the_frechet_distance_to_the_reference():
+    reference = [[0, 100], [100, 100], [200, 100]]
+    deviation = build(PathDeviationBlock, reference_path=reference)
+    # Track 1 walks along the reference, track 2 parallel to it, 30 px below.
+    result = None
+    for i, x in enumerate([0, 100, 200]):
+        result = deviation.run({"detections": boxes((1, x, 100), (2, x, 130))}, frame_at(i))[
+            "path_deviation_detections"
+        ]
+    assert result is not None
+    assert result.data["path_deviation"].tolist() == pytest.approx([0.0, 30.0])
+    # Against the reference's exact recursive definition for a wandering path.
+    wander = [(10, 90), (60, 140), (150, 95), (190, 60), (205, 110)]
+    block = build(PathDeviationBlock, reference_path=reference)
+    for i, (x, y) in enumerate(wander):
+        got = block.run({"detections": boxes((9, x, y))}, frame_at(i))
+    expected = _frechet(np.array(wander, float), np.array(reference, float))
+    assert float(got["path_deviation_detections"].data["path_deviation"][0]) == pytest.approx(
+        expected
+    )
+
+
+def _frechet(p: np.ndarray, q: np.ndarray) -> float:
+    """The textbook discrete Fréchet distance (Eiter and Mannila), whole table at once."""
+    table = np.zeros((len(p), len(q)))
+    for i in range(len(p)):
+        for j in range(len(q)):
+            d = float(np.linalg.norm(p[i] - q[j]))
+            if i == 0 and j == 0:
+                table[i, j] = d
+            elif i == 0:
+                table[i, j] = max(table[i, j - 1], d)
+            elif j == 0:
+                table[i, j] = max(table[i - 1, j], d)
+            else:
+                table[i, j] = max(min(table[i - 1, j], table[i - 1, j - 1], table[i, j - 1]), d)
+    return float(table[-1, -1])
+
+
+def test_the_rate_limiter_lets_through_once_per_cooldown_of_the_files_clock():
+    limiter = build(RateLimiterBlock, cooldown_seconds=1.0, next_steps=["sink"])
+    verdicts = []
+    for number in range(0, 90, 5):  # 3 s of a 30 fps file, every 5th frame
+        frame = FrameState(video={"comes_from_video_file": True, "fps": 30,
+                                  "frame_number": number})  # fmt: skip
+        verdicts.append(limiter.run({"depends_on": 1, "video_reference_image": object()},
+                                    frame)[CONTINUE])  # fmt: skip
+    assert [i * 5 for i, ok in enumerate(verdicts) if ok] == [0, 30, 60]
+    with pytest.raises(WorkflowCompilationError, match="step 'step': cooldown_seconds"):
+        build(RateLimiterBlock, cooldown_seconds=-1, next_steps=["sink"])
+
+
+def test_track_state_forgets_tracks_unseen_for_a_minute():
+    memory: TrackMemory[int] = TrackMemory(forget_after=60)
+    memory.put(1, 10, now=0)
+    memory.put(2, 20, now=50)
+    memory.prune(now=61)
+    assert (memory.get(1), memory.get(2)) == (None, 20)
+    memory.prune(now=5)  # the clock went back (a looped file): everything is stale
+    assert len(memory) == 0
+    # Time in zone forgets an object that left the frame while inside the zone.
+    timer = build(TimeInZoneBlock, zone=SQUARE)
+    for i in range(300):  # a new object every second, each seen once
+        frame = FrameState(video={"frame_timestamp": datetime.fromtimestamp(1.8e9 + i, UTC)})
+        timer.run({"detections": box_at(100, tracker_id=i)}, frame)
+    assert len(timer._entered) <= 2 * 60 + 1  # pruned once a minute: at most two minutes' worth
+
+
+@pytest.mark.parametrize(
+    ("cls", "given", "field"),
+    [
+        (VelocityBlock, {"smoothing_alpha": 0}, "smoothing_alpha"),
+        (VelocityBlock, {"pixels_per_meter": -2}, "pixels_per_meter"),
+        (StabilizeDetectionsBlock, {"smoothing_window_size": 0}, "smoothing_window_size"),
+        (PathDeviationBlock, {"reference_path": [[0, 0], [1]]}, "reference_path"),
+        (PathDeviationBlock, {"reference_path": [[0, 0]], "triggering_anchor": "UP"},
+         "triggering_anchor"),
+    ],
+)  # fmt: skip
+def test_bad_settings_are_refused_naming_the_step_and_field(cls, given, field):
+    with pytest.raises(WorkflowCompilationError, match=rf"step 'step': {field}"):
+        build(cls, **given)
+
+
+def test_untracked_detections_are_refused():
+    for cls, given in ((VelocityBlock, {}), (PathDeviationBlock, {"reference_path": [[0, 0]]})):
+        with pytest.raises(WorkflowCompilationError, match="tracker"):
+            build(cls, **given).run({"detections": box_at(50)}, frame_at(0))
