@@ -1,7 +1,8 @@
-"""Result consumers with no WebRTC inside: video files, JSON lines, a webhook, an in-memory
-buffer, an OpenCV window."""
+"""Result consumers with no WebRTC inside: video files, JSON lines, events with their
+evidence, a webhook, an in-memory buffer, an OpenCV window."""
 
 from .display import DisplayWindow
+from .events import EventLog, Retention
 from .jsonl import JsonLinesWriter
 from .memory import MemorySink
 from .video import RollingVideoRecorder, VideoRecorder
@@ -9,8 +10,10 @@ from .webhook import WebhookSink
 
 __all__ = [
     "DisplayWindow",
+    "EventLog",
     "JsonLinesWriter",
     "MemorySink",
+    "Retention",
     "RollingVideoRecorder",
     "VideoRecorder",
     "WebhookSink",

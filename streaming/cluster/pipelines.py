@@ -310,7 +310,7 @@ class ClusterPipelines:
         workflow = await asyncio.to_thread(
             compile_workflow,
             parse_spec(self._library.specification(config)),
-            BuildContext(self._models),
+            BuildContext(self._models, sink_dir=self._settings.sink_dir),
             image_input_name=config.image_input_name,
             video_metadata_input_name=config.video_metadata_input_name,
             parameters=config.workflows_parameters,

@@ -147,6 +147,7 @@ class PipelineManager:
                         self._models,
                         analytics[i] if analytics else None,
                         {"pipeline": pipeline_id, "source": str(references[i].source_id)},
+                        self._settings.sink_dir,
                     ),
                     image_input_name=config.image_input_name,
                     video_metadata_input_name=config.video_metadata_input_name,

@@ -116,7 +116,7 @@ async def initialise_webrtc_worker(
             workflow = await asyncio.to_thread(
                 compile_workflow,
                 parse_spec(specification),
-                BuildContext(state.models),
+                BuildContext(state.models, sink_dir=settings.sink_dir),
                 image_input_name=config.image_input_name,
                 video_metadata_input_name=config.video_metadata_input_name,
                 parameters=config.workflows_parameters,

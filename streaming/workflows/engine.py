@@ -92,6 +92,7 @@ class CompiledWorkflow:
         self.output_kinds = output_kinds
         self._image_input = image_input
         self._video_metadata_input = video_metadata_input
+        self._observers = [s.block for s in steps if s.block.observes_frames]
 
     def close(self) -> None:
         """The stream is over: every block releases what it holds. Idempotent."""
@@ -115,6 +116,8 @@ class CompiledWorkflow:
         }
         step_outputs: dict[str, dict[str, Any]] = {}
         skipped: set[str] = set()
+        for block in self._observers:
+            block.observe(image, frame)
 
         def resolve(source: _Source) -> Any:
             if isinstance(source, _Const):

@@ -8,7 +8,7 @@ from .detection import ObjectDetectionModelBlock
 from .filtering import DetectionsFilterBlock, PropertyDefinitionBlock
 from .flow import ContinueIfBlock, DeltaFilterBlock, RateLimiterBlock
 from .motion import PathDeviationBlock, StabilizeDetectionsBlock, VelocityBlock
-from .sinks import MqttSinkBlock, WebhookSinkBlock
+from .sinks import EventSinkBlock, MqttSinkBlock, WebhookSinkBlock
 from .tracking import ByteTrackerBlock
 from .transforms import ImageBlurBlock
 from .visualization import (
@@ -53,6 +53,7 @@ BLOCKS: dict[str, type[Block]] = {
         PathDeviationBlock,
         WebhookSinkBlock,
         MqttSinkBlock,
+        EventSinkBlock,
     )
     for type_id in cls.type_ids
 }

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, ClassVar, Protocol, cast
 
 import numpy as np
@@ -74,6 +75,8 @@ class BuildContext:
         default_factory=lambda: {"pipeline": "session", "source": "webrtc"}
     )
     """What the stream is, for names sinks publish under: a pipeline's id and source index."""
+    sink_dir: Path | None = None
+    """Where event sinks write (``STREAMING_SINK_DIR``); None: this stream keeps no files."""
 
 
 @dataclass
@@ -136,6 +139,13 @@ class Block(ABC):
     @abstractmethod
     def run(self, inputs: dict[str, Any], frame: FrameState) -> dict[str, Any]:
         """Per-frame fields in, every declared output out."""
+
+    observes_frames: ClassVar[bool] = False
+    """True: ``observe`` sees every frame of the stream, whether or not flow control lets
+    the step run (an event sink's pre-roll)."""
+
+    def observe(self, image: np.ndarray, frame: FrameState) -> None:  # noqa: B027 - optional
+        """The stream's input frame, before any step runs (when ``observes_frames``)."""
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """The stream ended: release what the block holds (a sink's thread). Idempotent."""

@@ -93,7 +93,7 @@ class RateLimiterBlock(Block):
         self._last: float | None = None
 
     def run(self, inputs: dict[str, Any], frame: FrameState) -> dict[str, Any]:
-        by_file = inputs["video_reference_image"] is not None and bool(
+        by_file = inputs.get("video_reference_image") is not None and bool(
             frame.video.get("comes_from_video_file") and frame.video.get("fps")
         )
         now = frame_seconds(frame.video) if by_file else time.monotonic()

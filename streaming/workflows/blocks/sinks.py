@@ -1,4 +1,5 @@
-"""Events out of a workflow: ``roboflow_core/webhook_sink@v1`` and our MQTT sink.
+"""Events out of a workflow: ``roboflow_core/webhook_sink@v1``, our MQTT sink and our local
+event sink (JSON lines with snapshots and clips).
 
 A delivery never holds up the frame: the request goes through ``sinks.WebhookSink`` (a bounded
 queue on a thread of its own, retries with backoff, a timeout per attempt), whatever
@@ -12,19 +13,22 @@ the stream.
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 from typing import Any
 from urllib.parse import urlencode, urlsplit
 
+from sinks.events import EventLog, Retention
 from sinks.webhook import WebhookSink
 
 from ...errors import WorkflowCompilationError
 from ..serialization import serialize_value
-from .base import Block, BuildContext, FieldSpec, FrameState
-from .checks import integer
+from .analytics import frame_seconds
+from .base import IMAGE, Block, BuildContext, FieldSpec, FrameState
+from .checks import integer, number
 
-__all__ = ["MqttSinkBlock", "WebhookSinkBlock"]
+__all__ = ["EventSinkBlock", "MqttSinkBlock", "WebhookSinkBlock"]
 
 # JPEG quality of images put in a payload (a thumbnail's worth, not the video's).
 _PAYLOAD_JPEG_QUALITY = 75
@@ -140,12 +144,7 @@ class MqttSinkBlock(Block):
             raise WorkflowCompilationError(f"step '{name}': url must be mqtt://host[:port]")
         self._host, self._port = parts.hostname, parts.port or 1883
         topic = config["topic"] or f"visionstream/{{pipeline}}/{{source}}/{name}"
-        try:
-            self._topic = str(topic).format(**context.stream)
-        except (KeyError, IndexError, ValueError) as exc:
-            raise WorkflowCompilationError(
-                f"step '{name}': topic may use {{pipeline}} and {{source}} only ({exc})"
-            ) from None
+        self._topic = stream_name(name, "topic", topic, context)
         self._retain = bool(config["retain"])
         self._qos = integer(name, "qos", config["qos"], 0)
         if self._qos > 2:
@@ -189,3 +188,119 @@ class MqttSinkBlock(Block):
         if client is not None:
             client.disconnect()  # after what is queued has gone, as far as paho can
             client.loop_stop()
+
+
+def stream_name(step: str, field: str, template: Any, context: BuildContext) -> str:
+    """``template`` with ``{pipeline}`` and ``{source}`` filled in for this stream."""
+    try:
+        return str(template).format(**context.stream)
+    except (KeyError, IndexError, ValueError) as exc:
+        raise WorkflowCompilationError(
+            f"step '{step}': {field} may use {{pipeline}} and {{source}} only ({exc})"
+        ) from None
+
+
+_FILE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+
+
+class EventSinkBlock(Block):
+    """``visionstream/event_sink@v1`` (ours): each time it runs, one JSON line in
+    ``<STREAMING_SINK_DIR>/<file>.jsonl`` with ``payload`` and the frame's number and time,
+    plus the event's evidence in ``<file>/``: a JPEG snapshot (``image``, e.g. the annotated
+    frame, else the input frame) and an MP4 clip of the input video from
+    ``clip_seconds_before`` to ``clip_seconds_after`` around it. Put it behind
+    ``delta_filter`` or ``continue_if`` for one event per crossing; it sees every frame
+    anyway, for the clips' pre-roll.
+
+    ``file`` is a name, never a path (``{pipeline}`` and ``{source}`` allowed; default
+    ``{pipeline}-{source}-<step name>``). Evidence beyond ``max_events``, ``max_age_hours``
+    or ``max_megabytes`` is removed, oldest first; the JSON lines stay."""
+
+    type_ids = ("visionstream/event_sink@v1",)
+    observes_frames = True
+    fields = {
+        "payload": FieldSpec(default=None, entries=True),
+        "image": FieldSpec((IMAGE,), default=None, per_frame=True),
+        "file": FieldSpec(default=None),
+        "snapshot": FieldSpec(default=True),
+        "clip_seconds_before": FieldSpec(default=5),
+        "clip_seconds_after": FieldSpec(default=5),
+        "max_events": FieldSpec(default=1000),
+        "max_age_hours": FieldSpec(default=168),
+        "max_megabytes": FieldSpec(default=1024),
+    }
+    outputs = {"error_status": "boolean", "message": "string", "event_id": "string"}
+
+    def __init__(self, name: str, config: dict[str, Any], context: BuildContext) -> None:
+        super().__init__(name, config, context)
+        if context.sink_dir is None:
+            raise WorkflowCompilationError(f"step '{name}': this stream keeps no files")
+        file = stream_name(name, "file", config["file"] or f"{{pipeline}}-{{source}}-{name}",
+                           context)  # fmt: skip
+        if not _FILE_NAME.match(file):
+            raise WorkflowCompilationError(
+                f"step '{name}': file must be a name of letters, digits, '.', '_' and '-' "
+                f"(no path), got {file!r}"
+            )
+        if not isinstance(config["snapshot"], bool):
+            raise WorkflowCompilationError(f"step '{name}': snapshot must be true or false")
+        self._directory, self._file = context.sink_dir, file
+        self._snapshot = config["snapshot"]
+        self._pre = number(name, "clip_seconds_before", config["clip_seconds_before"], 0, 60)
+        self._post = number(name, "clip_seconds_after", config["clip_seconds_after"], 0, 60)
+        hours = number(name, "max_age_hours", config["max_age_hours"], 0, 24 * 365 * 10)
+        megabytes = number(name, "max_megabytes", config["max_megabytes"], 0, 2**30)
+        self._retention = Retention(
+            max_events=integer(name, "max_events", config["max_events"], 1),
+            max_age_s=3600 * hours,
+            max_bytes=int(2**20 * megabytes),
+        )
+        self._log: EventLog | None = None
+        self._closed = False
+        self._latest: Any = None
+        """The stream's newest input frame: the snapshot when no ``image`` is given."""
+
+    def _log_now(self) -> EventLog | None:
+        # Made on first use: a workflow compiled only to watch a pipeline never writes.
+        if self._log is None and not self._closed:
+            self._log = EventLog(
+                self._directory,
+                self._file,
+                pre_s=self._pre,
+                post_s=self._post,
+                snapshot=self._snapshot,
+                retention=self._retention,
+            )
+        return self._log
+
+    def observe(self, image: Any, frame: FrameState) -> None:
+        self._latest = image
+        log = self._log_now()
+        if log is not None:
+            log.observe(image, frame_seconds(frame.video))
+
+    def run(self, inputs: dict[str, Any], frame: FrameState) -> dict[str, Any]:
+        log = self._log_now()
+        if log is None:
+            return {"error_status": True, "message": "Sink is closed", "event_id": None}
+        payload = {
+            key: serialize_value(value, _PAYLOAD_JPEG_QUALITY, None)
+            for key, value in (inputs["payload"] or {}).items()
+        }
+        video = frame.video
+        record = {
+            "step": self.name,
+            "frame_number": video.get("frame_number"),
+            "frame_timestamp": video.get("frame_timestamp"),
+            "payload": payload,
+        }
+        given = inputs.get("image")  # optional: absent when not bound
+        image = given.numpy if given is not None else self._latest
+        event_id = log.event(record, image, frame_seconds(video))
+        return {"error_status": False, "message": "Event logged", "event_id": event_id}
+
+    def close(self) -> None:
+        self._closed = True
+        log, self._log = self._log, None
+        if log is not None:
+            log.close()
