@@ -207,4 +207,5 @@ def _write_clip(path: Path, frames: list[tuple[float, bytes]]) -> None:
     with VideoRecorder(path, fps=max(1.0, min(fps, 60.0))) as recorder:
         for seconds, jpeg in frames:
             image = cv2.imdecode(np.frombuffer(jpeg, np.uint8), cv2.IMREAD_COLOR)
-            recorder.write(image, seconds)
+            if image is not None:  # our own encoding: always decodes
+                recorder.write(image, seconds)
