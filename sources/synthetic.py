@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -95,7 +96,10 @@ class SyntheticSource(FrameSource):
         fps: float = 30.0,
         frames: int | None = None,
         realtime: bool = True,
+        picture: Callable[[int], np.ndarray] | None = None,
     ) -> None:
+        """``picture``: the frame for an index (a scene a test draws), sent as it is, with
+        no stamp; by default the moving bars, stamped."""
         if width < MIN_WIDTH or height < _ROWS * _block(width) + 16:
             raise ValueError(f"synthetic frames must be at least {MIN_WIDTH} pixels wide")
         if fps <= 0:
@@ -105,6 +109,7 @@ class SyntheticSource(FrameSource):
         self._interval = 1 / self.fps
         self.frame_count = frames
         self.realtime = realtime
+        self._picture = picture
         self._index = 0
         self._time_base = Fraction(1, 90000)
         self._step = round(90000 / fps)
@@ -126,8 +131,11 @@ class SyntheticSource(FrameSource):
             if self._closed.wait(max(0.0, self._started + index * self._interval - now)):
                 return None
         self._index += 1
-        image = self._pattern(index)
-        stamp_image(image, index, time.time_ns() // 1000)
+        if self._picture is not None:
+            image = self._picture(index)
+        else:
+            image = self._pattern(index)
+            stamp_image(image, index, time.time_ns() // 1000)
         return SourceFrame(image, index * self._step, self._time_base, index)
 
     def _pattern(self, index: int) -> np.ndarray:

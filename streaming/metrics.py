@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import threading
+import time
+from collections import deque
 from collections.abc import Iterator, Mapping
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.metrics_core import Metric
 from prometheus_client.parser import text_string_to_metric_families
 
-__all__ = ["AnalyticsMetrics", "Metrics", "merge_workers"]
+__all__ = ["Metrics", "SourceMetrics", "merge_workers"]
 
 _STAGE_BUCKETS = (0.5, 1, 2, 5, 10, 20, 35, 50, 75, 100, 150, 250, 500, 1000, 2500)
 
@@ -105,6 +107,31 @@ class Metrics:
             ["pipeline", "source", "step"],
             registry=self.registry,
         )
+        source = ["pipeline", "source"]
+        self.source_frames = Counter(
+            "visionstream_source_frames",
+            "Frames a pipeline source has processed",
+            source,
+            registry=self.registry,
+        )
+        self.source_fps = Gauge(
+            "visionstream_source_fps",
+            "Frames per second a pipeline source processes now (its last 30 frames)",
+            source,
+            registry=self.registry,
+        )
+        self.source_reconnects = Counter(
+            "visionstream_source_reconnects",
+            "Times a pipeline's camera has reconnected",
+            source,
+            registry=self.registry,
+        )
+        self.source_dropped = Counter(
+            "visionstream_source_frames_dropped",
+            "Frames a pipeline source dropped before processing (its buffer strategy)",
+            source,
+            registry=self.registry,
+        )
 
     def observe_batch(self, model: str, size: int, compute_ms: float) -> None:
         self.batch_size.labels(model).observe(size)
@@ -148,11 +175,12 @@ def merge_workers(expositions: Mapping[str, str]) -> bytes:
     return generate_latest(registry)
 
 
-class AnalyticsMetrics:
-    """One pipeline source's analytics series (``BuildContext.analytics``): a line counter's
-    counts and a zone's occupancy, labelled with the pipeline, the source and the step.
-    ``close`` removes them, when the pipeline is terminated; a frame still in a worker
-    thread then reports nothing (it would bring the series back)."""
+class SourceMetrics:
+    """One pipeline source's series, labelled with the pipeline and the source: its frames,
+    frame rate, reconnects and drops (``frame``), and its analytics (``BuildContext.analytics``:
+    a line counter's counts and a zone's occupancy, by step). ``close`` removes them all, when
+    the pipeline is terminated; a frame still in a worker thread then reports nothing (it
+    would bring the series back)."""
 
     def __init__(self, metrics: Metrics, pipeline: str, source: int) -> None:
         self._metrics = metrics
@@ -161,6 +189,34 @@ class AnalyticsMetrics:
         self._zones: set[str] = set()
         self._lock = threading.Lock()
         self._closed = False
+        self._done: deque[float] = deque(maxlen=30)
+        self._reconnects = 0
+        self._dropped = 0
+        for family in self._source_families():
+            family.labels(*self._labels)  # every series shows from the start, at 0
+
+    def _source_families(self) -> tuple[Counter | Gauge, ...]:
+        m = self._metrics
+        return (m.source_frames, m.source_fps, m.source_reconnects, m.source_dropped)
+
+    def frame(self, reconnects: int, dropped: int) -> None:
+        """A frame was processed; ``reconnects`` and ``dropped`` are the source's totals."""
+        with self._lock:
+            if self._closed:
+                return
+            now = time.monotonic()
+            self._done.append(now)
+            m = self._metrics
+            m.source_frames.labels(*self._labels).inc()
+            span = now - self._done[0]
+            if len(self._done) > 1 and span > 0:
+                m.source_fps.labels(*self._labels).set((len(self._done) - 1) / span)
+            if reconnects > self._reconnects:
+                m.source_reconnects.labels(*self._labels).inc(reconnects - self._reconnects)
+                self._reconnects = reconnects
+            if dropped > self._dropped:
+                m.source_dropped.labels(*self._labels).inc(dropped - self._dropped)
+                self._dropped = dropped
 
     def line(self, step: str, count_in: int, count_out: int) -> None:
         with self._lock:
@@ -180,11 +236,15 @@ class AnalyticsMetrics:
     def close(self) -> None:
         """Idempotent."""
         with self._lock:
+            if self._closed:
+                return
             self._closed = True
             for step in self._lines:
                 for direction in ("in", "out"):
                     self._metrics.line_count.remove(*self._labels, step, direction)
             for step in self._zones:
                 self._metrics.zone_occupancy.remove(*self._labels, step)
+            for family in self._source_families():
+                family.remove(*self._labels)
             self._lines.clear()
             self._zones.clear()

@@ -18,7 +18,7 @@ from sources.hub import SourceHub
 from ..config import Settings
 from ..errors import NotFound, StreamingError, TooManySessions
 from ..inference.registry import ModelRegistry
-from ..metrics import AnalyticsMetrics, Metrics
+from ..metrics import Metrics, SourceMetrics
 from ..workflows import compile_workflow, parse_spec
 from ..workflows.blocks.base import BuildContext
 from ..workflows.library import WorkflowLibrary
@@ -99,7 +99,7 @@ class PipelineManager:
         self._hub = hub
         self._executor = executor
         self._metrics = metrics
-        self._analytics: dict[str, list[AnalyticsMetrics]] = {}
+        self._analytics: dict[str, list[SourceMetrics]] = {}
         """Per pipeline, each source's analytics series (removed when it stops)."""
         self._pipelines: dict[str, Pipeline] = {}
         self._starting = 0
@@ -132,7 +132,7 @@ class PipelineManager:
         self._starting += 1
         pipeline_id = pipeline_id or str(uuid.uuid4())
         analytics = [
-            AnalyticsMetrics(self._metrics, pipeline_id, r.source_id)
+            SourceMetrics(self._metrics, pipeline_id, r.source_id)
             for r in references
             if self._metrics is not None
         ]
@@ -164,6 +164,7 @@ class PipelineManager:
                 sink_dir=settings.sink_dir,
                 jpeg_quality=settings.jpeg_quality,
                 pipeline_id=pipeline_id,
+                source_metrics=analytics,
             )
             await pipeline.start()
         except BaseException:

@@ -14,7 +14,7 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass
 from datetime import datetime
@@ -25,6 +25,7 @@ from sinks import MemorySink
 from sources import SourceFrame
 from sources.hub import SourceHub
 
+from ..metrics import SourceMetrics
 from ..tasks import Closer, TaskOwner
 from ..workflows.blocks.base import FrameState, WorkflowImage
 from ..workflows.engine import CompiledWorkflow
@@ -91,7 +92,10 @@ class Pipeline:
         sink_dir: Path,
         jpeg_quality: int,
         pipeline_id: str | None = None,
+        source_metrics: Sequence[SourceMetrics] = (),
     ) -> None:
+        """``source_metrics``: each source's Prometheus series, in the sources' order (none:
+        not kept)."""
         self.pipeline_id = pipeline_id or str(uuid.uuid4())
         self.payload = payload
         video = payload.video_configuration
@@ -115,6 +119,8 @@ class Pipeline:
             SourceSlot(ref, buffer_for(ref, video, payload.decoding_buffer_size), workflow)
             for ref, workflow in zip(references, workflows, strict=True)
         ]
+        for slot, series in zip(self._sources, source_metrics, strict=False):
+            slot.metrics = series
         self._sinks = SinkFanOut(
             self.pipeline_id[:8],
             payload.sink_configuration,
@@ -179,6 +185,9 @@ class Pipeline:
             source.processed += 1
             source.last_frame_id = frame_id
             source.last_completed_at = time.monotonic()
+            if source.metrics is not None:
+                live = source.live
+                source.metrics.frame(live.reconnects if live else 0, source.buffer.dropped)
             self._status.processed(source.last_completed_at)
             if source.announce:
                 source.announce = False

@@ -15,6 +15,7 @@ from sources import FileSource, LiveSource, LiveStats, SourceFrame
 from sources.hub import Subscription
 
 from ..buffering import FrameBuffer
+from ..metrics import SourceMetrics
 from ..workflows.engine import CompiledWorkflow
 from .models import SourceReference
 
@@ -78,6 +79,7 @@ class SourceSlot:
         default_factory=lambda: deque(maxlen=_LATENCY_WINDOW)
     )
     listener: Callable[[str, str, LiveStats], None] | None = None
+    metrics: SourceMetrics | None = None
     announce: bool = True
     """Log the next processed frame (the first, and the first after each reconnection)."""
 

@@ -5,14 +5,17 @@ frame is processed; the counts, the tracker id and the time in zone come back ex
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
+import av
 import httpx
 import pytest
 from inference_sdk import InferenceHTTPClient
 from inference_sdk.webrtc import StreamConfig, VideoFileSource
 
 from streaming.workflows.library import people_counting, zone_occupancy
+from tests.support.camera import RTSPCamera
 from tests.support.media import walker_scene, write_clip
 from tests.support.mqtt import Subscriber, mosquitto
 from tests.support.server import ServerProcess, running_server, wait_for
@@ -81,9 +84,15 @@ def test_a_walk_across_the_line_into_the_zone_and_back(server, person, tmp_path)
 
 
 @pytest.fixture(scope="module")
-def file_server():
+def events_dir(tmp_path_factory) -> Path:
+    """The server's sink directory: where event sinks write."""
+    return tmp_path_factory.mktemp("sinks")
+
+
+@pytest.fixture(scope="module")
+def file_server(events_dir):
     """A server whose pipelines may read local files (the generated clips)."""
-    with running_server(allow_local_sources="true") as server:
+    with running_server(allow_local_sources="true", sink_dir=str(events_dir)) as server:
         yield server
 
 
@@ -162,3 +171,60 @@ def test_time_in_a_file_pipelines_zone_follows_the_files_clock(file_server, pers
     file_server.post(f"/inference_pipelines/{pipeline_id}/terminate")
     truth = 58 / FPS  # from its first confirmed frame (the tracker's second) to its last
     assert abs(max(seconds) - truth) <= 0.1 * truth, (max(seconds), truth)
+
+
+def walking_back_and_forth(person, step: int = 4):
+    """The camera's picture at each frame: the person walks across the whole frame and back,
+    ``step`` pixels a frame (120 px/s at 30 fps: slow enough for the tracker when a loaded
+    machine processes one frame in five), crossing x=320 twice a round."""
+    half = person.shape[1] // 2 + 1
+    there = list(range(half, 640 - half, step))
+    path = there + there[::-1]
+    return lambda index: walker_scene(person, path[index % len(path)])
+
+
+def test_a_camera_pipeline_logs_each_crossing_with_evidence_through_a_reconnect(
+    file_server, events_dir, person
+):
+    receiver = WebhookReceiver()
+    receiver.answer()
+    spec = crossing_events(receiver.url)
+    gate = next(s for s in spec["steps"] if s["name"] == "crossing")
+    gate["next_steps"].append("$steps.log")
+    spec["steps"].append({
+        "type": "visionstream/event_sink@v1", "name": "log", "file": "{pipeline}-crossings",
+        "image": "$steps.line_drawing.image", "clip_seconds_before": 1, "clip_seconds_after": 1,
+        "payload": {"count_in": "$steps.counter.count_in",
+                    "count_out": "$steps.counter.count_out"},
+    })  # fmt: skip
+    with RTSPCamera(640, 480, fps=30, path="hall", picture=walking_back_and_forth(person)) as cam:
+        started = file_server.start_pipeline(cam.url, spec)
+        assert started.status_code == 200, started.text
+        pipeline_id = started.json()["context"]["pipeline_id"]
+        try:
+            receiver.wait_bodies(2, timeout=120)  # there and back
+            cam.kill()
+            cam.start()  # the same walk goes on; the pipeline reconnects on its own
+            receiver.wait_bodies(4, timeout=120)
+            reconnects = status_of(file_server, pipeline_id)["stats"]["reconnects"]
+        finally:
+            file_server.post(f"/inference_pipelines/{pipeline_id}/terminate")
+            receiver.down()
+    assert reconnects >= 1
+    # One event per crossing, and the count went on through the reconnect (the tracker
+    # started afresh, the counter did not).
+    totals = [b["count_in"] + b["count_out"] for b in receiver.bodies]
+    assert totals == list(range(1, len(totals) + 1)), totals
+    log = events_dir / f"{pipeline_id}-crossings.jsonl"
+    lines = [json.loads(line) for line in log.read_text().splitlines()]
+    logged = [r["payload"]["count_in"] + r["payload"]["count_out"] for r in lines]
+    assert logged[: len(totals)] == totals
+    for record in lines:  # the pipeline's end wrote every clip, cut short or not
+        assert (events_dir / record["snapshot"]).stat().st_size > 0
+        with av.open(str(events_dir / record["clip"])) as clip:
+            assert sum(1 for _ in clip.decode(video=0)) > 0
+
+
+def status_of(server: ServerProcess, pipeline_id: str) -> dict:
+    report = server.get(f"/inference_pipelines/{pipeline_id}/status").json()["report"]
+    return report["sources_metadata"][0]

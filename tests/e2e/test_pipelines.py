@@ -16,7 +16,7 @@ from streaming.client import Client, PipelineSource, RTSPSource, StreamConfig
 from streaming.workflows.library import people_counting
 from tests.conftest import DETECT_SPEC
 from tests.support.camera import RTSPCamera
-from tests.support.server import ServerProcess
+from tests.support.server import ServerProcess, wait_for
 from tests.support.webhook import WebhookReceiver
 
 pytestmark = pytest.mark.e2e
@@ -123,6 +123,8 @@ def test_a_killed_camera_reconnects_and_frames_flow_within_2s_of_its_restart(ser
         server.wait_for_output(f"{tag}: processing", mark, timeout=30)
         stats = status(server, pipeline_id)["sources_metadata"][0]["stats"]
         assert stats["disconnects"] >= 1 and stats["reconnects"] >= 1
+        reconnects = series(server, pipeline_id, "visionstream_source_reconnects")
+        assert reconnects["0"] >= 1
         events = [
             e["event_type"] for e in status(server, pipeline_id)["video_source_status_updates"]
         ]
@@ -312,15 +314,21 @@ def test_pipelines_outlive_a_stopped_or_killed_server_until_terminated(camera, t
         last.stop()
 
 
-def line_series(server: ServerProcess, pipeline_id: str) -> dict[str, float]:
+def series(server: ServerProcess, pipeline_id: str, family: str, key: str = "source") -> dict:
+    """``family``'s samples for the pipeline, by the ``key`` label."""
     families = text_string_to_metric_families(server.get("/metrics").text)
     return {
-        s.labels["direction"]: s.value
+        s.labels[key]: s.value
         for f in families
-        if f.name == "visionstream_line_count"
+        if f.name == family
         for s in f.samples
         if s.labels["pipeline"] == pipeline_id
+        and s.name == f.name + ("_total" if f.type == "counter" else "")
     }
+
+
+def line_series(server: ServerProcess, pipeline_id: str) -> dict[str, float]:
+    return series(server, pipeline_id, "visionstream_line_count", key="direction")
 
 
 def test_a_counting_pipeline_exports_its_counts_until_terminated(server, camera):
@@ -331,5 +339,12 @@ def test_a_counting_pipeline_exports_its_counts_until_terminated(server, camera)
     assert (outputs["count_in"], outputs["count_out"]) == (0, 0)  # nobody walks by here
     # Labelled by pipeline, source and step: one series per direction.
     assert line_series(server, pipeline_id) == {"in": 0.0, "out": 0.0}
+    # And the source's own series: frames, frame rate, reconnects, drops.
+    assert series(server, pipeline_id, "visionstream_source_frames")["0"] >= 1
+    fps = "visionstream_source_fps"  # measured once a second frame is done
+    wait_for(lambda: series(server, pipeline_id, fps)["0"] > 0, 30, "a frame rate")
+    assert series(server, pipeline_id, "visionstream_source_reconnects") == {"0": 0.0}
+    assert "0" in series(server, pipeline_id, "visionstream_source_frames_dropped")
     terminate(server, pipeline_id)
     assert line_series(server, pipeline_id) == {}
+    assert series(server, pipeline_id, "visionstream_source_frames") == {}

@@ -13,7 +13,10 @@ import os
 import signal
 import subprocess
 import threading
+from collections.abc import Callable
 from pathlib import Path
+
+import numpy as np
 
 from sources import SyntheticSource
 
@@ -24,7 +27,15 @@ SYSTEM_PYTHON = "/usr/bin/python3"  # has Debian's python3-gi
 
 
 class RTSPCamera:
-    def __init__(self, width: int = 640, height: int = 480, fps: int = 30, path: str = "cam"):
+    def __init__(
+        self,
+        width: int = 640,
+        height: int = 480,
+        fps: int = 30,
+        path: str = "cam",
+        picture: Callable[[int], np.ndarray] | None = None,
+    ):
+        """``picture``: what the camera sees at each frame index (default: stamped bars)."""
         self.width, self.height, self.fps, self.path = width, height, fps, path
         self.port = free_port()
         self.url = f"rtsp://127.0.0.1:{self.port}/{path}"
@@ -33,7 +44,7 @@ class RTSPCamera:
         self._clients_changed = threading.Condition()
         self._process: subprocess.Popen[bytes] | None = None
         self._lock = threading.Lock()
-        self._source = SyntheticSource(width, height, fps=fps, realtime=True)
+        self._source = SyntheticSource(width, height, fps=fps, realtime=True, picture=picture)
         self.start()
         self._feeder = threading.Thread(target=self._feed, name="camera-feeder", daemon=True)
         self._feeder.start()
