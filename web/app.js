@@ -35,13 +35,16 @@ const stats = {
 };
 // `latencies`: the last readings, for percentiles (benchmarks/browser.py reads them).
 const latencies = [];
-window.visionstream = { stats, session: null, detections: [], metadata: null, latencies };
+// `geometry`: the line or zone the next session uses ({name, kind, points}, video pixels);
+// `counts`: the numbers in the latest result (count_in, count_out, ...).
+window.visionstream = { stats, session: null, detections: [], metadata: null, latencies, geometry: null, counts: {} };
 
 let session = null;
 let startedAt = 0;
 let presented = [];
 let renderQueued = false;
 let latestResult = null;
+const workflowInfo = new Map(); // id -> the server's summary (outputs, geometry)
 
 function mode() {
   return form.elements.mode.value;
@@ -148,6 +151,7 @@ function renderDetections() {
   $("detections").hidden = rows.length === 0;
   $("no-detections").hidden = rows.length > 0;
   $("no-detections").textContent = predictions === null ? "None yet." : "Nothing detected in this frame.";
+  renderCounts();
   const errors = latestResult?.errors ?? [];
   if (errors.length) showError(new StreamError(`The server reported: ${errors.join("; ")}`));
 }
@@ -171,6 +175,120 @@ function onResult(result, latencyMs) {
     requestAnimationFrame(renderDetections); // at most one table per screen refresh
   }
   renderStatus();
+}
+
+// Numbers among the outputs (a line's count_in and count_out, a property's count), live.
+function renderCounts() {
+  const counts = {};
+  for (const [name, value] of Object.entries(latestResult?.serialized_output_data ?? {})) {
+    if (typeof value === "number") counts[name] = value;
+  }
+  window.visionstream.counts = counts;
+  const entries = Object.entries(counts);
+  $("counts-panel").hidden = entries.length === 0;
+  $("counts").replaceChildren(
+    ...entries.flatMap(([name, value]) => {
+      const term = document.createElement("dt");
+      term.textContent = name.replaceAll("_", " ");
+      const detail = document.createElement("dd");
+      detail.textContent = String(value);
+      return [term, detail];
+    }),
+  );
+}
+
+// --- drawing a line or a zone on the video ----------------------------------------------------
+// A workflow whose parameter defaults to two points (a line) or more (a zone) can have it drawn
+// here: clicks on the video place points in the video's own pixels; Apply (re)starts the
+// session with them as the workflow's parameter.
+
+let drawing = { spec: null, points: [] }; // spec: {name, kind, default} from /workflows
+
+function drawable() {
+  return workflowInfo.get($("workflow").value)?.geometry?.[0] ?? null;
+}
+
+function chosenGeometry() {
+  const spec = drawing.spec;
+  if (!spec) return null;
+  const done = spec.kind === "line" ? drawing.points.length === 2 : drawing.points.length >= 3;
+  return { name: spec.name, kind: spec.kind, points: done ? drawing.points : spec.default, drawn: done };
+}
+
+function onWorkflowChange() {
+  drawing = { spec: drawable(), points: [] };
+  $("geometry-panel").hidden = !drawing.spec;
+  renderGeometry();
+}
+
+/** The video's picture inside its element (letterboxed): offset and scale to its pixels. */
+function pictureBox() {
+  const width = video.videoWidth;
+  const height = video.videoHeight;
+  if (!width || !height) return null;
+  const box = video.getBoundingClientRect();
+  const scale = Math.min(box.width / width, box.height / height);
+  return { box, scale, left: (box.width - width * scale) / 2, top: (box.height - height * scale) / 2 };
+}
+
+function onDrawingClick(event) {
+  const spec = drawing.spec;
+  const picture = pictureBox();
+  if (!spec || !picture) return;
+  if (spec.kind === "line" && drawing.points.length === 2) drawing.points = [];
+  const x = (event.clientX - picture.box.left - picture.left) / picture.scale;
+  const y = (event.clientY - picture.box.top - picture.top) / picture.scale;
+  drawing.points.push([Math.round(x), Math.round(y)]);
+  renderGeometry();
+}
+
+function renderGeometry() {
+  const geometry = chosenGeometry();
+  window.visionstream.geometry = geometry;
+  const spec = drawing.spec;
+  if (spec) {
+    const noun = spec.kind === "line" ? "line" : "zone";
+    const shape = spec.kind === "line" ? "click its two ends" : "click its corners (3 or more)";
+    const needed = spec.kind === "line" ? "of 2 points" : "points (3 or more)";
+    $("geometry-help").textContent = geometry.drawn
+      ? `${noun[0].toUpperCase()}${noun.slice(1)} drawn. Apply (re)starts the stream with it; counts start from zero.`
+      : drawing.points.length
+        ? `${drawing.points.length} ${needed} placed.`
+        : `Draw the ${noun} on the video: ${shape}. Using the default for now.`;
+    $("geometry-apply").disabled = !geometry.drawn;
+  }
+  const canvas = $("drawing");
+  const rect = canvas.getBoundingClientRect();
+  canvas.width = Math.round(rect.width);
+  canvas.height = Math.round(rect.height);
+  const context = canvas.getContext("2d");
+  context.clearRect(0, 0, canvas.width, canvas.height);
+  const picture = pictureBox();
+  if (!picture || !drawing.points.length) return;
+  const at = ([x, y]) => [picture.left + x * picture.scale, picture.top + y * picture.scale];
+  context.strokeStyle = context.fillStyle = "#ffd400";
+  context.lineWidth = 3;
+  context.beginPath();
+  drawing.points.forEach((point, index) => (index ? context.lineTo(...at(point)) : context.moveTo(...at(point))));
+  if (spec?.kind === "polygon" && drawing.points.length >= 3) context.closePath();
+  context.stroke();
+  for (const point of drawing.points) {
+    context.beginPath();
+    context.arc(...at(point), 5, 0, 2 * Math.PI);
+    context.fill();
+  }
+}
+
+function parameters() {
+  const geometry = chosenGeometry();
+  return geometry?.drawn ? { [geometry.name]: geometry.points } : {};
+}
+
+async function applyGeometry() {
+  if (session && !session.closed) {
+    session.close("stopped"); // the workflow's parameters are fixed for a session: start anew
+    await begin();
+  }
 }
 
 // --- sources --------------------------------------------------------------------------------
@@ -239,6 +357,10 @@ function resetStats() {
 async function start(event) {
   event.preventDefault();
   if (session && !session.closed) return;
+  await begin();
+}
+
+async function begin() {
   clearError();
   resetStats();
   startedAt = performance.now();
@@ -251,6 +373,7 @@ async function start(event) {
       workflow: { workspace_name, workflow_id },
       realtime: !$("every-frame").checked,
       apiKey: apiKey(),
+      parameters: parameters(),
       onState: (phase) => setPhase(phase),
       onConnection: (state) => {
         stats.state = state;
@@ -303,8 +426,11 @@ async function listWorkflows() {
   try {
     const { workflows, default: preferred } = await getJson("/workflows", apiKey());
     const select = $("workflow");
+    workflowInfo.clear();
+    for (const workflow of workflows) workflowInfo.set(workflow.id, workflow);
     select.replaceChildren(...workflows.map((w) => new Option(`${w.title} (${w.id})`, w.id)));
     select.value = preferred;
+    onWorkflowChange();
   } catch (error) {
     showError(error);
   }
@@ -360,6 +486,15 @@ $("api-key").addEventListener("change", () => {
 form.addEventListener("submit", start);
 $("stop").addEventListener("click", stop);
 $("refresh-pipelines").addEventListener("click", listPipelines);
+$("workflow").addEventListener("change", onWorkflowChange);
+$("drawing").addEventListener("click", onDrawingClick);
+$("geometry-apply").addEventListener("click", applyGeometry);
+$("geometry-reset").addEventListener("click", () => {
+  drawing.points = [];
+  renderGeometry();
+  applyGeometry();
+});
+new ResizeObserver(renderGeometry).observe(video);
 for (const radio of form.elements.mode) radio.addEventListener("change", onModeChange);
 window.addEventListener("pagehide", stop);
 onModeChange();

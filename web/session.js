@@ -49,6 +49,7 @@ export class StreamSession {
    *   source: {kind: "webcam", stream} | {kind: "file", file} | {kind: "camera", url} |
    *           {kind: "pipeline", pipelineId, sourceId}
    *   workflow: {workspace_name, workflow_id} (not needed to watch a pipeline)
+   *   parameters: the workflow's parameters (e.g. a line the user drew), or none
    *   realtime: drop frames to keep up (false: every frame, with ACKs)
    *   apiKey, and callbacks onState(state), onTrack(MediaStream), onResult(result, latencyMs),
    *   onUpload(sent, total), onComplete(reason), onError(StreamError)
@@ -142,7 +143,7 @@ export class StreamSession {
   }
 
   #request(offer) {
-    const { source, workflow, realtime, apiKey } = this.options;
+    const { source, workflow, realtime, apiKey, parameters } = this.options;
     const body = {
       webrtc_offer: { type: offer.type, sdp: offer.sdp },
       webrtc_realtime_processing: Boolean(realtime),
@@ -161,6 +162,9 @@ export class StreamSession {
       workflow_id: workflow.workflow_id,
       image_input_name: "image",
     };
+    if (parameters && Object.keys(parameters).length) {
+      body.workflow_configuration.workflows_parameters = parameters;
+    }
     if (source.kind === "camera") {
       const field = /^rtsps?:\/\//i.test(source.url) ? "rtsp_url" : "mjpeg_url";
       body[field] = source.url;

@@ -296,7 +296,38 @@ class LibraryWorkflow:
             "description": self.description,
             "origin": self.origin,
             "outputs": [o.get("name") for o in outputs if isinstance(o, dict)],
+            "geometry": self.geometry(),
         }
+
+    def geometry(self) -> list[dict[str, Any]]:
+        """Parameters whose default is a line (two [x, y] points) or a polygon (three or
+        more): the page lets a user draw them on the video."""
+        found = []
+        for item in self.specification.get("inputs", []):
+            if not isinstance(item, dict) or item.get("type") not in _PARAMETER_TYPES:
+                continue
+            default = item.get("default_value")
+            if not _is_points(default):
+                continue
+            kind = "line" if len(default) == 2 else "polygon"
+            found.append({"name": item.get("name"), "kind": kind, "default": default})
+        return found
+
+
+_PARAMETER_TYPES = ("WorkflowParameter", "InferenceParameter")
+
+
+def _is_points(value: Any) -> bool:
+    return (
+        isinstance(value, list)
+        and len(value) >= 2
+        and all(
+            isinstance(p, list)
+            and len(p) == 2
+            and all(isinstance(c, int | float) and not isinstance(c, bool) for c in p)
+            for p in value
+        )
+    )
 
 
 class WorkflowLibrary:

@@ -281,6 +281,59 @@ def test_camera_mode_reads_a_url_or_watches_a_running_pipeline(page, server):
         assert server.post(f"/inference_pipelines/{pipeline_id}/terminate").status_code == 200
 
 
+def click_on_video(page, x: float, y: float) -> None:
+    """A click on the video where its picture's pixel (x, y) is shown."""
+    box = page.evaluate(
+        """() => {
+            const video = document.getElementById("output");
+            const r = video.getBoundingClientRect();
+            const scale = Math.min(r.width / video.videoWidth, r.height / video.videoHeight);
+            return {left: r.left + (r.width - video.videoWidth * scale) / 2,
+                    top: r.top + (r.height - video.videoHeight * scale) / 2, scale};
+        }"""
+    )
+    page.mouse.click(box["left"] + x * box["scale"], box["top"] + y * box["scale"])
+
+
+def test_a_line_drawn_on_the_video_counts_there_and_the_counts_show_live(page, server, scene):
+    page.get_by_label("Workflow").select_option("local/people-counting")
+    help_text = page.locator("#geometry-help")
+    assert "Using the default" in help_text.inner_text()
+    page.get_by_role("button", name="Start", exact=True).click()
+    wait_stats(page, 's.state === "connected" && s.framesReceived >= 5 && s.resultsReceived >= 5')
+    counts = page.evaluate("() => window.visionstream.counts")
+    assert counts == {"count_in": 0, "count_out": 0}
+    assert page.locator("#counts").inner_text().split() == ["count", "in", "0", "count", "out", "0"]
+
+    # Across the top, clear of every object in the scene (their boxes start at y = 115).
+    width, height = page.evaluate("() => [output.videoWidth, output.videoHeight]")
+    ends = [(0.05 * width, 0.08 * height), (0.45 * width, 0.08 * height)]
+    for x, y in ends:
+        click_on_video(page, x, y)
+    geometry = page.evaluate("() => window.visionstream.geometry")
+    assert geometry["name"] == "line" and geometry["drawn"] is True
+    # In the video's pixels, up to the rounding of the mouse's position on screen.
+    assert np.abs(np.array(geometry["points"]) - np.array(ends)).max() <= 1.5, geometry
+    page.get_by_role("button", name="Apply").click()  # a new session with that line
+    wait_stats(page, 's.state === "connected" && s.framesReceived >= 15 && s.resultsReceived >= 5')
+    page.wait_for_function(f"() => output.videoWidth === {width}", timeout=WAIT_MS)
+
+    # The server draws the line where it was clicked: along it the returned pixels differ
+    # from the scene; along a parallel band 30 px lower they match (up to VP8's loss).
+    frame = returned_frame(page)
+    source = cv2.resize(scene, (frame.shape[1], frame.shape[0]))
+    diff = np.abs(frame.astype(int) - source.astype(int)).sum(axis=2)
+    x1, x2 = round(ends[0][0]) + 10, round(ends[1][0]) - 10
+    y = round(ends[0][1])
+    on_line = float(diff[y - 1 : y + 2, x1:x2].mean())
+    below = float(diff[y + 29 : y + 32, x1:x2].mean())
+    assert on_line > 40 and on_line > 4 * below, (on_line, below)
+    assert page.evaluate("() => window.visionstream.counts") == {"count_in": 0, "count_out": 0}
+    screenshot(page, "line-drawn")
+    page.get_by_role("button", name="Stop", exact=True).click()
+    wait_stats(page, 's.phase === "stopped"')
+
+
 @pytest.fixture(scope="module")
 def keyed_server():
     process = ServerProcess(api_key="s3cret-key")

@@ -21,6 +21,11 @@ def test_the_library_and_the_blocks_are_listed(server):
     assert workflow["outputs"] == ["predictions", "annotated"]
     assert counting["id"] == "local/people-counting"
     assert counting["outputs"] == ["count_in", "count_out", "predictions", "annotated"]
+    # What the page lets a user draw: the line, the zone.
+    (line,) = counting["geometry"]
+    assert line["name"] == "line" and line["kind"] == "line" and len(line["default"]) == 2
+    assert [(g["name"], g["kind"]) for g in occupancy["geometry"]] == [("zone", "polygon")]
+    assert workflow["geometry"] == []
     assert occupancy["id"] == "local/zone-occupancy" and privacy["id"] == "local/privacy-blur"
 
     one = server.get("/workflows/local/object-detection").json()
