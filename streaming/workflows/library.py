@@ -307,7 +307,7 @@ class LibraryWorkflow:
             if not isinstance(item, dict) or item.get("type") not in _PARAMETER_TYPES:
                 continue
             default = item.get("default_value")
-            if not _is_points(default):
+            if not isinstance(default, list) or not _is_points(default):
                 continue
             kind = "line" if len(default) == 2 else "polygon"
             found.append({"name": item.get("name"), "kind": kind, "default": default})

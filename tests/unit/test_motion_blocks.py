@@ -148,3 +148,22 @@ def test_untracked_detections_are_refused():
     for cls, given in ((VelocityBlock, {}), (PathDeviationBlock, {"reference_path": [[0, 0]]})):
         with pytest.raises(WorkflowCompilationError, match="tracker"):
             build(cls, **given).run({"detections": box_at(50)}, frame_at(0))
+
+
+def test_the_heatmap_warms_where_objects_moved_and_not_where_one_stood_still():
+    from streaming.workflows.blocks.base import WorkflowImage
+    from streaming.workflows.blocks.visualization import HeatmapVisualizationBlock
+
+    heatmap = build(HeatmapVisualizationBlock, opacity=0.8, motion_threshold=10)
+    scene = np.full((200, 400, 3), 128, np.uint8)
+    out = None
+    for i in range(10):
+        # Track 1 walks right along y=50; track 2 stands at (300, 150) the whole time.
+        detections = boxes((1, 40 + 20 * i, 40), (2, 300, 140))
+        image = WorkflowImage(scene, "image")
+        out = heatmap.run({"image": image, "predictions": detections}, frame_at(i))["image"]
+    assert out is not None
+    changed = np.abs(out.numpy.astype(int) - scene).sum(axis=2)
+    assert changed[45:55, 80:200].mean() > 20  # the walked path (bottom centers at y=50)
+    assert changed[140:160, 280:320].mean() < 1  # the one who never moved
+    assert (scene == 128).all()  # drawn on a copy

@@ -15,6 +15,7 @@ from .visualization import (
     BlurVisualizationBlock,
     BoundingBoxVisualizationBlock,
     DotVisualizationBlock,
+    HeatmapVisualizationBlock,
     LabelVisualizationBlock,
     PixelateVisualizationBlock,
 )
@@ -43,6 +44,7 @@ BLOCKS: dict[str, type[Block]] = {
         BlurVisualizationBlock,
         PixelateVisualizationBlock,
         DotVisualizationBlock,
+        HeatmapVisualizationBlock,
         DetectionsFilterBlock,
         PropertyDefinitionBlock,
         ContinueIfBlock,

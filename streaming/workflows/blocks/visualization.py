@@ -9,9 +9,11 @@ import numpy as np
 import supervision as sv
 
 from ...errors import WorkflowCompilationError
+from .analytics import TrackMemory, frame_seconds
 from .base import (
     DETECTIONS,
     IMAGE,
+    VIDEO_METADATA,
     Block,
     BuildContext,
     FieldSpec,
@@ -19,12 +21,13 @@ from .base import (
     WorkflowImage,
     select,
 )
-from .checks import anchor
+from .checks import anchor, number
 
 __all__ = [
     "BlurVisualizationBlock",
     "BoundingBoxVisualizationBlock",
     "DotVisualizationBlock",
+    "HeatmapVisualizationBlock",
     "LabelVisualizationBlock",
     "PixelateVisualizationBlock",
 ]
@@ -197,3 +200,68 @@ class DotVisualizationBlock(_AnnotatorBlock):
 
     def draw(self, scene: Any, detections: sv.Detections) -> Any:
         return self.annotator.annotate(scene, detections)
+
+
+class HeatmapVisualizationBlock(_AnnotatorBlock):
+    """Where objects have been, accumulated over the stream (supervision's
+    ``HeatMapAnnotator``). With ``ignore_stationary``, a tracked object adds heat only once it
+    has moved ``motion_threshold`` pixels from where it last did, so a parked car or a
+    seated person does not burn a hole in the map."""
+
+    type_ids = ("roboflow_core/heatmap_visualization@v1", "HeatmapVisualization")
+    fields = {
+        **_AnnotatorBlock.fields,
+        "metadata": FieldSpec((VIDEO_METADATA,), default=None, per_frame=True),
+        "position": FieldSpec(default="BOTTOM_CENTER"),
+        "opacity": FieldSpec(default=0.2),
+        "radius": FieldSpec(default=40),
+        "kernel_size": FieldSpec(default=25),
+        "top_hue": FieldSpec(default=0),
+        "low_hue": FieldSpec(default=125),
+        "ignore_stationary": FieldSpec(default=True),
+        "motion_threshold": FieldSpec(default=25),
+    }
+
+    def __init__(self, name: str, config: dict[str, Any], context: BuildContext) -> None:
+        super().__init__(name, config, context)
+        self.position = anchor(name, "position", config["position"])
+        self.annotator = sv.HeatMapAnnotator(
+            position=self.position,
+            opacity=number(name, "opacity", config["opacity"], 0, 1),
+            radius=_int_field(name, config, "radius", 1),
+            kernel_size=_int_field(name, config, "kernel_size", 1),
+            top_hue=_int_field(name, config, "top_hue", 0),
+            low_hue=_int_field(name, config, "low_hue", 0),
+        )
+        if not isinstance(config["ignore_stationary"], bool):
+            raise WorkflowCompilationError(
+                f"step '{name}': ignore_stationary must be true or false"
+            )
+        self.ignore_stationary = config["ignore_stationary"]
+        self.motion_threshold = number(name, "motion_threshold", config["motion_threshold"], 0,
+                                       float("inf"))  # fmt: skip
+        self._moved_from: TrackMemory[np.ndarray] = TrackMemory()
+        self._now = 0.0
+
+    def run(self, inputs: dict[str, Any], frame: FrameState) -> dict[str, Any]:
+        self._now = frame_seconds(frame.video)
+        return super().run(inputs, frame)
+
+    def draw(self, scene: Any, detections: sv.Detections) -> Any:
+        if self.ignore_stationary and detections.tracker_id is not None:
+            detections = select(detections, self._moving(detections))
+        return self.annotator.annotate(scene, detections)
+
+    def _moving(self, detections: sv.Detections) -> np.ndarray:
+        self._moved_from.prune(self._now)
+        points = detections.get_anchors_coordinates(self.position)
+        moving = np.zeros(len(detections), dtype=bool)
+        for i, track in enumerate(int(t) for t in detections.tracker_id):  # type: ignore[union-attr]
+            last = self._moved_from.get(track)
+            if last is None or float(np.linalg.norm(points[i] - last)) >= self.motion_threshold:
+                # A new track marks its place; heat comes from moving on from there.
+                moving[i] = last is not None
+                self._moved_from.put(track, points[i], self._now)
+            else:
+                self._moved_from.put(track, last, self._now)  # still here: still remembered
+        return moving
