@@ -366,12 +366,13 @@ class _Compiler:
         assert block_cls is not None  # checked in __init__
         if selector.name == "*":
             return _Ref(selector.step, "*"), _DICT
-        if selector.name not in block_cls.outputs:
+        outputs = block_cls.outputs_of(step.fields())
+        if selector.name not in outputs:
             raise WorkflowCompilationError(
                 f"{where}: step '{selector.step}' has no output '{selector.name}' "
-                f"(outputs: {', '.join(block_cls.outputs)})"
+                f"(outputs: {', '.join(outputs)})"
             )
-        return _Ref(selector.step, selector.name), block_cls.outputs[selector.name]
+        return _Ref(selector.step, selector.name), outputs[selector.name]
 
     def _resolve_input(self, selector: Selector, where: str) -> tuple[_Source, str]:
         spec_input = self._inputs.get(selector.name)

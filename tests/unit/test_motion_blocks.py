@@ -1,5 +1,6 @@
-"""Velocity, stabilisation, path deviation and the rate limiter on synthetic tracks with
-known motion, and the per-track state they keep forgetting tracks long gone."""
+"""Velocity, stabilisation, path deviation, the heatmap, the rate limiter and the data
+aggregator on synthetic tracks and values with known answers, and the per-track state they
+keep forgetting tracks long gone."""
 
 from __future__ import annotations
 
@@ -167,3 +168,66 @@ def test_the_heatmap_warms_where_objects_moved_and_not_where_one_stood_still():
     assert changed[45:55, 80:200].mean() > 20  # the walked path (bottom centers at y=50)
     assert changed[140:160, 280:320].mean() < 1  # the one who never moved
     assert (scene == 128).all()  # drawn on a copy
+
+
+def _aggregating(**aggregator: object) -> dict:
+    return {
+        "version": "1.0",
+        "inputs": [{"type": "InferenceImage", "name": "image"},
+                   {"type": "WorkflowParameter", "name": "label", "default_value": "a"}],
+        "steps": [
+            {"type": "roboflow_core/image_blur@v1", "name": "blur", "image": "$inputs.image"},
+            {"type": "roboflow_core/data_aggregator@v1", "name": "agg",
+             "data": {"label": "$inputs.label", "size": "$steps.blur.image"},
+             "aggregation_mode": {"label": ["values_counts", "count"], "size": ["count"]},
+             "interval_unit": "runs", "interval": 3, **aggregator},
+        ],
+        "outputs": [
+            {"type": "JsonField", "name": "labels", "selector": "$steps.agg.label_values_counts"},
+            {"type": "JsonField", "name": "runs", "selector": "$steps.agg.size_count"},
+        ],
+    }  # fmt: skip
+
+
+def test_the_aggregator_emits_once_per_interval_under_the_names_its_configuration_gives():
+    from streaming.workflows import compile_workflow, parse_spec
+    from streaming.workflows.blocks.base import BuildContext
+
+    compiled = compile_workflow(parse_spec(_aggregating()), BuildContext(None))  # type: ignore[arg-type]
+    image = np.zeros((8, 8, 3), np.uint8)
+    outs = [compiled.run(image, {}, FrameState()) for _ in range(6)]
+    assert [o["runs"] for o in outs] == [None, None, 3, None, None, 3]
+    assert outs[2]["labels"] == {"a": 3}
+
+    from streaming.workflows.blocks.aggregation import DataAggregatorBlock
+
+    block = build(DataAggregatorBlock, data=["n"], interval=2, interval_unit="runs",
+                  aggregation_mode={"n": ["sum", "avg", "max", "min", "values_difference",
+                                          "distinct", "count_distinct"]})  # fmt: skip
+    block.run({"data": {"n": 4}}, frame_at(0))
+    result = block.run({"data": {"n": 1}}, frame_at(1))
+    assert result == {"n_sum": 5, "n_avg": 2.5, "n_max": 4, "n_min": 1,
+                      "n_values_difference": 3, "n_distinct": [4, 1],
+                      "n_count_distinct": 2}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("given", "needle"),
+    [
+        ({"aggregation_mode": {"label": ["median"]}},
+         "step 'agg': aggregation_mode: 'median' is not one of"),
+        ({"interval_unit": "days"}, "step 'agg': interval_unit must be"),
+        ({"interval": 0}, "step 'agg': interval must be an integer of at least 1"),
+        ({"data_operations": {"label": [{"type": "ToUpper"}]}},
+         "step 'agg': data_operations.label: operation 'ToUpper' is not supported"),
+    ],
+)  # fmt: skip
+def test_the_aggregator_refuses_what_it_cannot_do_naming_the_step(given, needle):
+    from streaming.workflows import compile_workflow, parse_spec
+    from streaming.workflows.blocks.base import BuildContext
+
+    spec = _aggregating(**given)
+    spec["outputs"] = [{"type": "JsonField", "name": "x", "selector": "$steps.blur.image"}]
+    with pytest.raises(WorkflowCompilationError) as caught:
+        compile_workflow(parse_spec(spec), BuildContext(None))  # type: ignore[arg-type]
+    assert needle in str(caught.value)

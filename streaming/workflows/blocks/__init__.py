@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from .aggregation import DataAggregatorBlock
 from .analytics import LineCounterBlock, LineCounterV1Block, TimeInZoneBlock
 from .base import Block
 from .detection import ObjectDetectionModelBlock
@@ -50,6 +51,7 @@ BLOCKS: dict[str, type[Block]] = {
         ContinueIfBlock,
         DeltaFilterBlock,
         RateLimiterBlock,
+        DataAggregatorBlock,
         VelocityBlock,
         StabilizeDetectionsBlock,
         PathDeviationBlock,

@@ -132,6 +132,12 @@ class Block(ABC):
         self.name = name
 
     @classmethod
+    def outputs_of(cls, given: dict[str, Any]) -> dict[str, str]:
+        """The outputs of a step with these fields as written (a block whose outputs are
+        named by its configuration, like ``data_aggregator``, overrides this)."""
+        return cls.outputs
+
+    @classmethod
     def check_bindings(cls, name: str, bound: set[str]) -> None:
         """Raise ``WorkflowCompilationError`` when per-frame fields are bound inconsistently."""
         return

@@ -29,6 +29,7 @@ __all__ = [
     "Condition",
     "DetectionsFilterBlock",
     "PropertyDefinitionBlock",
+    "operations_chain",
 ]
 
 Row = tuple[sv.Detections, int]
@@ -272,33 +273,43 @@ class PropertyDefinitionBlock(Block):
 
     def __init__(self, name: str, config: dict[str, Any], context: BuildContext) -> None:
         super().__init__(name, config, context)
-        operations = config["operations"]
-        if not isinstance(operations, list):
-            raise WorkflowCompilationError(f"step '{name}': operations must be a list")
-        self._steps: list[Callable[[Any], Any]] = []
-        for operation in operations:
-            kind = operation.get("type") if isinstance(operation, dict) else None
-            if kind == "SequenceLength":
-                self._steps.append(lambda value: None if value is None else len(value))
-            elif kind == "DetectionsPropertyExtract":
-                prop = operation.get("property_name")
-                if prop not in PROPERTIES:
-                    raise WorkflowCompilationError(
-                        f"step '{name}': operations: property {prop!r} is not supported here "
-                        f"(supported: {', '.join(PROPERTIES)})"
-                    )
-                self._steps.append(_extract_all(PROPERTIES[prop]))
-            else:
-                raise WorkflowCompilationError(
-                    f"step '{name}': operations: operation {kind!r} is not supported here "
-                    "(supported: SequenceLength, DetectionsPropertyExtract)"
-                )
+        self._chain = operations_chain(name, "operations", config["operations"])
 
     def run(self, inputs: dict[str, Any], frame: FrameState) -> dict[str, Any]:
-        value = inputs["data"]
-        for step in self._steps:
-            value = step(value)
-        return {"output": value}
+        return {"output": self._chain(inputs["data"])}
+
+
+def operations_chain(step: str, field: str, operations: Any) -> Callable[[Any], Any]:
+    """The reference's operations list as one function, for the subset supported here:
+    ``SequenceLength`` (how many detections, or items) and ``DetectionsPropertyExtract``
+    (each detection's ``PROPERTIES`` value, a list)."""
+    if not isinstance(operations, list):
+        raise WorkflowCompilationError(f"step '{step}': {field} must be a list")
+    steps: list[Callable[[Any], Any]] = []
+    for operation in operations:
+        kind = operation.get("type") if isinstance(operation, dict) else None
+        if kind == "SequenceLength":
+            steps.append(lambda value: None if value is None else len(value))
+        elif kind == "DetectionsPropertyExtract":
+            prop = operation.get("property_name")
+            if prop not in PROPERTIES:
+                raise WorkflowCompilationError(
+                    f"step '{step}': {field}: property {prop!r} is not supported here "
+                    f"(supported: {', '.join(PROPERTIES)})"
+                )
+            steps.append(_extract_all(PROPERTIES[prop]))
+        else:
+            raise WorkflowCompilationError(
+                f"step '{step}': {field}: operation {kind!r} is not supported here "
+                "(supported: SequenceLength, DetectionsPropertyExtract)"
+            )
+
+    def chain(value: Any) -> Any:
+        for function in steps:
+            value = function(value)
+        return value
+
+    return chain
 
 
 def _extract_all(extract: Callable[[Row], Any]) -> Callable[[Any], Any]:
