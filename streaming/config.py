@@ -134,7 +134,8 @@ class Settings(BaseSettings):
     sink_dir: Path = Field(
         default_factory=lambda: Path.home() / ".local" / "share" / "visionstream" / "sinks"
     )
-    """Where pipelines' jsonl and video_file sinks write (requests name files, never paths)."""
+    """Where pipelines' jsonl and video_file sinks and workflows' event sinks write (requests
+    name files, never paths)."""
     data_dir: Path = Field(
         default_factory=lambda: Path.home() / ".local" / "share" / "visionstream"
     )
