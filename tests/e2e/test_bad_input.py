@@ -41,6 +41,11 @@ def _monitoring(spec: dict, step: str, **fields) -> dict:
     return spec
 
 
+def _with_step(spec: dict, step: dict) -> dict:
+    spec["steps"].append(step)
+    return spec
+
+
 def _body(sdp: str, spec: dict | None = None, **fields) -> dict:
     body = {
         "workflow_configuration": {
@@ -158,6 +163,25 @@ async def test_bad_requests_fail_precisely_and_a_live_session_keeps_streaming(se
                 },
                 400,
                 "step 'counter': triggering_anchor",
+            ),
+            (
+                "an event file outside the sink directory",
+                {
+                    "json": _body(
+                        sdp,
+                        _with_step(
+                            people_counting(),
+                            {
+                                "type": "visionstream/event_sink@v1",
+                                "name": "log",
+                                "file": "../../etc/cron.d/x",
+                            },
+                        ),
+                        data_output=[],
+                    )
+                },
+                400,
+                "step 'log': file must be a name",
             ),
             (  # found by schemathesis: once an assertion, a 500
                 "empty pipeline_id and no workflow",
