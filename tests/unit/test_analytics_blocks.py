@@ -357,3 +357,15 @@ def test_a_reconnected_camera_starts_the_tracker_afresh_and_the_counter_keeps_co
     assert second["count_in"] + second["count_out"] == 2  # the count went on
     before, after = ids[: len(ids) // 2], ids[len(ids) // 2 :]
     assert len(set(before)) == 1 and len(set(after)) == 1 and set(before) != set(after)
+
+
+@pytest.mark.parametrize("algorithm", ["bytetrack", "sort", "ocsort"])
+def test_each_tracker_behind_the_block_follows_a_moving_box_with_one_id(algorithm):
+    tracker = build(ByteTrackerBlock, tracker=algorithm)
+    ids = set()
+    for i, x in enumerate(range(20, 180, 8)):
+        tracked = tracker.run({"detections": box_at(x)}, frame_at(i * 0.5))["tracked_detections"]
+        ids.update(int(t) for t in tracked.tracker_id)
+    assert len(ids) == 1, ids
+    with pytest.raises(WorkflowCompilationError, match="step 'step': tracker must be one of"):
+        build(ByteTrackerBlock, tracker="deepsort")

@@ -5,6 +5,10 @@ A compiled workflow serves one stream (a session, or one source of a pipeline), 
 tracker in a block instance is that stream's alone. The reference's fields map onto
 ``trackers.ByteTrackTracker``: ``minimum_matching_threshold`` is the largest matching cost
 (1 - IoU) ByteTrack accepts, i.e. ``minimum_iou_threshold = 1 - minimum_matching_threshold``.
+
+``tracker`` (ours; default ``bytetrack``) puts ``trackers``' SORT or OC-SORT behind the same
+block, with the same fields: OC-SORT follows objects through occlusions and non-linear motion
+better, SORT is the cheapest.
 """
 
 from __future__ import annotations
@@ -15,8 +19,9 @@ from typing import Any
 
 import numpy as np
 import supervision as sv
-from trackers import ByteTrackTracker
+from trackers import ByteTrackTracker, OCSORTTracker, SORTTracker
 
+from ...errors import WorkflowCompilationError
 from .base import (
     DETECTIONS,
     IMAGE,
@@ -32,6 +37,7 @@ from .checks import integer, number
 __all__ = ["ByteTrackerBlock"]
 
 _DEFAULT_FPS = 30.0
+_ALGORITHMS = ("bytetrack", "sort", "ocsort")
 
 
 class ByteTrackerBlock(Block):
@@ -53,6 +59,7 @@ class ByteTrackerBlock(Block):
         "minimum_matching_threshold": FieldSpec(default=0.8),
         "minimum_consecutive_frames": FieldSpec(default=1),
         "instances_cache_size": FieldSpec(default=16384),  # v3
+        "tracker": FieldSpec(default="bytetrack"),  # ours
     }
     outputs = {
         "tracked_detections": DETECTIONS,
@@ -71,7 +78,13 @@ class ByteTrackerBlock(Block):
                                     config["minimum_consecutive_frames"], 1)  # fmt: skip
         self._cache_size = integer(name, "instances_cache_size",
                                    config["instances_cache_size"], 1)  # fmt: skip
-        self._tracker: ByteTrackTracker | None = None
+        self._algorithm = config["tracker"]
+        if self._algorithm not in _ALGORITHMS:
+            raise WorkflowCompilationError(
+                f"step '{name}': tracker must be one of {', '.join(_ALGORITHMS)}, "
+                f"got {self._algorithm!r}"
+            )
+        self._tracker: ByteTrackTracker | SORTTracker | OCSORTTracker | None = None
         self._seen: OrderedDict[int, None] = OrderedDict()
         self._restarts = 0
         self._id_offset = 0
@@ -79,15 +92,24 @@ class ByteTrackerBlock(Block):
         counts from 0 again, and ids must stay unique in the stream for the counters."""
         self._max_id = -1
 
-    def _tracker_for(self, frame: FrameState) -> ByteTrackTracker:
-        if self._tracker is None:  # the stream's frame rate, known from its first frame
-            fps = frame.video.get("fps") or _DEFAULT_FPS
+    def _tracker_for(self, frame: FrameState) -> ByteTrackTracker | SORTTracker | OCSORTTracker:
+        if self._tracker is not None:
+            return self._tracker
+        # The stream's frame rate, known from its first frame.
+        common: dict[str, Any] = {
+            "lost_track_buffer": self._lost_buffer,
+            "frame_rate": float(frame.video.get("fps") or _DEFAULT_FPS),
+            "minimum_consecutive_frames": self._consecutive,
+            "minimum_iou_threshold": 1.0 - self._matching,
+        }
+        if self._algorithm == "sort":
+            self._tracker = SORTTracker(**common, track_activation_threshold=self._activation)
+        elif self._algorithm == "ocsort":
+            self._tracker = OCSORTTracker(**common, high_conf_det_threshold=self._activation)
+        else:
             self._tracker = ByteTrackTracker(
-                lost_track_buffer=self._lost_buffer,
-                frame_rate=float(fps),
+                **common,
                 track_activation_threshold=self._activation,
-                minimum_consecutive_frames=self._consecutive,
-                minimum_iou_threshold=1.0 - self._matching,
                 # A detection below the activation threshold may still continue a track.
                 high_conf_det_threshold=self._activation,
             )
