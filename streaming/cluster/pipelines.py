@@ -37,6 +37,7 @@ from ..workflows import compile_workflow, parse_spec
 from ..workflows.blocks.base import BuildContext
 from ..workflows.engine import CompiledWorkflow
 from ..workflows.library import WorkflowLibrary
+from .directory import METRICS_PERIOD_S, directory
 from .models import deployed_models, session_opener
 from .names import NAMESPACE
 from .resources import actor_resources
@@ -72,13 +73,17 @@ class PipelineActor:
         self._node = ray.get_runtime_context().get_node_id()
         self._executor = ThreadPoolExecutor(settings.workflow_threads, "workflow")
         self._hub = SourceHub(camera_factory(settings))
-        self._models = ModelRegistry(settings, Metrics(), session_opener(deployed_models(settings)))
+        self._metrics = Metrics()
+        self._models = ModelRegistry(
+            settings, self._metrics, session_opener(deployed_models(settings))
+        )
         self._manager = PipelineManager(
             settings,
             self._models,
             self._hub,
             self._executor,
             WorkflowLibrary(None, settings.default_model),
+            metrics=self._metrics,
         )
         self._latest: PipelineResult | None = None
         self._sequence = 0
@@ -86,6 +91,9 @@ class PipelineActor:
         loop = asyncio.get_running_loop()
         self._started: asyncio.Future[None] = loop.create_future()
         self._running = loop.create_task(self._run(request), name=f"pipeline-{pipeline_id[:8]}")
+        # Its sources' series (frames, reconnects, counts) reach the cluster's /metrics
+        # through the directory, as the replicas' do.
+        self._reporting = loop.create_task(self._report_metrics(), name="pipeline-metrics")
 
     async def _run(self, request: dict[str, Any]) -> None:
         try:
@@ -102,6 +110,13 @@ class PipelineActor:
         await pipeline.wait_terminated()
         if len(self._manager) == 0:
             ray.kill(ray.get_runtime_context().current_actor, no_restart=True)
+
+    async def _report_metrics(self) -> None:
+        directory_actor = directory()
+        while True:
+            await asyncio.sleep(METRICS_PERIOD_S)  # a period, not a wait for something
+            exposition = self._metrics.render().decode()
+            directory_actor.report_metrics.remote(f"pipeline-{self._id[:8]}", exposition)
 
     def _keep_latest(self, result: PipelineResult) -> None:
         self._latest = result

@@ -23,50 +23,18 @@ from ..server import create_app
 from ..server.state import ServerState
 from ..workflows.library import WorkflowLibrary
 from .autoscale import sessions_policy
+from .directory import METRICS_PERIOD_S, STATS_PERIOD_S, directory
 from .models import deployed_models, model_deployment, session_opener
-from .names import DIRECTORY, NAMESPACE
 from .pipelines import ClusterPipelines
 from .resources import actor_resources
 from .router import FewestSessionsRouter
 
-__all__ = ["WorkerDirectory", "media_app"]
+__all__ = ["media_app"]
 
-# How often Serve collects each replica's stats; a report older than a few periods is from
-# a replica that is gone.
-STATS_PERIOD_S = 1.0
-_STALE_AFTER_S = 5 * STATS_PERIOD_S
-METRICS_PERIOD_S = 5.0
 
 # The app this replica's process serves (one replica per actor process), built by Serve's
 # ingress builder and read by the replica's stats.
 _apps: list[FastAPI] = []
-
-
-@ray.remote(num_cpus=0)
-class WorkerDirectory:
-    """The replicas' latest reports and metrics, by replica id."""
-
-    def __init__(self) -> None:
-        self._reports: dict[str, tuple[float, dict[str, Any]]] = {}
-        self._metrics: dict[str, str] = {}
-
-    def report(self, worker: str, info: dict[str, Any], metrics: str | None = None) -> None:
-        self._reports[worker] = (time.monotonic(), info)
-        if metrics is not None:
-            self._metrics[worker] = metrics
-
-    def _current(self) -> dict[str, tuple[float, dict[str, Any]]]:
-        now = time.monotonic()
-        self._reports = {w: r for w, r in self._reports.items() if now - r[0] < _STALE_AFTER_S}
-        self._metrics = {w: m for w, m in self._metrics.items() if w in self._reports}
-        return self._reports
-
-    def workers(self) -> list[dict[str, Any]]:
-        return sorted((info for _, info in self._current().values()), key=lambda i: i["worker"])
-
-    def metrics(self) -> dict[str, str]:
-        self._current()
-        return dict(self._metrics)
 
 
 class _RayDeployment:
@@ -80,12 +48,6 @@ class _RayDeployment:
 
     async def metrics(self) -> dict[str, str]:
         return dict(await self._directory.metrics.remote())
-
-
-def directory() -> Any:
-    return WorkerDirectory.options(  # type: ignore[attr-defined]
-        name=DIRECTORY, namespace=NAMESPACE, lifetime="detached", get_if_exists=True
-    ).remote()
 
 
 def media_app(settings: Settings, replicas: int | None, max_replicas: int = 1) -> Any:

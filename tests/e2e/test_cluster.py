@@ -83,6 +83,18 @@ def one_session_per_replica(server: ServerProcess) -> tuple[SdkSession, SdkSessi
     return first, second
 
 
+def pipeline_frames_in_metrics(server: ServerProcess, pipeline_id: str) -> dict[str, float]:
+    """``/metrics``' frames processed by the pipeline's source 0, by worker (its actor)."""
+    families = text_string_to_metric_families(server.get("/metrics").text)
+    return {
+        sample.labels["worker"]: sample.value
+        for family in families
+        if family.name == "visionstream_source_frames"
+        for sample in family.samples
+        if sample.name.endswith("_total") and sample.labels.get("pipeline") == pipeline_id
+    }
+
+
 def sessions_in_metrics(server: ServerProcess) -> list[float]:
     """``/metrics``' active sessions, one sample per replica (labelled with its worker)."""
     families = text_string_to_metric_families(server.get("/metrics").text)
@@ -167,6 +179,11 @@ def test_a_pipeline_runs_on_after_its_node_is_removed(cluster, ray_server, camer
     try:
         body = wait_for(lambda: ray_server.fresh_result(pipeline_id), WAIT_S, "a first result")
         assert set(body["outputs"][0]) == {"annotated", "predictions"}
+        # The actor's source series reach the cluster's /metrics, labelled with the actor.
+        frames = wait_for(
+            lambda: pipeline_frames_in_metrics(ray_server, pipeline_id), WAIT_S, "its metrics"
+        )
+        assert frames[f"pipeline-{pipeline_id[:8]}"] >= 1
         first_node = ray_server.pipeline_nodes()[pipeline_id]
         victim = next(n for n in cluster.worker_nodes if n.node_id == first_node)
         cluster.remove_node(victim)
