@@ -10,6 +10,13 @@ and the manifest (for box formats and class offsets). The layouts are the common
   count), NMS already done inside the model.
 - ``detr``: boxes ``[Q, 4]`` (normalized cx, cy, w, h) and logits ``[Q, nc (+1)]``; softmax
   with a trailing "no object" class (DETR) or sigmoid per class (RT-DETR style).
+- ``yolov8-seg`` / ``yolov11-seg``: ``[4 + nc + nm, N]`` columns (boxes, class scores, mask
+  coefficients) and prototypes ``[nm, mh, mw]``: each mask is the sigmoid of its coefficients
+  times the prototypes, cut to its box (kept at the prototypes' resolution here; the model
+  maps it onto the frame).
+- ``yolov8-pose`` / ``yolov11-pose``: ``[4 + nc + 3K, N]`` columns: boxes, class scores, and
+  K keypoints as x, y (network pixels) and confidence.
+- ``classification``: ``[nc]`` logits (softmax, or sigmoid for multi-label) or probabilities.
 """
 
 from __future__ import annotations
@@ -25,7 +32,14 @@ import supervision as sv
 if TYPE_CHECKING:
     from .manifest import ModelManifest
 
-__all__ = ["DECODERS", "DecodeOptions", "Decoder", "get_decoder"]
+__all__ = [
+    "DECODERS",
+    "ClassificationDecoder",
+    "DecodeOptions",
+    "Decoder",
+    "DetectionDecoder",
+    "get_decoder",
+]
 
 
 @dataclass(frozen=True)
@@ -40,19 +54,14 @@ class DecodeOptions:
     max_candidates: int = 3000
 
 
-class Decoder(ABC):
-    """Turns a model's raw outputs into detections for one output layout (yolov3, yolov5/v8,
-    SSD, DETR-style)."""
+class Decoder:
+    """Reads a model's raw outputs for one output layout."""
 
     outputs: int = 1
     """How many model outputs the decoder reads (at least)."""
 
     def __init__(self, manifest: ModelManifest) -> None:
         self.manifest = manifest
-
-    @abstractmethod
-    def decode(self, outputs: list[np.ndarray], options: DecodeOptions) -> sv.Detections:
-        """One image's outputs -> detections in network-input pixels."""
 
     def check(self, shapes: list[tuple[int | str | None, ...]]) -> None:
         """Raise ``ValueError`` when the model's output shapes (batch first) cannot be decoded."""
@@ -66,41 +75,65 @@ class Decoder(ABC):
         return self.manifest.decoder
 
 
-def _select(
+class DetectionDecoder(Decoder, ABC):
+    """Outputs -> detections (boxes; masks or keypoints in ``data`` for those layouts)."""
+
+    @abstractmethod
+    def decode(self, outputs: list[np.ndarray], options: DecodeOptions) -> sv.Detections:
+        """One image's outputs -> detections in network-input pixels."""
+
+
+def _kept_rows(
     xywh: np.ndarray, class_id: np.ndarray, confidence: np.ndarray, options: DecodeOptions
-) -> sv.Detections:
-    """Threshold, class filter, candidate cap and NMS on centre-format boxes."""
-    keep = confidence > options.confidence
+) -> np.ndarray:
+    """Threshold, class filter, candidate cap and NMS on centre-format boxes: the indexes of
+    the rows kept, best first."""
+    index = np.flatnonzero(confidence > options.confidence)
     if options.class_filter is not None:
-        keep &= np.isin(class_id, list(options.class_filter))
-    xywh, class_id, confidence = xywh[keep], class_id[keep], confidence[keep]
-    if len(xywh) > options.max_candidates:
-        top = np.argsort(-confidence)[: options.max_candidates]
-        xywh, class_id, confidence = xywh[top], class_id[top], confidence[top]
-    if len(xywh) == 0:
-        return sv.Detections.empty()
+        index = index[np.isin(class_id[index], list(options.class_filter))]
+    if len(index) > options.max_candidates:
+        index = index[np.argsort(-confidence[index])[: options.max_candidates]]
+    if len(index) == 0:
+        return index
+    boxes = xywh[index]
     corner = np.column_stack(
-        [xywh[:, 0] - xywh[:, 2] / 2, xywh[:, 1] - xywh[:, 3] / 2, xywh[:, 2:4]]
+        [boxes[:, 0] - boxes[:, 2] / 2, boxes[:, 1] - boxes[:, 3] / 2, boxes[:, 2:4]]
     )
-    nms_classes = np.zeros_like(class_id) if options.class_agnostic_nms else class_id
+    classes = class_id[index]
+    nms_classes = np.zeros_like(classes) if options.class_agnostic_nms else classes
     nms_kept = cv2.dnn.NMSBoxesBatched(
         corner.tolist(),
-        confidence.tolist(),
+        confidence[index].tolist(),
         nms_classes.tolist(),
         options.confidence,
         options.iou_threshold,
     )
     kept = np.asarray(nms_kept, dtype=int).reshape(-1)[: options.max_detections]
-    xyxy = corner[kept].copy()
-    xyxy[:, 2:] += xyxy[:, :2]
+    return index[kept]
+
+
+def _detections(
+    xywh: np.ndarray, class_id: np.ndarray, confidence: np.ndarray, rows: np.ndarray
+) -> sv.Detections:
+    if len(rows) == 0:
+        return sv.Detections.empty()
+    boxes = xywh[rows]
+    xyxy = np.column_stack([boxes[:, :2] - boxes[:, 2:4] / 2, boxes[:, :2] + boxes[:, 2:4] / 2])
     return sv.Detections(
         xyxy=xyxy.astype(np.float32),
-        confidence=confidence[kept].astype(np.float32),
-        class_id=class_id[kept].astype(int),
+        confidence=confidence[rows].astype(np.float32),
+        class_id=class_id[rows].astype(int),
     )
 
 
-class YoloV3Decoder(Decoder):
+def _select(
+    xywh: np.ndarray, class_id: np.ndarray, confidence: np.ndarray, options: DecodeOptions
+) -> sv.Detections:
+    """Threshold, class filter, candidate cap and NMS on centre-format boxes."""
+    return _detections(xywh, class_id, confidence, _kept_rows(xywh, class_id, confidence, options))
+
+
+class YoloV3Decoder(DetectionDecoder):
     """Rows of cx, cy, w, h, objectness, class probabilities (YOLOv3, YOLOv5)."""
 
     def decode(self, outputs: list[np.ndarray], options: DecodeOptions) -> sv.Detections:
@@ -119,13 +152,12 @@ class YoloV3Decoder(Decoder):
             raise ValueError(f"{self.name} expects output [batch, N, {expected}], got {shapes[0]}")
 
 
-class YoloV8Decoder(Decoder):
+class YoloV8Decoder(DetectionDecoder):
     """Columns of cx, cy, w, h, class scores (YOLOv8, YOLOv11): no objectness."""
 
     def decode(self, outputs: list[np.ndarray], options: DecodeOptions) -> sv.Detections:
         output = outputs[0]
-        width = 4 + len(self.manifest.class_names)
-        rows = output.T if output.shape[0] == width and output.shape[1] != width else output
+        rows = _columns(output, 4 + len(self.manifest.class_names))
         scores = rows[:, 4:]
         class_id = scores.argmax(axis=1)
         confidence = scores[np.arange(len(rows)), class_id]
@@ -157,7 +189,7 @@ def _to_pixels(boxes: np.ndarray, manifest: ModelManifest) -> np.ndarray:
     return boxes
 
 
-class SSDDecoder(Decoder):
+class SSDDecoder(DetectionDecoder):
     """Boxes, scores, classes (and optionally a count): the model did its own NMS."""
 
     outputs = 3
@@ -186,7 +218,7 @@ class SSDDecoder(Decoder):
         )
 
 
-class DETRDecoder(Decoder):
+class DETRDecoder(DetectionDecoder):
     """Queries of normalized boxes and class logits; no NMS (set prediction)."""
 
     outputs = 2
@@ -219,6 +251,101 @@ class DETRDecoder(Decoder):
         )
 
 
+def _columns(output: np.ndarray, width: int) -> np.ndarray:
+    """A ``[width, N]`` (or ``[N, width]``) output as ``[N, width]`` rows."""
+    return output.T if output.shape[0] == width and output.shape[1] != width else output
+
+
+def _sigmoid(values: np.ndarray) -> np.ndarray:
+    return 1.0 / (1.0 + np.exp(-values))
+
+
+class YoloV8SegDecoder(DetectionDecoder):
+    """Boxes, class scores and mask coefficients, and the prototypes they weigh."""
+
+    outputs = 2
+
+    def decode(self, outputs: list[np.ndarray], options: DecodeOptions) -> sv.Detections:
+        protos = outputs[1]
+        classes = len(self.manifest.class_names)
+        rows = _columns(outputs[0], 4 + classes + protos.shape[0])
+        scores = rows[:, 4 : 4 + classes]
+        class_id = scores.argmax(axis=1)
+        confidence = scores[np.arange(len(rows)), class_id]
+        kept = _kept_rows(rows[:, :4], class_id, confidence, options)
+        detections = _detections(rows[:, :4], class_id, confidence, kept)
+        channels, height, width = protos.shape
+        coefficients = rows[kept, 4 + classes :].astype(np.float32)
+        masks = _sigmoid(coefficients @ protos.reshape(channels, -1).astype(np.float32))
+        masks = masks.reshape(len(kept), height, width)
+        # Cut each mask to its box (in the prototypes' grid): nothing of it lies outside.
+        sx, sy = width / self.manifest.input_width, height / self.manifest.input_height
+        columns, lines = np.arange(width), np.arange(height)[:, None]
+        for i, (x1, y1, x2, y2) in enumerate(detections.xyxy):
+            inside = (columns >= x1 * sx) & (columns < x2 * sx) & (lines >= y1 * sy)
+            masks[i] *= inside & (lines < y2 * sy)
+        detections.data["proto_masks"] = masks.astype(np.float32)
+        return detections
+
+    def check(self, shapes: list[tuple[int | str | None, ...]]) -> None:
+        super().check(shapes)
+        if len(shapes[1]) != 4 or not isinstance(shapes[1][1], int):
+            raise ValueError(f"{self.name} expects prototypes [batch, nm, mh, mw], got {shapes[1]}")
+        expected = 4 + len(self.manifest.class_names) + shapes[1][1]
+        if len(shapes[0]) != 3 or expected not in shapes[0][1:]:
+            raise ValueError(
+                f"{self.name} expects output [batch, {expected}, N] (4 + classes + "
+                f"{shapes[1][1]} mask coefficients), got {shapes[0]}"
+            )
+
+
+class YoloV8PoseDecoder(DetectionDecoder):
+    """Boxes, class scores and K keypoints (x, y, confidence) per row."""
+
+    def decode(self, outputs: list[np.ndarray], options: DecodeOptions) -> sv.Detections:
+        classes = len(self.manifest.class_names)
+        points = len(self.manifest.keypoint_names)
+        rows = _columns(outputs[0], 4 + classes + 3 * points)
+        scores = rows[:, 4 : 4 + classes]
+        class_id = scores.argmax(axis=1)
+        confidence = scores[np.arange(len(rows)), class_id]
+        kept = _kept_rows(rows[:, :4], class_id, confidence, options)
+        detections = _detections(rows[:, :4], class_id, confidence, kept)
+        keypoints = rows[kept, 4 + classes :].reshape(len(kept), points, 3).astype(np.float32)
+        detections.data["keypoints_xy"] = keypoints[:, :, :2]
+        detections.data["keypoints_confidence"] = keypoints[:, :, 2]
+        return detections
+
+    def check(self, shapes: list[tuple[int | str | None, ...]]) -> None:
+        super().check(shapes)
+        points = len(self.manifest.keypoint_names)
+        expected = 4 + len(self.manifest.class_names) + 3 * points
+        if len(shapes[0]) != 3 or expected not in shapes[0][1:]:
+            raise ValueError(
+                f"{self.name} expects output [batch, {expected}, N] (4 + classes + 3 x "
+                f"{points} keypoints), got {shapes[0]}"
+            )
+
+
+class ClassificationDecoder(Decoder):
+    """Class scores -> each class's probability."""
+
+    def probabilities(self, outputs: list[np.ndarray]) -> np.ndarray:
+        scores = np.asarray(outputs[0], np.float32).reshape(-1)
+        if self.manifest.logits == "probabilities":
+            return scores
+        if self.manifest.logits == "sigmoid" or self.manifest.task != "classification":
+            return _sigmoid(scores)  # multi-label: each class on its own
+        exp = np.exp(scores - scores.max())
+        return exp / exp.sum()
+
+    def check(self, shapes: list[tuple[int | str | None, ...]]) -> None:
+        super().check(shapes)
+        classes = len(self.manifest.class_names)
+        if shapes[0][1:] != (classes,):
+            raise ValueError(f"{self.name} expects output [batch, {classes}], got {shapes[0]}")
+
+
 DECODERS: dict[str, type[Decoder]] = {
     "yolov3": YoloV3Decoder,
     "yolov5": YoloV3Decoder,
@@ -226,6 +353,11 @@ DECODERS: dict[str, type[Decoder]] = {
     "yolov11": YoloV8Decoder,
     "ssd": SSDDecoder,
     "detr": DETRDecoder,
+    "yolov8-seg": YoloV8SegDecoder,
+    "yolov11-seg": YoloV8SegDecoder,
+    "yolov8-pose": YoloV8PoseDecoder,
+    "yolov11-pose": YoloV8PoseDecoder,
+    "classification": ClassificationDecoder,
 }
 
 

@@ -6,15 +6,46 @@ import json
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
-__all__ = ["MANIFEST_FILE", "ModelManifest", "RemoteModel"]
+__all__ = ["MANIFEST_FILE", "TASK_OF_DECODER", "ModelManifest", "RemoteModel", "Task"]
 
 MANIFEST_FILE = "manifest.json"
 
 
-DecoderName = Literal["yolov3", "yolov5", "yolov8", "yolov11", "ssd", "detr"]
+DecoderName = Literal[
+    "yolov3",
+    "yolov5",
+    "yolov8",
+    "yolov11",
+    "ssd",
+    "detr",
+    "yolov8-seg",
+    "yolov11-seg",
+    "yolov8-pose",
+    "yolov11-pose",
+    "classification",
+]
 """The output layouts a decoder exists for."""
+
+Task = Literal[
+    "object-detection",
+    "instance-segmentation",
+    "keypoint-detection",
+    "classification",
+    "multi-label-classification",
+]
+"""What a model's output means; the decoder's layout implies it, except that a classifier is
+single- or multi-label."""
+
+TASK_OF_DECODER: dict[str, Task] = {
+    "yolov8-seg": "instance-segmentation",
+    "yolov11-seg": "instance-segmentation",
+    "yolov8-pose": "keypoint-detection",
+    "yolov11-pose": "keypoint-detection",
+    "classification": "classification",
+}
+"""Decoders whose task is not object detection."""
 
 
 class RemoteModel(BaseModel):
@@ -35,8 +66,9 @@ class ModelManifest(BaseModel):
     """The model id workflows use."""
     version: str
     """Version of the weights (reported, never guessed)."""
-    task: Literal["object-detection"] = "object-detection"
-    """What the model's output means."""
+    task: Task = "object-detection"
+    """What the model's output means (set from the decoder when not given; a
+    ``classification`` decoder may say ``multi-label-classification``)."""
     file: str = "model.onnx"
     """ONNX file, relative to the manifest."""
     input_width: int
@@ -59,8 +91,21 @@ class ModelManifest(BaseModel):
     """``ssd``/``detr`` boxes are fractions of the input size rather than pixels."""
     class_id_offset: int = 0
     """Subtracted from ``ssd`` class ids (1 for exports whose class 0 is the background)."""
-    logits: Literal["softmax", "sigmoid"] = "softmax"
-    """``detr`` class logits: softmax with a trailing no-object class, or sigmoid per class."""
+    logits: Literal["softmax", "sigmoid", "probabilities"] = "softmax"
+    """``detr`` class logits: softmax with a trailing no-object class, or sigmoid per class;
+    ``classification`` outputs: softmax or sigmoid of logits, or already ``probabilities``
+    (YOLOv8-cls exports)."""
+    resize: Literal["letterbox", "stretch"] = "letterbox"
+    """How a frame becomes the network input: scaled to fit and padded (detectors), or
+    stretched to the input size (most classifiers)."""
+    mean: tuple[float, float, float] | None = None
+    """Subtracted per channel (RGB order) after ``scale`` (ImageNet classifiers)."""
+    std: tuple[float, float, float] | None = None
+    """Divided per channel (RGB order) after ``mean``."""
+    keypoint_names: list[str] = Field(default_factory=list)
+    """``*-pose``: the keypoints' names, in the output's order (COCO's 17 for YOLOv8-pose)."""
+    skeleton: list[tuple[int, int]] = Field(default_factory=list)
+    """``*-pose``: pairs of keypoint indexes to draw as edges."""
     backend: Literal["auto", "onnxruntime", "openvino", "remote"] = "auto"
     """Runtime for this model; ``STREAMING_INFERENCE_BACKEND`` overrides it."""
     max_batch_size: int | None = Field(default=None, ge=1)
@@ -73,6 +118,20 @@ class ModelManifest(BaseModel):
     """Where the weights came from."""
     sha256: str = ""
     """Checksum of the ONNX file."""
+
+    @model_validator(mode="after")
+    def _task_from_decoder(self) -> ModelManifest:
+        implied = TASK_OF_DECODER.get(self.decoder, "object-detection")
+        if "task" not in self.model_fields_set:
+            self.task = implied
+        elif self.task != implied and {self.task, implied} != {
+            "classification",
+            "multi-label-classification",
+        }:
+            raise ValueError(f"decoder {self.decoder!r} gives {implied}, not {self.task}")
+        if self.task == "keypoint-detection" and not self.keypoint_names:
+            raise ValueError(f"decoder {self.decoder!r} needs keypoint_names")
+        return self
 
     def onnx_path(self, directory: Path) -> Path:
         return directory / self.file

@@ -1,4 +1,6 @@
-"""A loaded detection model: manifest + inference session + decoder, shared by all sessions."""
+"""A loaded model: manifest + inference session + decoder, shared by all sessions. Detectors
+(boxes, and masks or keypoints for segmentation and pose models) answer ``detect``;
+classifiers answer ``classify``."""
 
 from __future__ import annotations
 
@@ -9,9 +11,9 @@ import numpy as np
 import supervision as sv
 
 from .batcher import DynamicBatcher
-from .decoders import DecodeOptions, get_decoder
+from .decoders import ClassificationDecoder, DecodeOptions, DetectionDecoder, get_decoder
 from .manifest import ModelManifest
-from .preprocess import letterbox
+from .preprocess import prepare
 from .session import InferenceSession
 
 __all__ = ["DetectionModel", "StageTimer"]
@@ -35,6 +37,11 @@ class DetectionModel:
         self._decoder = get_decoder(manifest)
         self._decoder.check([o.shape for o in session.outputs])
         self._class_names = np.array(manifest.class_names)
+        self._keypoint_names = np.array(manifest.keypoint_names)
+
+    @property
+    def task(self) -> str:
+        return self.manifest.task
 
     @property
     def name(self) -> str:
@@ -45,25 +52,32 @@ class DetectionModel:
     ) -> sv.Detections:
         """BGR uint8 image -> detections in image pixels, with ``class_name`` data."""
         m = self.manifest
+        decoder = self._decoder
+        if not isinstance(decoder, DetectionDecoder):
+            raise TypeError(f"model '{m.name}' is a {m.task} model: it classifies, not detects")
         t0 = time.perf_counter()
-        blob, box = letterbox(
-            image,
-            m.input_width,
-            m.input_height,
-            fill=m.letterbox_fill,
-            scale=m.scale,
-            swap_rb=m.channel_order == "RGB",
-        )
+        blob, box = prepare(image, m)
         t1 = time.perf_counter()
         outputs, batch = self.batcher.infer(blob)
         t2 = time.perf_counter()
-        detections = self._decoder.decode([o[0] for o in outputs], options)
+        detections = decoder.decode([o[0] for o in outputs], options)
+        h, w = image.shape[:2]
         if len(detections):
-            h, w = image.shape[:2]
             xyxy = box.to_image(detections.xyxy)
             xyxy[:, [0, 2]] = xyxy[:, [0, 2]].clip(0, w)
             xyxy[:, [1, 3]] = xyxy[:, [1, 3]].clip(0, h)
             detections.xyxy = xyxy
+        proto_masks = detections.data.pop("proto_masks", None)
+        if proto_masks is not None:
+            detections.mask = box.masks_to_image(
+                np.asarray(proto_masks), (m.input_width, m.input_height), (w, h)
+            )
+        if "keypoints_xy" in detections.data:
+            count, points = len(detections), len(self._keypoint_names)
+            xy = np.asarray(detections.data["keypoints_xy"])
+            detections.data["keypoints_xy"] = box.points_to_image(xy)
+            detections.data["keypoints_class_name"] = np.tile(self._keypoint_names, (count, 1))
+            detections.data["keypoints_class_id"] = np.tile(np.arange(points), (count, 1))
         detections.data["class_name"] = (
             self._class_names[detections.class_id.astype(int)]
             if len(detections) and detections.class_id is not None
@@ -79,10 +93,30 @@ class DetectionModel:
             timer["postprocess"] = timer.get("postprocess", 0.0) + (t3 - t2) * 1000
         return detections
 
+    def classify(self, image: np.ndarray, timer: StageTimer | None = None) -> np.ndarray:
+        """BGR uint8 image -> each class's probability (a classifier's)."""
+        decoder = self._decoder
+        if not isinstance(decoder, ClassificationDecoder):
+            raise TypeError(f"model '{self.name}' is a {self.task} model: it detects")
+        t0 = time.perf_counter()
+        blob, _ = prepare(image, self.manifest)
+        t1 = time.perf_counter()
+        outputs, batch = self.batcher.infer(blob)
+        t2 = time.perf_counter()
+        probabilities = decoder.probabilities([o[0] for o in outputs])
+        if timer is not None:
+            timer["preprocess"] = timer.get("preprocess", 0.0) + (t1 - t0) * 1000
+            timer["inference"] = timer.get("inference", 0.0) + (t2 - t1) * 1000 - batch.queue_ms
+            timer["postprocess"] = timer.get("postprocess", 0.0) + (time.perf_counter() - t2) * 1000
+        return probabilities
+
     def warm_up(self, runs: int = 3) -> None:
         image = np.full((self.manifest.input_height, self.manifest.input_width, 3), 114, np.uint8)
         for _ in range(runs):
-            self.detect(image, DecodeOptions())
+            if isinstance(self._decoder, ClassificationDecoder):
+                self.classify(image)
+            else:
+                self.detect(image, DecodeOptions())
 
     @classmethod
     def from_directory(

@@ -39,6 +39,7 @@ def serialize_detections(detections: sv.Detections) -> dict[str, Any]:
     detection_ids = detections.data.get("detection_id")
     parent_ids = detections.data.get("parent_id")
     extras = [(key, detections.data[key]) for key in _TRACK_FACTS if key in detections.data]
+    keypoints = _keypoints(detections)
     for i, (x1, y1, x2, y2) in enumerate(detections.xyxy.tolist()):
         # Key order as the reference emits it.
         item: dict[str, Any] = {
@@ -51,6 +52,11 @@ def serialize_detections(detections: sv.Detections) -> dict[str, Any]:
             else None,
             "class_id": int(detections.class_id[i]) if detections.class_id is not None else None,
         }
+        if detections.mask is not None:
+            polygon = mask_to_polygon(detections.mask[i])
+            if polygon is None:
+                continue  # an empty mask: the reference leaves such an instance out
+            item["points"] = [{"x": float(x), "y": float(y)} for x, y in polygon]
         if detections.tracker_id is not None:
             item["tracker_id"] = int(detections.tracker_id[i])
         for key, values in extras:
@@ -61,8 +67,45 @@ def serialize_detections(detections: sv.Detections) -> dict[str, Any]:
             item["detection_id"] = str(detection_ids[i])
         if parent_ids is not None:
             item["parent_id"] = str(parent_ids[i])
+        if keypoints is not None:
+            item["keypoints"] = keypoints(i)
         predictions.append(item)
     return {"image": {"width": width, "height": height}, "predictions": predictions}
+
+
+def mask_to_polygon(mask: np.ndarray) -> np.ndarray | None:
+    """A mask's outline as ``[N, 2]`` points (N >= 3), its largest piece when it has several,
+    as the reference serialises masks; None for an empty mask."""
+    contours, _ = cv2.findContours(mask.astype(np.uint8), cv2.RETR_TREE, cv2.CHAIN_APPROX_SIMPLE)
+    if not contours:
+        return None
+    contour = max(contours, key=cv2.contourArea).reshape(-1, 2)
+    if len(contour) < 3:  # a point or a line: repeat its last point, as the reference does
+        contour = np.concatenate([contour, np.repeat(contour[-1:], 3 - len(contour), axis=0)])
+    return contour
+
+
+def _keypoints(detections: sv.Detections) -> Any:
+    """Each detection's keypoints as the reference emits them, or None for a model without."""
+    data = detections.data
+    keys = ("keypoints_xy", "keypoints_confidence", "keypoints_class_name", "keypoints_class_id")
+    if not all(key in data for key in keys):
+        return None
+    xy, confidence, names, ids = (data[key] for key in keys)
+
+    def of(i: int) -> list[dict[str, Any]]:
+        return [
+            {
+                "class_id": int(ids[i][k]),
+                "class": str(names[i][k]),
+                "confidence": float(confidence[i][k]),
+                "x": float(xy[i][k][0]),
+                "y": float(xy[i][k][1]),
+            }
+            for k in range(len(names[i]))
+        ]
+
+    return of
 
 
 def serialize_image(

@@ -73,3 +73,27 @@ def model_directory(
               "class_names": ["cat", "dog", "bird"], **manifest}  # fmt: skip
     ModelManifest(**fields).save(directory)
     return directory
+
+
+# Segmentation (YOLOv8-seg): the same rows plus 4 mask coefficients, and 4 prototypes on a
+# 16x16 grid (a quarter of the input). The dog's mask is all of its box (prototype 0 is high
+# everywhere); the cat's is only the 2x2 grid cells (8x8 pixels) at its box's centre.
+SEG_PROTOS = np.full((4, 16, 16), -10.0, np.float32)
+SEG_PROTOS[0] = 10.0
+SEG_PROTOS[1, 9:11, 9:11] = 10.0
+SEG_COEFFICIENTS = np.array([[1, 0, 0, 0], [0, 1, 0, 0], [1, 0, 0, 0], [0, 0, 1, 0]], np.float32)
+SEG_ROWS = np.column_stack([V8_ROWS, SEG_COEFFICIENTS])
+
+# Pose (YOLOv8-pose): one class ("animal"), two keypoints ("nose", "tail") per row.
+KEYPOINTS = np.array(
+    [
+        [19, 20, 0.9, 23, 29, 0.8],  # the dog's
+        [38, 37, 0.7, 42, 43, 0.6],  # the cat's
+        [19, 20, 0.9, 23, 29, 0.8],  # the weaker dog's (NMS removes it)
+        [0, 0, 0.1, 0, 0, 0.1],
+    ],
+    np.float32,
+)
+POSE_ROWS = np.column_stack([V8_ROWS[:, :4], V8_ROWS[:, 4:].max(axis=1), KEYPOINTS])
+
+CLASS_LOGITS = np.array([1.0, 3.0, 0.0], np.float32)  # cat, dog, bird: dog wins

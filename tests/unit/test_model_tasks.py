@@ -1,0 +1,115 @@
+"""Segmentation, keypoint and classification models, on tiny ONNX graphs whose outputs are
+known exactly: decoded, mapped onto the frame (letterbox included), and serialised as the
+reference does."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from streaming.config import Settings
+from streaming.inference.decoders import DecodeOptions
+from streaming.inference.registry import ModelRegistry
+from streaming.workflows.serialization import serialize_detections
+from tests.support.onnx_models import (
+    CLASS_LOGITS,
+    POSE_ROWS,
+    SEG_PROTOS,
+    SEG_ROWS,
+    model_directory,
+)
+
+DOG, CAT = (15.0, 18.0, 25.0, 30.0), (36.0, 36.0, 44.0, 44.0)
+
+
+@pytest.fixture(scope="module")
+def registry(tmp_path_factory):
+    root = tmp_path_factory.mktemp("models")
+    model_directory(root, "seg", [("output0", SEG_ROWS.T.copy()), ("output1", SEG_PROTOS)],
+                    decoder="yolov8-seg")  # fmt: skip
+    model_directory(root, "pose", [("output0", POSE_ROWS.T.copy())], decoder="yolov8-pose",
+                    class_names=["animal"], keypoint_names=["nose", "tail"],
+                    skeleton=[(0, 1)])  # fmt: skip
+    model_directory(root, "cls", [("output0", CLASS_LOGITS)], decoder="classification",
+                    resize="stretch")  # fmt: skip
+    model_directory(root, "tags", [("output0", CLASS_LOGITS)], decoder="classification",
+                    task="multi-label-classification", resize="stretch")  # fmt: skip
+    registry = ModelRegistry(Settings(models_dir=root, inference_backend="onnxruntime"))
+    yield registry
+    registry.close()
+
+
+def by_class(detections):
+    order = np.argsort(detections.data["class_name"])
+    return detections[order]
+
+
+def test_segmentation_masks_are_cut_to_their_boxes_on_the_frame(registry):
+    model = registry.get("seg")
+    assert model.task == "instance-segmentation"
+    found = by_class(model.detect(np.zeros((64, 64, 3), np.uint8), DecodeOptions()))
+    assert list(found.data["class_name"]) == ["cat", "dog"]
+    cat, dog = found.mask
+    assert cat.shape == (64, 64)
+    # The dog's mask fills its box (to a grid cell of 4 px), nothing outside it.
+    ys, xs = np.nonzero(dog)
+    assert xs.min() >= DOG[0] - 4 and xs.max() <= DOG[2] + 4
+    assert ys.min() >= DOG[1] - 4 and ys.max() <= DOG[3] + 4
+    assert dog.sum() > 0.6 * (DOG[2] - DOG[0]) * (DOG[3] - DOG[1])
+    # The cat's covers the 8x8 pixels around its centre only.
+    ys, xs = np.nonzero(cat)
+    assert 30 <= cat.sum() <= 100 and abs(xs.mean() - 40) < 2 and abs(ys.mean() - 40) < 2
+    (_, dog_json) = sorted(serialize_detections(found)["predictions"],
+                                  key=lambda p: p["class"])  # fmt: skip
+    assert len(dog_json["points"]) >= 4 and set(dog_json["points"][0]) == {"x", "y"}
+    assert all(DOG[0] - 4 <= p["x"] <= DOG[2] + 4 for p in dog_json["points"])
+
+
+def test_segmentation_masks_follow_the_letterbox_onto_a_wider_frame(registry):
+    # 128x64: scaled by 0.5 into the 64x64 input, padded 16 px above and below.
+    found = by_class(registry.get("seg").detect(np.zeros((64, 128, 3), np.uint8), DecodeOptions()))
+    dog = found.mask[1]
+    assert dog.shape == (64, 128)
+    ys, xs = np.nonzero(dog)
+    box = found.xyxy[1]  # the dog's box on the frame
+    assert xs.min() >= box[0] - 8 and xs.max() <= box[2] + 8
+    assert ys.min() >= box[1] - 8 and ys.max() <= box[3] + 8
+
+
+def test_keypoints_come_with_their_names_on_the_frame(registry):
+    model = registry.get("pose")
+    assert model.task == "keypoint-detection"
+    found = model.detect(np.zeros((64, 128, 3), np.uint8), DecodeOptions())
+    assert len(found) == 2
+    dog = int(np.argmax(found.confidence))
+    # Network (19, 20) -> frame: x / 0.5, (y - 16) / 0.5.
+    np.testing.assert_allclose(found.data["keypoints_xy"][dog], [[38, 8], [46, 26]], atol=1e-3)
+    (first, _) = sorted(serialize_detections(found)["predictions"], key=lambda p: -p["confidence"])
+    nose = {"class_id": 0, "class": "nose", "confidence": pytest.approx(0.9), "x": 38.0, "y": 8.0}
+    assert first["keypoints"][0] == nose
+    assert [k["class"] for k in first["keypoints"]] == ["nose", "tail"]
+
+
+def test_classifiers_give_each_class_a_probability(registry):
+    model = registry.get("cls")
+    probabilities = model.classify(np.zeros((10, 30, 3), np.uint8))
+    expected = np.exp(CLASS_LOGITS) / np.exp(CLASS_LOGITS).sum()
+    np.testing.assert_allclose(probabilities, expected, rtol=1e-5)
+    tags = registry.get("tags").classify(np.zeros((10, 30, 3), np.uint8))
+    np.testing.assert_allclose(tags, 1 / (1 + np.exp(-CLASS_LOGITS)), rtol=1e-5)
+    with pytest.raises(TypeError, match="it classifies"):
+        model.detect(np.zeros((10, 30, 3), np.uint8), DecodeOptions())
+
+
+def test_a_manifest_says_what_its_decoder_implies(tmp_path):
+    from pydantic import ValidationError
+
+    from streaming.inference.manifest import ModelManifest
+
+    base = {"name": "m", "version": "1", "input_width": 64, "input_height": 64,
+            "class_names": ["a"]}  # fmt: skip
+    assert ModelManifest(**base, decoder="yolov11-seg").task == "instance-segmentation"
+    with pytest.raises(ValidationError, match="needs keypoint_names"):
+        ModelManifest(**base, decoder="yolov8-pose")
+    with pytest.raises(ValidationError, match="gives instance-segmentation"):
+        ModelManifest(**base, decoder="yolov8-seg", task="classification")
