@@ -79,7 +79,7 @@ def mask_to_polygon(mask: np.ndarray) -> np.ndarray | None:
     contours, _ = cv2.findContours(mask.astype(np.uint8), cv2.RETR_TREE, cv2.CHAIN_APPROX_SIMPLE)
     if not contours:
         return None
-    contour = max(contours, key=cv2.contourArea).reshape(-1, 2)
+    contour: np.ndarray = max(contours, key=cv2.contourArea).reshape(-1, 2)
     if len(contour) < 3:  # a point or a line: repeat its last point, as the reference does
         contour = np.concatenate([contour, np.repeat(contour[-1:], 3 - len(contour), axis=0)])
     return contour
