@@ -78,6 +78,8 @@ class DetectionModel:
             detections.data["keypoints_xy"] = box.points_to_image(xy)
             detections.data["keypoints_class_name"] = np.tile(self._keypoint_names, (count, 1))
             detections.data["keypoints_class_id"] = np.tile(np.arange(points), (count, 1))
+            # For drawing: the visualisation block finds the skeleton with the detections.
+            detections.metadata["skeleton"] = [tuple(edge) for edge in m.skeleton]
         detections.data["class_name"] = (
             self._class_names[detections.class_id.astype(int)]
             if len(detections) and detections.class_id is not None

@@ -103,6 +103,7 @@ def _keypoints(detections: sv.Detections) -> Any:
                 "y": float(xy[i][k][1]),
             }
             for k in range(len(names[i]))
+            if str(names[i][k])  # a keypoint below the step's keypoint_confidence has none
         ]
 
     return of

@@ -113,3 +113,98 @@ def test_a_manifest_says_what_its_decoder_implies(tmp_path):
         ModelManifest(**base, decoder="yolov8-pose")
     with pytest.raises(ValidationError, match="gives instance-segmentation"):
         ModelManifest(**base, decoder="yolov8-seg", task="classification")
+
+
+def _run(registry, steps: list[dict], outputs: dict[str, str], image: np.ndarray) -> dict:
+    from streaming.workflows import compile_workflow, parse_spec
+    from streaming.workflows.blocks.base import BuildContext, FrameState
+
+    spec = {
+        "version": "1.0",
+        "inputs": [{"type": "InferenceImage", "name": "image"}],
+        "steps": steps,
+        "outputs": [{"type": "JsonField", "name": k, "selector": v} for k, v in outputs.items()],
+    }
+    compiled = compile_workflow(parse_spec(spec), BuildContext(registry))
+    video = {"frame_timestamp": "2026-11-23T10:00:00+00:00", "fps": 30}
+    try:
+        return compiled.run(image, video, FrameState())
+    finally:
+        compiled.close()
+
+
+def test_segmentation_through_the_reference_blocks_tracked_and_drawn(registry):
+    from streaming.workflows.serialization import serialize_value
+
+    image = np.full((64, 64, 3), 100, np.uint8)
+    out = _run(registry, [
+        {"type": "roboflow_core/roboflow_instance_segmentation_model@v2", "name": "seg",
+         "images": "$inputs.image", "model_id": "seg", "confidence": 0.5},
+        {"type": "roboflow_core/byte_tracker@v3", "name": "tracker",
+         "detections": "$steps.seg.predictions", "minimum_consecutive_frames": 1},
+        {"type": "roboflow_core/mask_visualization@v1", "name": "masks",
+         "image": "$inputs.image", "predictions": "$steps.seg.predictions", "opacity": 1.0},
+        {"type": "roboflow_core/polygon_visualization@v1", "name": "outlines",
+         "image": "$steps.masks.image", "predictions": "$steps.seg.predictions"},
+    ], {"predictions": "$steps.seg.predictions", "drawn": "$steps.outlines.image",
+        "tracked": "$steps.tracker.tracked_detections"}, image)  # fmt: skip
+    body = serialize_value(out["predictions"], 80, None)
+    assert sorted(p["class"] for p in body["predictions"]) == ["cat", "dog"]
+    assert all(len(p["points"]) >= 3 for p in body["predictions"])
+    drawn = out["drawn"].numpy
+    assert (drawn[22:28, 18:22] != 100).any()  # inside the dog's mask: painted
+    assert (drawn[55:, 55:] == 100).all()  # far from both: untouched
+
+
+def test_keypoints_and_classes_through_the_reference_blocks(registry):
+    image = np.full((64, 64, 3), 100, np.uint8)
+    out = _run(registry, [
+        {"type": "roboflow_core/roboflow_keypoint_detection_model@v2", "name": "pose",
+         "images": "$inputs.image", "model_id": "pose", "keypoint_confidence": 0.75},
+        {"type": "roboflow_core/keypoint_visualization@v1", "name": "skeleton",
+         "image": "$inputs.image", "predictions": "$steps.pose.predictions",
+         "color": "#FF0000", "thickness": 1},
+        {"type": "roboflow_core/roboflow_classification_model@v2", "name": "cls",
+         "images": "$inputs.image", "model_id": "cls"},
+        {"type": "roboflow_core/roboflow_multi_label_classification_model@v2", "name": "tags",
+         "images": "$inputs.image", "model_id": "tags", "confidence": 0.7},
+        {"type": "roboflow_core/classification_label_visualization@v1", "name": "label",
+         "image": "$inputs.image", "predictions": "$steps.cls.predictions"},
+    ], {"pose": "$steps.pose.predictions", "skeleton": "$steps.skeleton.image",
+        "cls": "$steps.cls.predictions", "tags": "$steps.tags.predictions",
+        "label": "$steps.label.image"}, image)  # fmt: skip
+    from streaming.workflows.serialization import serialize_value
+
+    pose = serialize_value(out["pose"], 80, None)["predictions"]
+    dog = max(pose, key=lambda p: p["confidence"])
+    # The tail (0.8) stays; the cat's keypoints (0.7, 0.6) are below 0.75.
+    assert [k["class"] for k in dog["keypoints"]] == ["nose", "tail"]
+    assert all(p["keypoints"] == [] for p in pose if p is not dog)
+    # The dog's skeleton: one red edge from its nose (19, 20) to its tail (23, 29).
+    red = out["skeleton"].numpy[:, :, 2].astype(int) - out["skeleton"].numpy[:, :, 1]
+    assert red[24, 21] > 100 and red[50, 50] == 0
+    assert out["cls"]["top"] == "dog" and out["cls"]["prediction_type"] == "classification"
+    assert [p["class"] for p in out["cls"]["predictions"]] == ["dog", "cat", "bird"]
+    assert out["tags"]["predicted_classes"] == ["cat", "dog"]  # sigmoid 0.73, 0.95; bird 0.5
+    assert set(out["tags"]["predictions"]) == {"cat", "dog", "bird"}
+    assert (out["label"].numpy != 100).any()
+
+
+@pytest.mark.parametrize(
+    ("step", "needle"),
+    [
+        ({"type": "roboflow_core/roboflow_instance_segmentation_model@v2", "model_id": "pose"},
+         "step 'm': model 'pose' does keypoint-detection, not instance-segmentation"),
+        ({"type": "roboflow_core/roboflow_classification_model@v2", "model_id": "seg"},
+         "step 'm': model 'seg' does instance-segmentation, not classification"),
+        ({"type": "roboflow_core/roboflow_object_detection_model@v2", "model_id": "cls"},
+         "step 'm': model 'cls' does classification, not object-detection"),
+    ],
+)  # fmt: skip
+def test_a_model_of_another_task_is_a_400_naming_the_step(registry, step, needle):
+    from streaming.errors import WorkflowCompilationError
+
+    with pytest.raises(WorkflowCompilationError) as caught:
+        _run(registry, [{"name": "m", "images": "$inputs.image", **step}],
+             {"p": "$steps.m.predictions"}, np.zeros((8, 8, 3), np.uint8))  # fmt: skip
+    assert needle in str(caught.value)

@@ -5,9 +5,21 @@ from __future__ import annotations
 from .aggregation import DataAggregatorBlock
 from .analytics import LineCounterBlock, LineCounterV1Block, TimeInZoneBlock
 from .base import Block
-from .detection import ObjectDetectionModelBlock
+from .detection import (
+    ClassificationModelBlock,
+    InstanceSegmentationModelBlock,
+    KeypointDetectionModelBlock,
+    MultiLabelClassificationModelBlock,
+    ObjectDetectionModelBlock,
+)
 from .filtering import DetectionsFilterBlock, PropertyDefinitionBlock
 from .flow import ContinueIfBlock, DeltaFilterBlock, RateLimiterBlock
+from .model_visualization import (
+    ClassificationLabelVisualizationBlock,
+    KeypointVisualizationBlock,
+    MaskVisualizationBlock,
+    PolygonVisualizationBlock,
+)
 from .motion import PathDeviationBlock, StabilizeDetectionsBlock, VelocityBlock
 from .sinks import EventSinkBlock, MqttSinkBlock, WebhookSinkBlock
 from .tracking import ByteTrackerBlock
@@ -32,6 +44,10 @@ BLOCKS: dict[str, type[Block]] = {
     type_id: cls
     for cls in (
         ObjectDetectionModelBlock,
+        InstanceSegmentationModelBlock,
+        KeypointDetectionModelBlock,
+        ClassificationModelBlock,
+        MultiLabelClassificationModelBlock,
         BoundingBoxVisualizationBlock,
         LabelVisualizationBlock,
         ImageBlurBlock,
@@ -46,6 +62,10 @@ BLOCKS: dict[str, type[Block]] = {
         PixelateVisualizationBlock,
         DotVisualizationBlock,
         HeatmapVisualizationBlock,
+        MaskVisualizationBlock,
+        PolygonVisualizationBlock,
+        KeypointVisualizationBlock,
+        ClassificationLabelVisualizationBlock,
         DetectionsFilterBlock,
         PropertyDefinitionBlock,
         ContinueIfBlock,

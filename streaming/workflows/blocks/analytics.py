@@ -18,6 +18,7 @@ import supervision as sv
 
 from ...errors import WorkflowCompilationError
 from .base import (
+    DETECTION_KINDS,
     DETECTIONS,
     IMAGE,
     VIDEO_METADATA,
@@ -109,7 +110,7 @@ class LineCounterBlock(Block):
 
     type_ids = ("roboflow_core/line_counter@v2",)
     fields = {
-        "detections": FieldSpec((DETECTIONS,), per_frame=True),
+        "detections": FieldSpec(DETECTION_KINDS, per_frame=True),
         "image": FieldSpec((IMAGE,), default=None, per_frame=True),  # v2
         "metadata": FieldSpec((VIDEO_METADATA,), default=None, per_frame=True),  # v1
         "line_segment": FieldSpec(),
@@ -169,7 +170,7 @@ class TimeInZoneBlock(Block):
         "roboflow_core/time_in_zone@v3",
     )
     fields = {
-        "detections": FieldSpec((DETECTIONS,), per_frame=True),
+        "detections": FieldSpec(DETECTION_KINDS, per_frame=True),
         "image": FieldSpec((IMAGE,), default=None, per_frame=True),
         "metadata": FieldSpec((VIDEO_METADATA,), default=None, per_frame=True),  # v1
         "zone": FieldSpec(),

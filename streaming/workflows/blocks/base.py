@@ -15,10 +15,14 @@ from ...inference.model import DetectionModel, StageTimer
 
 __all__ = [
     "ANY",
+    "CLASSIFICATION",
     "CONTINUE",
     "DETECTIONS",
+    "DETECTION_KINDS",
     "IMAGE",
+    "KEYPOINTS",
     "REQUIRED",
+    "SEGMENTATION",
     "VIDEO_METADATA",
     "Block",
     "BuildContext",
@@ -30,6 +34,12 @@ __all__ = [
 
 IMAGE = "image"
 DETECTIONS = "object_detection_prediction"
+SEGMENTATION = "instance_segmentation_prediction"
+KEYPOINTS = "keypoint_detection_prediction"
+CLASSIFICATION = "classification_prediction"
+DETECTION_KINDS = (DETECTIONS, SEGMENTATION, KEYPOINTS)
+"""Every kind of detections (boxes, with masks or keypoints): what tracking, zones, filters
+and drawing take."""
 VIDEO_METADATA = "video_metadata"
 ANY = "*"
 REQUIRED = object()

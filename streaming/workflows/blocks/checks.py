@@ -8,7 +8,7 @@ import supervision as sv
 
 from ...errors import WorkflowCompilationError
 
-__all__ = ["anchor", "integer", "number", "points", "polygons"]
+__all__ = ["anchor", "color", "integer", "number", "points", "polygons"]
 
 
 def number(step: str, name: str, value: Any, low: float, high: float) -> float:
@@ -67,3 +67,18 @@ def polygons(step: str, name: str, value: Any) -> list[list[list[float]]]:
         and isinstance(value[0][0], list | tuple)
     )
     return [points(step, name, p, least=3) for p in (value if several else [value])]
+
+
+def color(step: str, name: str, value: Any) -> sv.Color:
+    """A hex colour (``#5bb573``) or one of supervision's names (``WHITE``, ``black``)."""
+    if isinstance(value, str) and not value.startswith("#"):
+        named = getattr(sv.Color, value.upper(), None)
+        if isinstance(named, sv.Color):
+            return named
+    try:
+        return sv.Color.from_hex(value)
+    except (ValueError, TypeError, AttributeError):
+        raise WorkflowCompilationError(
+            f"step '{step}': {name} must be a hex color like '#5bb573' or a name like "
+            f"'WHITE', got {value!r}"
+        ) from None

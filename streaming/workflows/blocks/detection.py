@@ -1,25 +1,69 @@
-"""``roboflow_core/roboflow_object_detection_model`` on a model from the local registry."""
+"""The reference's model blocks on models from the local registry: object detection,
+instance segmentation, keypoint detection, and single- and multi-label classification."""
 
 from __future__ import annotations
 
 import uuid
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
 from ...errors import WorkflowCompilationError
 from ...inference.decoders import DecodeOptions
 from ...inference.registry import UnknownModel
-from .base import DETECTIONS, IMAGE, Block, BuildContext, FieldSpec, FrameState
+from .base import (
+    CLASSIFICATION,
+    DETECTIONS,
+    IMAGE,
+    KEYPOINTS,
+    SEGMENTATION,
+    Block,
+    BuildContext,
+    FieldSpec,
+    FrameState,
+)
 from .checks import number
 
-__all__ = ["ObjectDetectionModelBlock"]
+__all__ = [
+    "ClassificationModelBlock",
+    "InstanceSegmentationModelBlock",
+    "KeypointDetectionModelBlock",
+    "MultiLabelClassificationModelBlock",
+    "ObjectDetectionModelBlock",
+]
+
+_DETECTING = ("object-detection", "instance-segmentation", "keypoint-detection")
+
+
+def _model(name: str, config: dict[str, Any], context: BuildContext, tasks: tuple[str, ...]):
+    """The step's model from the registry, of one of ``tasks``; a 400 naming it otherwise."""
+    model_id = config["model_id"]
+    if not isinstance(model_id, str) or not model_id:
+        raise WorkflowCompilationError(f"step '{name}': model_id must be a non-empty string")
+    try:
+        model = context.models.get(model_id)
+    except UnknownModel:
+        known = ", ".join(context.models.available()) or "none"
+        raise WorkflowCompilationError(
+            f"step '{name}': unknown model_id '{model_id}' (available: {known})"
+        ) from None
+    task = getattr(model, "task", "object-detection")
+    if task not in tasks:
+        raise WorkflowCompilationError(
+            f"step '{name}': model '{model_id}' does {task}, not {' or '.join(tasks)}"
+        )
+    return model
+
+
+def _image_required(name: str, bound: set[str]) -> None:
+    if not bound & {"images", "image"}:
+        raise WorkflowCompilationError(f"step '{name}': field 'images' is required")
 
 
 class ObjectDetectionModelBlock(Block):
     """The reference's object detection model block: one of our models on the frame."""
 
-    type_ids = (
+    type_ids: ClassVar[tuple[str, ...]] = (
         "roboflow_core/roboflow_object_detection_model@v1",
         "roboflow_core/roboflow_object_detection_model@v2",
         "roboflow_core/roboflow_object_detection_model@v3",
@@ -40,24 +84,17 @@ class ObjectDetectionModelBlock(Block):
     }
     outputs = {"predictions": DETECTIONS, "inference_id": "string", "model_id": "string"}
 
+    tasks: tuple[str, ...] = _DETECTING
+    """The model tasks this block runs (a segmentation model's boxes are boxes too)."""
+
     @classmethod
     def check_bindings(cls, name: str, bound: set[str]) -> None:
-        if not bound & {"images", "image"}:
-            raise WorkflowCompilationError(f"step '{name}': field 'images' is required")
+        _image_required(name, bound)
 
     def __init__(self, name: str, config: dict[str, Any], context: BuildContext) -> None:
         super().__init__(name, config, context)
-        model_id = config["model_id"]
-        if not isinstance(model_id, str) or not model_id:
-            raise WorkflowCompilationError(f"step '{name}': model_id must be a non-empty string")
-        try:
-            self.model = context.models.get(model_id)
-        except UnknownModel:
-            known = ", ".join(context.models.available()) or "none"
-            raise WorkflowCompilationError(
-                f"step '{name}': unknown model_id '{model_id}' (available: {known})"
-            ) from None
-        self.model_id = model_id
+        self.model = _model(name, config, context, self.tasks)
+        model_id = self.model_id = config["model_id"]
         class_filter = config["class_filter"]
         class_ids: frozenset[int] | None = None
         if class_filter is not None:
@@ -102,3 +139,136 @@ class ObjectDetectionModelBlock(Block):
             "inference_id": str(uuid.uuid4()),
             "model_id": self.model_id,
         }
+
+
+class InstanceSegmentationModelBlock(ObjectDetectionModelBlock):
+    """Boxes with masks (``points`` polygons in the results) from a ``*-seg`` model."""
+
+    type_ids = (
+        "roboflow_core/roboflow_instance_segmentation_model@v1",
+        "roboflow_core/roboflow_instance_segmentation_model@v2",
+        "RoboflowInstanceSegmentationModel",
+        "InstanceSegmentationModel",
+    )
+    tasks = ("instance-segmentation",)
+    fields = {
+        **ObjectDetectionModelBlock.fields,
+        # Accepted as the reference spells them; masks are always decoded fully here.
+        "mask_decode_mode": FieldSpec(default="accurate"),
+        "tradeoff_factor": FieldSpec(default=0.0),
+    }
+    outputs = {"predictions": SEGMENTATION, "inference_id": "string", "model_id": "string"}
+
+
+class KeypointDetectionModelBlock(ObjectDetectionModelBlock):
+    """Boxes with named keypoints from a ``*-pose`` model; keypoints below
+    ``keypoint_confidence`` are left out of the results (and not drawn)."""
+
+    type_ids = (
+        "roboflow_core/roboflow_keypoint_detection_model@v1",
+        "roboflow_core/roboflow_keypoint_detection_model@v2",
+        "RoboflowKeypointDetectionModel",
+        "KeypointsDetectionModel",
+    )
+    tasks = ("keypoint-detection",)
+    fields = {**ObjectDetectionModelBlock.fields, "keypoint_confidence": FieldSpec(default=0.0)}
+    outputs = {"predictions": KEYPOINTS, "inference_id": "string", "model_id": "string"}
+
+    def __init__(self, name: str, config: dict[str, Any], context: BuildContext) -> None:
+        super().__init__(name, config, context)
+        self.keypoint_confidence = number(name, "keypoint_confidence",
+                                          config["keypoint_confidence"], 0.0, 1.0)  # fmt: skip
+
+    def run(self, inputs: dict[str, Any], frame: FrameState) -> dict[str, Any]:
+        result = super().run(inputs, frame)
+        detections = result["predictions"]
+        if self.keypoint_confidence > 0 and "keypoints_confidence" in detections.data:
+            weak = np.asarray(detections.data["keypoints_confidence"]) < self.keypoint_confidence
+            names = np.asarray(detections.data["keypoints_class_name"]).astype(object)
+            names[weak] = ""  # no name: left out when serialised, (0, 0): not drawn
+            detections.data["keypoints_class_name"] = names
+            xy = np.asarray(detections.data["keypoints_xy"]).copy()
+            xy[weak] = 0
+            detections.data["keypoints_xy"] = xy
+        return result
+
+
+class ClassificationModelBlock(Block):
+    """A classifier on the frame: ``predictions`` as the reference's classification response
+    (every class with its confidence, best first; ``top`` and its ``confidence``)."""
+
+    type_ids = (
+        "roboflow_core/roboflow_classification_model@v1",
+        "roboflow_core/roboflow_classification_model@v2",
+        "RoboflowClassificationModel",
+        "ClassificationModel",
+    )
+    tasks: tuple[str, ...] = ("classification",)
+    fields = {
+        "images": FieldSpec((IMAGE,), default=None, per_frame=True),
+        "image": FieldSpec((IMAGE,), default=None, per_frame=True),  # v1 name
+        "model_id": FieldSpec(),
+        "confidence": FieldSpec(default=0.4),
+    }
+    outputs = {"predictions": CLASSIFICATION, "inference_id": "string", "model_id": "string"}
+
+    @classmethod
+    def check_bindings(cls, name: str, bound: set[str]) -> None:
+        _image_required(name, bound)
+
+    def __init__(self, name: str, config: dict[str, Any], context: BuildContext) -> None:
+        super().__init__(name, config, context)
+        self.model = _model(name, config, context, self.tasks)
+        self.model_id = config["model_id"]
+        self.confidence = number(name, "confidence", config["confidence"], 0.0, 1.0)
+        self.class_names = list(self.model.manifest.class_names)
+
+    def run(self, inputs: dict[str, Any], frame: FrameState) -> dict[str, Any]:
+        image = inputs["images"] if inputs.get("images") is not None else inputs["image"]
+        probabilities = self.model.classify(image.numpy, frame.timer)
+        height, width = image.numpy.shape[:2]
+        inference_id = str(uuid.uuid4())
+        prediction = {
+            "inference_id": inference_id,
+            "image": {"width": width, "height": height},
+            **self.describe(probabilities),
+            "prediction_type": "classification",
+            "parent_id": image.parent_id,
+            "root_parent_id": image.parent_id,
+        }
+        return {"predictions": prediction, "inference_id": inference_id, "model_id": self.model_id}
+
+    def describe(self, probabilities: np.ndarray) -> dict[str, Any]:
+        order = np.argsort(-probabilities)
+        ranked = [
+            {
+                "class": self.class_names[i],
+                "class_id": int(i),
+                "confidence": round(float(probabilities[i]), 4),
+            }
+            for i in order
+        ]
+        return {"predictions": ranked, "top": ranked[0]["class"],
+                "confidence": ranked[0]["confidence"]}  # fmt: skip
+
+
+class MultiLabelClassificationModelBlock(ClassificationModelBlock):
+    """Each class on its own: ``predictions`` maps every class to its confidence, and
+    ``predicted_classes`` lists those at ``confidence`` or above."""
+
+    type_ids = (
+        "roboflow_core/roboflow_multi_label_classification_model@v1",
+        "roboflow_core/roboflow_multi_label_classification_model@v2",
+        "RoboflowMultiLabelClassificationModel",
+        "MultiLabelClassificationModel",
+    )
+    tasks = ("multi-label-classification",)
+
+    def describe(self, probabilities: np.ndarray) -> dict[str, Any]:
+        every = {
+            name: {"confidence": round(float(p), 4), "class_id": i}
+            for i, (name, p) in enumerate(zip(self.class_names, probabilities, strict=True))
+        }
+        chosen = [n for n, p in zip(self.class_names, probabilities, strict=True)
+                  if p >= self.confidence]  # fmt: skip
+        return {"predictions": every, "predicted_classes": chosen}

@@ -20,7 +20,7 @@ import numpy as np
 import supervision as sv
 
 from ...errors import WorkflowCompilationError
-from .base import DETECTIONS, Block, BuildContext, FieldSpec, FrameState, select
+from .base import DETECTION_KINDS, DETECTIONS, Block, BuildContext, FieldSpec, FrameState, select
 
 __all__ = [
     "COMPARATORS",
@@ -215,7 +215,7 @@ class DetectionsFilterBlock(Block):
 
     type_ids = ("roboflow_core/detections_filter@v1", "DetectionsFilter")
     fields = {
-        "predictions": FieldSpec((DETECTIONS,), per_frame=True),
+        "predictions": FieldSpec(DETECTION_KINDS, per_frame=True),
         "operations": FieldSpec(),
         "operations_parameters": FieldSpec(default=None),
     }

@@ -18,6 +18,7 @@ import supervision as sv
 
 from .analytics import TrackMemory, frame_seconds, tracked
 from .base import (
+    DETECTION_KINDS,
     DETECTIONS,
     IMAGE,
     VIDEO_METADATA,
@@ -34,7 +35,7 @@ __all__ = ["PathDeviationBlock", "StabilizeDetectionsBlock", "VelocityBlock"]
 _TRACKED_FIELDS = {
     "image": FieldSpec((IMAGE,), default=None, per_frame=True),
     "metadata": FieldSpec((VIDEO_METADATA,), default=None, per_frame=True),
-    "detections": FieldSpec((DETECTIONS,), per_frame=True),
+    "detections": FieldSpec(DETECTION_KINDS, per_frame=True),
 }
 
 

@@ -23,6 +23,7 @@ from trackers import ByteTrackTracker, OCSORTTracker, SORTTracker
 
 from ...errors import WorkflowCompilationError
 from .base import (
+    DETECTION_KINDS,
     DETECTIONS,
     IMAGE,
     VIDEO_METADATA,
@@ -51,7 +52,7 @@ class ByteTrackerBlock(Block):
         "roboflow_core/byte_tracker@v3",
     )
     fields = {
-        "detections": FieldSpec((DETECTIONS,), per_frame=True),
+        "detections": FieldSpec(DETECTION_KINDS, per_frame=True),
         "image": FieldSpec((IMAGE,), default=None, per_frame=True),  # v2, v3
         "metadata": FieldSpec((VIDEO_METADATA,), default=None, per_frame=True),  # v1
         "track_activation_threshold": FieldSpec(default=0.25),

@@ -11,7 +11,7 @@ import supervision as sv
 from ...errors import WorkflowCompilationError
 from .analytics import TrackMemory, frame_seconds
 from .base import (
-    DETECTIONS,
+    DETECTION_KINDS,
     IMAGE,
     VIDEO_METADATA,
     Block,
@@ -24,6 +24,7 @@ from .base import (
 from .checks import anchor, number
 
 __all__ = [
+    "AnnotatorBlock",
     "BlurVisualizationBlock",
     "BoundingBoxVisualizationBlock",
     "DotVisualizationBlock",
@@ -33,10 +34,12 @@ __all__ = [
 ]
 
 
-class _AnnotatorBlock(Block):
+class AnnotatorBlock(Block):
+    """Image and detections in, the image with supervision's drawing on a copy out."""
+
     fields = {
         "image": FieldSpec((IMAGE,), per_frame=True),
-        "predictions": FieldSpec((DETECTIONS,), per_frame=True),
+        "predictions": FieldSpec(DETECTION_KINDS, per_frame=True),
         "copy_image": FieldSpec(default=True),
     }
     outputs = {"image": IMAGE}
@@ -65,11 +68,11 @@ def _int_field(step: str, config: dict[str, Any], key: str, low: int) -> int:
     return value
 
 
-class BoundingBoxVisualizationBlock(_AnnotatorBlock):
+class BoundingBoxVisualizationBlock(AnnotatorBlock):
     """Draws the predictions' boxes on the image (supervision's BoxAnnotator)."""
 
     type_ids = ("roboflow_core/bounding_box_visualization@v1", "BoundingBoxVisualization")
-    fields = {**_AnnotatorBlock.fields, "thickness": FieldSpec(default=2)}
+    fields = {**AnnotatorBlock.fields, "thickness": FieldSpec(default=2)}
 
     def __init__(self, name: str, config: dict[str, Any], context: BuildContext) -> None:
         super().__init__(name, config, context)
@@ -92,12 +95,12 @@ _TEXT = {
 }
 
 
-class LabelVisualizationBlock(_AnnotatorBlock):
+class LabelVisualizationBlock(AnnotatorBlock):
     """Draws the predictions' labels on the image (supervision's LabelAnnotator)."""
 
     type_ids = ("roboflow_core/label_visualization@v1", "LabelVisualization")
     fields = {
-        **_AnnotatorBlock.fields,
+        **AnnotatorBlock.fields,
         "text": FieldSpec(default="Class"),
         "text_position": FieldSpec(default="TOP_LEFT"),
         "text_scale": FieldSpec(default=1.0),
@@ -146,12 +149,12 @@ def _padded(detections: sv.Detections, padding: int, shape: tuple[int, ...]) -> 
     return grown
 
 
-class BlurVisualizationBlock(_AnnotatorBlock):
+class BlurVisualizationBlock(AnnotatorBlock):
     """Blurs inside each prediction's box, grown by ``padding`` (privacy: blur people)."""
 
     type_ids = ("roboflow_core/blur_visualization@v1", "BlurVisualization")
     fields = {
-        **_AnnotatorBlock.fields,
+        **AnnotatorBlock.fields,
         "kernel_size": FieldSpec(default=15),
         "padding": FieldSpec(default=0),
     }
@@ -165,11 +168,11 @@ class BlurVisualizationBlock(_AnnotatorBlock):
         return self.annotator.annotate(scene, _padded(detections, self.padding, scene.shape))
 
 
-class PixelateVisualizationBlock(_AnnotatorBlock):
+class PixelateVisualizationBlock(AnnotatorBlock):
     """Pixelates inside each prediction's box."""
 
     type_ids = ("roboflow_core/pixelate_visualization@v1", "PixelateVisualization")
-    fields = {**_AnnotatorBlock.fields, "pixel_size": FieldSpec(default=20)}
+    fields = {**AnnotatorBlock.fields, "pixel_size": FieldSpec(default=20)}
 
     def __init__(self, name: str, config: dict[str, Any], context: BuildContext) -> None:
         super().__init__(name, config, context)
@@ -179,12 +182,12 @@ class PixelateVisualizationBlock(_AnnotatorBlock):
         return self.annotator.annotate(scene, detections)
 
 
-class DotVisualizationBlock(_AnnotatorBlock):
+class DotVisualizationBlock(AnnotatorBlock):
     """A dot at each prediction's anchor point."""
 
     type_ids = ("roboflow_core/dot_visualization@v1", "DotVisualization")
     fields = {
-        **_AnnotatorBlock.fields,
+        **AnnotatorBlock.fields,
         "position": FieldSpec(default="CENTER"),
         "radius": FieldSpec(default=4),
         "outline_thickness": FieldSpec(default=0),
@@ -202,7 +205,7 @@ class DotVisualizationBlock(_AnnotatorBlock):
         return self.annotator.annotate(scene, detections)
 
 
-class HeatmapVisualizationBlock(_AnnotatorBlock):
+class HeatmapVisualizationBlock(AnnotatorBlock):
     """Where objects have been, accumulated over the stream (supervision's
     ``HeatMapAnnotator``). With ``ignore_stationary``, a tracked object adds heat only once it
     has moved ``motion_threshold`` pixels from where it last did, so a parked car or a
@@ -210,7 +213,7 @@ class HeatmapVisualizationBlock(_AnnotatorBlock):
 
     type_ids = ("roboflow_core/heatmap_visualization@v1", "HeatmapVisualization")
     fields = {
-        **_AnnotatorBlock.fields,
+        **AnnotatorBlock.fields,
         "metadata": FieldSpec((VIDEO_METADATA,), default=None, per_frame=True),
         "position": FieldSpec(default="BOTTOM_CENTER"),
         "opacity": FieldSpec(default=0.2),

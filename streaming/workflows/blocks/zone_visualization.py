@@ -11,9 +11,16 @@ import cv2
 import numpy as np
 import supervision as sv
 
-from ...errors import WorkflowCompilationError
-from .base import DETECTIONS, IMAGE, Block, BuildContext, FieldSpec, FrameState, WorkflowImage
-from .checks import anchor, integer, number, points, polygons
+from .base import (
+    DETECTION_KINDS,
+    IMAGE,
+    Block,
+    BuildContext,
+    FieldSpec,
+    FrameState,
+    WorkflowImage,
+)
+from .checks import anchor, color, integer, number, points, polygons
 
 __all__ = [
     "LineCounterVisualizationBlock",
@@ -22,15 +29,6 @@ __all__ = [
 ]
 
 _ZONE_GREEN = "#5bb573"  # the reference's default for both zone blocks
-
-
-def _color(step: str, value: Any) -> sv.Color:
-    try:
-        return sv.Color.from_hex(value)
-    except (ValueError, TypeError, AttributeError):
-        raise WorkflowCompilationError(
-            f"step '{step}': color must be a hex color like '#5bb573', got {value!r}"
-        ) from None
 
 
 class _DrawingBlock(Block):
@@ -79,7 +77,7 @@ class LineCounterVisualizationBlock(_DrawingBlock):
         start, end = points(name, "zone", config["zone"], count=2)
         self._line = (int(start[0]), int(start[1]), int(end[0]), int(end[1]))
         self._start = sv.Point(self._line[0], self._line[1])
-        self._color = _color(name, config["color"])
+        self._color = color(name, "color", config["color"])
         self._thickness = integer(name, "thickness", config["thickness"], 1)
         self._text_thickness = integer(name, "text_thickness", config["text_thickness"], 1)
         self._text_scale = number(name, "text_scale", config["text_scale"], 0.01, 100.0)
@@ -127,7 +125,7 @@ class PolygonZoneVisualizationBlock(_DrawingBlock):
         self._polygons = [
             np.array(p, dtype=np.int64) for p in polygons(name, "zone", config["zone"])
         ]
-        self._color = _color(name, config["color"])
+        self._color = color(name, "color", config["color"])
         self._opacity = number(name, "opacity", config["opacity"], 0.0, 1.0)
 
     def draw(self, scene: np.ndarray, inputs: dict[str, Any]) -> np.ndarray:
@@ -142,7 +140,7 @@ class TraceVisualizationBlock(_DrawingBlock):
     type_ids = ("roboflow_core/trace_visualization@v1",)
     fields = {
         **_DrawingBlock.fields,
-        "predictions": FieldSpec((DETECTIONS,), per_frame=True),
+        "predictions": FieldSpec(DETECTION_KINDS, per_frame=True),
         "position": FieldSpec(default="CENTER"),
         "trace_length": FieldSpec(default=30),
         "thickness": FieldSpec(default=1),

@@ -1,0 +1,220 @@
+"""Drawing what the other model types give, on supervision's annotators: masks and their
+outlines (``mask_visualization``, ``polygon_visualization``), keypoints and skeletons
+(``keypoint_visualization``) and a classifier's answer (``classification_label_visualization``).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+import supervision as sv
+
+from ...errors import WorkflowCompilationError
+from .base import (
+    CLASSIFICATION,
+    IMAGE,
+    Block,
+    BuildContext,
+    FieldSpec,
+    FrameState,
+    WorkflowImage,
+)
+from .checks import color, integer, number
+from .visualization import AnnotatorBlock
+
+__all__ = [
+    "ClassificationLabelVisualizationBlock",
+    "KeypointVisualizationBlock",
+    "MaskVisualizationBlock",
+    "PolygonVisualizationBlock",
+]
+
+
+class MaskVisualizationBlock(AnnotatorBlock):
+    """Each detection's mask filled in its class's colour (supervision's MaskAnnotator);
+    detections without masks are left as they are."""
+
+    type_ids = ("roboflow_core/mask_visualization@v1", "MaskVisualization")
+    fields = {**AnnotatorBlock.fields, "opacity": FieldSpec(default=0.5)}
+
+    def __init__(self, name: str, config: dict[str, Any], context: BuildContext) -> None:
+        super().__init__(name, config, context)
+        self.annotator = sv.MaskAnnotator(opacity=number(name, "opacity", config["opacity"], 0, 1))
+
+    def draw(self, scene: Any, detections: sv.Detections) -> Any:
+        return scene if detections.mask is None else self.annotator.annotate(scene, detections)
+
+
+class PolygonVisualizationBlock(AnnotatorBlock):
+    """Each mask's outline (supervision's PolygonAnnotator)."""
+
+    type_ids = ("roboflow_core/polygon_visualization@v1", "PolygonVisualization")
+    fields = {**AnnotatorBlock.fields, "thickness": FieldSpec(default=2)}
+
+    def __init__(self, name: str, config: dict[str, Any], context: BuildContext) -> None:
+        super().__init__(name, config, context)
+        thickness = integer(name, "thickness", config["thickness"], 1)
+        self.annotator = sv.PolygonAnnotator(thickness=thickness)
+
+    def draw(self, scene: Any, detections: sv.Detections) -> Any:
+        return scene if detections.mask is None else self.annotator.annotate(scene, detections)
+
+
+class KeypointVisualizationBlock(AnnotatorBlock):
+    """Keypoints as a skeleton (``edge``), dots (``vertex``) or named dots (``vertex_label``).
+    The skeleton is ``edges`` (pairs of keypoint indexes from 0) if given, else the model's
+    (its manifest's ``skeleton``), else supervision's for that many keypoints (COCO's 17)."""
+
+    type_ids = ("roboflow_core/keypoint_visualization@v1", "KeypointVisualization")
+    fields = {
+        **AnnotatorBlock.fields,
+        "annotator_type": FieldSpec(default="edge"),
+        "color": FieldSpec(default="#A351FB"),
+        "text_color": FieldSpec(default="black"),
+        "text_scale": FieldSpec(default=0.5),
+        "text_thickness": FieldSpec(default=1),
+        "text_padding": FieldSpec(default=10),
+        "thickness": FieldSpec(default=2),
+        "radius": FieldSpec(default=10),
+        "edges": FieldSpec(default=None),
+    }
+
+    def __init__(self, name: str, config: dict[str, Any], context: BuildContext) -> None:
+        super().__init__(name, config, context)
+        kind = config["annotator_type"]
+        if kind not in ("edge", "vertex", "vertex_label"):
+            raise WorkflowCompilationError(
+                f"step '{name}': annotator_type must be edge, vertex or vertex_label, got {kind!r}"
+            )
+        self.kind = kind
+        self.color = color(name, "color", config["color"])
+        self.thickness = integer(name, "thickness", config["thickness"], 1)
+        edges = config["edges"]
+        if edges is not None and not (
+            isinstance(edges, list)
+            and all(
+                isinstance(e, list | tuple) and len(e) == 2 and all(isinstance(i, int) for i in e)
+                for e in edges
+            )
+        ):
+            raise WorkflowCompilationError(
+                f"step '{name}': edges must be a list of [from, to] keypoint indexes"
+            )
+        self.edges = [tuple(e) for e in edges] if edges is not None else None
+        self.vertices = sv.VertexAnnotator(
+            color=self.color, radius=integer(name, "radius", config["radius"], 1)
+        )
+        self.labels = sv.VertexLabelAnnotator(
+            color=self.color,
+            text_color=color(name, "text_color", config["text_color"]),
+            text_scale=number(name, "text_scale", config["text_scale"], 0.01, 100),
+            text_thickness=integer(name, "text_thickness", config["text_thickness"], 1),
+            text_padding=integer(name, "text_padding", config["text_padding"], 0),
+        )
+
+    def draw(self, scene: Any, detections: sv.Detections) -> Any:
+        if "keypoints_xy" not in detections.data or len(detections) == 0:
+            return scene
+        xy = np.asarray(detections.data["keypoints_xy"], dtype=np.float32)
+        keypoints = sv.KeyPoints(
+            xy=xy,
+            class_id=np.asarray(detections.class_id, dtype=int)
+            if detections.class_id is not None
+            else None,
+            keypoint_confidence=np.asarray(detections.data["keypoints_confidence"], np.float32),
+        )
+        if self.kind == "vertex":
+            return self.vertices.annotate(scene, keypoints)
+        if self.kind == "vertex_label":
+            names = [str(n) for n in np.asarray(detections.data["keypoints_class_name"])[0]]
+            return self.labels.annotate(scene, keypoints, labels=names)
+        edges = self.edges or detections.metadata.get("skeleton")
+        # supervision counts keypoints from 1; our edges (and manifests) from 0.
+        one_based = [(a + 1, b + 1) for a, b in edges] if edges else None
+        annotator = sv.EdgeAnnotator(color=self.color, thickness=self.thickness, edges=one_based)
+        return annotator.annotate(scene, keypoints)
+
+
+_CLASSIFICATION_TEXT = {
+    "Class": lambda c: c["class"],
+    "Confidence": lambda c: f"{c['confidence']:.2f}",
+    "Class and Confidence": lambda c: f"{c['class']} {c['confidence']:.2f}",
+}
+
+
+class ClassificationLabelVisualizationBlock(Block):
+    """A classifier's answer written on the frame: its top class (multi-label: every class
+    it predicted), at ``text_position``."""
+
+    type_ids = ("roboflow_core/classification_label_visualization@v1",)
+    fields = {
+        "image": FieldSpec((IMAGE,), per_frame=True),
+        "predictions": FieldSpec((CLASSIFICATION,), per_frame=True),
+        "copy_image": FieldSpec(default=True),
+        "text": FieldSpec(default="Class"),
+        "text_position": FieldSpec(default="TOP_LEFT"),
+        "text_color": FieldSpec(default="WHITE"),
+        "text_scale": FieldSpec(default=1.0),
+        "text_thickness": FieldSpec(default=1),
+        "text_padding": FieldSpec(default=10),
+    }
+    outputs = {"image": IMAGE}
+
+    def __init__(self, name: str, config: dict[str, Any], context: BuildContext) -> None:
+        super().__init__(name, config, context)
+        self.copy_image = bool(config["copy_image"])
+        if config["text"] not in _CLASSIFICATION_TEXT:
+            raise WorkflowCompilationError(
+                f"step '{name}': text must be one of {sorted(_CLASSIFICATION_TEXT)}, "
+                f"got {config['text']!r}"
+            )
+        self.text = _CLASSIFICATION_TEXT[config["text"]]
+        try:
+            self.position = sv.Position[str(config["text_position"])]
+        except KeyError:
+            raise WorkflowCompilationError(
+                f"step '{name}': unknown text_position {config['text_position']!r}"
+            ) from None
+        self.text_color = color(name, "text_color", config["text_color"])
+        self.scale = number(name, "text_scale", config["text_scale"], 0.01, 100)
+        self.thickness = integer(name, "text_thickness", config["text_thickness"], 1)
+        self.padding = integer(name, "text_padding", config["text_padding"], 0)
+
+    def run(self, inputs: dict[str, Any], frame: FrameState) -> dict[str, Any]:
+        started = time.perf_counter()
+        image: WorkflowImage = inputs["image"]
+        scene = image.numpy.copy() if self.copy_image else image.numpy
+        lines = self.lines(inputs["predictions"] or {})
+        height, width = scene.shape[:2]
+        step = int(30 * self.scale) + self.padding
+        anchor_x, anchor_y = _anchor(self.position, width, height, step * len(lines))
+        for i, line in enumerate(lines):
+            sv.draw_text(scene, line, sv.Point(anchor_x, anchor_y + i * step + step // 2),
+                         text_color=self.text_color, text_scale=self.scale,
+                         text_thickness=self.thickness, text_padding=self.padding // 2,
+                         background_color=sv.Color.BLACK)  # fmt: skip
+        frame.add_time("annotate", started)
+        return {"image": WorkflowImage(scene, image.parent_id)}
+
+    def lines(self, prediction: dict[str, Any]) -> list[str]:
+        if "predicted_classes" in prediction:  # multi-label
+            every = prediction.get("predictions", {})
+            return [
+                self.text({"class": c, "confidence": every.get(c, {}).get("confidence", 0.0)})
+                for c in prediction["predicted_classes"]
+            ]
+        ranked = prediction.get("predictions") or []
+        return [self.text(ranked[0])] if ranked else []
+
+
+def _anchor(position: sv.Position, width: int, height: int, block: int) -> tuple[int, int]:
+    """Where a block of text lines ``block`` pixels tall starts (its middle column)."""
+    name = position.name
+    x = width // 6 if "LEFT" in name else width * 5 // 6 if "RIGHT" in name else width // 2
+    if "TOP" in name:
+        return x, 0
+    if "BOTTOM" in name:
+        return x, max(0, height - block)
+    return x, max(0, (height - block) // 2)
