@@ -10,7 +10,7 @@ import argparse
 import logging
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, get_args
 
 from . import __version__
 
@@ -136,17 +136,29 @@ def _models_list(_: argparse.Namespace) -> int:
 
 def _models_add(args: argparse.Namespace) -> int:
     from .errors import ModelError
-    from .inference.class_names import read_class_names
+    from .inference.class_names import read_class_names, read_keypoint_names
     from .inference.importer import add_model
 
     size = None
     if args.input_size:
         width, _, height = args.input_size.partition("x")
         size = (int(height), int(width))
-    extra = {key: getattr(args, key) for key in ("box_format", "class_id_offset", "logits")
-             if getattr(args, key) is not None}  # fmt: skip
+    given = ("box_format", "class_id_offset", "logits", "resize")
+    extra = {key: getattr(args, key) for key in given if getattr(args, key) is not None}
     if args.normalized_boxes:
         extra["normalized_boxes"] = True
+    if args.multi_label:
+        extra["task"] = "multi-label-classification"
+    try:
+        if args.keypoints:
+            extra["keypoint_names"] = read_keypoint_names(args.keypoints)
+        if args.skeleton:
+            extra["skeleton"] = [
+                tuple(int(i) for i in edge.split("-", 1)) for edge in args.skeleton.split(",")
+            ]
+    except ValueError as exc:
+        print(f"cannot add {args.file}: {exc}", file=sys.stderr)
+        return 2
     try:
         manifest = add_model(
             _settings().models_dir,
@@ -291,11 +303,13 @@ def main(argv: list[str] | None = None) -> int:
     pull.add_argument("name", nargs="?", default="yolov3-tiny-416", help="the model")
     pull.set_defaults(func=_models_pull)
     model_commands.add_parser("list", help="models ready to serve").set_defaults(func=_models_list)
-    add = model_commands.add_parser("add", help="register an ONNX export (YOLO, SSD, DETR)",
-                                    formatter_class=_HelpFormatter)  # fmt: skip
+    add = model_commands.add_parser(
+        "add", help="register an ONNX export (YOLO detect/seg/pose, SSD, DETR, classifiers)",
+        formatter_class=_HelpFormatter)  # fmt: skip
     add.add_argument("file", help="the .onnx file")
-    add.add_argument("--decoder", required=True,
-                     choices=["yolov3", "yolov5", "yolov8", "yolov11", "ssd", "detr"])  # fmt: skip
+    from .inference.manifest import DecoderName
+
+    add.add_argument("--decoder", required=True, choices=list(get_args(DecoderName)))
     add.add_argument("--names", required=True, help="coco | a file (lines or JSON list) | a,b,c")
     add.add_argument("--name", help="model id workflows use (default: the file's stem)")
     add.add_argument("--version", default="1", help="the model's version")
@@ -305,7 +319,14 @@ def main(argv: list[str] | None = None) -> int:
     add.add_argument("--box-format", choices=["cxcywh", "xyxy", "yxyx"], help="ssd/detr boxes")
     add.add_argument("--normalized-boxes", action="store_true", help="ssd/detr boxes in 0..1")
     add.add_argument("--class-id-offset", type=int, help="ssd: 1 when class 0 is background")
-    add.add_argument("--logits", choices=["softmax", "sigmoid"], help="detr class logits")
+    add.add_argument("--logits", choices=["softmax", "sigmoid", "probabilities"],
+                     help="detr class logits; what a classifier outputs")  # fmt: skip
+    add.add_argument("--keypoints", help="*-pose: keypoint names (coco | a file | a,b,c)")
+    add.add_argument("--skeleton", help="*-pose: edges to draw, keypoint indexes from 0: 0-1,1-2")
+    add.add_argument("--multi-label", action="store_true",
+                     help="classification: each class on its own (sigmoid)")  # fmt: skip
+    add.add_argument("--resize", choices=["letterbox", "stretch"],
+                     help="how frames fit the input (classifiers: usually stretch)")  # fmt: skip
     add.set_defaults(func=_models_add)
     args = parser.parse_args(argv)
     # The client command keeps the terminal for its status line: warnings only.

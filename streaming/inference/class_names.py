@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-__all__ = ["COCO80", "read_class_names"]
+__all__ = ["COCO80", "COCO_KEYPOINTS", "read_class_names", "read_keypoint_names"]
 
 # The 80 COCO detection classes in the order YOLOv5/v8/v11 and most ONNX exports use.
 COCO80: tuple[str, ...] = (
@@ -109,3 +109,16 @@ def read_class_names(spec: str) -> list[str]:
     if not names or not all(isinstance(n, str) for n in names):
         raise ValueError(f"no class names in {spec!r} (give coco, a file, or a,b,c)")
     return names
+
+
+COCO_KEYPOINTS = (
+    "nose", "left_eye", "right_eye", "left_ear", "right_ear", "left_shoulder",
+    "right_shoulder", "left_elbow", "right_elbow", "left_wrist", "right_wrist", "left_hip",
+    "right_hip", "left_knee", "right_knee", "left_ankle", "right_ankle",
+)  # fmt: skip
+"""The 17 keypoints of COCO (and YOLOv8/11-pose), in their output order."""
+
+
+def read_keypoint_names(spec: str) -> list[str]:
+    """``coco`` (its 17 keypoints), a file, or ``a,b,c``."""
+    return list(COCO_KEYPOINTS) if spec.lower() == "coco" else read_class_names(spec)

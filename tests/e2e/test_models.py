@@ -87,3 +87,70 @@ def test_add_refuses_what_cannot_be_served_and_leaves_nothing(models_dir, tmp_pa
     assert fine.returncode == 0, fine.stderr
     again = add(models_dir, str(export), "--decoder", "yolov5", "--names", "cat,dog,bird")
     assert again.returncode == 2 and "already exists" in again.stderr
+
+
+def test_segmentation_pose_and_classifier_exports_are_added_and_served(models_dir, tmp_path):
+    from tests.support.onnx_models import CLASS_LOGITS, POSE_ROWS, SEG_PROTOS, SEG_ROWS
+
+    seg = constant_model(tmp_path / "tiny-seg.onnx",
+                         [("output0", SEG_ROWS.T.copy()), ("output1", SEG_PROTOS)])  # fmt: skip
+    pose = constant_model(tmp_path / "tiny-pose.onnx", [("output0", POSE_ROWS.T.copy())])
+    cls = constant_model(tmp_path / "tiny-cls.onnx", [("output0", CLASS_LOGITS)])
+    refused = add(models_dir, str(pose), "--decoder", "yolov8-pose", "--names", "animal")
+    assert refused.returncode == 2 and "needs keypoint_names" in refused.stderr
+    assert not (models_dir / "tiny-pose").exists()
+    for args in (
+        [str(seg), "--decoder", "yolov8-seg", "--names", "cat,dog,bird"],
+        [str(pose), "--decoder", "yolov8-pose", "--names", "animal",
+         "--keypoints", "nose,tail", "--skeleton", "0-1"],
+        [str(cls), "--decoder", "classification", "--names", "cat,dog,bird",
+         "--resize", "stretch"],
+    ):  # fmt: skip
+        done = add(models_dir, *args)
+        assert done.returncode == 0, done.stderr
+
+    spec = {
+        "version": "1.0",
+        "inputs": [{"type": "InferenceImage", "name": "image"}],
+        "steps": [
+            {"type": "roboflow_core/roboflow_instance_segmentation_model@v2", "name": "seg",
+             "images": "$inputs.image", "model_id": "tiny-seg"},
+            {"type": "roboflow_core/roboflow_keypoint_detection_model@v2", "name": "pose",
+             "images": "$inputs.image", "model_id": "tiny-pose"},
+            {"type": "roboflow_core/roboflow_classification_model@v2", "name": "cls",
+             "images": "$inputs.image", "model_id": "tiny-cls"},
+            {"type": "roboflow_core/mask_visualization@v1", "name": "masks",
+             "image": "$inputs.image", "predictions": "$steps.seg.predictions"},
+        ],
+        "outputs": [
+            {"type": "JsonField", "name": "masks", "selector": "$steps.seg.predictions"},
+            {"type": "JsonField", "name": "pose", "selector": "$steps.pose.predictions"},
+            {"type": "JsonField", "name": "cls", "selector": "$steps.cls.predictions"},
+            {"type": "JsonField", "name": "drawn", "selector": "$steps.masks.image"},
+        ],
+    }  # fmt: skip
+    server = ServerProcess(models_dir=str(models_dir))
+    try:
+        server.wait_ready()
+        listed = {m["name"]: m for m in server.get("/models").json()["models"]}
+        assert listed["tiny-seg"]["task"] == "instance-segmentation"
+        assert listed["tiny-pose"]["task"] == "keypoint-detection"
+        results = []
+        source = FrameSourceStream(lambda: SyntheticSource(320, 240, fps=20, frames=3))
+        config = StreamConfig(data_output=["masks", "pose", "cls"], realtime_processing=False)
+        with Client(server.url).webrtc.stream(source, workflow=spec, config=config) as session:
+
+            @session.on_data()
+            def collect(data, metadata):
+                results.append(data)
+
+            session.wait(timeout=60)
+    finally:
+        server.stop()
+    assert len(results) == 3
+    last = results[-1]
+    assert sorted(p["class"] for p in last["masks"]["predictions"]) == ["cat", "dog"]
+    assert all(len(p["points"]) >= 3 for p in last["masks"]["predictions"])
+    keypoints = max(last["pose"]["predictions"], key=lambda p: p["confidence"])["keypoints"]
+    assert [k["class"] for k in keypoints] == ["nose", "tail"]
+    assert last["cls"]["top"] == "dog" and last["cls"]["prediction_type"] == "classification"

@@ -1,6 +1,6 @@
 """Segmentation, keypoint and classification models, on tiny ONNX graphs whose outputs are
-known exactly: decoded, mapped onto the frame (letterbox included), and serialised as the
-reference does."""
+known exactly, on both local backends: decoded, mapped onto the frame (letterbox included),
+serialised as the reference does, and run by the reference's blocks."""
 
 from __future__ import annotations
 
@@ -22,8 +22,8 @@ from tests.support.onnx_models import (
 DOG, CAT = (15.0, 18.0, 25.0, 30.0), (36.0, 36.0, 44.0, 44.0)
 
 
-@pytest.fixture(scope="module")
-def registry(tmp_path_factory):
+@pytest.fixture(scope="module", params=["onnxruntime", "openvino"])
+def registry(request, tmp_path_factory):
     root = tmp_path_factory.mktemp("models")
     model_directory(root, "seg", [("output0", SEG_ROWS.T.copy()), ("output1", SEG_PROTOS)],
                     decoder="yolov8-seg")  # fmt: skip
@@ -34,7 +34,7 @@ def registry(tmp_path_factory):
                     resize="stretch")  # fmt: skip
     model_directory(root, "tags", [("output0", CLASS_LOGITS)], decoder="classification",
                     task="multi-label-classification", resize="stretch")  # fmt: skip
-    registry = ModelRegistry(Settings(models_dir=root, inference_backend="onnxruntime"))
+    registry = ModelRegistry(Settings(models_dir=root, inference_backend=request.param))
     yield registry
     registry.close()
 
