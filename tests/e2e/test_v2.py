@@ -175,3 +175,38 @@ def test_the_remote_backend_runs_a_model_served_by_kserve(
     np.testing.assert_allclose(outputs[0], expected[0], atol=1e-5)
     with pytest.raises(ModelError, match="nope"):
         RemoteV2Session(url, "nope")
+
+
+def test_segmentation_and_pose_models_run_remotely_as_they_do_locally(tmp_path):
+    """Our server's V2 endpoints serve a two-output segmentation model and a pose model;
+    our remote backend gets the same masks and keypoints as the local one."""
+    from tests.support.onnx_models import POSE_ROWS, SEG_PROTOS, SEG_ROWS, model_directory
+    from tests.support.server import ServerProcess
+
+    model_directory(tmp_path, "seg", [("output0", SEG_ROWS.T.copy()), ("output1", SEG_PROTOS)],
+                    decoder="yolov8-seg")  # fmt: skip
+    model_directory(tmp_path, "pose", [("output0", POSE_ROWS.T.copy())], decoder="yolov8-pose",
+                    class_names=["animal"], keypoint_names=["nose", "tail"])  # fmt: skip
+    (tmp_path / MODEL).symlink_to(MODEL_FILE.parent)  # the server's default model
+    image = np.zeros((64, 96, 3), np.uint8)
+    server = ServerProcess(models_dir=str(tmp_path))
+    local = ModelRegistry(Settings(models_dir=tmp_path))
+    remote = ModelRegistry(Settings(models_dir=tmp_path, inference_backend="remote",
+                                    remote_inference_url=server.url))  # fmt: skip
+    try:
+        server.wait_ready()
+        for name in ("seg", "pose"):
+            mine = local.get(name).detect(image, DecodeOptions())
+            model = remote.get(name)
+            assert model.session.backend == "remote"
+            theirs = model.detect(image, DecodeOptions())
+            np.testing.assert_allclose(theirs.xyxy, mine.xyxy, atol=1e-3)
+            if name == "seg":
+                assert theirs.mask is not None and (theirs.mask == mine.mask).all()
+            else:
+                np.testing.assert_allclose(theirs.data["keypoints_xy"],
+                                           mine.data["keypoints_xy"], atol=1e-3)  # fmt: skip
+    finally:
+        local.close()
+        remote.close()
+        server.stop()
