@@ -14,6 +14,7 @@ NAMES = {
     "session-cost": "POST to first annotated frame, and server RSS per extra session",
     "scale": "the Ray deployment: sessions held per replica count, and Ray's latency cost",
     "analytics": "tracker, line counter, time in zone and their drawing per frame vs the model",
+    "model-tasks": "segmentation masks, keypoints and classification: our post-processing cost",
     "failover": "the Ray deployment: a pipeline's node removed -> its results again",
     "churn": "sessions of every kind opened and ended in rounds: resources back to baseline, RSS",
     "reference": "side by side with the reference server (installs it on request)",

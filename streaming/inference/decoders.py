@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from math import ceil
 from typing import TYPE_CHECKING
 
 import cv2
@@ -276,14 +277,18 @@ class YoloV8SegDecoder(DetectionDecoder):
         detections = _detections(rows[:, :4], class_id, confidence, kept)
         channels, height, width = protos.shape
         coefficients = rows[kept, 4 + classes :].astype(np.float32)
-        masks = _sigmoid(coefficients @ protos.reshape(channels, -1).astype(np.float32))
-        masks = masks.reshape(len(kept), height, width)
-        # Cut each mask to its box (in the prototypes' grid): nothing of it lies outside.
+        # Each mask only inside its box (in the prototypes' grid): nothing of it lies outside,
+        # so only the box's cells are computed.
+        masks = np.zeros((len(kept), height, width), np.float32)
         sx, sy = width / self.manifest.input_width, height / self.manifest.input_height
-        columns, lines = np.arange(width), np.arange(height)[:, None]
         for i, (x1, y1, x2, y2) in enumerate(detections.xyxy):
-            inside = (columns >= x1 * sx) & (columns < x2 * sx) & (lines >= y1 * sy)
-            masks[i] *= inside & (lines < y2 * sy)
+            left, right = max(0, ceil(x1 * sx)), min(width, ceil(x2 * sx))
+            top, bottom = max(0, ceil(y1 * sy)), min(height, ceil(y2 * sy))
+            if right <= left or bottom <= top:
+                continue
+            cells = protos[:, top:bottom, left:right].reshape(channels, -1)
+            patch = _sigmoid(coefficients[i] @ cells.astype(np.float32, copy=False))
+            masks[i, top:bottom, left:right] = patch.reshape(bottom - top, right - left)
         detections.data["proto_masks"] = masks.astype(np.float32)
         return detections
 

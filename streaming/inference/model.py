@@ -70,7 +70,7 @@ class DetectionModel:
         proto_masks = detections.data.pop("proto_masks", None)
         if proto_masks is not None:
             detections.mask = box.masks_to_image(
-                np.asarray(proto_masks), (m.input_width, m.input_height), (w, h)
+                np.asarray(proto_masks), (m.input_width, m.input_height), (w, h), detections.xyxy
             )
         if "keypoints_xy" in detections.data:
             count, points = len(detections), len(self._keypoint_names)

@@ -43,23 +43,35 @@ class Letterbox:
         return out
 
     def masks_to_image(
-        self, masks: np.ndarray, network: tuple[int, int], image: tuple[int, int]
+        self,
+        masks: np.ndarray,
+        network: tuple[int, int],
+        image: tuple[int, int],
+        boxes: np.ndarray,
     ) -> np.ndarray:
         """``[N, mh, mw]`` mask probabilities on the network input's grid (``network``:
-        width, height) -> ``[N, h, w]`` booleans on the image (``image``: width, height):
-        the padding cut away at the masks' own resolution, then one resize each."""
+        width, height) -> ``[N, h, w]`` booleans on the image (``image``: width, height).
+        A mask is zero outside its box (``boxes``, image pixels), so only the box is
+        resampled: one affine warp from the grid straight onto the box's pixels."""
         count, height, width = masks.shape
         image_w, image_h = image
-        if count == 0:
-            return np.zeros((0, image_h, image_w), dtype=bool)
-        gx, gy = width / network[0], height / network[1]
-        x1, y1 = round(self.pad_x * gx), round(self.pad_y * gy)
-        x2 = max(x1 + 1, round((self.pad_x + image_w * self.scale) * gx))
-        y2 = max(y1 + 1, round((self.pad_y + image_h * self.sy) * gy))
-        out = np.empty((count, image_h, image_w), dtype=bool)
-        for i in range(count):
-            resized = cv2.resize(masks[i, y1:y2, x1:x2], (image_w, image_h))
-            out[i] = resized > 0.5
+        out = np.zeros((count, image_h, image_w), dtype=bool)
+        # Image pixel -> grid cell: through the letterbox onto the network input, then
+        # down to the grid (pixel centres at +0.5, as cv2.resize samples them).
+        kx, ky = self.scale * width / network[0], self.sy * height / network[1]
+        ox, oy = self.pad_x * width / network[0], self.pad_y * height / network[1]
+        for i, (x1, y1, x2, y2) in enumerate(boxes):
+            left, top = max(0, int(x1)), max(0, int(y1))
+            right, bottom = min(image_w, int(np.ceil(x2))), min(image_h, int(np.ceil(y2)))
+            if right <= left or bottom <= top:
+                continue
+            warp = np.array(
+                [[kx, 0, (left + 0.5) * kx + ox - 0.5], [0, ky, (top + 0.5) * ky + oy - 0.5]],
+                np.float32,
+            )
+            patch = cv2.warpAffine(masks[i], warp, (right - left, bottom - top),
+                                   flags=cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP)  # fmt: skip
+            out[i, top:bottom, left:right] = patch > 0.5
         return out
 
 
