@@ -1,7 +1,12 @@
-"""A network camera (RTSP, or MJPEG over HTTP) that keeps reading through reboots and cuts.
+"""A network camera or stream that keeps reading through reboots and cuts: RTSP, HTTP(S)
+(MJPEG or HLS), RTMP(S) and MPEG-TS over UDP; anything FFmpeg opens through PyAV.
 
 PyAV reads it: RTSP over TCP with a 0.1 s probe and slice threading (frame threading would add
-about three frames of latency), MJPEG through FFmpeg's multipart demuxer. A camera that stops
+about three frames of latency); over HTTP, an ``.m3u8`` playlist (or a ``mpegurl`` content
+type) is HLS, ``multipart/x-mixed-replace`` is MJPEG through FFmpeg's multipart demuxer, and
+anything else is left to FFmpeg's probing; RTMP as FLV, live; UDP as MPEG-TS, listening on the
+URL's address. (SRT is not in PyAV's FFmpeg: ``srt://`` is refused with a word on relaying
+it to UDP.) A camera that stops
 sending is noticed within ``read_timeout``; FFmpeg ending the stream (what a killed camera
 looks like) is a disconnect too, never an end: the source reconnects forever, waiting
 ``initial_backoff`` doubled per failed attempt up to ``max_backoff``, reset once a connection
@@ -19,17 +24,24 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any
+from urllib.parse import urlsplit
 
 import av
+import httpx
 
 from .base import RTP_CLOCK, FrameSource, SourceError, SourceFrame
 from .urls import mask_credentials, mask_url
 
-__all__ = ["LiveSource", "LiveState", "LiveStats"]
+__all__ = ["LIVE_SCHEMES", "SRT_REFUSED", "LiveSource", "LiveState", "LiveStats"]
 
 log = logging.getLogger(__name__)
 
-LIVE_SCHEMES = ("rtsp", "rtsps", "http", "https")
+LIVE_SCHEMES = ("rtsp", "rtsps", "http", "https", "rtmp", "rtmps", "udp")
+
+SRT_REFUSED = (
+    "srt:// is not readable here: the FFmpeg inside PyAV is built without libsrt. Relay it "
+    "to UDP (srt-live-transmit srt://... udp://127.0.0.1:5000) and read udp://127.0.0.1:5000"
+)
 
 
 class LiveState(Enum):
@@ -62,10 +74,36 @@ class LiveStats:
         return dict(self.__dict__)
 
 
-def _options(scheme: str) -> tuple[str | None, dict[str, str]]:
+def _options(scheme: str, url: str) -> tuple[str | None, dict[str, str]]:
+    """FFmpeg's demuxer (None: probe) and options for a stream of ``scheme``."""
     if scheme.startswith("rtsp"):
         return None, {"rtsp_transport": "tcp", "analyzeduration": "100000"}
-    return "mpjpeg", {}
+    if scheme.startswith("rtmp"):
+        return "flv", {"rtmp_live": "live", "analyzeduration": "100000", "fflags": "nobuffer"}
+    if scheme == "udp":
+        # A burst larger than the socket buffer is dropped, not fatal.
+        return "mpegts", {"fifo_size": "1000000", "overrun_nonfatal": "1"}
+    if urlsplit(url).path.lower().endswith((".m3u8", ".m3u")):
+        return "hls", {}
+    return _HTTP_PROBE, {}
+
+
+_HTTP_PROBE = "?"
+"""Decided when connecting, from the answer's content type."""
+
+
+def _http_format(url: str, timeout: float) -> str | None:
+    """What an HTTP stream is, from its content type: MJPEG, HLS, or None (FFmpeg probes)."""
+    try:
+        with httpx.stream("GET", url, timeout=timeout, follow_redirects=True) as answer:
+            kind = answer.headers.get("content-type", "").lower()
+    except httpx.HTTPError:
+        return _HTTP_PROBE  # unreachable now: asked again next time; FFmpeg will say why
+    if "multipart/x-mixed-replace" in kind:
+        return "mpjpeg"
+    if "mpegurl" in kind:
+        return "hls"
+    return None
 
 
 class LiveSource(FrameSource):
@@ -82,11 +120,16 @@ class LiveSource(FrameSource):
         healthy_after: float = 10.0,
     ) -> None:
         scheme = url.partition("://")[0].lower()
+        if scheme == "srt":
+            raise SourceError(SRT_REFUSED)
         if scheme not in LIVE_SCHEMES or "://" not in url:
-            raise SourceError(f"not a camera URL (rtsp:// or http(s):// MJPEG): {mask_url(url)}")
+            raise SourceError(
+                "not a camera URL (rtsp://, http(s):// MJPEG or HLS, rtmp(s)://, udp://): "
+                f"{mask_url(url)}"
+            )
         self.url = url
         self.masked_url = mask_url(url)
-        self._format, self._options = _options(scheme)
+        self._format, self._options = _options(scheme, url)
         self.read_timeout = read_timeout
         self.max_backoff = max_backoff
         self.initial_backoff = initial_backoff
@@ -137,10 +180,13 @@ class LiveSource(FrameSource):
         if self._backoff and self._closed.wait(self._backoff):
             return False  # closed while waiting
         opening = time.monotonic()
+        form = self._format
+        if form == _HTTP_PROBE:  # once known, kept: a camera does not change what it serves
+            form = self._format = _http_format(self.url, self.read_timeout)
         try:
             container = av.open(
                 self.url,
-                format=self._format,
+                format=None if form == _HTTP_PROBE else form,
                 options=self._options,
                 # Measured: a stalled RTSP read ends only at PyAV's second read timeout (FFmpeg
                 # retries once), so half the budget each makes the whole wait read_timeout.

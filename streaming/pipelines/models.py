@@ -9,6 +9,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from sources.live import LIVE_SCHEMES, SRT_REFUSED
 from sources.urls import mask_url
 
 from ..buffering import Consumption, Filling
@@ -25,7 +26,7 @@ __all__ = [
     "resolve_references",
 ]
 
-_NETWORK_SCHEMES = ("rtsp", "rtsps", "http", "https")
+_NETWORK_SCHEMES = LIVE_SCHEMES
 # Schemes the reference accepts that name something on this machine or that we do not read.
 _KNOWN_SCHEMES = (*_NETWORK_SCHEMES, "rtspt", "rtspst", "rtmp", "rtmps", "udp", "srt", "rtp",
                   "tcp", "file", "csi")  # fmt: skip
@@ -182,10 +183,12 @@ def resolve_references(
             kind: Literal["camera", "file", "device"] = "device"
         elif urlsplit(reference).scheme.lower() in _NETWORK_SCHEMES and "://" in reference:
             kind = "camera"
+        elif "://" in reference and urlsplit(reference).scheme.lower() == "srt":
+            raise InvalidRequest(f"video_reference {mask_url(reference)}: {SRT_REFUSED}")
         elif "://" in reference and urlsplit(reference).scheme.lower() != "file":
             raise InvalidRequest(
-                f"video_reference {mask_url(reference)}: only rtsp(s):// and http(s):// "
-                "cameras are read by this server"
+                f"video_reference {mask_url(reference)}: this server reads "
+                f"{', '.join(s + '://' for s in LIVE_SCHEMES)} streams"
             )
         else:
             kind = "file"

@@ -247,6 +247,8 @@ def test_sinks_write_video_jsonl_and_survive_a_slow_then_dead_webhook(server, ca
         (0, 403, "is a device on the server: refused"),
         ("video.mp4", 422, "video_reference must be a URL"),
         ("ftp://host/x", 422, "scheme 'ftp' is not supported"),
+        ("rtp://127.0.0.1:5004", 400, "this server reads rtsp://, rtsps://, http://"),
+        ("srt://127.0.0.1:9000", 400, "built without libsrt"),
     ],
 )
 def test_local_and_odd_references_are_refused(server, reference, status_code, message):
