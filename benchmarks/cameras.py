@@ -8,6 +8,11 @@ the same camera: after 10.5 s of uptime the camera is killed (-9) and restarted,
 times, and the time from the restart to the pipeline's next processed frame is read from the
 server's log timestamps.
 
+Stream kinds: the same stamped 640x480 30 fps frames from RTSP (GStreamer), RTMP (nginx's RTMP
+module), HLS (1 s segments over HTTP) and MPEG-TS over UDP, each read by LiveSource (the
+server's reader) --opens times: open time (reader created -> first decoded frame, the stream
+already live) and sender -> decoded latency over --frames frames. ``--streams-only`` stops there.
+
 Run: ``unshare --net sh -c 'ip link set lo up && python benchmarks/cameras.py'``.
 """
 
@@ -28,11 +33,15 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from sources import decode_stamp  # noqa: E402
+from sources.live import LiveSource  # noqa: E402
 from streaming import Client, RTSPSource, StreamConfig  # noqa: E402
 from streaming.rtc.ice import restrict_host_addresses  # noqa: E402
 from streaming.workflows.library import object_detection  # noqa: E402
 from tests.support.camera import RTSPCamera  # noqa: E402
 from tests.support.server import ServerProcess  # noqa: E402
+from tests.support.streams import PublishedStream  # noqa: E402
+
+STREAM_KINDS = ("rtsp", "rtmp", "hls", "udp")
 
 
 def latency(server: ServerProcess, camera: RTSPCamera, frames: int) -> dict:
@@ -53,6 +62,46 @@ def latency(server: ServerProcess, camera: RTSPCamera, frames: int) -> dict:
         "latency_ms_p50": round(float(np.percentile(ages, 50)), 1),
         "latency_ms_p95": round(float(np.percentile(ages, 95)), 1),
     }
+
+
+def _read_stream(url: str, frames: int) -> tuple[float, list[float]]:
+    """(seconds to the first frame, ages in ms of the next ``frames`` stamped frames)."""
+    started = time.monotonic()
+    source = LiveSource(url)
+    opened, ages = None, []
+    try:
+        while len(ages) < frames and (frame := source.read()) is not None:
+            opened = time.monotonic() - started if opened is None else opened
+            if (stamp := decode_stamp(frame.image)) is not None:
+                ages.append(stamp.age_ms())
+    finally:
+        source.close()
+    assert opened is not None
+    return opened, ages
+
+
+def stream_kinds(frames: int, opens: int) -> dict:
+    report = {}
+    for kind in STREAM_KINDS:
+        stream = (
+            RTSPCamera(640, 480, fps=30) if kind == "rtsp" else PublishedStream(kind, 640, 480, 30)
+        )
+        open_s, ages = [], []
+        try:
+            for _ in range(opens):
+                opened, read = _read_stream(stream.url, frames)
+                open_s.append(round(opened, 3))
+                ages += read[30:]  # the first second after opening catches up
+        finally:
+            stream.close()
+        report[kind] = {
+            "open_s": open_s,
+            "open_s_p50": round(float(np.median(open_s)), 3),
+            "latency_ms_p50": round(float(np.percentile(ages, 50)), 1),
+            "latency_ms_p95": round(float(np.percentile(ages, 95)), 1),
+        }
+        print(kind, report[kind], flush=True)
+    return report
 
 
 HEALTHY_S = 10.5
@@ -90,8 +139,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--frames", type=int, default=300)
     parser.add_argument("--restarts", type=int, default=5)
+    parser.add_argument("--opens", type=int, default=3, help="opens per stream kind")
+    parser.add_argument("--streams-only", action="store_true")
     parser.add_argument("--out", default=str(ROOT / "benchmarks/results/cameras.json"))
     args = parser.parse_args()
+    streams = stream_kinds(args.frames, args.opens)
+    if args.streams_only:
+        print(json.dumps(streams, indent=2))
+        Path(args.out).with_name("stream_kinds.json").write_text(
+            json.dumps(streams, indent=2) + "\n"
+        )
+        return
     restrict_host_addresses(["127.0.0.1"])
     camera = RTSPCamera(640, 480, fps=30)
     server = ServerProcess()
@@ -109,6 +167,7 @@ def main() -> None:
         "restart_to_processed_s": back,
         "restart_to_processed_s_p50": round(float(np.median(back)), 3),
         "restart_to_processed_s_max": max(back),
+        "stream_kinds": streams,
     }
     print(json.dumps(report, indent=2))
     Path(args.out).write_text(json.dumps(report, indent=2) + "\n")
