@@ -11,10 +11,11 @@ from .live import LiveSource, LiveStats
 from .manual import ManualFrames
 from .synthetic import Stamp, SyntheticSource, decode_stamp
 from .urls import mask_url
-from .webcam import CameraSource
+from .webcam import CameraSource, CaptureFactory, is_device
 
 __all__ = [
     "CameraSource",
+    "CaptureFactory",
     "FileSource",
     "FrameSource",
     "LiveSource",
@@ -25,5 +26,6 @@ __all__ = [
     "Stamp",
     "SyntheticSource",
     "decode_stamp",
+    "is_device",
     "mask_url",
 ]

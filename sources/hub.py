@@ -24,6 +24,7 @@ __all__ = ["SourceHub", "Subscription"]
 log = logging.getLogger(__name__)
 
 Deliver = Callable[[SourceFrame], None]
+Ended = Callable[[str | None], None]
 SourceFactory = Callable[[str], FrameSource]
 
 
@@ -34,6 +35,8 @@ class Subscription:
     url: str
     deliver: Deliver
     _hub: SourceHub = field(repr=False)
+    ended: Ended | None = None
+    """Called (on the reader thread, with the source's error) if the source ends by itself."""
     closed: bool = False
 
     @property
@@ -47,9 +50,10 @@ class Subscription:
 
 
 class _Reader:
-    def __init__(self, url: str, source: FrameSource) -> None:
+    def __init__(self, url: str, source: FrameSource, forget: Callable[[_Reader], None]) -> None:
         self.url = url
         self.source = source
+        self._forget = forget
         self.subscribers: list[Subscription] = []
         self.thread = threading.Thread(target=self._run, name=f"hub {mask_url(url)}", daemon=True)
 
@@ -62,6 +66,12 @@ class _Reader:
                     subscription.deliver(frame)
                 except Exception:  # one consumer's failure must not starve the others
                     log.exception("a consumer of %s failed on a frame", mask_url(self.url))
+        # Closed by the hub (its last consumer left), or ended by itself: a camera LiveSource
+        # never does, a local device unplugged does. Then the next subscription opens it anew.
+        self._forget(self)
+        for subscription in list(self.subscribers):
+            if not subscription.closed and subscription.ended is not None:
+                subscription.ended(self.source.error)
 
 
 class SourceHub:
@@ -73,16 +83,16 @@ class SourceHub:
         self._lock = threading.Lock()
         self.readers_opened = 0
 
-    def subscribe(self, url: str, deliver: Deliver) -> Subscription:
+    def subscribe(self, url: str, deliver: Deliver, ended: Ended | None = None) -> Subscription:
         """Raises whatever the factory raises for a URL it refuses (e.g. ``SourceError``)."""
         with self._lock:
             reader = self._readers.get(url)
             if reader is None:
-                reader = _Reader(url, self._factory(url))
+                reader = _Reader(url, self._factory(url), self._forget)
                 self._readers[url] = reader
                 self.readers_opened += 1
                 reader.thread.start()
-            subscription = Subscription(url, deliver, self)
+            subscription = Subscription(url, deliver, self, ended)
             reader.subscribers.append(subscription)
             return subscription
 
@@ -99,6 +109,11 @@ class SourceHub:
                 return
             del self._readers[subscription.url]
         reader.source.close()  # the reader thread sees None and ends
+
+    def _forget(self, reader: _Reader) -> None:
+        with self._lock:
+            if self._readers.get(reader.url) is reader:
+                del self._readers[reader.url]
 
     def source_of(self, url: str) -> FrameSource | None:
         with self._lock:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -11,21 +12,30 @@ import cv2
 
 from .base import RTP_CLOCK, FrameSource, SourceError, SourceFrame
 
-__all__ = ["CameraSource", "CaptureFactory"]
+__all__ = ["CameraSource", "CaptureFactory", "is_device"]
 
-CaptureFactory = Callable[[int], Any]
+_DEVICE_PATH = re.compile(r"^/dev/video[0-9]{1,3}$")
+
+
+def is_device(reference: str) -> bool:
+    """A local camera: an index as text (``"0"``) or a V4L2 device path (``/dev/video0``)."""
+    return (reference.isdigit() and len(reference) <= 3) or bool(_DEVICE_PATH.match(reference))
+
+
+CaptureFactory = Callable[[int | str], Any]
 """Returns an object with OpenCV's ``VideoCapture`` interface (isOpened/read/get/set/release)."""
 
 
 class CameraSource(FrameSource):
     """Latest frame wins: the capture thread keeps reading so the driver's buffer stays empty.
 
-    ``capture_factory`` defaults to ``cv2.VideoCapture``; tests inject a capture object there.
+    ``device_id``: an index (0) or a device path (``/dev/video0``). ``capture_factory``
+    defaults to ``cv2.VideoCapture``; tests inject a capture object there.
     """
 
     def __init__(
         self,
-        device_id: int = 0,
+        device_id: int | str = 0,
         resolution: tuple[int, int] | None = None,
         capture_factory: CaptureFactory | None = None,
     ) -> None:

@@ -1,6 +1,6 @@
-"""SourceFeed: fills one pipeline source's buffer, from a camera through the hub or from a
-local file read on a thread. Pausing the pipeline stops the feed: a camera's frames are
-dropped (and counted), a file waits and loses nothing."""
+"""SourceFeed: fills one pipeline source's buffer, from a camera or local device through the
+hub or from a local file read on a thread. Pausing the pipeline stops the feed: a camera's
+frames are dropped (and counted), a file waits and loses nothing."""
 
 from __future__ import annotations
 
@@ -11,10 +11,11 @@ import time
 from datetime import datetime
 from typing import Any
 
-from sources import FileSource, LiveStats, SourceFrame
+from sources import FileSource, LiveStats, SourceError, SourceFrame
 from sources.hub import SourceHub
 
 from ..buffering import BufferClosed, Consumption, Filling, FrameBuffer
+from ..errors import SourceUnavailable
 from .models import SourceReference
 from .status import Item, PipelineStatus, Severity, SourceSlot, SourceState
 
@@ -52,12 +53,15 @@ class SourceFeed:
         self._status = status
 
     def subscribe(self, hub: SourceHub, loop: asyncio.AbstractEventLoop) -> None:
-        """A camera, shared through the hub; raises if the hub refuses its URL."""
+        """A camera or a local device, shared through the hub; raises if the hub refuses it
+        (a device that cannot be opened: ``SourceUnavailable`` saying why)."""
         slot = self._slot
         buffer = slot.buffer
         waits = buffer.filling is Filling.WAIT
 
         def deliver(frame: SourceFrame) -> None:  # on the camera's reader thread
+            if slot.state is SourceState.INITIALISING:  # a device: no LiveSource to tell
+                slot.state = SourceState.RUNNING
             if not self._running.is_set():
                 buffer.drops["paused"] += 1
                 return
@@ -68,7 +72,10 @@ class SourceFeed:
                 with contextlib.suppress(BufferClosed, RuntimeError, TimeoutError):
                     put.result(timeout=_CAMERA_WAIT_S)
 
-        slot.subscription = hub.subscribe(str(slot.reference.reference), deliver)
+        try:
+            slot.subscription = hub.subscribe(str(slot.reference.reference), deliver, self._ended)
+        except SourceError as exc:  # a device missing or busy: the request's answer says so
+            raise SourceUnavailable(f"video_reference {slot.reference.shown}: {exc}") from None
         slot.state = SourceState.INITIALISING
         live = slot.live
         if live is not None:
@@ -99,6 +106,11 @@ class SourceFeed:
                 "error_context": "stream_consumer_thread",
             }
             self._status.event(Severity.WARNING, "SOURCE_ERROR", error, "video_source")
+
+    def _ended(self, error: str | None) -> None:
+        """On the reader thread: a device stopped delivering (unplugged, taken by another
+        program); a camera URL never ends. The pipeline keeps its other sources."""
+        self._failed(RuntimeError(error or "the device ended its stream"))
 
     async def read_file(self) -> None:
         """A local file (only when the server allows local sources): every frame when the

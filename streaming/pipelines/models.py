@@ -9,6 +9,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from sources import is_device
 from sources.live import LIVE_SCHEMES, SRT_REFUSED
 from sources.urls import mask_url
 
@@ -179,7 +180,7 @@ def resolve_references(
     """Classify each reference; local ones are refused unless the server allows them."""
     resolved = []
     for source_id, reference in enumerate(value if isinstance(value, list) else [value]):
-        if isinstance(reference, int):
+        if isinstance(reference, int) or is_device(reference):
             kind: Literal["camera", "file", "device"] = "device"
         elif urlsplit(reference).scheme.lower() in _NETWORK_SCHEMES and "://" in reference:
             kind = "camera"
@@ -197,11 +198,6 @@ def resolve_references(
             raise LocalSourceRefused(
                 f"video_reference {reference!r} is a {what} on the server: refused "
                 "(set STREAMING_ALLOW_LOCAL_SOURCES=true to allow local sources)"
-            )
-        if kind == "device":
-            raise InvalidRequest(
-                f"video_reference {reference}: camera devices are not read by pipelines yet "
-                "(use the camera's RTSP or MJPEG URL)"
             )
         resolved.append(SourceReference(source_id, reference, kind))
     return resolved

@@ -136,7 +136,7 @@ class Pipeline:
         try:
             for source in self._sources:
                 feed = SourceFeed(self.pipeline_id[:8], source, self._running, self._status)
-                if source.reference.kind == "camera":
+                if source.reference.kind != "file":  # cameras and devices, shared
                     feed.subscribe(self._hub, loop)
                 else:
                     self._spawn(feed.read_file())

@@ -15,7 +15,7 @@ from pydantic import ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect
 
-from sources import LiveSource
+from sources import CameraSource, CaptureFactory, FrameSource, LiveSource, is_device
 from sources.hub import SourceHub
 
 from ..config import Settings
@@ -87,8 +87,13 @@ def local_pipelines(
 _HTTP_CODES = {404: "not_found", 405: "method_not_allowed", 400: "invalid_request"}
 
 
-def camera_factory(settings: Settings):
-    def open_camera(url: str) -> LiveSource:
+def camera_factory(settings: Settings, capture_factory: CaptureFactory | None = None):
+    """Opens what the hub shares: a camera URL, or a local device (``0``, ``/dev/video0``;
+    pipelines name one only where ``STREAMING_ALLOW_LOCAL_SOURCES`` is set)."""
+
+    def open_camera(url: str) -> FrameSource:
+        if is_device(url):
+            return CameraSource(int(url) if url.isdigit() else url, None, capture_factory)
         return LiveSource(
             url, read_timeout=settings.rtsp_read_timeout, max_backoff=settings.rtsp_max_backoff
         )
@@ -103,14 +108,16 @@ def create_app(
     deployment: Deployment | None = None,
     pipeline_factory: PipelineFactory = local_pipelines,
     model_opener: SessionOpener = open_session,
+    capture_factory: CaptureFactory | None = None,
 ) -> FastAPI:
     """The server's app. ``install_rtc=False`` leaves aiortc and aioice as they are: for an
     app embedded in a process whose own peers must keep aiortc's behaviour (in-process
     tests); the server then answers frames one frame later and offers every interface.
     ``deployment`` shows the workers this app is one of in ``/healthz`` and ``/metrics``
     (a Ray deployment's replicas), ``model_opener`` runs its models (the Ray deployment's:
-    maybe in a model deployment), and ``pipeline_factory`` builds
-    its pipelines (the Ray deployment's: actors across the cluster)."""
+    maybe in a model deployment), ``pipeline_factory`` builds
+    its pipelines (the Ray deployment's: actors across the cluster), and ``capture_factory``
+    opens local devices (OpenCV's ``VideoCapture``; tests inject a capture)."""
     settings = settings or Settings()
     if install_rtc:
         # ICE on the configured addresses, frames released on their marker packet, VP8
@@ -122,7 +129,7 @@ def create_app(
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         registry = ModelRegistry(settings, metrics, model_opener)
         executor = ThreadPoolExecutor(settings.workflow_threads, thread_name_prefix="workflow")
-        hub = SourceHub(camera_factory(settings))
+        hub = SourceHub(camera_factory(settings, capture_factory))
         library = WorkflowLibrary(settings.workflows_dir, settings.default_model)
         trimmer = MemoryTrimmer(settings.malloc_trim)
         state = ServerState(

@@ -4,16 +4,20 @@ and an aiortc client peer in the same loop. Waits are on the server's own events
 from __future__ import annotations
 
 import asyncio
+import threading
 
+import cv2
 import httpx
 import numpy as np
 from aiortc import RTCSessionDescription
 
+from sources import SyntheticSource
 from streaming.config import Settings
 from streaming.server.app import create_app
 from streaming.workflows.library import object_detection
 from tests.support.onnx_models import YOLO_ROWS, model_directory
 from tests.support.peer import LoopbackPeer
+from tests.unit.test_sources import FakeCapture
 
 WAIT_S = 60.0
 
@@ -59,3 +63,104 @@ async def test_a_session_streams_through_the_app_and_frees_its_slot(tmp_path):
     predictions = result["serialized_output_data"]["predictions"]["predictions"]
     assert sorted(p["class"] for p in predictions) == ["cat", "dog"]
     assert result["errors"] == []
+
+
+class PacedCapture:
+    """cv2.VideoCapture's interface over live synthetic frames (paced at their rate), then
+    ``frames`` later the device fails, as an unplugged USB camera does."""
+
+    def __init__(self, frames: int) -> None:
+        self._source = SyntheticSource(320, 240, fps=30, frames=frames, realtime=True)
+        self.released = threading.Event()
+
+    def isOpened(self) -> bool:
+        return True
+
+    def read(self):
+        frame = self._source.read()
+        return (True, frame.image) if frame is not None else (False, None)
+
+    def get(self, prop: int) -> float:
+        return 30.0 if prop == cv2.CAP_PROP_FPS else 0.0
+
+    def set(self, prop: int, value: float) -> bool:
+        return True
+
+    def release(self) -> None:
+        self._source.close()
+        self.released.set()
+
+
+async def test_a_pipeline_reads_local_devices_and_outlives_one_unplugged(tmp_path):
+    model_directory(tmp_path / "models", "fixed", [("output", YOLO_ROWS)], decoder="yolov3")
+    settings = Settings(
+        models_dir=tmp_path / "models",
+        default_model="fixed",
+        inference_backend="onnxruntime",
+        allow_local_sources=True,
+        persist_pipelines=False,
+        upload_dir=tmp_path / "uploads",
+        sink_dir=tmp_path / "sinks",
+        data_dir=tmp_path / "data",
+    )
+    captures = {0: PacedCapture(frames=10**6), "/dev/video7": PacedCapture(frames=20)}
+
+    def open_capture(device: int | str):
+        if device not in captures:
+            return FakeCapture([], opened=False)
+        return captures[device]
+
+    app = create_app(settings, install_rtc=False, capture_factory=open_capture)
+    spec = object_detection("fixed")
+    async with app.router.lifespan_context(app):
+        await asyncio.wait_for(app.state.server.ready.wait(), WAIT_S)
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://app") as http:
+
+            async def start(reference) -> httpx.Response:
+                return await http.post("/inference_pipelines/initialise", json={
+                    "video_configuration": {"type": "VideoConfiguration",
+                                            "video_reference": reference},
+                    "processing_configuration": {"type": "WorkflowConfiguration",
+                                                 "workflow_specification": spec},
+                })  # fmt: skip
+
+            missing = await start(5)
+            assert missing.status_code == 502, missing.text
+            assert missing.json()["message"].startswith("video_reference 5: cannot open camera 5")
+
+            started = await start([0, "/dev/video7"])
+            assert started.status_code == 200, started.text
+            pipeline_id = started.json()["context"]["pipeline_id"]
+
+            async def report() -> dict:
+                response = await http.get(f"/inference_pipelines/{pipeline_id}/status")
+                return response.json()["report"]
+
+            # The second device fails after 20 frames; the first goes on being processed.
+            # Each pass waits on a result (the long poll), never on the clock.
+            deadline = asyncio.get_running_loop().time() + WAIT_S
+            processed_at_error = None
+            while True:
+                consumed = await http.request(
+                    "GET", f"/inference_pipelines/{pipeline_id}/consume",
+                    json={"wait_seconds": 5, "excluded_fields": ["annotated"]},
+                )  # fmt: skip
+                assert consumed.status_code == 200, consumed.text
+                sources = (await report())["sources_metadata"]
+                if [s["state"] for s in sources] == ["RUNNING", "ERROR"]:
+                    processed = sources[0]["frames_processed"]
+                    processed_at_error = processed_at_error or processed
+                    if processed > processed_at_error:
+                        break
+                assert asyncio.get_running_loop().time() < deadline, sources
+            errors = [
+                e for e in (await report())["video_source_status_updates"]
+                if e["event_type"] == "SOURCE_ERROR"
+            ]  # fmt: skip
+            assert errors[-1]["payload"]["error_message"] == (
+                "camera /dev/video7 stopped delivering frames"
+            )
+            assert errors[-1]["payload"]["source_id"] == 1
+            assert (await http.post(f"/inference_pipelines/{pipeline_id}/terminate")).is_success
+    assert captures[0].released.is_set()
