@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 __all__ = [
+    "Conflict",
     "InvalidOffer",
     "InvalidRequest",
     "ModelError",
@@ -109,6 +110,13 @@ class NotFound(StreamingError):
 
     status = 404
     code = "not_found"
+
+
+class Conflict(StreamingError):
+    """The request contradicts what is running (say, removing a pipeline's only source)."""
+
+    status = 409
+    code = "conflict"
 
 
 class RequestTooLarge(StreamingError):

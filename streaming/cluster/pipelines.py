@@ -151,13 +151,29 @@ class PipelineActor:
         await asyncio.shield(self._started)
         return await self._manager.consume(self._id, payload)
 
+    async def add_source(self, reference: str | int) -> int | BaseException:
+        """The new source's id, or why it was refused (returned, as ``started`` does)."""
+        await asyncio.shield(self._started)
+        try:
+            return await self._manager.add_source(self._id, reference)
+        except Exception as exc:
+            return exc
+
+    async def remove_source(self, source_id: int) -> BaseException | None:
+        await asyncio.shield(self._started)
+        try:
+            await self._manager.remove_source(self._id, source_id)
+        except Exception as exc:
+            return exc
+        return None
+
     async def request(self) -> dict[str, Any]:
         await asyncio.shield(self._started)
         return self._manager.get(self._id).payload.model_dump(mode="json", exclude_unset=True)
 
-    async def source_count(self) -> int:
+    async def source_ids(self) -> list[int]:
         await asyncio.shield(self._started)
-        return self._manager.get(self._id).source_count
+        return self._manager.get(self._id).source_ids
 
     async def next_result(self, after: int, wait_s: float) -> tuple[int, PipelineResult | None]:
         """The latest result once it is newer than ``after`` (a result count), waiting up to
@@ -182,11 +198,11 @@ class RemotePipeline:
     polled from the actor, newest first, across the actor's restarts."""
 
     def __init__(
-        self, pipeline_id: str, actor: Any, workflow: CompiledWorkflow, source_count: int
+        self, pipeline_id: str, actor: Any, workflow: CompiledWorkflow, source_ids: list[int]
     ) -> None:
         self.pipeline_id = pipeline_id
         self.workflow = workflow
-        self.source_count = source_count
+        self.source_ids = source_ids
         self._actor = actor
 
     def watch(self, watcher: Watcher) -> Callable[[], None]:
@@ -309,6 +325,19 @@ class ClusterPipelines:
     async def consume(self, pipeline_id: str, payload: ConsumePayload) -> dict[str, list[Any]]:
         return dict(await self._call(pipeline_id, "consume", payload, wait_s=payload.wait_seconds))
 
+    async def add_source(self, pipeline_id: str, reference: str | int) -> int:
+        """In the pipeline's actor, on its node. (An actor Ray restarts starts from the
+        request it was made with: added sources are lost then.)"""
+        answer = await self._call(pipeline_id, "add_source", reference)
+        if isinstance(answer, BaseException):
+            raise answer
+        return int(answer)
+
+    async def remove_source(self, pipeline_id: str, source_id: int) -> None:
+        failure = await self._call(pipeline_id, "remove_source", source_id)
+        if failure is not None:
+            raise failure
+
     async def terminate(self, pipeline_id: str) -> None:
         actor = await self._actor(pipeline_id)
         with contextlib.suppress(RayActorError, TimeoutError):
@@ -318,7 +347,7 @@ class ClusterPipelines:
 
     async def watched(self, pipeline_id: str) -> RemotePipeline:
         request = InitialisePipelinePayload.model_validate(await self._call(pipeline_id, "request"))
-        count = int(await self._call(pipeline_id, "source_count"))
+        source_ids = list(await self._call(pipeline_id, "source_ids"))
         config = request.processing_configuration
         # Compiled here only for what the session shows (its outputs); frames and outputs
         # come from the actor, which runs the workflow.
@@ -330,7 +359,7 @@ class ClusterPipelines:
             video_metadata_input_name=config.video_metadata_input_name,
             parameters=config.workflows_parameters,
         )
-        return RemotePipeline(pipeline_id, await self._actor(pipeline_id), workflow, count)
+        return RemotePipeline(pipeline_id, await self._actor(pipeline_id), workflow, source_ids)
 
     async def restore(
         self,

@@ -190,10 +190,10 @@ class SessionInput:
     def attach_pipeline(self, pipeline: WatchedPipeline, source_id: int) -> None:
         """A running pipeline's results for one of its sources: frames and outputs come from
         the pipeline, so the workflow is not run a second time."""
-        if not 0 <= source_id < pipeline.source_count:
+        if source_id not in pipeline.source_ids:
             raise InvalidRequest(
                 f"pipeline_source_id {source_id} is not a source of pipeline "
-                f"{pipeline.pipeline_id} (it has {pipeline.source_count})"
+                f"{pipeline.pipeline_id} (its sources: {pipeline.source_ids})"
             )
         buffer = self._attach(self._live_buffer())
         self.attached = True

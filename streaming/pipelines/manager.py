@@ -19,10 +19,18 @@ from ..config import Settings
 from ..errors import NotFound, StreamingError, TooManySessions
 from ..inference.registry import ModelRegistry
 from ..metrics import Metrics, SourceMetrics
+from ..protocol.messages import WorkflowConfiguration
 from ..workflows import compile_workflow, parse_spec
 from ..workflows.blocks.base import BuildContext
+from ..workflows.engine import CompiledWorkflow
 from ..workflows.library import WorkflowLibrary
-from .models import ConsumePayload, InitialisePipelinePayload, resolve_references
+from ..workflows.spec import WorkflowSpec
+from .models import (
+    ConsumePayload,
+    InitialisePipelinePayload,
+    SourceReference,
+    resolve_references,
+)
 from .pipeline import Pipeline, WatchedPipeline
 from .store import PipelineStore
 
@@ -48,6 +56,11 @@ class Pipelines(Protocol):
     async def initialise(
         self, payload: InitialisePipelinePayload, pipeline_id: str | None = None
     ) -> str: ...
+
+    async def add_source(self, pipeline_id: str, reference: str | int) -> int:
+        """Starts one more source on a running pipeline; returns its id."""
+
+    async def remove_source(self, pipeline_id: str, source_id: int) -> None: ...
 
     async def listing(self) -> list[dict[str, Any]]:
         """Every pipeline of the deployment: ``pipeline_id`` and the ``node`` it runs on."""
@@ -140,20 +153,10 @@ class PipelineManager:
             spec = parse_spec(specification)
             # One compiled workflow per source: blocks may keep per-stream state (trackers).
             workflows = [
-                await asyncio.to_thread(
-                    compile_workflow,
-                    spec,
-                    BuildContext(
-                        self._models,
-                        analytics[i] if analytics else None,
-                        {"pipeline": pipeline_id, "source": str(references[i].source_id)},
-                        self._settings.sink_dir,
-                    ),
-                    image_input_name=config.image_input_name,
-                    video_metadata_input_name=config.video_metadata_input_name,
-                    parameters=config.workflows_parameters,
+                await self._compile(
+                    spec, config, pipeline_id, ref, analytics[i] if analytics else None
                 )
-                for i in range(len(references))
+                for i, ref in enumerate(references)
             ]
             pipeline = Pipeline(
                 payload,
@@ -193,6 +196,79 @@ class PipelineManager:
         )
         return pipeline.pipeline_id
 
+    async def _compile(
+        self,
+        spec: WorkflowSpec,
+        config: WorkflowConfiguration,
+        pipeline_id: str,
+        reference: SourceReference,
+        metrics: SourceMetrics | None,
+    ) -> CompiledWorkflow:
+        context = BuildContext(
+            self._models,
+            metrics,
+            {"pipeline": pipeline_id, "source": str(reference.source_id)},
+            self._settings.sink_dir,
+        )
+        return await asyncio.to_thread(
+            compile_workflow,
+            spec,
+            context,
+            image_input_name=config.image_input_name,
+            video_metadata_input_name=config.video_metadata_input_name,
+            parameters=config.workflows_parameters,
+        )
+
+    async def add_source(self, pipeline_id: str, reference: str | int) -> int:
+        """Starts one more source on a running pipeline; returns its id. The stored request
+        lists it, so a restarted server starts it again (numbered afresh: ids follow the
+        list)."""
+        pipeline = self.get(pipeline_id)
+        (resolved,) = resolve_references(reference, self._settings.allow_local_sources)
+        source = SourceReference(pipeline.next_source_id, resolved.reference, resolved.kind)
+        series = (
+            SourceMetrics(self._metrics, pipeline_id, source.source_id)
+            if self._metrics is not None
+            else None
+        )
+        config = pipeline.payload.processing_configuration
+        try:
+            spec = parse_spec(self._library.specification(config))
+            workflow = await self._compile(spec, config, pipeline_id, source, series)
+            try:
+                await pipeline.add_source(source, workflow, series)
+            except BaseException:
+                await asyncio.to_thread(workflow.close)
+                raise
+        except BaseException:
+            if series is not None:
+                series.close()
+            raise
+        if series is not None:
+            self._analytics.setdefault(pipeline_id, []).append(series)
+        await self._save(pipeline)
+        return source.source_id
+
+    async def remove_source(self, pipeline_id: str, source_id: int) -> None:
+        """Stops one source of a running pipeline; the others go on."""
+        pipeline = self.get(pipeline_id)
+        slot = await pipeline.remove_source(source_id)
+        if slot.metrics is not None:
+            slot.metrics.close()
+            series = self._analytics.get(pipeline_id, [])
+            if slot.metrics in series:
+                series.remove(slot.metrics)
+        await self._save(pipeline)
+
+    async def _save(self, pipeline: Pipeline) -> None:
+        """The request as it now stands (its sources as they now are), for a restart."""
+        video = pipeline.payload.video_configuration
+        video.video_reference = pipeline.references
+        try:
+            await asyncio.to_thread(self._store.save, pipeline.pipeline_id, pipeline.payload)
+        except OSError as exc:  # the pipeline runs; only a restart would lose the change
+            log.error("pipeline %s: request not saved: %s", pipeline.pipeline_id[:8], exc)
+
     async def listing(self) -> list[dict[str, Any]]:
         node = socket.gethostname()
         return [{"pipeline_id": pipeline_id, "node": node} for pipeline_id in self._pipelines]
@@ -208,17 +284,19 @@ class PipelineManager:
 
     async def consume(self, pipeline_id: str, payload: ConsumePayload) -> dict[str, list[Any]]:
         pipeline = self.get(pipeline_id)
-        # One slot per source, in video_reference order; only this result's is filled.
-        outputs: list[Any] = [None] * pipeline.source_count
-        metadata: list[Any] = [None] * pipeline.source_count
         result = await pipeline.next_result(payload.wait_seconds)
-        if result is None:
+        # One slot per source, in the order of its sources now (video_reference's, then any
+        # added); only this result's is filled, and its metadata's source_id names it.
+        position = pipeline.position(result.source_id) if result is not None else None
+        if result is None or position is None:  # none, or one of a source since removed
             return {"outputs": [], "frames_metadata": []}
         pipeline.last_consumed = time.monotonic()
-        outputs[result.source_id] = await asyncio.to_thread(
+        outputs: list[Any] = [None] * pipeline.source_count
+        metadata: list[Any] = [None] * pipeline.source_count
+        outputs[position] = await asyncio.to_thread(
             pipeline.serialize, result, payload.excluded_fields
         )
-        metadata[result.source_id] = result.metadata()
+        metadata[position] = result.metadata()
         return {"outputs": outputs, "frames_metadata": metadata}
 
     async def watched(self, pipeline_id: str) -> Pipeline:

@@ -18,6 +18,7 @@ from ..errors import InvalidRequest, StreamingError
 from ..protocol.messages import WorkflowConfiguration
 
 __all__ = [
+    "AddSourcePayload",
     "ConsumePayload",
     "InitialisePipelinePayload",
     "LocalSourceRefused",
@@ -57,6 +58,20 @@ class VideoConfiguration(_Lenient):
             _check_reference(reference)
         if isinstance(value, list) and not value:
             raise ValueError("video_reference must not be an empty list")
+        return value
+
+
+class AddSourcePayload(_Lenient):
+    """Ours: ``POST /inference_pipelines/{id}/sources``, one more source for a running
+    pipeline, read and buffered as its others are."""
+
+    video_reference: str | int
+    api_key: str | None = None
+
+    @field_validator("video_reference")
+    @classmethod
+    def _reference(cls, value: object) -> object:
+        _check_reference(value)
         return value
 
 

@@ -25,6 +25,7 @@ from sinks import MemorySink
 from sources import SourceFrame
 from sources.hub import SourceHub
 
+from ..errors import Conflict, NotFound
 from ..metrics import SourceMetrics
 from ..tasks import Closer, TaskOwner
 from ..workflows.blocks.base import FrameState, WorkflowImage
@@ -35,9 +36,22 @@ from .models import InitialisePipelinePayload, SourceReference
 from .sinks import SinkFanOut
 from .status import PipelineStatus, Severity, SourceSlot, SourceState
 
-__all__ = ["Pipeline", "PipelineResult", "WatchedPipeline", "Watcher"]
+__all__ = ["LastSource", "Pipeline", "PipelineResult", "SourceNotFound", "WatchedPipeline",
+           "Watcher"]  # fmt: skip
 
 log = logging.getLogger(__name__)
+
+
+class SourceNotFound(NotFound):
+    """No source with that id in the pipeline (never one, or removed)."""
+
+    code = "source_not_found"
+
+
+class LastSource(Conflict):
+    """Removing a pipeline's only source would leave it nothing to do."""
+
+    code = "last_source"
 
 
 @dataclass
@@ -72,7 +86,7 @@ class WatchedPipeline(Protocol):
         """What the session selects its outputs from."""
 
     @property
-    def source_count(self) -> int: ...
+    def source_ids(self) -> list[int]: ...
 
     def watch(self, watcher: Watcher) -> Callable[[], None]:
         """``watcher`` gets results from now on until the returned function is called."""
@@ -121,6 +135,7 @@ class Pipeline:
         ]
         for slot, series in zip(self._sources, source_metrics, strict=False):
             slot.metrics = series
+        self._next_source_id = max(r.source_id for r in references) + 1
         self._sinks = SinkFanOut(
             self.pipeline_id[:8],
             payload.sink_configuration,
@@ -132,18 +147,72 @@ class Pipeline:
     async def start(self) -> None:
         """Subscribe to every source and start processing; raises if a source is refused."""
         self._status.event(Severity.INFO, "INFERENCE_THREAD_STARTED", {}, "inference_pipeline")
-        loop = asyncio.get_running_loop()
         try:
             for source in self._sources:
-                feed = SourceFeed(self.pipeline_id[:8], source, self._running, self._status)
-                if source.reference.kind != "file":  # cameras and devices, shared
-                    feed.subscribe(self._hub, loop)
-                else:
-                    self._spawn(feed.read_file())
-                self._spawn(self._process(source))
+                self._start_source(source)
         except BaseException:
             await self.terminate()
             raise
+
+    def _start_source(self, source: SourceSlot) -> None:
+        feed = SourceFeed(self.pipeline_id[:8], source, self._running, self._status)
+        if source.reference.kind != "file":  # cameras and devices, shared
+            feed.subscribe(self._hub, asyncio.get_running_loop())
+        else:
+            self._spawn(feed.read_file())
+        source.task = self._tasks.spawn(self._process(source))
+
+    @property
+    def references(self) -> list[str | int]:
+        """Its sources' references as they now are (sources added and removed included)."""
+        return [source.reference.reference for source in self._sources]
+
+    def position(self, source_id: int) -> int | None:
+        """Where the source is among the pipeline's sources now; None once removed."""
+        return next((i for i, s in enumerate(self._sources) if s.source_id == source_id), None)
+
+    @property
+    def next_source_id(self) -> int:
+        """Never one a removed source had: results and sinks stay unambiguous."""
+        return self._next_source_id
+
+    async def add_source(
+        self, reference: SourceReference, workflow: CompiledWorkflow, metrics: SourceMetrics | None
+    ) -> None:
+        """One more source, its own buffer and workflow, started beside the others (paused
+        with them when the pipeline is); raises if it is refused (a device missing)."""
+        video = self.payload.video_configuration
+        slot = SourceSlot(
+            reference, buffer_for(reference, video, self.payload.decoding_buffer_size), workflow
+        )
+        slot.metrics = metrics
+        self._start_source(slot)  # raises before anything is kept
+        self._next_source_id = max(self._next_source_id, reference.source_id + 1)
+        if self.paused:
+            slot.state = SourceState.PAUSED
+        self._sources.append(slot)
+        await asyncio.to_thread(self._sinks.add_source, reference.source_id)
+        log.info("pipeline %s source %d added: %s",
+                 self.pipeline_id[:8], reference.source_id, reference.shown)  # fmt: skip
+
+    async def remove_source(self, source_id: int) -> SourceSlot:
+        """Stops one source (its reader, its workflow, its recording); the others go on."""
+        slot = next((s for s in self._sources if s.source_id == source_id), None)
+        if slot is None:
+            raise SourceNotFound(f"pipeline {self.pipeline_id} has no source {source_id}")
+        if len(self._sources) == 1:
+            raise LastSource(
+                f"source {source_id} is the pipeline's only one: terminate the pipeline instead"
+            )
+        self._sources.remove(slot)
+        slot.stop_reading()
+        await slot.buffer.close(discard=True)
+        if slot.task is not None:  # its frame in the workflow finishes first
+            await asyncio.gather(slot.task, return_exceptions=True)
+        await asyncio.to_thread(self._sinks.remove_source, source_id)
+        await asyncio.to_thread(slot.workflow.close)
+        log.info("pipeline %s source %d removed", self.pipeline_id[:8], source_id)
+        return slot
 
     async def _process(self, source: SourceSlot) -> None:
         loop = asyncio.get_running_loop()
@@ -262,6 +331,10 @@ class Pipeline:
         return len(self._sources)
 
     @property
+    def source_ids(self) -> list[int]:
+        return [source.source_id for source in self._sources]
+
+    @property
     def paused(self) -> bool:
         return not self._running.is_set()
 
@@ -290,13 +363,7 @@ class Pipeline:
             return
         self._terminated = True
         for source in self._sources:
-            live = source.live
-            if live is not None and source.listener is not None:
-                live.remove_listener(source.listener)
-            if source.subscription is not None:
-                source.subscription.close()
-            if source.file is not None:
-                source.file.close()
+            source.stop_reading()
             await source.buffer.close(discard=True)
         self._running.set()  # wake tasks parked on a pause so they can finish
         self._results_changed.set()  # and long polls

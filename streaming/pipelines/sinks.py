@@ -56,14 +56,29 @@ class SinkFanOut:
                 timeout_s=hook.timeout_seconds,
                 max_attempts=hook.max_attempts,
             )
-        if config.video_file is not None:
-            # Started-at in the name: a restarted pipeline never overwrites earlier segments.
-            started = time.strftime("%Y%m%d-%H%M%S")
-            for source_id in source_ids:
-                stem = f"{config.video_file.name}-source{source_id}-{started}"
-                self._videos[source_id] = RollingVideoRecorder(
-                    sink_dir, stem, config.video_file.segment_seconds
-                )
+        self._video_file = config.video_file
+        self._sink_dir = sink_dir
+        # Started-at in the name: a restarted pipeline never overwrites earlier segments.
+        self._started = time.strftime("%Y%m%d-%H%M%S")
+        for source_id in source_ids:
+            self.add_source(source_id)
+
+    def add_source(self, source_id: int) -> None:
+        """A source's own recording, if the pipeline records video (also for a source added
+        while it runs)."""
+        if self._video_file is None:
+            return
+        stem = f"{self._video_file.name}-source{source_id}-{self._started}"
+        recorder = RollingVideoRecorder(self._sink_dir, stem, self._video_file.segment_seconds)
+        with self._lock:
+            self._videos[source_id] = recorder
+
+    def remove_source(self, source_id: int) -> None:
+        """Blocking: the source's recording finalised (waits out a write in progress)."""
+        with self._lock:
+            recorder = self._videos.pop(source_id, None)
+            if recorder is not None:
+                self.guarded("video_file", recorder.close)
 
     @property
     def any(self) -> bool:

@@ -3,6 +3,7 @@ the reference's status shape (pipelines-api.md) plus our own keys."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections import deque
 from collections.abc import Callable
@@ -82,6 +83,18 @@ class SourceSlot:
     metrics: SourceMetrics | None = None
     announce: bool = True
     """Log the next processed frame (the first, and the first after each reconnection)."""
+    task: asyncio.Task[None] | None = None
+    """The task that runs its frames through its workflow (ends when its buffer closes)."""
+
+    def stop_reading(self) -> None:
+        """Leave the hub (or stop reading the file); idempotent."""
+        live = self.live
+        if live is not None and self.listener is not None:
+            live.remove_listener(self.listener)
+        if self.subscription is not None:
+            self.subscription.close()
+        if self.file is not None:
+            self.file.close()
 
     @property
     def source_id(self) -> int:

@@ -11,7 +11,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 
 from ..pipelines import InitialisePipelinePayload
-from ..pipelines.models import ConsumePayload
+from ..pipelines.models import AddSourcePayload, ConsumePayload
 from ..workflows import workflow_urls
 from .auth import body_api_key
 from .docs import ERROR_RESPONSES, json_body
@@ -49,8 +49,7 @@ async def _check_egress(state: ServerState, payload: InitialisePipelinePayload) 
     """Cameras and the webhook: hosts this server may connect to for a caller."""
     references = payload.video_configuration.video_reference
     for reference in references if isinstance(references, list) else [references]:
-        if isinstance(reference, str) and "://" in reference and not reference.startswith("file:"):
-            await state.egress.check_url(reference, "video_reference")
+        await _check_reference(state, reference)
     webhook = payload.sink_configuration.webhook if payload.sink_configuration else None
     if webhook is not None:
         await state.egress.check_url(webhook.url, "webhook url")
@@ -58,6 +57,11 @@ async def _check_egress(state: ServerState, payload: InitialisePipelinePayload) 
     for where, url in workflow_urls(state.workflows.specification(config),
                                     config.workflows_parameters):  # fmt: skip
         await state.egress.check_url(url, where)
+
+
+async def _check_reference(state: ServerState, reference: str | int) -> None:
+    if isinstance(reference, str) and "://" in reference and not reference.startswith("file:"):
+        await state.egress.check_url(reference, "video_reference")
 
 
 async def restore_pipelines(state: ServerState) -> None:
@@ -121,6 +125,29 @@ async def terminate(
     await _body(request, state, _KeyOnly)
     await state.pipelines.terminate(pipeline_id)
     return _success(pipeline_id)
+
+
+@router.post("/{pipeline_id}/sources", openapi_extra=json_body(AddSourcePayload))
+async def add_source(
+    pipeline_id: str, request: Request, state: ServerState = Depends(get_state)
+) -> dict:
+    """Ours: one more source on a running pipeline (checked as ``initialise`` checks them);
+    the answer's ``source_id`` tags its results and names it for removal."""
+    payload = await _body(request, state, AddSourcePayload)
+    state.check_accepting()
+    await _check_reference(state, payload.video_reference)
+    source_id = await state.pipelines.add_source(pipeline_id, payload.video_reference)
+    return _success(pipeline_id, source_id=source_id)
+
+
+@router.delete("/{pipeline_id}/sources/{source_id}", openapi_extra=json_body(_KeyOnly))
+async def remove_source(
+    pipeline_id: str, source_id: int, request: Request, state: ServerState = Depends(get_state)
+) -> dict:
+    """Ours: stops one source of a running pipeline; the others go on."""
+    await _body(request, state, _KeyOnly)
+    await state.pipelines.remove_source(pipeline_id, source_id)
+    return _success(pipeline_id, source_id=source_id)
 
 
 @router.get("/{pipeline_id}/consume", openapi_extra=json_body(ConsumePayload))

@@ -266,11 +266,16 @@ def test_camera_mode_reads_a_url_or_watches_a_running_pipeline(page, server):
         started = server.start_pipeline(camera.url, DETECT_SPEC)
         assert started.status_code == 200, started.text
         pipeline_id = started.json()["context"]["pipeline_id"]
+        # A source added to the running pipeline is listed, and watched, like the first.
+        added = server.post(
+            f"/inference_pipelines/{pipeline_id}/sources", json={"video_reference": camera.url}
+        )
+        assert added.status_code == 200 and added.json()["source_id"] == 1, added.text
         page.get_by_role("button", name="Refresh pipelines").click()
         choice = page.get_by_label("or watch a running pipeline")
-        choice.locator("option", has_text=pipeline_id[:8]).wait_for(state="attached")
-        assert "rtsp://" in choice.inner_text()
-        choice.select_option(f"{pipeline_id}#0")
+        choice.locator(f'option[value="{pipeline_id}#1"]').wait_for(state="attached")
+        assert choice.inner_text().count("rtsp://") == 2
+        choice.select_option(f"{pipeline_id}#1")
         page.get_by_role("button", name="Start", exact=True).click()
         wait_stats(
             page, 's.state === "connected" && s.framesReceived >= 10 && s.resultsReceived >= 10'

@@ -11,6 +11,7 @@ import os
 import signal
 from collections.abc import Iterator
 
+import httpx
 import pytest
 from inference_sdk import InferenceHTTPClient
 from inference_sdk.webrtc import StreamConfig
@@ -172,6 +173,12 @@ def test_a_refused_pipeline_is_a_clear_error_and_leaves_no_actor(ray_server, cam
     assert local.status_code == 403, local.text
 
 
+def source_frames(server: ServerProcess, pipeline_id: str) -> dict[int, int]:
+    """Each source's frames processed, by source id, as the status reports them."""
+    report = server.get(f"/inference_pipelines/{pipeline_id}/status").json()["report"]
+    return {s["source_id"]: s["frames_processed"] for s in report["sources_metadata"]}
+
+
 def test_a_pipeline_runs_on_after_its_node_is_removed(cluster, ray_server, camera):
     response = ray_server.start_pipeline(camera.url, DETECT_SPEC)
     assert response.status_code == 200, response.text
@@ -184,6 +191,15 @@ def test_a_pipeline_runs_on_after_its_node_is_removed(cluster, ray_server, camer
             lambda: pipeline_frames_in_metrics(ray_server, pipeline_id), WAIT_S, "its metrics"
         )
         assert frames[f"pipeline-{pipeline_id[:8]}"] >= 1
+        # A source added to (and removed from) the running pipeline, in its actor.
+        sources = f"{ray_server.url}/inference_pipelines/{pipeline_id}/sources"
+        added = httpx.post(sources, json={"video_reference": camera.url}, timeout=30)
+        assert added.status_code == 200 and added.json()["source_id"] == 1, added.text
+        wait_for(lambda: source_frames(ray_server, pipeline_id).get(1), WAIT_S, "source 1 runs")
+        assert httpx.delete(f"{sources}/1", timeout=30).status_code == 200
+        last = httpx.delete(f"{sources}/0", timeout=30)  # our error, through the actor
+        assert (last.status_code, last.json()["code"]) == (409, "last_source")
+        assert list(source_frames(ray_server, pipeline_id)) == [0]
         first_node = ray_server.pipeline_nodes()[pipeline_id]
         victim = next(n for n in cluster.worker_nodes if n.node_id == first_node)
         cluster.remove_node(victim)

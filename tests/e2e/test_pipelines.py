@@ -350,3 +350,66 @@ def test_a_counting_pipeline_exports_its_counts_until_terminated(server, camera)
     terminate(server, pipeline_id)
     assert line_series(server, pipeline_id) == {}
     assert series(server, pipeline_id, "visionstream_source_frames") == {}
+
+
+def results_by_source(server: ServerProcess, pipeline_id: str, count: int) -> list[int]:
+    """The source ids of the next ``count`` results (a result of a source removed meanwhile
+    comes back empty, and is skipped), each checked to fill one slot per current source."""
+    sources = len(status(server, pipeline_id)["sources_metadata"])
+    ids: list[int] = []
+    while len(ids) < count:
+        result = consume(server, pipeline_id, excluded_fields=["annotated"])
+        if not result["outputs"]:
+            continue
+        assert len(result["outputs"]) == len(result["frames_metadata"]) == sources
+        (metadata,) = [m for m in result["frames_metadata"] if m is not None]
+        ids.append(metadata["source_id"])
+    return ids
+
+
+def test_sources_are_added_to_and_removed_from_a_running_pipeline(server, camera):
+    second = RTSPCamera(320, 240, fps=30, path="second")
+    pipeline_id = start(server, camera.url)
+    sources = f"/inference_pipelines/{pipeline_id}/sources"
+    try:
+        added = server.post(sources, json={"video_reference": second.url})
+        assert added.status_code == 200, added.text
+        assert added.json()["source_id"] == 1
+        wait_for(lambda: set(results_by_source(server, pipeline_id, 4)) == {0, 1}, 60, "both")
+        assert [s["source_id"] for s in status(server, pipeline_id)["sources_metadata"]] == [0, 1]
+        assert set(series(server, pipeline_id, "visionstream_source_frames")) == {"0", "1"}
+
+        removed = httpx.delete(f"{server.url}{sources}/0", timeout=30)
+        assert removed.status_code == 200, removed.text
+        report = status(server, pipeline_id)["sources_metadata"]
+        assert [(s["source_id"], s["source_reference"]) for s in report] == [(1, second.url)]
+        assert set(results_by_source(server, pipeline_id, 5)) == {1}  # the other goes on
+        assert set(series(server, pipeline_id, "visionstream_source_frames")) == {"1"}
+
+        # The next one gets a new id, never a removed one's.
+        again = server.post(sources, json={"video_reference": camera.url})
+        assert again.json()["source_id"] == 2
+
+        gone = httpx.delete(f"{server.url}{sources}/0", timeout=30)
+        assert (gone.status_code, gone.json()["code"]) == (404, "source_not_found")
+        assert httpx.delete(f"{server.url}{sources}/2", timeout=30).status_code == 200
+        last = httpx.delete(f"{server.url}{sources}/1", timeout=30)
+        assert (last.status_code, last.json()["code"]) == (409, "last_source")
+        assert "terminate the pipeline" in last.json()["message"]
+        for reference, code, words in [
+            ("/etc/passwd", 403, "local file on the server: refused"),
+            (0, 403, "device on the server: refused"),
+            ("srt://127.0.0.1:9000", 400, "libsrt"),
+            ("rtsp://user:hunter2@", 422, "has no host"),
+        ]:
+            refused = server.post(sources, json={"video_reference": reference})
+            assert refused.status_code == code, refused.text
+            assert words in refused.json()["message"] and "hunter2" not in refused.text
+        missing = server.post(
+            "/inference_pipelines/nope/sources", json={"video_reference": camera.url}
+        )
+        assert (missing.status_code, missing.json()["code"]) == (404, "pipeline_not_found")
+        assert [s["source_id"] for s in status(server, pipeline_id)["sources_metadata"]] == [1]
+    finally:
+        terminate(server, pipeline_id)
+        second.close()
