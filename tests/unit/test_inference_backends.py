@@ -191,6 +191,34 @@ def test_the_batcher_forms_batches_and_gives_each_caller_its_own_slice():
     assert not any(t.name.startswith("batcher-") for t in threading.enumerate())
 
 
+class SegmentationLike(RowSums):
+    """Two outputs per image, as a YOLOv8-seg export has (rows and mask prototypes)."""
+
+    outputs = [TensorSpec("rows", "FP32", (-1, 1)), TensorSpec("protos", "FP32", (-1, 2, 3, 3))]
+
+    def run(self, batch):
+        (sums,) = super().run(batch)
+        return [sums, np.broadcast_to(sums[:, :, None, None], (len(batch), 2, 3, 3)).copy()]
+
+
+def test_a_batch_of_a_two_output_model_gives_each_caller_its_slice_of_both():
+    session = SegmentationLike()
+    session.release.set()
+    # A batch closes when full: three callers and room for three make one batch of three,
+    # however the threads are scheduled (the 60 s delay only bounds a hang).
+    batcher = DynamicBatcher(session, 3, 60_000.0, workers=1)
+    threads, results, errors = _callers(batcher, 3)
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    batcher.close()
+    assert not errors and sorted(results) == [0, 1, 2] and session.batches == [3]
+    for i, ((rows, protos), _) in results.items():
+        assert rows.shape == (1, 1) and protos.shape == (1, 2, 3, 3)
+        assert rows[0, 0] == i and (protos == i).all()
+
+
 def test_a_failed_batch_fails_each_of_its_callers_and_the_next_batch_runs():
     session = RowSums(fail=True)
     session.release.set()
