@@ -200,6 +200,9 @@ def _raise_terminated(signum: int, frame: object) -> None:
 
 def run(args: argparse.Namespace) -> int:
     # Ours to own: the command is the whole process. Ctrl-C and SIGTERM both close cleanly.
+    # SIGINT explicitly too: started in the background by a shell (`cmd &`), a process
+    # inherits SIGINT ignored and Python then installs no KeyboardInterrupt at all.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, _raise_terminated)
     try:
         return _run(args)

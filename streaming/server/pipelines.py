@@ -12,6 +12,7 @@ from pydantic import BaseModel
 
 from ..pipelines import InitialisePipelinePayload
 from ..pipelines.models import AddSourcePayload, ConsumePayload
+from ..pipelines.pipeline import SourceNotFound
 from ..workflows import workflow_urls
 from .auth import body_api_key
 from .docs import ERROR_RESPONSES, json_body
@@ -142,12 +143,16 @@ async def add_source(
 
 @router.delete("/{pipeline_id}/sources/{source_id}", openapi_extra=json_body(_KeyOnly))
 async def remove_source(
-    pipeline_id: str, source_id: int, request: Request, state: ServerState = Depends(get_state)
+    pipeline_id: str, source_id: str, request: Request, state: ServerState = Depends(get_state)
 ) -> dict:
     """Ours: stops one source of a running pipeline; the others go on."""
+    # A text path parameter, read after the key check: a typed one would answer a caller
+    # without the key (422) before it was asked for the key.
     await _body(request, state, _KeyOnly)
-    await state.pipelines.remove_source(pipeline_id, source_id)
-    return _success(pipeline_id, source_id=source_id)
+    if not source_id.isdigit() or len(source_id) > 9:
+        raise SourceNotFound(f"pipeline {pipeline_id} has no source {source_id!r}")
+    await state.pipelines.remove_source(pipeline_id, int(source_id))
+    return _success(pipeline_id, source_id=int(source_id))
 
 
 @router.get("/{pipeline_id}/consume", openapi_extra=json_body(ConsumePayload))
