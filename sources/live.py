@@ -86,29 +86,27 @@ def _options(scheme: str, url: str) -> tuple[str | None, dict[str, str]]:
         # A burst larger than the socket buffer is dropped, not fatal.
         return "mpegts", {"fifo_size": "1000000", "overrun_nonfatal": "1"}
     if urlsplit(url).path.lower().endswith((".m3u8", ".m3u")):
-        return "hls", _HLS
-    return _HTTP_PROBE, {}
+        return _HLS
+    return None, {}  # decided when connecting, from the answer's content type
 
 
 # Start at the newest segment, not FFmpeg's default of three back: a monitor wants now.
-_HLS = {"live_start_index": "-1"}
-
-_HTTP_PROBE = "?"
-"""Decided when connecting, from the answer's content type."""
+_HLS: tuple[str, dict[str, str]] = ("hls", {"live_start_index": "-1"})
 
 
-def _http_format(url: str, timeout: float) -> str | None:
-    """What an HTTP stream is, from its content type: MJPEG, HLS, or None (FFmpeg probes)."""
+def _http_kind(url: str, timeout: float) -> tuple[str | None, dict[str, str]] | None:
+    """An HTTP stream's demuxer and options from its content type: MJPEG, HLS, or FFmpeg's
+    probe (None, {}); None when the camera cannot be asked now."""
     try:
         with httpx.stream("GET", url, timeout=timeout, follow_redirects=True) as answer:
             kind = answer.headers.get("content-type", "").lower()
     except httpx.HTTPError:
-        return _HTTP_PROBE  # unreachable now: asked again next time; FFmpeg will say why
+        return None  # asked again on the next attempt; FFmpeg will say why this one fails
     if "multipart/x-mixed-replace" in kind:
-        return "mpjpeg"
+        return "mpjpeg", {}
     if "mpegurl" in kind:
-        return "hls"
-    return None
+        return _HLS
+    return None, {}
 
 
 class LiveSource(FrameSource):
@@ -135,6 +133,8 @@ class LiveSource(FrameSource):
         self.url = url
         self.masked_url = mask_url(url)
         self._format, self._options = _options(scheme, url)
+        # An HTTP URL that does not say what it is: its answer's content type tells, once.
+        self._sniff = scheme.startswith("http") and self._format is None
         self.read_timeout = read_timeout
         self.max_backoff = max_backoff
         self.initial_backoff = initial_backoff
@@ -185,14 +185,14 @@ class LiveSource(FrameSource):
         if self._backoff and self._closed.wait(self._backoff):
             return False  # closed while waiting
         opening = time.monotonic()
-        form = self._format
-        if form == _HTTP_PROBE:  # once known, kept: a camera does not change what it serves
-            form = self._format = _http_format(self.url, self.read_timeout)
+        if self._sniff and (kind := _http_kind(self.url, self.read_timeout)) is not None:
+            # Once known, kept: a camera does not change what it serves.
+            (self._format, self._options), self._sniff = kind, False
         try:
             container = av.open(
                 self.url,
-                format=None if form == _HTTP_PROBE else form,
-                options=_HLS if form == "hls" else self._options,
+                format=self._format,
+                options=self._options,
                 # Measured: a stalled RTSP read ends only at PyAV's second read timeout (FFmpeg
                 # retries once), so half the budget each makes the whole wait read_timeout.
                 timeout=(self.read_timeout, self.read_timeout / 2),

@@ -21,6 +21,7 @@ from .base import (
     BuildContext,
     FieldSpec,
     FrameState,
+    WorkflowImage,
 )
 from .checks import number
 
@@ -55,12 +56,35 @@ def _model(name: str, config: dict[str, Any], context: BuildContext, tasks: tupl
     return model
 
 
-def _image_required(name: str, bound: set[str]) -> None:
-    if not bound & {"images", "image"}:
-        raise WorkflowCompilationError(f"step '{name}': field 'images' is required")
+_MODEL_FIELDS = {
+    "images": FieldSpec((IMAGE,), default=None, per_frame=True),
+    "image": FieldSpec((IMAGE,), default=None, per_frame=True),  # v1 name
+    "model_id": FieldSpec(),
+}
 
 
-class ObjectDetectionModelBlock(Block):
+class _ModelBlock(Block):
+    """One of our models on the frame: the image input (``images``, or v1's ``image``) and
+    the model, which must do one of ``tasks``."""
+
+    tasks: tuple[str, ...]
+
+    @classmethod
+    def check_bindings(cls, name: str, bound: set[str]) -> None:
+        if not bound & {"images", "image"}:
+            raise WorkflowCompilationError(f"step '{name}': field 'images' is required")
+
+    def __init__(self, name: str, config: dict[str, Any], context: BuildContext) -> None:
+        super().__init__(name, config, context)
+        self.model = _model(name, config, context, self.tasks)
+        self.model_id = config["model_id"]
+
+    @staticmethod
+    def image(inputs: dict[str, Any]) -> WorkflowImage:
+        return inputs["images"] if inputs.get("images") is not None else inputs["image"]
+
+
+class ObjectDetectionModelBlock(_ModelBlock):
     """The reference's object detection model block: one of our models on the frame."""
 
     type_ids: ClassVar[tuple[str, ...]] = (
@@ -72,9 +96,7 @@ class ObjectDetectionModelBlock(Block):
     )
     # Defaults are the reference blocks'.
     fields = {
-        "images": FieldSpec((IMAGE,), default=None, per_frame=True),
-        "image": FieldSpec((IMAGE,), default=None, per_frame=True),  # v1 name
-        "model_id": FieldSpec(),
+        **_MODEL_FIELDS,
         "confidence": FieldSpec(default=0.4),
         "iou_threshold": FieldSpec(default=0.3),
         "class_filter": FieldSpec(default=None),
@@ -87,14 +109,9 @@ class ObjectDetectionModelBlock(Block):
     tasks: tuple[str, ...] = _DETECTING
     """The model tasks this block runs (a segmentation model's boxes are boxes too)."""
 
-    @classmethod
-    def check_bindings(cls, name: str, bound: set[str]) -> None:
-        _image_required(name, bound)
-
     def __init__(self, name: str, config: dict[str, Any], context: BuildContext) -> None:
         super().__init__(name, config, context)
-        self.model = _model(name, config, context, self.tasks)
-        model_id = self.model_id = config["model_id"]
+        model_id = self.model_id
         class_filter = config["class_filter"]
         class_ids: frozenset[int] | None = None
         if class_filter is not None:
@@ -127,7 +144,7 @@ class ObjectDetectionModelBlock(Block):
         )
 
     def run(self, inputs: dict[str, Any], frame: FrameState) -> dict[str, Any]:
-        image = inputs["images"] if inputs.get("images") is not None else inputs["image"]
+        image = self.image(inputs)
         detections = self.model.detect(image.numpy, self.options, frame.timer)
         n = len(detections)
         detections.data["detection_id"] = np.array([str(uuid.uuid4()) for _ in range(n)])
@@ -193,7 +210,7 @@ class KeypointDetectionModelBlock(ObjectDetectionModelBlock):
         return result
 
 
-class ClassificationModelBlock(Block):
+class ClassificationModelBlock(_ModelBlock):
     """A classifier on the frame: ``predictions`` as the reference's classification response
     (every class with its confidence, best first; ``top`` and its ``confidence``)."""
 
@@ -204,27 +221,16 @@ class ClassificationModelBlock(Block):
         "ClassificationModel",
     )
     tasks: tuple[str, ...] = ("classification",)
-    fields = {
-        "images": FieldSpec((IMAGE,), default=None, per_frame=True),
-        "image": FieldSpec((IMAGE,), default=None, per_frame=True),  # v1 name
-        "model_id": FieldSpec(),
-        "confidence": FieldSpec(default=0.4),
-    }
+    fields = {**_MODEL_FIELDS, "confidence": FieldSpec(default=0.4)}
     outputs = {"predictions": CLASSIFICATION, "inference_id": "string", "model_id": "string"}
-
-    @classmethod
-    def check_bindings(cls, name: str, bound: set[str]) -> None:
-        _image_required(name, bound)
 
     def __init__(self, name: str, config: dict[str, Any], context: BuildContext) -> None:
         super().__init__(name, config, context)
-        self.model = _model(name, config, context, self.tasks)
-        self.model_id = config["model_id"]
         self.confidence = number(name, "confidence", config["confidence"], 0.0, 1.0)
         self.class_names = list(self.model.manifest.class_names)
 
     def run(self, inputs: dict[str, Any], frame: FrameState) -> dict[str, Any]:
-        image = inputs["images"] if inputs.get("images") is not None else inputs["image"]
+        image = self.image(inputs)
         probabilities = self.model.classify(image.numpy, frame.timer)
         height, width = image.numpy.shape[:2]
         inference_id = str(uuid.uuid4())
