@@ -175,11 +175,21 @@ class LiveSource(FrameSource):
                     self._lost(f"no data for {self.read_timeout:g} s")
                     continue
                 except av.error.FFmpegError as exc:
-                    self._lost(_reason(exc, "stopped sending"))
+                    self._lost(self._stall_or(_reason(exc, "stopped sending")))
                     continue
                 return self._frame(decoded)
             self._disconnect()
             return None
+
+    def _stall_or(self, reason: str) -> str:
+        """Why a read failed. PyAV's read timeout interrupts FFmpeg wherever it waits, and
+        some of FFmpeg's RTSP code reports that interrupt as its own error ("Invalid data
+        found", seen on a loaded machine) rather than ExitError: a failure after a read
+        timeout's worth of silence is the stall, whatever FFmpeg calls it."""
+        last = max(self._connected_at, self._arrivals[-1] if self._arrivals else 0.0)
+        if time.monotonic() - last >= self.read_timeout / 2:
+            return f"no data for {self.read_timeout:g} s"
+        return reason
 
     def _connect(self) -> bool:
         if self._backoff and self._closed.wait(self._backoff):
