@@ -10,7 +10,8 @@ FROM nvidia/cuda:13.0.1-cudnn-runtime-ubuntu24.04
 ENV DEBIAN_FRONTEND=noninteractive PIP_BREAK_SYSTEM_PACKAGES=1 PIP_NO_CACHE_DIR=1 \
     PYTHONUNBUFFERED=1 STREAMING_HOST=0.0.0.0 STREAMING_MODELS_DIR=/models \
     STREAMING_TRT_CACHE_DIR=/models/.trt-engines STREAMING_SINK_DIR=/data/sinks
-RUN apt-get update && apt-get install -y --no-install-recommends python3 python3-pip \
+# srt-tools: srt-live-transmit receives srt:// streams (PyAV's FFmpeg has no libsrt).
+RUN apt-get update && apt-get install -y --no-install-recommends python3 python3-pip srt-tools \
     && rm -rf /var/lib/apt/lists/* \
     && useradd --create-home --uid 10001 visionstream \
     && mkdir -p /models /data && chown visionstream:visionstream /models /data

@@ -9,9 +9,10 @@ times, and the time from the restart to the pipeline's next processed frame is r
 server's log timestamps.
 
 Stream kinds: the same stamped 640x480 30 fps frames from RTSP (GStreamer), RTMP (nginx's RTMP
-module), HLS (1 s segments over HTTP) and MPEG-TS over UDP, each read by LiveSource (the
-server's reader) --opens times: open time (reader created -> first decoded frame, the stream
-already live) and sender -> decoded latency over --frames frames. ``--streams-only`` stops there.
+module), HLS (1 s segments over HTTP), MPEG-TS over UDP and SRT (srt-live-transmit listening,
+the reader calling it through its own relay), each read by LiveSource (the server's reader)
+--opens times: open time (reader created -> first decoded frame, the stream already live) and
+sender -> decoded latency over --frames frames. ``--streams-only`` stops there.
 
 Run: ``unshare --net sh -c 'ip link set lo up && python benchmarks/cameras.py'``.
 """
@@ -41,7 +42,7 @@ from tests.support.camera import RTSPCamera  # noqa: E402
 from tests.support.server import ServerProcess  # noqa: E402
 from tests.support.streams import PublishedStream  # noqa: E402
 
-STREAM_KINDS = ("rtsp", "rtmp", "hls", "udp")
+STREAM_KINDS = ("rtsp", "rtmp", "hls", "udp", "srt")
 
 
 def latency(server: ServerProcess, camera: RTSPCamera, frames: int) -> dict:

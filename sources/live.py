@@ -1,12 +1,12 @@
 """A network camera or stream that keeps reading through reboots and cuts: RTSP, HTTP(S)
-(MJPEG or HLS), RTMP(S) and MPEG-TS over UDP; anything FFmpeg opens through PyAV.
+(MJPEG or HLS), RTMP(S), MPEG-TS over UDP and SRT; anything FFmpeg opens through PyAV.
 
 PyAV reads it: RTSP over TCP with a 0.1 s probe and slice threading (frame threading would add
 about three frames of latency); over HTTP, an ``.m3u8`` playlist (or a ``mpegurl`` content
 type) is HLS, ``multipart/x-mixed-replace`` is MJPEG through FFmpeg's multipart demuxer, and
 anything else is left to FFmpeg's probing; RTMP as FLV, live; UDP as MPEG-TS, listening on the
-URL's address. (SRT is not in PyAV's FFmpeg: ``srt://`` is refused with a word on relaying
-it to UDP.) A camera that stops
+URL's address; SRT through ``srt-live-transmit`` to a loopback UDP port (``sources.srt``:
+PyAV's FFmpeg has no libsrt). A camera that stops
 sending is noticed within ``read_timeout``; FFmpeg ending the stream (what a killed camera
 looks like) is a disconnect too, never an end: the source reconnects forever, waiting
 ``initial_backoff`` doubled per failed attempt up to ``max_backoff``, reset once a connection
@@ -30,18 +30,14 @@ import av
 import httpx
 
 from .base import RTP_CLOCK, FrameSource, SourceError, SourceFrame
+from .srt import SRTRelay, relay_missing
 from .urls import mask_credentials, mask_url
 
-__all__ = ["LIVE_SCHEMES", "SRT_REFUSED", "LiveSource", "LiveState", "LiveStats"]
+__all__ = ["LIVE_SCHEMES", "LiveSource", "LiveState", "LiveStats"]
 
 log = logging.getLogger(__name__)
 
-LIVE_SCHEMES = ("rtsp", "rtsps", "http", "https", "rtmp", "rtmps", "udp")
-
-SRT_REFUSED = (
-    "srt:// is not readable here: the FFmpeg inside PyAV is built without libsrt. Relay it "
-    "to UDP (srt-live-transmit srt://... udp://127.0.0.1:5000) and read udp://127.0.0.1:5000"
-)
+LIVE_SCHEMES = ("rtsp", "rtsps", "http", "https", "rtmp", "rtmps", "udp", "srt")
 
 
 class LiveState(Enum):
@@ -82,7 +78,7 @@ def _options(scheme: str, url: str) -> tuple[str | None, dict[str, str]]:
         # No ``nobuffer``: it drops the probed packets, keyframe included, and the first frame
         # then waits a whole GOP more (measured: 2.0 s to the first frame instead of 1.0 s).
         return "flv", {"rtmp_live": "live", "analyzeduration": "100000"}
-    if scheme == "udp":
+    if scheme in ("udp", "srt"):  # SRT arrives as MPEG-TS over UDP from its relay
         # A burst larger than the socket buffer is dropped, not fatal.
         return "mpegts", {"fifo_size": "1000000", "overrun_nonfatal": "1"}
     if urlsplit(url).path.lower().endswith((".m3u8", ".m3u")):
@@ -123,15 +119,16 @@ class LiveSource(FrameSource):
         healthy_after: float = 10.0,
     ) -> None:
         scheme = url.partition("://")[0].lower()
-        if scheme == "srt":
-            raise SourceError(SRT_REFUSED)
         if scheme not in LIVE_SCHEMES or "://" not in url:
             raise SourceError(
-                "not a camera URL (rtsp://, http(s):// MJPEG or HLS, rtmp(s)://, udp://): "
-                f"{mask_url(url)}"
+                "not a camera URL (rtsp://, http(s):// MJPEG or HLS, rtmp(s)://, udp://, "
+                f"srt://): {mask_url(url)}"
             )
+        if scheme == "srt" and (missing := relay_missing()):
+            raise SourceError(missing)
         self.url = url
         self.masked_url = mask_url(url)
+        self._relay = SRTRelay(url, read_timeout) if scheme == "srt" else None
         self._format, self._options = _options(scheme, url)
         # An HTTP URL that does not say what it is: its answer's content type tells, once.
         self._sniff = scheme.startswith("http") and self._format is None
@@ -179,6 +176,8 @@ class LiveSource(FrameSource):
                     continue
                 return self._frame(decoded)
             self._disconnect()
+            if self._relay is not None:
+                self._relay.close()
             return None
 
     def _stall_or(self, reason: str) -> str:
@@ -199,8 +198,15 @@ class LiveSource(FrameSource):
             # Once known, kept: a camera does not change what it serves.
             (self._format, self._options), self._sniff = kind, False
         try:
+            url = self.url if self._relay is None else self._relay.target()
+        except OSError as exc:
+            self._failed(f"cannot start the SRT relay for {self.masked_url}: {exc}")
+            return False
+        if url is None:
+            return False  # closed
+        try:
             container = av.open(
-                self.url,
+                url,
                 format=self._format,
                 options=self._options,
                 # Measured: a stalled RTSP read ends only at PyAV's second read timeout (FFmpeg
@@ -208,7 +214,12 @@ class LiveSource(FrameSource):
                 timeout=(self.read_timeout, self.read_timeout / 2),
             )
         except (av.error.FFmpegError, OSError) as exc:
-            self._failed(f"cannot connect to {self.masked_url}: {_reason(exc, 'failed')}")
+            reason = _reason(exc, "failed")
+            if isinstance(exc, av.error.ExitError):  # FFmpeg's words for our open timeout
+                reason = f"nothing to read within {self.read_timeout:g} s"
+            if self._relay is not None:  # FFmpeg only saw the loopback side: say the SRT one
+                reason = f"{reason} ({self._relay.state()})"
+            self._failed(f"cannot connect to {self.masked_url}: {reason}")
             return False
         if not container.streams.video:
             container.close()
@@ -236,6 +247,8 @@ class LiveSource(FrameSource):
         if time.monotonic() - self._connected_at >= self.healthy_after:
             self._backoff = 0.0  # after a good period, retries start from the shortest wait
         self._disconnect()
+        if self._relay is not None:
+            why = f"{why} ({self._relay.state()})"
         with self._changed:
             self._disconnects += 1
             self._record_error(f"lost {self.masked_url}: {why}")
@@ -327,6 +340,8 @@ class LiveSource(FrameSource):
         """Idempotent. A ``read`` in progress returns None within ``read_timeout`` at worst
         and releases the connection itself; otherwise it is released here."""
         self._closed.set()
+        if self._relay is not None:  # now, not when a read in progress gives up
+            self._relay.close()
         with self._changed:
             if self._state is not LiveState.CLOSED:
                 self._set_state(LiveState.CLOSED)

@@ -23,7 +23,7 @@ def has_scheme_and_host(url: str, schemes: tuple[str, ...]) -> bool:
 
 def mask_url(url: str) -> str:
     """``rtsp://admin:secret@cam/stream`` -> ``rtsp://admin:***@cam/stream``; a password in
-    the query (``?password=...``) is masked too."""
+    the query (``?password=...``, SRT's ``?passphrase=...``) is masked too."""
     try:
         parts = urlsplit(url)
     except ValueError:
@@ -34,7 +34,7 @@ def mask_url(url: str) -> str:
         user = userinfo.partition(":")[0]
         netloc = f"{user}:{_MASK}@{host}" if user else f"{_MASK}@{host}"
     query = re.sub(
-        r"(?i)((?:^|&)(?:password|passwd|pwd|pass|token|key|secret|auth)=)[^&]*",
+        r"(?i)((?:^|&)(?:password|passwd|pwd|pass|passphrase|token|key|secret|auth)=)[^&]*",
         rf"\1{_MASK}",
         parts.query,
     )

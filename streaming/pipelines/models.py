@@ -10,7 +10,8 @@ from urllib.parse import urlsplit, urlunsplit
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from sources import is_device
-from sources.live import LIVE_SCHEMES, SRT_REFUSED
+from sources.live import LIVE_SCHEMES
+from sources.srt import relay_missing
 from sources.urls import mask_url
 
 from ..buffering import Consumption, Filling
@@ -30,8 +31,7 @@ __all__ = [
 
 _NETWORK_SCHEMES = LIVE_SCHEMES
 # Schemes the reference accepts that name something on this machine or that we do not read.
-_KNOWN_SCHEMES = (*_NETWORK_SCHEMES, "rtspt", "rtspst", "rtmp", "rtmps", "udp", "srt", "rtp",
-                  "tcp", "file", "csi")  # fmt: skip
+_KNOWN_SCHEMES = (*_NETWORK_SCHEMES, "rtspt", "rtspst", "rtp", "tcp", "file", "csi")
 _EXPLICIT_PATH = re.compile(r"^(/|\./|\.\./|\.\\|\.\.\\|[A-Za-z]:[\\/])")
 _SINK_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 
@@ -199,8 +199,8 @@ def resolve_references(
             kind: Literal["camera", "file", "device"] = "device"
         elif urlsplit(reference).scheme.lower() in _NETWORK_SCHEMES and "://" in reference:
             kind = "camera"
-        elif "://" in reference and urlsplit(reference).scheme.lower() == "srt":
-            raise InvalidRequest(f"video_reference {mask_url(reference)}: {SRT_REFUSED}")
+            if urlsplit(reference).scheme.lower() == "srt" and (missing := relay_missing()):
+                raise InvalidRequest(f"video_reference {mask_url(reference)}: {missing}")
         elif "://" in reference and urlsplit(reference).scheme.lower() != "file":
             raise InvalidRequest(
                 f"video_reference {mask_url(reference)}: this server reads "

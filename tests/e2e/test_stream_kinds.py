@@ -1,8 +1,13 @@
 """Streams beyond RTSP and MJPEG, each from a real server on loopback: RTMP (nginx's RTMP
-module), HLS (a live playlist over HTTP) and MPEG-TS over UDP; read by LiveSource, through a
-publisher's death and return, and by a pipeline in the real server."""
+module), HLS (a live playlist over HTTP), MPEG-TS over UDP and SRT (srt-live-transmit as the
+listener or calling us); read by LiveSource, through a publisher's death and return, and by a
+pipeline in the real server."""
 
 from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
 
 import pytest
 
@@ -10,12 +15,13 @@ from sources import SourceError
 from sources.live import LiveSource
 from tests.conftest import DETECT_SPEC
 from tests.e2e.test_live_source import Reader
-from tests.support.server import ServerProcess, wait_for
+from tests.support.server import ServerProcess, free_port, wait_for
 from tests.support.streams import HLSServer, PublishedStream
 
 pytestmark = pytest.mark.e2e
 
-KINDS = ["rtmp", "hls", "udp"]
+# srt-listener: the sender calls us (mode=listener), the way OBS pushes to a server.
+KINDS = ["rtmp", "hls", "udp", "srt", "srt-listener"]
 
 
 @pytest.fixture(params=KINDS)
@@ -52,9 +58,56 @@ def test_a_killed_publisher_is_a_disconnect_and_frames_flow_again_when_it_return
         reader.close()
 
 
-def test_srt_is_refused_with_the_relay_advice():
-    with pytest.raises(SourceError, match=r"built without libsrt.*srt-live-transmit"):
+def test_srt_without_its_relay_installed_is_refused_saying_what_to_install(monkeypatch, tmp_path):
+    monkeypatch.setenv("PATH", str(tmp_path))  # a machine without srt-tools
+    with pytest.raises(SourceError, match=r"needs srt-live-transmit.*apt install srt-tools"):
         LiveSource("srt://127.0.0.1:9000")
+
+
+def test_an_srt_sender_refusing_our_passphrase_says_so_and_the_secret_stays_hidden():
+    with PublishedStream("srt", passphrase="the-right-one-42") as stream:
+        wrong = stream.url.replace("the-right-one-42", "a-wrong-one-17")
+        reader = Reader(LiveSource(wrong, read_timeout=2.0, max_backoff=0.5))
+        try:
+            stats = reader.source.wait_for(lambda s: s.failed_attempts >= 1, timeout=30)
+            assert "Incorrect passphrase" in stats.last_error, stats.last_error
+            assert "a-wrong-one-17" not in str(stats) and "passphrase=***" in stats.url
+            assert stats.frames == 0
+        finally:
+            reader.close()
+        reader = Reader(LiveSource(stream.url))
+        try:
+            reader.source.wait_for(lambda s: s.frames >= 5, timeout=30)
+        finally:
+            reader.close()
+    assert not _relays(), "the relay outlived its closed source"
+
+
+def test_an_srt_address_nobody_answers_is_a_failed_attempt_saying_so():
+    nobody = f"srt://127.0.0.1:{free_port()}"
+    reader = Reader(LiveSource(nobody, read_timeout=1.0, max_backoff=0.5))
+    try:
+        stats = reader.source.wait_for(lambda s: s.failed_attempts >= 2, timeout=30)
+        assert stats.last_error.startswith(f"cannot connect to {nobody}: nothing to read")
+        assert "SRT" in stats.last_error and stats.frames == 0
+    finally:
+        reader.close()
+    assert not _relays(nobody)
+
+
+def _relays(url: str = "") -> list[int]:
+    """Our SRT relays still running (zombies count as gone): srt-live-transmit ``-a no``."""
+    found = []
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            command = (proc / "cmdline").read_bytes().split(b"\0")
+            running = (proc / "stat").read_text().rpartition(")")[2].split()[0] != "Z"
+        except OSError:
+            continue  # ended while we looked
+        ours = command[:3] == [b"srt-live-transmit", b"-a", b"no"]
+        if ours and running and url.encode() in b" ".join(command):
+            found.append(int(proc.name))
+    return found
 
 
 @pytest.fixture(scope="module")
@@ -67,7 +120,7 @@ def server():
         process.stop()
 
 
-@pytest.mark.parametrize("kind", ["rtmp", "udp"])
+@pytest.mark.parametrize("kind", ["rtmp", "udp", "srt"])
 def test_a_pipeline_reads_the_stream(server, kind):
     with PublishedStream(kind) as stream:
         response = server.start_pipeline(stream.url, DETECT_SPEC)
@@ -84,10 +137,20 @@ def test_a_pipeline_reads_the_stream(server, kind):
             assert server.post(f"/inference_pipelines/{pipeline_id}/terminate").is_success
 
 
-def test_a_pipeline_refuses_srt_with_the_relay_advice(server):
-    response = server.start_pipeline("srt://127.0.0.1:9000", DETECT_SPEC)
-    assert response.status_code == 400
-    assert "libsrt" in response.json()["message"]
+def test_a_server_killed_mid_stream_leaves_no_srt_relay_behind():
+    with PublishedStream("srt") as stream:
+        process = ServerProcess()
+        try:
+            process.wait_ready()
+            response = process.start_pipeline(stream.url, DETECT_SPEC)
+            assert response.status_code == 200, response.text
+            pipeline_id = response.json()["context"]["pipeline_id"]
+            wait_for(lambda: process.fresh_result(pipeline_id), 60, "a result")
+            assert _relays(stream.url), "no relay while the pipeline reads SRT"
+            os.kill(process.process.pid, signal.SIGKILL)
+            wait_for(lambda: not _relays(stream.url), 30, "the relay to die with the server")
+        finally:
+            process.stop()
 
 
 def test_an_http_page_that_is_no_stream_fails_with_ffmpegs_reason(tmp_path):

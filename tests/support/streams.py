@@ -1,5 +1,6 @@
 """Streams FFmpeg reads, published on 127.0.0.1 by real servers: RTMP through nginx's RTMP
-module (Debian's ``libnginx-mod-rtmp``), HLS from a local HTTP server, MPEG-TS over UDP.
+module (Debian's ``libnginx-mod-rtmp``), HLS from a local HTTP server, MPEG-TS over UDP, and
+SRT from ``srt-live-transmit`` in listener mode (Debian's ``srt-tools``), fed that MPEG-TS.
 
 The frames come from ``stream_publisher.py`` (a subprocess, so a test can kill it as a camera
 dies), stamped with their index and send time like the RTSP camera's, so readers measure
@@ -24,33 +25,46 @@ PUBLISHER = Path(__file__).with_name("stream_publisher.py")
 NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
 RTMP_MODULE = Path("/usr/lib/nginx/modules/ngx_rtmp_module.so")
 HAVE_RTMP_SERVER = Path(NGINX).exists() and RTMP_MODULE.exists()
+SRT_LIVE_TRANSMIT = shutil.which("srt-live-transmit") or "/usr/bin/srt-live-transmit"
 
 
 class Publisher:
-    """``stream_publisher.py KIND TARGET``: started at once, killed and restarted by tests."""
+    """``stream_publisher.py KIND TARGET``: started at once, killed and restarted by tests.
+    An SRT sender is two processes, killed and restarted together: ``srt-live-transmit``
+    and the publisher feeding it MPEG-TS over UDP; as the listener, it is up once its
+    ``srt_port`` is bound."""
 
-    def __init__(self, kind: str, target: str, width: int, height: int, fps: int) -> None:
+    def __init__(
+        self, kind: str, target: str, width: int, height: int, fps: int,
+        srt_sender: list[str] | None = None, srt_port: int | None = None,
+    ) -> None:  # fmt: skip
         self._playlist = Path(target) if kind == "hls" else None
         size = [str(value) for value in (width, height, fps)]
         self._command = [sys.executable, str(PUBLISHER), kind, target, *size]
-        self._process: LoggedProcess | None = None
+        self._srt_sender, self._srt_port = srt_sender, srt_port
+        self._processes: list[LoggedProcess] = []
         self.start()
 
     def start(self) -> None:
         """Publishes (again); returns once its output is open."""
         self.kill()
-        self._process = LoggedProcess(self._command)
-        self._process.wait_for_output("SENDING", timeout=30)
+        if self._srt_sender is not None:
+            self._processes.append(LoggedProcess(self._srt_sender))
+            port = self._srt_port
+            if port is not None:
+                wait_for(lambda: _udp_bound(port), 30, f"an SRT listener on {port}")
+        self._processes.append(publisher := LoggedProcess(self._command))
+        publisher.wait_for_output("SENDING", timeout=30)
         if self._playlist is not None:  # HLS is there for readers once a segment is listed
             playlist = self._playlist
             wait_for(lambda: ".ts" in _text(playlist), 30, f"a segment in {playlist}")
 
     def kill(self) -> None:
         """``kill -9``: the stream stops without a word, as a camera losing power would."""
-        if self._process is not None:
-            self._process.process.kill()
-            self._process.stop()
-            self._process = None
+        while self._processes:
+            process = self._processes.pop()
+            process.process.kill()
+            process.stop()
 
 
 class RTMPServer:
@@ -90,6 +104,12 @@ def _text(path: Path) -> str:
         return ""
 
 
+def _udp_bound(port: int) -> bool:
+    """Something listens on UDP ``port`` (SRT runs over UDP: there is no accept to ask)."""
+    table = Path("/proc/net/udp").read_text().splitlines()[1:]
+    return any(line.split()[1].endswith(f":{port:04X}") for line in table)
+
+
 def _accepts(port: int) -> bool:
     with socket.socket() as probe:
         return probe.connect_ex(("127.0.0.1", port)) == 0
@@ -127,10 +147,14 @@ class _QuietFiles(SimpleHTTPRequestHandler):
 
 
 class PublishedStream:
-    """One stream of ``kind`` (rtmp, hls, udp) and its publisher; ``url`` is what a reader
-    opens. ``stop_publishing``/``publish`` kill and restart the sender only."""
+    """One stream of ``kind`` (rtmp, hls, udp, srt, srt-listener) and its publisher; ``url``
+    is what a reader opens (for SRT, with ``?passphrase=`` when one is set).
+    ``publisher.kill`` and ``publisher.start`` kill and restart the sender only."""
 
-    def __init__(self, kind: str, width: int = 320, height: int = 240, fps: int = 15) -> None:
+    def __init__(
+        self, kind: str, width: int = 320, height: int = 240, fps: int = 15,
+        passphrase: str | None = None,
+    ) -> None:  # fmt: skip
         self.kind = kind
         self._scratch = tempfile.TemporaryDirectory(prefix=f"vs-{kind}-")
         directory = Path(self._scratch.name)
@@ -145,9 +169,27 @@ class PublishedStream:
             target, self.url = str(directory / "playlist.m3u8"), http.url()
         elif kind == "udp":
             self.url = target = f"udp://127.0.0.1:{free_port()}"
+        elif kind in ("srt", "srt-listener"):
+            # MPEG-TS over UDP to srt-live-transmit, which serves it over SRT: as the
+            # listener the reader calls ("srt"), or calling the reader, who listens.
+            feed, srt_port = f"udp://127.0.0.1:{free_port()}", free_port()
+            self.url = f"srt://127.0.0.1:{srt_port}"
+            secret = f"passphrase={passphrase}" if passphrase else ""
+            self.url += f"?{secret}" if secret else ""
+            if kind == "srt":
+                mode = f"{self.url}{'&' if secret else '?'}mode=listener"
+                sender, bound = [SRT_LIVE_TRANSMIT, feed, mode], srt_port
+            else:
+                sender, bound = [SRT_LIVE_TRANSMIT, feed, self.url], None
+                self.url += f"{'&' if secret else '?'}mode=listener"
+            # Seven TS packets a datagram, as SRT senders send: FFmpeg's default 1472 bytes
+            # is more than one SRT packet carries (1456), and the rest would be cut off.
+            target = f"{feed}?pkt_size=1316"
+            self.publisher = Publisher("udp", target, width, height, fps, sender, bound)
         else:
             raise ValueError(kind)
-        self.publisher = Publisher(kind, target, width, height, fps)
+        if not kind.startswith("srt"):
+            self.publisher = Publisher(kind, target, width, height, fps)
         self._closers.append(self.publisher.kill)
 
     def close(self) -> None:

@@ -18,6 +18,10 @@ from sources.urls import mask_credentials, mask_url
             "http://cam/mjpg?user=a&password=***&fps=5",
         ),
         ("https://cam/video?token=s3cr3t", "https://cam/video?token=***"),
+        (
+            "srt://enc:9000?streamid=door&passphrase=s3cr3t-s3cr3t",
+            "srt://enc:9000?streamid=door&passphrase=***",
+        ),
     ],
 )
 def test_mask_url(url, shown):
