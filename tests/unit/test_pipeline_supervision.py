@@ -7,8 +7,10 @@ import asyncio
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
+import pytest
 
 from sources.hub import SourceHub
+from streaming.errors import InvalidRequest
 from streaming.pipelines.models import InitialisePipelinePayload, resolve_references
 from streaming.pipelines.pipeline import Pipeline, PipelineResult
 from streaming.workflows import compile_workflow, parse_spec
@@ -61,3 +63,12 @@ async def test_a_failed_pipeline_task_stops_the_pipeline_and_says_why(tmp_path, 
     assert report["completion_statistics"]["sources"][0]["completed_frames"] == 3
     assert (tmp_path / "results.jsonl").read_text().count("\n") == 2  # sinks closed, flushed
     assert "a bug in dispatching" in caplog.text
+
+
+def test_srt_references_need_the_relay_installed(monkeypatch, tmp_path):
+    (reference,) = resolve_references("srt://10.0.0.9:9000?passphrase=s3cr3t-s3cr3t", False)
+    assert reference.kind == "camera"
+    monkeypatch.setenv("PATH", str(tmp_path))  # a server without srt-tools
+    with pytest.raises(InvalidRequest, match="apt install srt-tools") as refused:
+        resolve_references("srt://10.0.0.9:9000?passphrase=s3cr3t-s3cr3t", False)
+    assert "s3cr3t" not in str(refused.value)
