@@ -197,13 +197,19 @@ class LiveSource(FrameSource):
         if self._sniff and (kind := _http_kind(self.url, self.read_timeout)) is not None:
             # Once known, kept: a camera does not change what it serves.
             (self._format, self._options), self._sniff = kind, False
-        try:
-            url = self.url if self._relay is None else self._relay.target()
-        except OSError as exc:
-            self._failed(f"cannot start the SRT relay for {self.masked_url}: {exc}")
-            return False
-        if url is None:
-            return False  # closed
+        url = self.url
+        if self._relay is not None:  # SRT: FFmpeg reads the relay's UDP side once connected
+            try:
+                relayed = self._relay.connect(self.read_timeout)
+            except SourceError as exc:
+                self._failed(f"cannot connect to {self.masked_url}: {exc}")
+                return False
+            except OSError as exc:
+                self._failed(f"cannot start the SRT relay for {self.masked_url}: {exc}")
+                return False
+            if relayed is None:
+                return False  # closed
+            url = relayed
         try:
             container = av.open(
                 url,
@@ -217,7 +223,7 @@ class LiveSource(FrameSource):
             reason = _reason(exc, "failed")
             if isinstance(exc, av.error.ExitError):  # FFmpeg's words for our open timeout
                 reason = f"nothing to read within {self.read_timeout:g} s"
-            if self._relay is not None:  # FFmpeg only saw the loopback side: say the SRT one
+            if self._relay is not None:  # FFmpeg saw the loopback side only: say the SRT one
                 reason = f"{reason} ({self._relay.state()})"
             self._failed(f"cannot connect to {self.masked_url}: {reason}")
             return False

@@ -7,11 +7,13 @@ The URL's query is libsrt's socket options as srt-live-transmit takes them: ``la
 milliseconds (FFmpeg's ``srt://`` takes microseconds), ``passphrase``, ``streamid``,
 ``mode=caller|listener|rendezvous`` (caller where the URL names a host, SRT's default).
 
-The relay never reconnects by itself (``-a no``): with ``-a yes`` a sender that refuses us
-(a wrong passphrase) is called again every 10 ms, forever. It lives while its SRT connection
-does (a sender that pauses keeps it), and LiveSource starts another, after its own backoff,
-once it has exited; so in listener mode the port is open while the source waits for a
-connection, closed during the backoff. It dies with the thread that started it (``setpriv
+LiveSource asks for a connection (``connect``): the relay is started unless one is running,
+and its own words say when SRT is connected, or why not (a sender refusing our passphrase),
+so FFmpeg opens the UDP side only once there is something to read. The relay never
+reconnects by itself (``-a no``): with ``-a yes`` a sender that refuses us is called again
+every 10 ms, forever. It lives while its SRT connection does, or while it waits for one (in
+listener mode the port stays open through LiveSource's backoff); LiveSource's backoff decides
+when an exited one is started again. It dies with the thread that started it (``setpriv
 --pdeathsig``), so even a server killed -9 leaves none behind.
 """
 
@@ -21,20 +23,20 @@ import re
 import shutil
 import socket
 import subprocess
-import tempfile
 import threading
-from typing import IO
+from collections import deque
 from urllib.parse import parse_qsl, urlsplit
+
+from .base import SourceError
 
 __all__ = ["RELAY", "SRTRelay", "relay_missing"]
 
 RELAY = "srt-live-transmit"
 _STOP_GRACE_S = 2.0
-_TAIL_BYTES = 8192  # what is read of its output: the last few lines say where it stands
-# What srt-live-transmit prints as its SRT side comes and goes (stdout, not localised).
+# What srt-live-transmit prints as its SRT side comes and goes (not localised).
 _CONNECTED = ("SRT source connected", "Accepted SRT source connection")
 _DISCONNECTED = "SRT source disconnected"
-_ECHO = "Media path:"  # its first line, echoing the URLs
+_ECHO = "Media path:"  # its first line, echoing the URL with its passphrase: never kept
 _LOG_PREFIX = re.compile(r"^\d[\d:.]*/\S+ ")  # "05:45:39.157/SRT:RcvQ:w1!W:SRT.cn: "
 
 
@@ -48,8 +50,73 @@ def relay_missing() -> str | None:
     return None
 
 
+class _Run:
+    """One srt-live-transmit process and what it has said, followed on a thread of its own
+    (the process's output ends when it does, and so does the thread)."""
+
+    def __init__(self, url: str) -> None:
+        port = _free_udp_port()
+        self.target = f"udp://127.0.0.1:{port}"
+        self.lines: deque[str] = deque(maxlen=20)
+        self.connected = False
+        self.ended = False
+        self.changed = threading.Condition()
+        self.process = subprocess.Popen(
+            [*_DIE_WITH_PARENT, RELAY, "-a", "no", url, self.target],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            errors="replace",
+        )
+        self._follower = threading.Thread(target=self._follow, name="srt relay", daemon=True)
+        self._follower.start()
+
+    def _follow(self) -> None:
+        assert self.process.stdout is not None
+        for raw in self.process.stdout:
+            line = _LOG_PREFIX.sub("", raw).strip()
+            if not line or line.startswith(_ECHO):
+                continue
+            with self.changed:
+                self.lines.append(line)
+                if line.startswith(_CONNECTED):
+                    self.connected = True
+                elif line.startswith(_DISCONNECTED):
+                    self.connected = False
+                self.changed.notify_all()
+        with self.changed:
+            self.ended, self.connected = True, False
+            self.changed.notify_all()
+
+    def wait_connected(self, timeout: float) -> bool:
+        with self.changed:
+            return self.changed.wait_for(lambda: self.connected or self.ended, timeout) and (
+                self.connected
+            )
+
+    def state(self) -> str:
+        with self.changed:
+            if self.ended:
+                said = self.lines[-1] if self.lines else "no answer"
+                return f"SRT connection failed or ended: {said}"
+            return "SRT connected" if self.connected else "no SRT connection"
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(_STOP_GRACE_S)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self._follower.join(_STOP_GRACE_S)
+        if self.process.stdout is not None:
+            self.process.stdout.close()
+
+
 class SRTRelay:
-    """``srt-live-transmit URL udp://127.0.0.1:PORT``, started on demand, stopped once."""
+    """The relay of one SRT source: started on demand, stopped once, by ``close``."""
 
     def __init__(self, url: str, connect_timeout: float) -> None:
         query = dict(parse_qsl(urlsplit(url).query))
@@ -58,76 +125,41 @@ class SRTRelay:
             url = f"{url}{joiner}conntimeo={max(1000, round(connect_timeout * 1000))}"
         self._url = url
         self._lock = threading.Lock()
-        self._process: subprocess.Popen[bytes] | None = None
-        self._output: IO[bytes] | None = None
-        self._target: str | None = None
+        self._run: _Run | None = None
         self._closed = False
 
-    def target(self) -> str | None:
-        """The ``udp://`` URL the stream arrives at, starting the relay if it is not running
-        (first use, or it exited); None once closed. ``OSError`` if it cannot be started."""
+    def connect(self, timeout: float) -> str | None:
+        """The ``udp://`` URL the stream arrives at, once SRT is connected (the relay started
+        first unless one is running); None once closed. ``SourceError`` saying why when SRT
+        does not connect within ``timeout``; ``OSError`` if the relay cannot be started."""
         with self._lock:
             if self._closed:
                 return None
-            if self._process is not None and self._process.poll() is None:
-                return self._target
-            self._stop()
-            port = _free_udp_port()
-            # A file, not a pipe (one left unread would stall it); closed by _stop.
-            self._output = tempfile.TemporaryFile()  # noqa: SIM115
-            self._process = subprocess.Popen(
-                [*_DIE_WITH_PARENT, RELAY, "-a", "no", self._url, f"udp://127.0.0.1:{port}"],
-                stdin=subprocess.DEVNULL,
-                stdout=self._output,
-                stderr=subprocess.STDOUT,
-            )
-            self._target = f"udp://127.0.0.1:{port}"
-            return self._target
+            if self._run is None or self._run.ended:
+                if self._run is not None:
+                    self._run.stop()
+                self._run = _Run(self._url)
+            run = self._run
+        # Outside the lock: close() stops the process, which ends this wait at once.
+        if not run.wait_connected(timeout):
+            with run.changed:
+                if not run.ended:
+                    raise SourceError(f"no SRT connection within {timeout:g} s")
+            raise SourceError(run.state())
+        return run.target
 
     def state(self) -> str:
-        """What the relay last said of the SRT side, for error messages."""
+        """Where the SRT side stands, for error messages."""
         with self._lock:
-            if self._process is None:
-                return "relay not started"
-            lines = self._lines()
-            if self._process.poll() is not None:
-                said = lines[-1] if lines else "no answer"
-                return f"SRT connection failed or ended: {said}"
-        for line in reversed(lines):
-            if line.startswith(_CONNECTED):
-                return "SRT connected"
-            if line.startswith(_DISCONNECTED):
-                return "SRT disconnected"
-        return "no SRT connection yet"
-
-    def _lines(self) -> list[str]:
-        if self._output is None:
-            return []
-        size = self._output.seek(0, 2)
-        self._output.seek(max(0, size - _TAIL_BYTES))
-        text = self._output.read().decode(errors="replace")
-        # Its echo of the URL carries the passphrase: that line is never shown.
-        lines = (_LOG_PREFIX.sub("", line).strip() for line in text.splitlines())
-        return [line for line in lines if line and not line.startswith(_ECHO)]
+            run = self._run
+        return "relay not started" if run is None else run.state()
 
     def close(self) -> None:
         """Idempotent; the relay is stopped and never started again."""
         with self._lock:
-            self._closed = True
-            self._stop()
-
-    def _stop(self) -> None:
-        process, self._process = self._process, None
-        if process is not None and process.poll() is None:
-            process.terminate()
-            try:
-                process.wait(_STOP_GRACE_S)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
-        if self._output is not None:
-            self._output.close()
-            self._output = None
+            self._closed, run, self._run = True, self._run, None
+        if run is not None:
+            run.stop()
 
 
 # PR_SET_PDEATHSIG through util-linux's setpriv (preexec_fn is unsafe with threads running).
