@@ -43,6 +43,10 @@ class _RayDeployment:
     def __init__(self) -> None:
         self._directory = directory()
 
+    @property
+    def worker(self) -> str:
+        return serve.get_replica_context().replica_id.unique_id
+
     async def workers(self) -> list[dict[str, Any]]:
         return list(await self._directory.workers.remote())
 

@@ -34,6 +34,8 @@ async def healthz(state: ServerState = Depends(get_state)) -> dict:
             if state.deployment is not None
             else [_this_worker(state)]
         ),
+        # Which worker answered: behind Ray Serve's proxy, where its router sent this request.
+        "served_by": state.deployment.worker if state.deployment is not None else "embedded",
     }
 
 

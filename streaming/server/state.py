@@ -31,6 +31,10 @@ class Deployment(Protocol):
     """The workers this app is one of (a Ray deployment's replicas), as the health routes
     show them; without one, the app is a deployment of its own."""
 
+    @property
+    def worker(self) -> str:
+        """This app's own worker id, as ``workers`` lists it (``/healthz``'s ``served_by``)."""
+
     async def workers(self) -> list[dict[str, Any]]:
         """Every worker: its id, node, sessions and pipelines (``/healthz``)."""
 

@@ -12,7 +12,7 @@ from ray.cluster_utils import Cluster
 
 from tests.conftest import DETECT_SPEC
 from tests.support.sdk import SdkSession
-from tests.support.server import ServerProcess, ray_server_process
+from tests.support.server import ServerProcess, ray_server_process, wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -42,6 +42,10 @@ def autoscaled() -> Iterator[ServerProcess]:
         cluster.shutdown()
 
 
+def served_by(server: ServerProcess) -> str:
+    return server.get("/healthz").json()["served_by"]
+
+
 def shared_model_device(server: ServerProcess) -> str:
     (model,) = server.get("/healthz").json()["models"].values()
     return model["device"]
@@ -56,6 +60,12 @@ def test_a_session_on_the_only_replica_brings_a_second_for_the_next(autoscaled):
         first.wait_streaming()
         workers = autoscaled.wait_workers_ready(2, START_S)
         assert idle["worker"] in {w["worker"] for w in workers}
+        (fresh,) = {w["worker"] for w in workers} - {idle["worker"]}
+        # Ready in the directory is not yet routable: Serve's proxy hears of the new replica
+        # through its controller a moment later (in CI, a 429 from the full one came first).
+        # The first replica is full in every report since, so the router sends a request
+        # there only while it knows no other.
+        wait_for(lambda: served_by(autoscaled) == fresh, START_S, "the proxy routing to it")
         second = SdkSession(autoscaled.url, DETECT_SPEC)
         second.wait_streaming()
         assert sorted(w["sessions"] for w in autoscaled.workers()) == [1, 1]
