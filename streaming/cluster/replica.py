@@ -60,7 +60,7 @@ def media_app(settings: Settings, replicas: int | None, max_replicas: int = 1) -
 
     # Before the app's lifespan has built its state: nothing carried, not taking sessions.
     _STARTING = {"sessions": 0, "pipelines": 0, "max_sessions": settings.max_sessions,
-                 "ready": False}  # fmt: skip
+                 "ready": False, "draining": False}  # fmt: skip
 
     deployed = deployed_models(settings)
 

@@ -8,9 +8,13 @@ emptiest, so the router adds the requests it sent each replica within the last `
 holds every request, not only offers (Serve does not tell the router a request's path), so it
 never makes a replica look full; only its report does.
 
-A replica at its limit (or not ready, or draining) is ranked last rather than left out: when
-every replica is full the request still reaches one, which answers the embedded server's own
-429 (or 503).
+Replicas are ranked in three tiers: ready with room; then not ready (still loading its models,
+or ready since a report the router has not seen yet: a fresh replica's first reports say
+"loading"); then full or draining, which will refuse whatever it gets. Within a tier, the
+fewest sessions plus recent requests first. No replica is left out: when every replica is
+full the request still reaches one, which answers the embedded server's own 429 (or 503).
+A tier is never crossed by counting requests: health checks sent to a loading replica once
+made it look busier than a full one, and the next offer got the full one's 429.
 """
 
 from __future__ import annotations
@@ -30,13 +34,17 @@ from ray.serve.request_router import (
 __all__ = ["FewestSessionsRouter", "replica_load"]
 
 
-def replica_load(stats: dict[str, Any], recent_requests: int) -> tuple[bool, int]:
-    """Sort key: ready replicas with room first, then the fewest sessions plus requests sent
-    lately. A replica that has not reported yet counts as empty and ready."""
+def replica_load(stats: dict[str, Any], recent_requests: int) -> tuple[int, int]:
+    """Sort key: the tier (0 ready with room, 1 not ready, 2 full or draining), then the
+    fewest sessions plus requests sent lately. A replica that has not reported yet counts as
+    empty and ready."""
     sessions = int(stats.get("sessions", 0))
     limit = stats.get("max_sessions")
-    unavailable = not stats.get("ready", True) or (limit is not None and sessions >= int(limit))
-    return unavailable, sessions + recent_requests
+    if stats.get("draining", False) or (limit is not None and sessions >= int(limit)):
+        tier = 2
+    else:
+        tier = 0 if stats.get("ready", True) else 1
+    return tier, sessions + recent_requests
 
 
 class FewestSessionsRouter(FIFOMixin, RequestRouter):

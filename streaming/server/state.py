@@ -77,6 +77,7 @@ class ServerState:
             "pipelines": len(self.pipelines),
             "max_sessions": self.settings.max_sessions,
             "ready": self.ready.is_set() and not self.draining,
+            "draining": self.draining,
         }
 
     def check_accepting(self) -> None:

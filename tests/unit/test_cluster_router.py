@@ -24,6 +24,11 @@ def test_only_its_report_makes_a_replica_full_and_full_ones_come_last_but_stay()
     assert rank({"full": (full, 0), "loading": (loading, 0), "busy": (busy, 0)})[0] == "busy"
     # Requests sent lately (health checks among them) order replicas, never fill one.
     assert rank({"busy": (busy, 5), "full": (full, 0)}) == ["busy", "full"]
+    # However many (health checks, in CI) went to a loading replica lately: a full one refuses
+    # for certain, a loading one may be ready since its report.
     assert rank({"full": (full, 0), "loading": (loading, 1)}) == ["loading", "full"]
+    assert rank({"full": (full, 0), "loading": (loading, 30)}) == ["loading", "full"]
+    draining = {"sessions": 0, "max_sessions": 4, "ready": False, "draining": True}
+    assert rank({"draining": (draining, 0), "loading": (loading, 30)}) == ["loading", "draining"]
     # A replica that has not reported yet is taken as empty and ready.
     assert rank({"busy": (busy, 0), "new": ({}, 0)}) == ["new", "busy"]
