@@ -45,6 +45,13 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def free_udp_port() -> int:
+    """A UDP port free now (a free TCP port may well be a busy UDP one: ICE, Ray)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 class LoggedProcess:
     """A subprocess whose output lines are kept, so tests wait on what it says."""
 

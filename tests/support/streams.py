@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import os
 import shutil
 import socket
 import sys
@@ -19,7 +20,7 @@ import threading
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-from .server import LoggedProcess, free_port, wait_for
+from .server import LoggedProcess, free_port, free_udp_port, wait_for
 
 PUBLISHER = Path(__file__).with_name("stream_publisher.py")
 NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
@@ -49,10 +50,10 @@ class Publisher:
         """Publishes (again); returns once its output is open."""
         self.kill()
         if self._srt_sender is not None:
-            self._processes.append(LoggedProcess(self._srt_sender))
-            port = self._srt_port
+            self._processes.append(sender := LoggedProcess(self._srt_sender))
+            port, pid = self._srt_port, sender.process.pid
             if port is not None:
-                wait_for(lambda: _udp_bound(port), 30, f"an SRT listener on {port}")
+                wait_for(lambda: _udp_bound(port, pid), 30, f"an SRT listener on {port}")
         self._processes.append(publisher := LoggedProcess(self._command))
         publisher.wait_for_output("SENDING", timeout=30)
         if self._playlist is not None:  # HLS is there for readers once a segment is listed
@@ -104,10 +105,22 @@ def _text(path: Path) -> str:
         return ""
 
 
-def _udp_bound(port: int) -> bool:
-    """Something listens on UDP ``port`` (SRT runs over UDP: there is no accept to ask)."""
+def _udp_bound(port: int, pid: int) -> bool:
+    """Process ``pid`` listens on UDP ``port`` (SRT runs over UDP: there is no accept to
+    ask). Its own socket, not just any: another's on that port once fooled this check."""
     table = Path("/proc/net/udp").read_text().splitlines()[1:]
-    return any(line.split()[1].endswith(f":{port:04X}") for line in table)
+    wanted = {f"socket:[{f[9]}]" for f in map(str.split, table) if f[1].endswith(f":{port:04X}")}
+    return bool(wanted & _open_files(pid))
+
+
+def _open_files(pid: int) -> set[str]:
+    """What ``pid``'s descriptors point at (``socket:[inode]`` for sockets)."""
+    found = set()
+    with contextlib.suppress(OSError):  # it exited: nothing
+        for fd in Path(f"/proc/{pid}/fd").iterdir():
+            with contextlib.suppress(OSError):  # closed while we looked
+                found.add(os.readlink(fd))
+    return found
 
 
 def _accepts(port: int) -> bool:
@@ -168,11 +181,11 @@ class PublishedStream:
             self._closers.append(http.close)
             target, self.url = str(directory / "playlist.m3u8"), http.url()
         elif kind == "udp":
-            self.url = target = f"udp://127.0.0.1:{free_port()}"
+            self.url = target = f"udp://127.0.0.1:{free_udp_port()}"
         elif kind in ("srt", "srt-listener"):
             # MPEG-TS over UDP to srt-live-transmit, which serves it over SRT: as the
             # listener the reader calls ("srt"), or calling the reader, who listens.
-            feed, srt_port = f"udp://127.0.0.1:{free_port()}", free_port()
+            feed, srt_port = f"udp://127.0.0.1:{free_udp_port()}", free_udp_port()
             self.url = f"srt://127.0.0.1:{srt_port}"
             secret = f"passphrase={passphrase}" if passphrase else ""
             self.url += f"?{secret}" if secret else ""
