@@ -176,8 +176,6 @@ class LiveSource(FrameSource):
                     continue
                 return self._frame(decoded)
             self._disconnect()
-            if self._relay is not None:
-                self._relay.close()
             return None
 
     def _stall_or(self, reason: str) -> str:

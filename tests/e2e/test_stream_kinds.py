@@ -15,7 +15,7 @@ from sources import SourceError
 from sources.live import LiveSource
 from tests.conftest import DETECT_SPEC
 from tests.e2e.test_live_source import Reader
-from tests.support.server import ServerProcess, free_port, wait_for
+from tests.support.server import ServerProcess, free_udp_port, wait_for
 from tests.support.streams import HLSServer, PublishedStream
 
 pytestmark = pytest.mark.e2e
@@ -86,7 +86,7 @@ def test_an_srt_sender_refusing_our_passphrase_says_so_and_the_secret_stays_hidd
 
 
 def test_an_srt_address_nobody_answers_is_a_failed_attempt_saying_so():
-    nobody = f"srt://127.0.0.1:{free_port()}"
+    nobody = f"srt://127.0.0.1:{free_udp_port()}"
     reader = Reader(LiveSource(nobody, read_timeout=1.0, max_backoff=0.5))
     try:
         stats = reader.source.wait_for(lambda s: s.failed_attempts >= 2, timeout=30)
