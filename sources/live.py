@@ -16,6 +16,7 @@ credentials masked, as in every message it produces.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -153,6 +154,10 @@ class LiveSource(FrameSource):
         self._arrivals: deque[float] = deque(maxlen=30)
         self._origin: float | None = None
         self._listeners: list[Callable[[str, str, LiveStats], None]] = []
+        # State changes wait here, made under the lock, until it is released: a listener
+        # may then call ``stats()`` (or anything else that takes the lock) without deadlock.
+        self._unannounced: deque[tuple[str, str, LiveStats]] = deque()
+        self._announcing = threading.RLock()  # keeps changes in order across threads
 
     # ----------------------------------------------------------------- reading
 
@@ -234,7 +239,7 @@ class LiveSource(FrameSource):
         self._container, self._frames = container, container.decode(stream)
         self._connected_at = time.monotonic()
         log.info("connected to %s in %.2f s", self.masked_url, self._connected_at - opening)
-        with self._changed:
+        with self._changing():
             if self._disconnects or self._failed_attempts:
                 self._reconnects += 1
             self._set_state(LiveState.STREAMING)
@@ -242,7 +247,7 @@ class LiveSource(FrameSource):
         return True
 
     def _failed(self, error: str) -> None:
-        with self._changed:
+        with self._changing():
             self._failed_attempts += 1
             self._record_error(error)
         self._grow_backoff()
@@ -253,7 +258,7 @@ class LiveSource(FrameSource):
         self._disconnect()
         if self._relay is not None:
             why = f"{why} ({self._relay.state()})"
-        with self._changed:
+        with self._changing():
             self._disconnects += 1
             self._record_error(f"lost {self.masked_url}: {why}")
         self._grow_backoff()
@@ -269,12 +274,26 @@ class LiveSource(FrameSource):
         self._changed.notify_all()
 
     def _set_state(self, state: LiveState) -> None:
-        """Call with ``_changed`` held; listeners hear about every change (and every failed
-        attempt, which repeats the reconnecting state with a new error)."""
+        """Call inside ``_changing()``; listeners hear about every change (and every failed
+        attempt, which repeats the reconnecting state with a new error) once it is left."""
         previous, self._state = self._state, state
-        stats = self._stats()
-        for listener in list(self._listeners):
-            listener(previous.value, state.value, stats)
+        self._unannounced.append((previous.value, state.value, self._stats()))
+
+    @contextlib.contextmanager
+    def _changing(self) -> Iterator[None]:
+        """Holds the lock for a change of state; the listeners hear of it after the lock
+        is released, in the order the changes were made."""
+        with self._changed:
+            yield
+        with self._announcing:
+            while True:
+                with self._stats_lock:
+                    if not self._unannounced:
+                        return
+                    change = self._unannounced.popleft()
+                    listeners = list(self._listeners)
+                for listener in listeners:
+                    listener(*change)
 
     def add_listener(self, listener: Callable[[str, str, LiveStats], None]) -> None:
         """``listener(previous_state, new_state, stats)`` on the reader thread; keep it short."""
@@ -346,7 +365,7 @@ class LiveSource(FrameSource):
         self._closed.set()
         if self._relay is not None:  # now, not when a read in progress gives up
             self._relay.close()
-        with self._changed:
+        with self._changing():
             if self._state is not LiveState.CLOSED:
                 self._set_state(LiveState.CLOSED)
             self._changed.notify_all()

@@ -5,7 +5,8 @@ task that raises would vanish silently and leave its owner half alive (a session
 slot until a timeout). Every task of ours is spawned through the owner of the object it
 serves: named after it, held until done, and its first unexpected exception is logged and
 handed to the owner's ``on_failure`` (which closes the owner, saying why). ``close`` drains,
-then cancels, then waits, as uvicorn's ``Server.shutdown`` does.
+then cancels, then waits (bounded: a task that swallows its cancellation is logged and left
+behind rather than holding its owner's close forever), as uvicorn's ``Server.shutdown`` does.
 """
 
 from __future__ import annotations
@@ -18,6 +19,10 @@ from typing import Any
 __all__ = ["Closer", "TaskOwner"]
 
 log = logging.getLogger(__name__)
+
+CANCEL_WAIT_S = 10.0
+"""How long ``close`` waits for cancelled tasks to end: a task stuck in a blocking call that
+ignores cancellation cannot hold a session's or a server's close."""
 
 FailureHandler = Callable[[str, BaseException], None]
 """Called on the loop with the failed task's name and its exception, once per owner."""
@@ -68,10 +73,10 @@ class TaskOwner:
             if self._on_failure is not None:
                 self._on_failure(task.get_name(), exc)
 
-    async def close(self, drain_s: float = 0.0) -> None:
+    async def close(self, drain_s: float = 0.0, cancel_wait_s: float = CANCEL_WAIT_S) -> None:
         """Wait up to ``drain_s`` for the tasks to finish, cancel those still running, and
-        wait for them. Idempotent; safe from one of the owner's own tasks (which is left to
-        finish by itself)."""
+        wait up to ``cancel_wait_s`` for them to end. Idempotent; safe from one of the
+        owner's own tasks (which is left to finish by itself)."""
         self._closing = True
         current = asyncio.current_task()
         others = [t for t in self._tasks if t is not current]
@@ -79,7 +84,12 @@ class TaskOwner:
             await asyncio.wait(others, timeout=drain_s)
         for task in others:
             task.cancel()
-        await asyncio.gather(*others, return_exceptions=True)
+        if not others:
+            return
+        _, stuck = await asyncio.wait(others, timeout=cancel_wait_s)
+        for task in stuck:
+            log.error("task %s ignored its cancellation for %g s; left behind",
+                      task.get_name(), cancel_wait_s)  # fmt: skip
 
 
 class Closer:

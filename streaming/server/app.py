@@ -6,21 +6,15 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator, Callable
 from concurrent.futures import Executor, ThreadPoolExecutor
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 
-from fastapi import FastAPI, Request
-from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
-from pydantic import ValidationError
-from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.requests import ClientDisconnect
+from fastapi import FastAPI
 
 from sources import CameraSource, CaptureFactory, FrameSource, LiveSource, is_device
 from sources.hub import SourceHub
 
 from ..config import Settings
 from ..egress import EgressPolicy
-from ..errors import StreamingError, error_body
 from ..inference.backends import SessionOpener, open_session
 from ..inference.default_model import DEFAULT_MODEL_ID, ensure_default_model
 from ..inference.registry import ModelRegistry
@@ -29,15 +23,16 @@ from ..metrics import Metrics
 from ..peer.sessions import SessionRegistry
 from ..pipelines import PipelineManager, Pipelines, PipelineStore
 from ..rtc import install_for_server
+from ..tasks import TaskOwner
 from ..workflows.library import WorkflowLibrary
 from . import health, models, pipelines, v2, webrtc, workflows
 from .auth import ApiKeyGuard
 from .docs import add_docs
+from .handlers import install_error_handlers
 from .page import PageMount, web_root
 from .shutdown import drain
 from .state import Deployment, ServerState
 from .uploads import UploadDirectory
-from .webrtc import validation_response
 
 __all__ = ["PipelineFactory", "camera_factory", "create_app"]
 
@@ -83,10 +78,6 @@ def local_pipelines(
     return PipelineManager(settings, models, hub, executor, library, store, metrics)
 
 
-# Stable codes for the statuses Starlette answers by itself.
-_HTTP_CODES = {404: "not_found", 405: "method_not_allowed", 400: "invalid_request"}
-
-
 def camera_factory(settings: Settings, capture_factory: CaptureFactory | None = None):
     """Opens what the hub shares: a camera URL, or a local device (``0``, ``/dev/video0``;
     pipelines name one only where ``STREAMING_ALLOW_LOCAL_SOURCES`` is set)."""
@@ -99,6 +90,74 @@ def camera_factory(settings: Settings, capture_factory: CaptureFactory | None = 
         )
 
     return open_camera
+
+
+def _build_state(
+    settings: Settings,
+    metrics: Metrics,
+    deployment: Deployment | None,
+    pipeline_factory: PipelineFactory,
+    model_opener: SessionOpener,
+    capture_factory: CaptureFactory | None,
+) -> ServerState:
+    registry = ModelRegistry(settings, metrics, model_opener)
+    executor = ThreadPoolExecutor(settings.workflow_threads, thread_name_prefix="workflow")
+    hub = SourceHub(camera_factory(settings, capture_factory))
+    library = WorkflowLibrary(settings.workflows_dir, settings.default_model)
+    trimmer = MemoryTrimmer(settings.malloc_trim)
+    return ServerState(
+        settings=settings,
+        models=registry,
+        sessions=SessionRegistry(
+            settings.max_sessions, metrics, settings.max_sessions_per_address, trimmer
+        ),
+        metrics=metrics,
+        executor=executor,
+        hub=hub,
+        pipelines=pipeline_factory(settings, registry, hub, executor, library, metrics),
+        workflows=library,
+        uploads=UploadDirectory(settings.upload_dir),
+        egress=EgressPolicy(settings.allowed_networks),
+        auth=ApiKeyGuard(settings.api_key, settings.auth_failures_per_minute),
+        trimmer=trimmer,
+        deployment=deployment,
+    )
+
+
+def _lifespan(
+    settings: Settings,
+    metrics: Metrics,
+    deployment: Deployment | None,
+    pipeline_factory: PipelineFactory,
+    model_opener: SessionOpener,
+    capture_factory: CaptureFactory | None,
+) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
+    """Builds the app's state at start (models prepared and pipelines restored in the
+    background, as tasks of the app's own owner) and closes all of it at the end."""
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        state = _build_state(
+            settings, metrics, deployment, pipeline_factory, model_opener, capture_factory
+        )
+        app.state.server = state
+        startup = TaskOwner("server")
+        preparing = startup.spawn(_prepare_models(state), "prepare_models")
+        assert preparing is not None  # a new owner is not closing
+        startup.spawn(_restore_after(preparing, state), "restore_pipelines")
+        try:
+            yield
+        finally:
+            await startup.close()
+            await drain(state)  # done already when a signal started the shutdown
+            await state.pipelines.close_all()
+            await asyncio.to_thread(state.hub.close)
+            state.executor.shutdown(wait=True, cancel_futures=True)
+            state.models.close()
+            state.uploads.close()
+            state.trimmer.close()
+
+    return lifespan
 
 
 def create_app(
@@ -125,82 +184,16 @@ def create_app(
         install_for_server(settings.ice_host_addresses, settings.video_kbps_per_megapixel)
     metrics = Metrics()
 
-    @asynccontextmanager
-    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        registry = ModelRegistry(settings, metrics, model_opener)
-        executor = ThreadPoolExecutor(settings.workflow_threads, thread_name_prefix="workflow")
-        hub = SourceHub(camera_factory(settings, capture_factory))
-        library = WorkflowLibrary(settings.workflows_dir, settings.default_model)
-        trimmer = MemoryTrimmer(settings.malloc_trim)
-        state = ServerState(
-            settings=settings,
-            models=registry,
-            sessions=SessionRegistry(
-                settings.max_sessions, metrics, settings.max_sessions_per_address, trimmer
-            ),
-            metrics=metrics,
-            executor=executor,
-            hub=hub,
-            pipelines=pipeline_factory(settings, registry, hub, executor, library, metrics),
-            workflows=library,
-            uploads=UploadDirectory(settings.upload_dir),
-            egress=EgressPolicy(settings.allowed_networks),
-            auth=ApiKeyGuard(settings.api_key, settings.auth_failures_per_minute),
-            deployment=deployment,
-        )
-        app.state.server = state
-        preparing = asyncio.create_task(_prepare_models(state))
-        restoring = asyncio.create_task(_restore_after(preparing, state))
-        try:
-            yield
-        finally:
-            preparing.cancel()
-            restoring.cancel()
-            await asyncio.gather(preparing, restoring, return_exceptions=True)
-            await drain(state)  # done already when a signal started the shutdown
-            await state.pipelines.close_all()
-            await asyncio.to_thread(state.hub.close)
-            state.executor.shutdown(wait=True, cancel_futures=True)
-            state.models.close()
-            state.uploads.close()
-            trimmer.close()
+    lifespan = _lifespan(
+        settings, metrics, deployment, pipeline_factory, model_opener, capture_factory
+    )
 
     # Docs are ours (server/docs.py): offline assets, behind the API key.
     app = FastAPI(
         title="visionstream", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None
     )
 
-    @app.exception_handler(StreamingError)
-    async def _streaming_error(_: Request, exc: StreamingError) -> JSONResponse:
-        return JSONResponse(status_code=exc.status, content=exc.body(), headers=exc.headers)
-
-    @app.exception_handler(ValidationError)
-    async def _body_error(_: Request, exc: ValidationError) -> JSONResponse:
-        return validation_response(exc.errors(include_url=False, include_context=False))
-
-    @app.exception_handler(RequestValidationError)
-    async def _validation_error(_: Request, exc: RequestValidationError) -> JSONResponse:
-        return validation_response(exc.errors())
-
-    @app.exception_handler(StarletteHTTPException)
-    async def _http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
-        # Starlette's own answers (no such route, wrong method) in our one shape.
-        code = _HTTP_CODES.get(exc.status_code, "http_error")
-        body = error_body(str(exc.detail), code, "HTTPException")
-        return JSONResponse(status_code=exc.status_code, content=body, headers=exc.headers)
-
-    @app.exception_handler(ClientDisconnect)
-    async def _client_gone(_: Request, exc: ClientDisconnect) -> JSONResponse:
-        # Nobody reads this answer: the client left (or its body stalled: BodyTimeout).
-        body = error_body("the client disconnected", "client_disconnected", "ClientDisconnect")
-        return JSONResponse(status_code=400, content=body)
-
-    @app.exception_handler(Exception)
-    async def _internal_error(_: Request, exc: Exception) -> JSONResponse:
-        log.exception("unhandled error", exc_info=exc)
-        body = error_body("Internal error.", "internal_error", "InternalError")
-        return JSONResponse(status_code=500, content=body)
-
+    install_error_handlers(app)
     app.include_router(health.router)
     app.include_router(webrtc.router)
     app.include_router(pipelines.router)

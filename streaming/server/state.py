@@ -15,6 +15,7 @@ from ..config import Settings
 from ..egress import EgressPolicy
 from ..errors import NotReady, ShuttingDown
 from ..inference.registry import ModelRegistry
+from ..memory import MemoryTrimmer
 from ..metrics import Metrics
 from ..peer.sessions import SessionRegistry
 from ..pipelines import Pipelines
@@ -62,6 +63,8 @@ class ServerState:
     """The API key check every non-health route makes."""
     egress: EgressPolicy
     """Where callers may make this server connect (cameras, webhooks, ICE servers)."""
+    trimmer: MemoryTrimmer
+    """Gives freed memory back to the system after sessions end."""
     ready: asyncio.Event = field(default_factory=asyncio.Event)
     startup_error: str | None = None
     draining: bool = False

@@ -129,3 +129,30 @@ def test_jsonl_writer_writes_one_line_per_record(tmp_path):
         writer.write({"frame_id": 1, "data": {"a": [1, 2]}})
         writer.write({"frame_id": 2})
     assert [json.loads(line)["frame_id"] for line in path.read_text().splitlines()] == [1, 2]
+
+
+def test_a_live_source_listener_may_ask_for_its_stats():
+    """Listeners are called once the source's lock is released: a listener that reads
+    ``stats()`` (as a pipeline's does) gets them instead of deadlocking the reader."""
+    from sources.live import LiveSource
+    from tests.support.server import free_port
+
+    source = LiveSource(f"rtsp://127.0.0.1:{free_port()}/nobody", read_timeout=1.0)
+    heard: list[tuple[str, str]] = []
+    asked = threading.Event()
+
+    def listener(previous: str, new: str, _stats) -> None:
+        heard.append((new, source.stats().state))  # takes the lock the change was made under
+        asked.set()
+
+    source.add_listener(listener)
+    reader = threading.Thread(target=source.read, daemon=True)
+    reader.start()
+    try:
+        assert asked.wait(30), "no state change heard"
+        assert heard[0] == ("reconnecting", "reconnecting")
+    finally:
+        source.close()
+        reader.join(30)
+    assert not reader.is_alive()
+    assert heard[-1][0] == "closed"

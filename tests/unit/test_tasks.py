@@ -152,3 +152,25 @@ async def test_closer_runs_once_and_outlives_the_task_that_asked():
 @pytest.fixture(autouse=True)
 def _log_errors(caplog):
     caplog.set_level("ERROR", logger="streaming.tasks")
+
+
+async def test_close_waits_a_bounded_time_for_a_task_that_ignores_its_cancellation(caplog):
+    caplog.set_level("ERROR", logger="streaming.tasks")
+    owner = TaskOwner("x")
+    started, cancelled, release = asyncio.Event(), asyncio.Event(), asyncio.Event()
+
+    async def stubborn() -> None:
+        try:
+            started.set()
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            cancelled.set()
+            await release.wait()  # swallows the cancellation: a bug close must outlive
+
+    task = owner.spawn(stubborn(), "stubborn")
+    await started.wait()  # the cancellation lands inside it
+    await owner.close(cancel_wait_s=0.2)
+    assert cancelled.is_set() and not task.done()
+    assert "x:stubborn ignored its cancellation" in caplog.text
+    release.set()
+    await task
