@@ -3,8 +3,9 @@ of the server, whatever raised it, has the one shape ``error_body`` builds."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, ClassVar
+
+from .protocol.notices import Notice
 
 __all__ = [
     "Conflict",
@@ -36,15 +37,6 @@ def error_body(message: str, code: str, error_type: str, detail: Any = None) -> 
     return body
 
 
-@dataclass(frozen=True)
-class Notice:
-    """One entry of a result message's ``errors``: its text (the wire's ``errors``, for people
-    and inference-sdk) and its stable ``code`` (``video_metadata.error_codes``, for programs)."""
-
-    code: str
-    message: str
-
-
 class StreamingError(Exception):
     """Base class; ``status`` is the HTTP status the server answers with, ``code`` the
     stable name of the error."""
@@ -67,10 +59,6 @@ class StreamingError(Exception):
 
     def body(self) -> dict[str, Any]:
         return error_body(self.message, self.code, self.error_type)
-
-    def notice(self) -> Notice:
-        """This error as an ``errors`` entry on the data channel."""
-        return Notice(self.code, self.message)
 
 
 class InvalidRequest(StreamingError):

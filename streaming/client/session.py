@@ -28,7 +28,7 @@ from aiortc import MediaStreamTrack, RTCPeerConnection, RTCSessionDescription
 from sources import SourceError
 
 from ..protocol.chunking import Reassembler, maybe_gunzip
-from ..protocol.messages import SIGNALING_PATH, IceServer, VideoMetadata
+from ..protocol.messages import SIGNALING_PATH, IceServer, ResultMessage, VideoMetadata
 from ..rtc.ice import build_configuration
 from ..rtc.jitter import releasing_on_marker
 from ..rtc.track import received_frames
@@ -54,6 +54,9 @@ class SessionStats:
     messages_received: int = 0
     malformed_messages: int = 0
     """Chunks or messages that could not be read (logged, then skipped)."""
+    messages_dropped: int = 0
+    """Result messages dropped, oldest first, because the program's handlers fell
+    ``inbox_messages`` behind (realtime sessions only: with ACKs the server waits)."""
     acks_sent: int = 0
 
 
@@ -92,7 +95,12 @@ class AsyncWebRTCSession:
         request_timeout: float = 90.0,
         frame_buffer: int = 8,
         release_on_marker: bool = True,
+        inbox_messages: int = 256,
     ) -> None:
+        """``inbox_messages``: result messages a realtime session holds while handlers are
+        busy; past that the oldest are dropped and counted in ``stats.messages_dropped`` (the
+        completion message, always the newest, is never among them). A session that sends
+        ACKs drops none: the server's ACK window bounds what it sends ahead."""
         self.url = api_url.rstrip("/") + SIGNALING_PATH
         self._api_key = api_key
         self.source = source
@@ -110,6 +118,7 @@ class AsyncWebRTCSession:
         self._returned = Returned(frame_buffer)
         self.pairer = self._returned.pairer
         self._inbox: asyncio.Queue[bytes | str] = asyncio.Queue()
+        self._inbox_limit = inbox_messages
         self._handlers = Handlers()
         self._pc: RTCPeerConnection | None = None
         self._channel: Any = None
@@ -226,7 +235,7 @@ class AsyncWebRTCSession:
         pc.on("connectionstatechange", self._on_connection_state)
         pc.on("track", self._on_track)
         channel = pc.createDataChannel("inference")
-        channel.on("message", self._inbox.put_nowait)
+        channel.on("message", self._receive)
         self._channel = channel
         await self.source.attach(pc, self._spawn)
         await pc.setLocalDescription(await pc.createOffer())
@@ -290,44 +299,59 @@ class AsyncWebRTCSession:
             if not await self._returned.frame(frame):
                 return
 
+    def _receive(self, raw: bytes | str) -> None:
+        """On the loop, from aiortc: chunks are joined at once (cheap), so the bounded inbox
+        holds whole messages and an overflow drops whole messages, never a chunk."""
+        if isinstance(raw, bytes):
+            try:
+                complete = self.reassembler.add(raw)
+            except ValueError as exc:
+                self._malformed(exc)
+                return
+            if complete is None:
+                return
+            raw = complete[1]
+        if not self.send_acks and self._inbox.qsize() >= self._inbox_limit:
+            self._inbox.get_nowait()
+            if not self.stats.messages_dropped:
+                log.warning("the program handles results slower than they come: dropping "
+                            "the oldest (stats.messages_dropped counts them)")  # fmt: skip
+            self.stats.messages_dropped += 1
+        self._inbox.put_nowait(raw)
+
     async def _dispatch_messages(self) -> None:
         while True:
             message = self._decode(await self._inbox.get())
             if message is not None:
                 await self._handle(message)
 
-    def _decode(self, raw: bytes | str) -> dict[str, Any] | None:
+    def _decode(self, raw: bytes | str) -> ResultMessage | None:
         try:
-            if isinstance(raw, bytes):
-                complete = self.reassembler.add(raw)
-                if complete is None:
-                    return None
-                raw = maybe_gunzip(complete[1])
-            message = json.loads(raw)
-            if not isinstance(message, dict):
-                raise ValueError(f"a result message must be a JSON object, not {message!r:.40}")
-            return message
+            return ResultMessage.from_json(maybe_gunzip(raw) if isinstance(raw, bytes) else raw)
         except (ValueError, zlib.error, EOFError, OSError) as exc:
-            self.stats.malformed_messages += 1
-            log.warning("skipping an unreadable message from the server: %s", exc)
+            self._malformed(exc)
             return None
 
-    async def _handle(self, message: dict[str, Any]) -> None:
+    def _malformed(self, exc: Exception) -> None:
+        self.stats.malformed_messages += 1
+        log.warning("skipping an unreadable message from the server: %s", exc)
+
+    async def _handle(self, message: ResultMessage) -> None:
         self.stats.messages_received += 1
-        if message.get("processing_complete"):
+        if message.processing_complete:
             self.completed = True
-            self.termination_reason = message.get("termination_reason")
+            self.termination_reason = message.termination_reason
             log.info("server finished the stream (%s)", self.termination_reason or "end of source")
             self._spawn(self._returned.end_after_tail())
             return
-        errors = [str(e) for e in message.get("errors") or []]
+        errors = message.errors
         try:
-            metadata = VideoMetadata.from_dict(message["video_metadata"], errors)
+            metadata = message.metadata()
         except (KeyError, TypeError, ValueError) as exc:
             self.stats.malformed_messages += 1
             log.warning("skipping a result message without valid video_metadata: %s", exc)
             return
-        data = message.get("serialized_output_data")
+        data = message.serialized_output_data
         if errors:
             await self._handlers.errors(errors, metadata)
         image = None

@@ -7,9 +7,9 @@ import time
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-from ..errors import Notice
 from ..metrics import Metrics
 from ..protocol.messages import parse_control_message
+from ..protocol.notices import Notice, NoticeCode
 from .ack import AckGate
 from .notices import Notices
 from .processor import FrameProcessor, OutputSelection
@@ -60,7 +60,7 @@ class ControlChannel:
             log.info("session %s: control messages flooded; ending it", self._session)
             self._notices.report_at_end(
                 Notice(
-                    "control_message_flood",
+                    NoticeCode.CONTROL_MESSAGE_FLOOD,
                     f"more than {CONTROL_RATE:g} control messages a second: the session is ended",
                 )
             )
@@ -71,7 +71,7 @@ class ControlChannel:
             control = parse_control_message(message)
         except ValueError as exc:
             log.debug("session %s: %s", self._session, exc)
-            self._notices.report("invalid_control_message", str(exc))
+            self._notices.report(NoticeCode.INVALID_CONTROL_MESSAGE, str(exc))
             return
         if control.ack is not None:
             self._metrics.acks_received.inc()
@@ -94,13 +94,14 @@ class ControlChannel:
     def _switch_stream_output(self, requested: list[str | None]) -> None:
         if not self.video_out:
             self._notices.report(
-                "output_switch_ignored", "stream_output ignored: this session has no video track"
+                NoticeCode.OUTPUT_SWITCH_IGNORED,
+                "stream_output ignored: this session has no video track",
             )
             return
         names = [n for n in requested if n]
         if names and names[0] not in self._processor.workflow.output_names:
             self._notices.report(
-                "output_switch_ignored",
+                NoticeCode.OUTPUT_SWITCH_IGNORED,
                 f"stream_output '{names[0]}' ignored: not an output of the workflow",
             )
             return

@@ -29,10 +29,11 @@ from sources.hub import SourceHub, Subscription
 
 from ..buffering import BufferClosed, FrameBuffer
 from ..config import Settings
-from ..errors import InvalidRequest, Notice, SourceUnavailable
+from ..errors import InvalidRequest, SourceUnavailable
 from ..metrics import Metrics
 from ..pipelines import PipelineResult
 from ..pipelines.pipeline import WatchedPipeline
+from ..protocol.notices import Notice, NoticeCode
 from ..rtc.track import received_frames
 from .notices import Notices
 from .upload import UploadError, UploadReceiver, UploadStatus
@@ -219,7 +220,7 @@ class SessionInput:
         """The file arrives on ``channel``; once complete it becomes the source."""
         if self.attached:
             self._notices.report(
-                "upload_ignored", "video_upload ignored: the session already has a source"
+                NoticeCode.UPLOAD_IGNORED, "video_upload ignored: the session already has a source"
             )
             channel.close()
             return
@@ -230,7 +231,11 @@ class SessionInput:
             log.error("session %s: cannot create an upload file: %s", self._session, exc)
             channel.close()
             self._spawn(
-                self.end(Notice("upload_unavailable", "the server cannot store uploads right now"))
+                self.end(
+                    Notice(
+                        NoticeCode.UPLOAD_UNAVAILABLE, "the server cannot store uploads right now"
+                    )
+                )
             )
             return
         self._upload = receiver
@@ -247,7 +252,7 @@ class SessionInput:
                 self._metrics.uploads_refused.inc()
                 channel.remove_listener("message", on_message)
                 channel.close()
-                self._spawn(self.end(Notice("upload_refused", str(exc))))
+                self._spawn(self.end(Notice(NoticeCode.UPLOAD_REFUSED, str(exc))))
                 return
             if status is UploadStatus.KEEPALIVE:
                 channel.send(message)
@@ -258,7 +263,7 @@ class SessionInput:
         def on_close() -> None:
             if not (receiver.complete or receiver.failed or self._closing):
                 incomplete = "the upload channel closed before the file was complete"
-                self._spawn(self.end(Notice("upload_incomplete", incomplete)))
+                self._spawn(self.end(Notice(NoticeCode.UPLOAD_INCOMPLETE, incomplete)))
 
         channel.on("message", on_message)
         channel.on("close", on_close)
@@ -327,7 +332,7 @@ class SessionInput:
                     f"the upload stalled: no chunk for {timeout:g} s "
                     "(STREAMING_UPLOAD_IDLE_TIMEOUT_S)"
                 )
-                await self.end(Notice("upload_stalled", stalled))
+                await self.end(Notice(NoticeCode.UPLOAD_STALLED, stalled))
                 return
 
     async def _play_upload(self, receiver: UploadReceiver) -> None:
@@ -338,7 +343,7 @@ class SessionInput:
         try:
             await asyncio.to_thread(source.open)
         except SourceError as exc:
-            await self.end(Notice("source_error", str(exc)))
+            await self.end(Notice(NoticeCode.SOURCE_ERROR, str(exc)))
             return
         self._on_file_opened(source.fps)
         log.info(
@@ -361,7 +366,7 @@ class SessionInput:
                     self._metrics.frames_dropped.labels("late_frame").inc()
         except BufferClosed:
             return  # the session is ending
-        await self.end(Notice("source_error", source.error) if source.error else None)
+        await self.end(Notice(NoticeCode.SOURCE_ERROR, source.error) if source.error else None)
 
     @staticmethod
     async def _discard(track: MediaStreamTrack) -> None:
@@ -376,7 +381,7 @@ class SessionInput:
         if not self._frame_too_large_reported:  # once: it is said, not repeated every frame
             self._frame_too_large_reported = True
             self._notices.report(
-                "frame_too_large",
+                NoticeCode.FRAME_TOO_LARGE,
                 f"frames of {width}x{height} exceed STREAMING_MAX_FRAME_PIXELS "
                 f"({self._limits.max_frame_pixels}) and are dropped; send a smaller size",
             )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..errors import Notice
+from ..protocol.notices import Notice, NoticeCode
 
 __all__ = ["MAX_PENDING_ERRORS", "Notices"]
 
@@ -20,7 +20,7 @@ class Notices:
         self._ending: list[Notice] = []
         self._dropped_reported = 0
 
-    def report(self, code: str, message: str) -> None:
+    def report(self, code: NoticeCode, message: str) -> None:
         """For the next result message."""
         if len(self._pending) < MAX_PENDING_ERRORS:
             self._pending.append(Notice(code, message))
@@ -38,7 +38,7 @@ class Notices:
         if dropped is not None and dropped > self._dropped_reported:
             errors.append(
                 Notice(
-                    "input_dropped",
+                    NoticeCode.INPUT_DROPPED,
                     f"input queue full ({capacity} frames): dropped "
                     f"{dropped - self._dropped_reported} oldest frames",
                 )
@@ -55,6 +55,6 @@ class Notices:
         errors, self._pending = self._pending, []
         if self._suppressed:
             message = f"{self._suppressed} more errors like these were not listed"
-            errors.append(Notice("errors_suppressed", message))
+            errors.append(Notice(NoticeCode.ERRORS_SUPPRESSED, message))
             self._suppressed = 0
         return errors

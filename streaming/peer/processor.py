@@ -21,8 +21,9 @@ import numpy as np
 
 from sources.base import SourceFrame
 
-from ..errors import InvalidRequest, Notice
+from ..errors import InvalidRequest
 from ..protocol.messages import ResultMessage, VideoMetadata, error_codes
+from ..protocol.notices import Notice, NoticeCode
 from ..workflows.blocks.base import FrameState, WorkflowImage
 from ..workflows.engine import CompiledWorkflow
 from ..workflows.serialization import SerializationError, serialize_value
@@ -183,7 +184,7 @@ class FrameProcessor:
             except Exception as exc:  # a failing frame must not end the session
                 outputs = {}
                 failure = f"workflow failed on frame {frame_id}: {type(exc).__name__}: {exc}"
-                errors.append(Notice("workflow_error", failure))
+                errors.append(Notice(NoticeCode.WORKFLOW_ERROR, failure))
 
         video_frame = None
         if job.render and selection.stream_output is not None:
@@ -191,7 +192,9 @@ class FrameProcessor:
             rendered = _image_in(outputs.get(selection.stream_output))
             if rendered is None:
                 rendered = image
-                errors.extend(Notice("no_visualisation", line) for line in NO_VISUALISATION_ERRORS)
+                errors.extend(
+                    Notice(NoticeCode.NO_VISUALISATION, line) for line in NO_VISUALISATION_ERRORS
+                )
                 _draw_advisory(rendered)
             video_frame = _yuv420p_frame(rendered)
             if self._pts_origin is None:
@@ -256,14 +259,14 @@ class FrameProcessor:
         data: dict[str, Any] = {}
         for name in names:
             if name not in outputs:
-                errors.append(Notice("output_not_found", f"Output '{name}' not found"))
+                errors.append(Notice(NoticeCode.OUTPUT_NOT_FOUND, f"Output '{name}' not found"))
                 continue
             try:
                 data[name] = serialize_value(outputs[name], self._jpeg_quality, workflow_metadata)
             except (SerializationError, ValueError, TypeError) as exc:
                 data[name] = {"__serialization_error__": str(exc)}
                 unserializable = f"output '{name}' could not be serialized: {exc}"
-                errors.append(Notice("serialization_error", unserializable))
+                errors.append(Notice(NoticeCode.SERIALIZATION_ERROR, unserializable))
         return data or None
 
 

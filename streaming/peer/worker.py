@@ -35,6 +35,7 @@ from ..protocol.messages import (
     WebRTCOffer,
     WebRTCWorkerRequest,
 )
+from ..protocol.notices import NoticeCode
 from ..protocol.upload import UPLOAD_CHANNEL
 from ..rtc.ice import build_configuration
 from ..rtc.release import releases_frames
@@ -204,7 +205,7 @@ class PeerWorker:
                 pc.addTrack(self._out_track)
             else:  # aiortc cannot answer a track with no m-line to carry it
                 self._notices.report(
-                    "output_switch_ignored",
+                    NoticeCode.OUTPUT_SWITCH_IGNORED,
                     "stream_output ignored: the offer has no video section to carry it",
                 )
         try:
@@ -290,8 +291,8 @@ class PeerWorker:
         message = (
             f"internal error in {task} ({type(exc).__name__}); the session ends, see the server log"
         )
-        self._notices.report("internal_error", message)
-        self._termination_reason = "internal_error"
+        self._notices.report(NoticeCode.INTERNAL_ERROR, message)
+        self._termination_reason = NoticeCode.INTERNAL_ERROR
         self._ender()
 
     async def _end_after_failure(self) -> None:
@@ -363,7 +364,7 @@ class PeerWorker:
         channel.on("message", self._control.on_message)
 
     def _on_flood(self) -> None:
-        self._termination_reason = "control_message_flood"
+        self._termination_reason = NoticeCode.CONTROL_MESSAGE_FLOOD
         self._spawn(self._terminate(self._termination_reason))
 
     async def _session_loop(self) -> None:

@@ -17,7 +17,7 @@ from pydantic import (
     model_validator,
 )
 
-from ..errors import Notice
+from .notices import Notice, NoticeCode
 
 __all__ = [
     "SIGNALING_PATH",
@@ -162,11 +162,11 @@ class VideoMetadata:
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
-    def error_codes(self) -> list[str]:
+    def error_codes(self) -> list[NoticeCode | str]:
         """The stable code of each entry of ``errors``, in order (ours; empty from servers
-        that send none)."""
+        that send none); codes this client does not know stay strings."""
         codes = self.extra.get("error_codes")
-        return [str(c) for c in codes] if isinstance(codes, list) else []
+        return [NoticeCode.parse(str(c)) for c in codes] if isinstance(codes, list) else []
 
     _WIRE_KEYS = (
         "frame_id",
@@ -228,6 +228,36 @@ class ResultMessage:
             },
             separators=(",", ":"),
         ).encode()
+
+    @classmethod
+    def from_json(cls, raw: str | bytes) -> ResultMessage:
+        """A message as a client reads it; ``ValueError`` naming what is wrong. Fields the
+        protocol does not name are ignored; ``video_metadata`` is checked by ``metadata``."""
+        message = json.loads(raw)
+        if not isinstance(message, dict):
+            raise ValueError(f"a result message must be a JSON object, not {message!r:.40}")
+        metadata = message.get("video_metadata")
+        if not isinstance(metadata, dict):
+            raise ValueError("a result message needs a video_metadata object")
+        data = message.get("serialized_output_data")
+        if data is not None and not isinstance(data, dict):
+            raise ValueError("serialized_output_data must be an object or null")
+        errors = message.get("errors") or []
+        if not isinstance(errors, list):
+            raise ValueError("errors must be a list")
+        reason = message.get("termination_reason")
+        return cls(
+            video_metadata=metadata,
+            serialized_output_data=data,
+            errors=[str(e) for e in errors],
+            processing_complete=bool(message.get("processing_complete")),
+            termination_reason=None if reason is None else str(reason),
+        )
+
+    def metadata(self) -> VideoMetadata:
+        """``video_metadata`` typed, with ``errors`` attached; ``ValueError`` (or
+        ``KeyError``/``TypeError``) when it is malformed."""
+        return VideoMetadata.from_dict(self.video_metadata, self.errors)
 
     @classmethod
     def completion(cls, frames_processed: int, reason: str | None) -> ResultMessage:

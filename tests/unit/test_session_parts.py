@@ -164,3 +164,38 @@ async def test_the_first_returned_frame_is_never_replaced_before_it_is_sent():
     await track.publish(_frame_at(6000))  # from now on the newest wins
     assert (await asyncio.wait_for(track.recv(), WAIT_S)).pts == 6000
     await track.finish()
+
+
+def _result(frame_id: int, **extra) -> bytes:
+    from streaming.protocol.messages import ResultMessage
+
+    metadata = {"frame_id": frame_id, "received_at": datetime.now().isoformat(), **extra}
+    return ResultMessage(metadata, {"n": frame_id}, ["e"] if extra else []).to_json()
+
+
+async def test_a_realtime_client_keeps_the_newest_messages_when_its_handlers_lag():
+    """The client's inbox is bounded: a program slower than the server loses the oldest
+    result messages (counted), never the completion; messages are parsed into typed ones,
+    their error codes into ``NoticeCode`` members."""
+    from streaming.client import ManualSource, StreamConfig
+    from streaming.client.session import AsyncWebRTCSession
+    from streaming.protocol.chunking import iter_chunks
+    from streaming.protocol.messages import ResultMessage
+    from streaming.protocol.notices import NoticeCode
+
+    session = AsyncWebRTCSession(
+        api_url="http://127.0.0.1:9", api_key=None, source=ManualSource(),
+        workflow_config={}, image_input="image", config=StreamConfig(), inbox_messages=4,
+    )  # fmt: skip
+    for frame_id in range(1, 11):  # nobody dispatches: the program is "busy"
+        for chunk in iter_chunks(frame_id, _result(frame_id)):
+            session._receive(chunk)
+    session._receive(ResultMessage.completion(10, None).to_json().decode())
+    assert session.stats.messages_dropped == 7
+    kept = [session._decode(session._inbox.get_nowait()) for _ in range(4)]
+    assert [m.metadata().frame_id for m in kept[:3]] == [8, 9, 10]
+    assert kept[3].processing_complete
+    coded = session._decode(_result(1, error_codes=["workflow_error", "from_the_future"]))
+    assert coded.metadata().error_codes == [NoticeCode.WORKFLOW_ERROR, "from_the_future"]
+    assert session._decode(b'{"errors": []}') is None  # no video_metadata: said and skipped
+    assert session.stats.malformed_messages == 1
