@@ -20,6 +20,7 @@ from typing import Any
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..errors import error_body
+from .fences import check_protocol
 
 __all__ = ["BodyTimeout", "guarded_protocol"]
 
@@ -72,11 +73,13 @@ class _HeadDeadline:
 
 
 def guarded_protocol(header_timeout_s: float) -> type:
-    """uvicorn's ``auto`` HTTP protocol class, with the request-head deadline."""
+    """uvicorn's ``auto`` HTTP protocol class, with the request-head deadline; raises
+    ``UvicornShapeError`` if that class is not the shape the deadline was written for."""
     try:
         from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol as base
     except ImportError:  # httptools is optional for uvicorn
         from uvicorn.protocols.http.h11_impl import H11Protocol as base  # type: ignore[assignment]
+    check_protocol(base)
     return type(
         f"Guarded{base.__name__}",
         (_HeadDeadline, base),

@@ -17,6 +17,7 @@ from types import FrameType
 import uvicorn
 from fastapi import FastAPI
 
+from .fences import check_server
 from .state import ServerState
 
 __all__ = ["SHUTDOWN_REASON", "DrainingServer", "drain"]
@@ -53,6 +54,7 @@ class DrainingServer(uvicorn.Server):
     """uvicorn's server, draining the app's sessions on the first signal before it stops."""
 
     def __init__(self, config: uvicorn.Config, app: FastAPI) -> None:
+        check_server()  # raises UvicornShapeError before anything is served
         super().__init__(config)
         self._app = app
         self._loop: asyncio.AbstractEventLoop | None = None
