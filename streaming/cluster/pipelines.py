@@ -32,11 +32,11 @@ from ..metrics import Metrics
 from ..pipelines import InitialisePipelinePayload, PipelineManager, PipelineNotFound
 from ..pipelines.models import ConsumePayload, resolve_references
 from ..pipelines.pipeline import PipelineResult, Watcher
+from ..pipelines.status import PipelineStatus
 from ..server.app import camera_factory
-from ..workflows import compile_workflow, parse_spec
-from ..workflows.blocks.base import BuildContext
-from ..workflows.engine import CompiledWorkflow
+from ..tasks import TaskOwner
 from ..workflows.library import WorkflowLibrary
+from ..workflows.runner import OutputNames
 from .directory import METRICS_PERIOD_S, directory
 from .models import deployed_models, session_opener
 from .names import NAMESPACE
@@ -61,6 +61,17 @@ class PipelineNotPlaced(NotReady):
     """No node of the cluster has the resources a pipeline's actor asks for."""
 
     code = "pipeline_not_placed"
+
+
+class PipelineRestarting(NotReady):
+    """The pipeline's actor is being restarted (its node died): it exists, and answers again
+    once it runs elsewhere. ``status`` and ``consume`` answer with what they know instead."""
+
+    code = "pipeline_restarting"
+
+    @property
+    def headers(self) -> dict[str, str] | None:
+        return {"Retry-After": "2"}
 
 
 @ray.remote(max_restarts=-1)
@@ -90,10 +101,11 @@ class PipelineActor:
         self._changed = asyncio.Event()
         loop = asyncio.get_running_loop()
         self._started: asyncio.Future[None] = loop.create_future()
-        self._running = loop.create_task(self._run(request), name=f"pipeline-{pipeline_id[:8]}")
+        self._tasks = TaskOwner(f"pipeline-actor-{pipeline_id[:8]}")
+        self._tasks.spawn(self._run(request), "run")
         # Its sources' series (frames, reconnects, counts) reach the cluster's /metrics
         # through the directory, as the replicas' do.
-        self._reporting = loop.create_task(self._report_metrics(), name="pipeline-metrics")
+        self._tasks.spawn(self._report_metrics(), "report_metrics")
 
     async def _run(self, request: dict[str, Any]) -> None:
         try:
@@ -175,6 +187,11 @@ class PipelineActor:
         await asyncio.shield(self._started)
         return self._manager.get(self._id).source_ids
 
+    async def outputs(self) -> OutputNames:
+        """What a viewer selects from: the workflow stays here, and so do its models."""
+        await asyncio.shield(self._started)
+        return OutputNames.of(self._manager.get(self._id).outputs)
+
     async def next_result(self, after: int, wait_s: float) -> tuple[int, PipelineResult | None]:
         """The latest result once it is newer than ``after`` (a result count), waiting up to
         ``wait_s``; a watcher that falls behind gets the newest, as a realtime viewer should."""
@@ -195,23 +212,24 @@ class PipelineActor:
 
 class RemotePipeline:
     """A pipeline actor as a WebRTC session watches it (``WatchedPipeline``): its results
-    polled from the actor, newest first, across the actor's restarts."""
+    polled from the actor, newest first, across the actor's restarts. The workflow runs in
+    the actor only: a viewer gets its output names, and compiles (and loads) nothing."""
 
     def __init__(
-        self, pipeline_id: str, actor: Any, workflow: CompiledWorkflow, source_ids: list[int]
+        self, pipeline_id: str, actor: Any, outputs: OutputNames, source_ids: list[int]
     ) -> None:
         self.pipeline_id = pipeline_id
-        self.workflow = workflow
+        self.outputs = outputs
         self.source_ids = source_ids
         self._actor = actor
+        self._tasks = TaskOwner(f"watch-{pipeline_id[:8]}")
 
     def watch(self, watcher: Watcher) -> Callable[[], None]:
-        task = asyncio.get_running_loop().create_task(
-            self._poll(watcher), name=f"watch-{self.pipeline_id[:8]}"
-        )
+        task = self._tasks.spawn(self._poll(watcher), "poll")
 
         def stop() -> None:
-            task.cancel()
+            if task is not None:
+                task.cancel()
 
         return stop
 
@@ -220,11 +238,12 @@ class RemotePipeline:
         while True:
             try:
                 sequence, result = await self._actor.next_result.remote(seen, _WATCH_POLL_S)
-            except ActorUnavailableError:  # unreachable for now (restarting): ask again soon
-                await asyncio.sleep(_WATCH_POLL_S / 4)
+            except RayActorError:
+                # Unreachable for now (Ray restarts it elsewhere), or terminated for good.
+                if not await self._exists():
+                    return
+                await asyncio.sleep(_WATCH_POLL_S / 4)  # a pause between polls, not a wait
                 continue
-            except RayActorError:  # terminated
-                return
             except Exception as exc:  # the session shows what it has; nothing to retry
                 log.warning("pipeline %s: watching ended: %s", self.pipeline_id[:8], exc)
                 return
@@ -235,14 +254,20 @@ class RemotePipeline:
             if result is not None:
                 watcher(result)
 
+    async def _exists(self) -> bool:
+        try:
+            await asyncio.to_thread(ray.get_actor, self.pipeline_id, namespace=NAMESPACE)
+        except ValueError:
+            return False
+        return True
+
 
 class ClusterPipelines:
     """``Pipelines`` for a Ray Serve replica: every pipeline of the cluster, none of them in
     this process. A replica stopping leaves them running."""
 
-    def __init__(self, settings: Settings, models: ModelRegistry, library: WorkflowLibrary) -> None:
+    def __init__(self, settings: Settings, library: WorkflowLibrary) -> None:
         self._settings = settings
-        self._models = models
         self._library = library
         self._options = actor_resources(settings.ray_pipeline_resources)
 
@@ -261,14 +286,26 @@ class ClusterPipelines:
 
     async def _call(self, pipeline_id: str, method: str, *args: Any, wait_s: float = 0.0) -> Any:
         """``method`` of the pipeline's actor; ``wait_s``: the call's own wait (a long poll)
-        on top of the usual bound."""
-        actor = await self._actor(pipeline_id)
-        try:
-            return await asyncio.wait_for(getattr(actor, method).remote(*args), wait_s + _CALL_S)
-        except RayActorError:  # terminated meanwhile
-            raise PipelineNotFound(
-                f"Could not find InferencePipeline with id={pipeline_id}."
-            ) from None
+        on top of the usual bound. ``PipelineNotFound`` once it is gone for good;
+        ``PipelineRestarting`` while Ray moves it (its node died): a pipeline that moves
+        exists, and a program polling it must not take it for deleted."""
+        bound = wait_s + _CALL_S
+        for attempt in range(2):
+            actor = await self._actor(pipeline_id)  # not found: gone for good
+            try:
+                return await asyncio.wait_for(getattr(actor, method).remote(*args), bound)
+            except ActorUnavailableError:  # unreachable for now: Ray is restarting it
+                raise PipelineRestarting(f"pipeline {pipeline_id} is restarting") from None
+            except RayActorError:
+                # Calls in flight when its node died fail so too. A call made now waits for
+                # the restarted actor, and fails at once if it was terminated.
+                if attempt:
+                    break
+            except TimeoutError:
+                raise PipelineRestarting(
+                    f"pipeline {pipeline_id} did not answer within {bound:g} s (restarting)"
+                ) from None
+        raise PipelineNotFound(f"Could not find InferencePipeline with id={pipeline_id}.")
 
     async def initialise(
         self, payload: InitialisePipelinePayload, pipeline_id: str | None = None
@@ -307,14 +344,17 @@ class ClusterPipelines:
     async def listing(self) -> list[dict[str, Any]]:
         async def placement(pipeline_id: str) -> dict[str, Any]:
             node = None
-            with contextlib.suppress(PipelineNotFound, TimeoutError, GetTimeoutError):
+            with contextlib.suppress(PipelineNotFound, PipelineRestarting, GetTimeoutError):
                 node = await self._call(pipeline_id, "node")
             return {"pipeline_id": pipeline_id, "node": node}  # None: restarting
 
         return list(await asyncio.gather(*(placement(p) for p in await self._names())))
 
     async def status(self, pipeline_id: str) -> dict[str, Any]:
-        return dict(await self._call(pipeline_id, "status"))
+        try:
+            return dict(await self._call(pipeline_id, "status"))
+        except PipelineRestarting:
+            return PipelineStatus.restarting_report()
 
     async def pause(self, pipeline_id: str) -> None:
         await self._call(pipeline_id, "pause")
@@ -323,7 +363,12 @@ class ClusterPipelines:
         await self._call(pipeline_id, "resume")
 
     async def consume(self, pipeline_id: str, payload: ConsumePayload) -> dict[str, list[Any]]:
-        return dict(await self._call(pipeline_id, "consume", payload, wait_s=payload.wait_seconds))
+        try:
+            return dict(
+                await self._call(pipeline_id, "consume", payload, wait_s=payload.wait_seconds)
+            )
+        except PipelineRestarting:  # nothing new while it moves, as when a camera stalls
+            return {"outputs": [], "frames_metadata": []}
 
     async def add_source(self, pipeline_id: str, reference: str | int) -> int:
         """In the pipeline's actor, on its node. (An actor Ray restarts starts from the
@@ -346,20 +391,9 @@ class ClusterPipelines:
         log.info("pipeline %s terminated", pipeline_id[:8])
 
     async def watched(self, pipeline_id: str) -> RemotePipeline:
-        request = InitialisePipelinePayload.model_validate(await self._call(pipeline_id, "request"))
+        outputs = await self._call(pipeline_id, "outputs")
         source_ids = list(await self._call(pipeline_id, "source_ids"))
-        config = request.processing_configuration
-        # Compiled here only for what the session shows (its outputs); frames and outputs
-        # come from the actor, which runs the workflow.
-        workflow = await asyncio.to_thread(
-            compile_workflow,
-            parse_spec(self._library.specification(config)),
-            BuildContext(self._models, sink_dir=self._settings.sink_dir),
-            image_input_name=config.image_input_name,
-            video_metadata_input_name=config.video_metadata_input_name,
-            parameters=config.workflows_parameters,
-        )
-        return RemotePipeline(pipeline_id, await self._actor(pipeline_id), workflow, source_ids)
+        return RemotePipeline(pipeline_id, await self._actor(pipeline_id), outputs, source_ids)
 
     async def restore(
         self,

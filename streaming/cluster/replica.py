@@ -67,13 +67,13 @@ def media_app(settings: Settings, replicas: int | None, max_replicas: int = 1) -
     def build() -> FastAPI:  # runs on the replica
         def cluster_pipelines(
             settings: Settings,
-            models: ModelRegistry,
+            _models: ModelRegistry,
             _hub: Any,
             _executor: Any,
             library: WorkflowLibrary,
             _metrics: Any,
         ) -> ClusterPipelines:
-            return ClusterPipelines(settings, models, library)
+            return ClusterPipelines(settings, library)
 
         app = create_app(
             settings,

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Coroutine
-from typing import Any
+from collections.abc import Callable
 
+from ..feed import Spawn
 from ..metrics import Metrics
 from ..protocol.messages import parse_control_message
 from ..protocol.notices import Notice, NoticeCode
@@ -36,7 +36,7 @@ class ControlChannel:
         acks: AckGate,
         notices: Notices,
         metrics: Metrics,
-        spawn: Callable[[Coroutine[Any, Any, Any]], None],
+        spawn: Spawn,
         on_flood: Callable[[], None],
     ) -> None:
         self._session = session
@@ -99,7 +99,7 @@ class ControlChannel:
             )
             return
         names = [n for n in requested if n]
-        if names and names[0] not in self._processor.workflow.output_names:
+        if names and names[0] not in self._processor.outputs.output_names:
             self._notices.report(
                 NoticeCode.OUTPUT_SWITCH_IGNORED,
                 f"stream_output '{names[0]}' ignored: not an output of the workflow",

@@ -4,23 +4,18 @@ The source is the first of: the client's video track (buffer: latest | bounded F
 camera the server pulls through the hub (the same), a pipeline the session watches (frames
 and outputs both), or a file uploaded on ``video_upload``, written to disk and decoded on a
 thread (buffer: latest at native rate | bounded and waiting, so decoding pauses instead of
-dropping). Frames from other threads (the hub's camera readers) cross into the loop in one
-place, ``_from_thread``.
+dropping). Every source fills its buffer through a ``FrameFeed`` (streaming/feed.py), as a
+pipeline's sources do: frames from the hub's reader threads cross into the loop there.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
-from typing import Any
 
-import av
 from aiortc import MediaStreamTrack, RTCDataChannel
 from aiortc.mediastreams import MediaStreamError
 
@@ -30,6 +25,7 @@ from sources.hub import SourceHub, Subscription
 from ..buffering import BufferClosed, FrameBuffer
 from ..config import Settings
 from ..errors import InvalidRequest, SourceUnavailable
+from ..feed import FedFrame, FrameFeed, Spawn
 from ..metrics import Metrics
 from ..pipelines import PipelineResult
 from ..pipelines.pipeline import WatchedPipeline
@@ -38,28 +34,11 @@ from ..rtc.track import received_frames
 from .notices import Notices
 from .upload import UploadError, UploadReceiver, UploadStatus
 
-__all__ = ["InputItem", "InputLimits", "SessionInput"]
+__all__ = ["InputLimits", "SessionInput"]
 
 log = logging.getLogger(__name__)
 
 UPLOAD_LABEL = "the uploaded video"
-
-Spawn = Callable[[Coroutine[Any, Any, Any]], None]
-
-
-@dataclass(frozen=True, slots=True)
-class InputItem:
-    """A frame with when it was received (wall clock for the metadata, monotonic for waits)."""
-
-    frame: av.VideoFrame | SourceFrame
-    received_at: datetime
-    received_mono: float
-    outputs: dict[str, Any] | None = None
-    """Already computed by the pipeline this session watches: the workflow is not run again."""
-
-    @classmethod
-    def now(cls, frame: av.VideoFrame | SourceFrame, outputs: dict[str, Any] | None = None):
-        return cls(frame, datetime.now(), time.perf_counter(), outputs)
 
 
 @dataclass(frozen=True)
@@ -85,10 +64,6 @@ class InputLimits:
         )
 
 
-FileOpened = Callable[[float | None], None]
-"""Told the uploaded file's frame rate (None: unknown) once it is open."""
-
-
 class SessionInput:
     """Owns the session's source and the buffer the session loop reads; ``close`` stops the
     source, whichever it is (idempotent)."""
@@ -101,7 +76,6 @@ class SessionInput:
         metrics: Metrics,
         notices: Notices,
         spawn: Spawn,
-        on_file_opened: FileOpened,
     ) -> None:
         self._session = session
         self.realtime = realtime
@@ -109,9 +83,8 @@ class SessionInput:
         self._metrics = metrics
         self._notices = notices
         self._spawn = spawn
-        self._on_file_opened = on_file_opened
         # Created when the source appears: its kind decides the strategy.
-        self._buffer: FrameBuffer[InputItem] | None = None
+        self._buffer: FrameBuffer[FedFrame] | None = None
         self._ready = asyncio.Event()
         self.attached = False
         """A source was chosen (the first one wins; later ones are refused or drained)."""
@@ -124,12 +97,12 @@ class SessionInput:
 
     # ------------------------------------------------------------ the session loop's side
 
-    async def buffer(self) -> FrameBuffer[InputItem]:
+    async def buffer(self) -> FrameBuffer[FedFrame]:
         """The buffer to read, once a source appeared (or the session ended without one)."""
         await self._ready.wait()
         return self.current()
 
-    def current(self) -> FrameBuffer[InputItem]:
+    def current(self) -> FrameBuffer[FedFrame]:
         """The buffer; a session ending before it had one gets an empty one to close."""
         if self._buffer is None:
             return self._attach(FrameBuffer("latest"))
@@ -161,11 +134,11 @@ class SessionInput:
     async def attach_camera(self, hub: SourceHub, url: str, wait_s: float) -> None:
         """A camera (read through the hub, shared) is the source. Raises
         ``SourceUnavailable`` naming the masked URL if it gives no frame in ``wait_s``."""
-        buffer = self._attach(self._live_buffer())
-        loop = asyncio.get_running_loop()
+        feed = self._live_feed()
 
         def deliver(frame: SourceFrame) -> None:  # on the hub's reader thread
-            self._from_thread(loop, buffer, InputItem.now(frame))
+            self._metrics.frames_received.inc()
+            feed.from_thread(FedFrame.now(frame))
 
         try:
             subscription = hub.subscribe(url, deliver)
@@ -196,13 +169,13 @@ class SessionInput:
                 f"pipeline_source_id {source_id} is not a source of pipeline "
                 f"{pipeline.pipeline_id} (its sources: {pipeline.source_ids})"
             )
-        buffer = self._attach(self._live_buffer())
+        feed = self._live_feed()
         self.attached = True
 
         def watch(result: PipelineResult) -> None:  # on our loop, from the pipeline's task
-            if result.source_id == source_id and not buffer.closed:
+            if result.source_id == source_id and not feed.buffer.closed:
                 self._metrics.frames_received.inc()
-                self._spawn(self._put(buffer, InputItem.now(result.frame, result.outputs)))
+                self._spawn(feed.put(FedFrame.now(result.frame, result.outputs)))
 
         self._stop_watching = pipeline.watch(watch)
         log.info("session %s watches pipeline %s", self._session, pipeline.pipeline_id[:8])
@@ -212,7 +185,7 @@ class SessionInput:
         drained so aiortc's queue stays empty."""
         if track.kind == "video" and not self.attached:
             self.attached = True
-            self._spawn(self._read_track(track, self._attach(self._live_buffer())))
+            self._spawn(self._read_track(track, self._live_feed()))
         else:
             self._spawn(self._discard(track))
 
@@ -270,49 +243,52 @@ class SessionInput:
 
     # ------------------------------------------------------------------------ buffers
 
-    def _live_buffer(self) -> FrameBuffer[InputItem]:
-        """For a source that cannot be paused (a client's track, a camera): realtime keeps
-        the newest frame; otherwise a bounded FIFO that drops (and reports) the oldest."""
+    def _live_feed(self) -> FrameFeed:
+        """For a source that cannot be paused (a client's track, a camera, a pipeline):
+        realtime keeps the newest frame; otherwise a bounded FIFO that drops (and reports)
+        the oldest."""
         if self.realtime:
-            return FrameBuffer("latest")
-        return FrameBuffer("drop_oldest", self._limits.input_queue_frames)
+            buffer: FrameBuffer[FedFrame] = FrameBuffer("latest")
+        else:
+            buffer = FrameBuffer("drop_oldest", self._limits.input_queue_frames)
+        reason = "latest_frame_wins" if self.realtime else "input_queue_full"
+        return self._feed(self._attach(buffer), reason)
 
-    def _attach(self, buffer: FrameBuffer[InputItem]) -> FrameBuffer[InputItem]:
+    def _feed(
+        self, buffer: FrameBuffer[FedFrame], drop_reason: str, count_received: bool = False
+    ) -> FrameFeed:
+        """``count_received``: frames count as received once put (a file's; the others are
+        counted where they arrive, before anything may refuse them)."""
+        dropped = self._metrics.frames_dropped.labels(drop_reason)
+        received = self._metrics.frames_received
+
+        def on_put(discarded: int) -> None:
+            if count_received:
+                received.inc()
+            if discarded:
+                dropped.inc(discarded)
+
+        return FrameFeed(buffer, self._spawn, on_put=on_put)
+
+    def _attach(self, buffer: FrameBuffer[FedFrame]) -> FrameBuffer[FedFrame]:
         self._buffer = buffer
         self._ready.set()
         return buffer
 
-    async def _put(self, buffer: FrameBuffer[InputItem], item: InputItem) -> None:
-        with contextlib.suppress(BufferClosed):  # the session is ending
-            if await buffer.put(item):
-                reason = "latest_frame_wins" if self.realtime else "input_queue_full"
-                self._metrics.frames_dropped.labels(reason).inc()
-
-    def _from_thread(
-        self, loop: asyncio.AbstractEventLoop, buffer: FrameBuffer[InputItem], item: InputItem
-    ) -> None:
-        """The one bridge from another thread: never blocks that thread (a camera's other
-        consumers keep their pace); the frame is queued by a task the session owns."""
-        self._metrics.frames_received.inc()
-        with contextlib.suppress(RuntimeError):  # the loop is closed: the server is gone
-            loop.call_soon_threadsafe(lambda: self._spawn(self._put(buffer, item)))
-
     # -------------------------------------------------------------------------- tasks
 
-    async def _read_track(self, track: MediaStreamTrack, buffer: FrameBuffer[InputItem]) -> None:
-        reason = "latest_frame_wins" if self.realtime else "input_queue_full"
+    async def _read_track(self, track: MediaStreamTrack, feed: FrameFeed) -> None:
         try:
             async for frame in received_frames(track):
+                if feed.buffer.closed:
+                    return  # the session is ending
                 self._metrics.frames_received.inc()
                 if frame.width * frame.height > self._limits.max_frame_pixels:
                     self._refuse_large_frame(frame.width, frame.height)
                     continue
-                if await buffer.put(InputItem.now(frame)):
-                    self._metrics.frames_dropped.labels(reason).inc()
-        except BufferClosed:
-            pass  # the session is ending
+                await feed.put(FedFrame.now(frame))
         finally:
-            await buffer.close()
+            await feed.buffer.close()
 
     async def _watch_upload(
         self, receiver: UploadReceiver, progress: asyncio.Event, channel: RTCDataChannel
@@ -345,7 +321,6 @@ class SessionInput:
         except SourceError as exc:
             await self.end(Notice(NoticeCode.SOURCE_ERROR, str(exc)))
             return
-        self._on_file_opened(source.fps)
         log.info(
             "session %s: uploaded video of %d bytes, %s frames at %s fps",
             self._session,
@@ -353,20 +328,17 @@ class SessionInput:
             source.frame_count or "unknown",
             f"{source.fps:g}" if source.fps else "unknown",
         )
-        buffer: FrameBuffer[InputItem] = (
+        buffer: FrameBuffer[FedFrame] = (
             FrameBuffer("latest")
             if self.realtime
             else FrameBuffer("wait", self._limits.decode_queue_frames)
         )
-        self._attach(buffer)
+        feed = self._feed(self._attach(buffer), "late_frame", count_received=True)
         try:
-            while (frame := await asyncio.to_thread(source.read)) is not None:
-                self._metrics.frames_received.inc()
-                if await buffer.put(InputItem.now(frame)):
-                    self._metrics.frames_dropped.labels("late_frame").inc()
+            error = await feed.play(source)
         except BufferClosed:
             return  # the session is ending
-        await self.end(Notice(NoticeCode.SOURCE_ERROR, source.error) if source.error else None)
+        await self.end(Notice(NoticeCode.SOURCE_ERROR, error) if error else None)
 
     @staticmethod
     async def _discard(track: MediaStreamTrack) -> None:

@@ -10,7 +10,6 @@ import gzip
 import math
 import time
 from dataclasses import dataclass
-from datetime import datetime
 from enum import Enum
 from fractions import Fraction
 from typing import Any
@@ -26,6 +25,7 @@ from ..protocol.messages import ResultMessage, VideoMetadata, error_codes
 from ..protocol.notices import Notice, NoticeCode
 from ..workflows.blocks.base import FrameState, WorkflowImage
 from ..workflows.engine import CompiledWorkflow
+from ..workflows.runner import FrameFacts, WorkflowOutputs, run_frame
 from ..workflows.serialization import SerializationError, serialize_value
 
 __all__ = ["DataMode", "FrameProcessor", "OutputSelection", "ProcessedFrame"]
@@ -61,7 +61,7 @@ class OutputSelection:
     @classmethod
     def from_request(
         cls,
-        workflow: CompiledWorkflow,
+        workflow: WorkflowOutputs,
         stream_output: list[str | None] | None,
         data_output: list[str | None] | None,
     ) -> OutputSelection:
@@ -104,8 +104,8 @@ class FrameJob:
     with the session loop afterwards (``errors`` is this frame's own list)."""
 
     frame: av.VideoFrame | SourceFrame
-    frame_id: int
-    received_at: datetime
+    facts: FrameFacts
+    """The frame's number, arrival, stream rate, file or live: its ``video_metadata``."""
     queue_wait_ms: float
     errors: list[Notice]
     extra_metadata: dict[str, Any]
@@ -143,26 +143,26 @@ class FrameProcessor:
 
     def __init__(
         self,
-        workflow: CompiledWorkflow,
+        workflow: CompiledWorkflow | None,
+        outputs: WorkflowOutputs,
         selection: OutputSelection,
         *,
-        declared_fps: float | None,
         jpeg_quality: int,
         gzip_level: int,
     ) -> None:
+        """``workflow``: None for a session that shows a pipeline's outputs (every job
+        brings its outputs); ``outputs``: what the session may select from."""
         self.workflow = workflow
+        self.outputs = outputs
         self.selection = selection
-        self.declared_fps = declared_fps
-        """Replaced by an uploaded file's own frame rate once it is opened."""
-        self.from_file = False
         self._jpeg_quality = jpeg_quality
         self._gzip_level = gzip_level
         self._pts_origin: int | None = None
 
     def process(self, job: FrameJob) -> ProcessedFrame:
         """Blocking: run in a worker thread."""
-        frame, frame_id, received_at, errors = job.frame, job.frame_id, job.received_at, job.errors
-        outputs = job.outputs
+        frame, facts, errors = job.frame, job.facts, job.errors
+        frame_id, outputs = facts.frame_number, job.outputs
         started = time.perf_counter()
         selection = self.selection  # one consistent view even if a control message swaps it
         # Decoded files arrive as BGR already (decoded and turned upright on the reader's thread).
@@ -170,20 +170,14 @@ class FrameProcessor:
         state = FrameState()
         state.timer["convert"] = (time.perf_counter() - started) * 1000
         time_base = float(frame.time_base) if frame.time_base is not None else None
-        workflow_metadata = {
-            "video_identifier": "webrtc",
-            "frame_number": frame_id,
-            "frame_timestamp": received_at.isoformat(),
-            "fps": self.declared_fps,
-            "measured_fps": None,
-            "comes_from_video_file": self.from_file,
-        }
         if outputs is None:  # else a pipeline this session watches already ran the workflow
-            try:
-                outputs = self.workflow.run(image, workflow_metadata, state)
-            except Exception as exc:  # a failing frame must not end the session
-                outputs = {}
-                failure = f"workflow failed on frame {frame_id}: {type(exc).__name__}: {exc}"
+            assert self.workflow is not None  # a session without one gets every job's outputs
+            run = run_frame(self.workflow, image, facts, state)
+            outputs = run.outputs
+            if run.error is not None:  # a failing frame must not end the session
+                failure = (
+                    f"workflow failed on frame {frame_id}: {type(run.error).__name__}: {run.error}"
+                )
                 errors.append(Notice(NoticeCode.WORKFLOW_ERROR, failure))
 
         video_frame = None
@@ -204,15 +198,15 @@ class FrameProcessor:
             state.timer["output_frame"] = (time.perf_counter() - t0) * 1000
 
         t0 = time.perf_counter()
-        data = self._serialize(outputs, selection, errors, workflow_metadata)
+        data = self._serialize(outputs, selection, errors, facts.video_metadata())
         state.timer["serialize"] = (time.perf_counter() - t0) * 1000
         timer = state.timer
         metadata = VideoMetadata(
             frame_id=frame_id,
-            received_at=received_at,
+            received_at=facts.received_at,
             pts=self._outbound_pts(frame.pts),
             time_base=time_base,
-            declared_fps=self.declared_fps,
+            declared_fps=facts.fps,
             width=image.shape[1],
             height=image.shape[0],
             queue_wait_ms=round(job.queue_wait_ms, 3),

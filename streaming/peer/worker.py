@@ -40,6 +40,7 @@ from ..protocol.upload import UPLOAD_CHANNEL
 from ..rtc.ice import build_configuration
 from ..rtc.release import releases_frames
 from ..tasks import Closer, TaskOwner
+from ..workflows.runner import FrameFacts
 from .ack import AckGate
 from .control import ControlChannel
 from .inputs import InputLimits, SessionInput
@@ -148,7 +149,6 @@ class PeerWorker:
         self._config = config
         self._request = request
         self._processor = processor
-        self._owns_workflow = True
         self._executor = executor
         self._metrics = metrics
         self._on_closed = on_closed
@@ -169,7 +169,7 @@ class PeerWorker:
         self._notices = Notices()
         self._input = SessionInput(
             self.session_id[:8], realtime, config.input, metrics,
-            self._notices, self._spawn, self._file_opened,
+            self._notices, self._spawn,
         )  # fmt: skip
         self._control = ControlChannel(
             self.session_id[:8], processor, self._acks, self._notices, metrics, self._spawn,
@@ -240,12 +240,6 @@ class PeerWorker:
     def attach_pipeline(self, pipeline: WatchedPipeline, source_id: int) -> None:
         """Show a running pipeline's results for one of its sources (before ``start``)."""
         self._input.attach_pipeline(pipeline, source_id)
-        self._owns_workflow = False  # the pipeline's: it closes it
-
-    def _file_opened(self, fps: float | None) -> None:
-        self._processor.from_file = True
-        if fps:
-            self._processor.declared_fps = fps
 
     def _drop_track_nobody_receives(self, pc: RTCPeerConnection) -> None:
         # A client that does not receive video never pulls the track; waiting on it would
@@ -271,7 +265,7 @@ class PeerWorker:
         await self._tasks.close()
         await self._input.close()
         await self._acks.close()
-        if self._owns_workflow:
+        if self._processor.workflow is not None:  # the session's own (a watched pipeline's is not)
             await asyncio.to_thread(self._processor.workflow.close)
         if self._out_track is not None:
             await self._out_track.finish()
@@ -282,8 +276,8 @@ class PeerWorker:
         self.closed.set()
         log.info("session %s closed after %d frames", self.session_id[:8], self.frames_processed)
 
-    def _spawn(self, coro: Coroutine[Any, Any, Any]) -> None:
-        self._tasks.spawn(coro)
+    def _spawn(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any] | None:
+        return self._tasks.spawn(coro)
 
     def _on_task_failure(self, name: str, exc: BaseException) -> None:
         # A bug of ours, not the peer's: say so without our internals, end the session now.
@@ -377,10 +371,16 @@ class PeerWorker:
                 break
             frame_id += 1
             queue_wait_ms = (time.perf_counter() - item.received_mono) * 1000
+            facts = FrameFacts(
+                "webrtc",
+                frame_id,
+                item.received_at,
+                fps=item.fps or self._request.declared_fps,  # a file's own rate wins
+                from_file=item.from_file,
+            )
             job = FrameJob(
                 frame=item.frame,
-                frame_id=frame_id,
-                received_at=item.received_at,
+                facts=facts,
                 queue_wait_ms=queue_wait_ms,
                 errors=self._notices.for_frame(
                     None if self.realtime else source.dropped, source.capacity

@@ -1,14 +1,18 @@
 """SourceFeed: fills one pipeline source's buffer, from a camera or local device through the
-hub or from a local file read on a thread. Pausing the pipeline stops the feed: a camera's
-frames are dropped (and counted), a file waits and loses nothing."""
+hub or from a local file read on a thread, through the shared ``FrameFeed``. Pausing the
+pipeline stops the feed: a camera's frames are dropped (and counted), a file waits and loses
+nothing.
+
+Everything a reader thread reports (a frame, a camera's state change, a device that ended)
+is handled on the loop, which owns the slot's state and the buffer: a camera that reconnects
+while the pipeline is paused is told to the status as an event, and the source stays PAUSED
+until it is resumed.
+"""
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-import time
-from datetime import datetime
 from typing import Any
 
 from sources import FileSource, LiveStats, SourceError, SourceFrame
@@ -16,18 +20,16 @@ from sources.hub import SourceHub
 
 from ..buffering import BufferClosed, Consumption, Filling, FrameBuffer
 from ..errors import SourceUnavailable
+from ..feed import FedFrame, FrameFeed, Spawn
 from .models import SourceReference
-from .status import Item, PipelineStatus, Severity, SourceSlot, SourceState
+from .status import PipelineStatus, Severity, SourceSlot, SourceState
 
 __all__ = ["SourceFeed", "buffer_for"]
 
 log = logging.getLogger(__name__)
 
-# A camera whose buffer is set to WAIT holds its reader at most this long per frame.
-_CAMERA_WAIT_S = 30.0
 
-
-def buffer_for(ref: SourceReference, video: Any, size: int) -> FrameBuffer[Item]:
+def buffer_for(ref: SourceReference, video: Any, size: int) -> FrameBuffer[FedFrame]:
     """The request's strategies; when it gives none: every frame of a file, the newest of
     a camera."""
     file = ref.kind == "file"
@@ -42,62 +44,79 @@ def buffer_for(ref: SourceReference, video: Any, size: int) -> FrameBuffer[Item]
 
 class SourceFeed:
     """Feeds ``slot.buffer`` while ``running`` is set; reports state changes and failures
-    as the pipeline's events."""
+    as the pipeline's events. Made on the loop."""
 
     def __init__(
-        self, pipeline: str, slot: SourceSlot, running: asyncio.Event, status: PipelineStatus
+        self,
+        pipeline: str,
+        slot: SourceSlot,
+        running: asyncio.Event,
+        status: PipelineStatus,
+        spawn: Spawn,
     ) -> None:
         self._pipeline = pipeline
         self._slot = slot
         self._running = running
         self._status = status
+        self._feed = FrameFeed(slot.buffer, spawn, accept=self._accept)
 
-    def subscribe(self, hub: SourceHub, loop: asyncio.AbstractEventLoop) -> None:
+    def _accept(self, _: FedFrame) -> bool:
+        """On the loop, for each camera frame: a device has no LiveSource to say it runs;
+        a paused pipeline drops what its cameras deliver."""
+        slot = self._slot
+        if slot.state is SourceState.INITIALISING:
+            slot.state = SourceState.RUNNING
+        if not self._running.is_set():
+            slot.buffer.drops["paused"] += 1
+            return False
+        return True
+
+    def subscribe(self, hub: SourceHub) -> None:
         """A camera or a local device, shared through the hub; raises if the hub refuses it
         (a device that cannot be opened: ``SourceUnavailable`` saying why)."""
-        slot = self._slot
-        buffer = slot.buffer
-        waits = buffer.filling is Filling.WAIT
+        slot, feed = self._slot, self._feed
 
         def deliver(frame: SourceFrame) -> None:  # on the camera's reader thread
-            if slot.state is SourceState.INITIALISING:  # a device: no LiveSource to tell
-                slot.state = SourceState.RUNNING
-            if not self._running.is_set():
-                buffer.drops["paused"] += 1
-                return
-            put = asyncio.run_coroutine_threadsafe(
-                buffer.put((frame, datetime.now(), time.perf_counter())), loop
-            )
-            if waits:  # WAIT on a live camera holds its reader, as the strategy says
-                with contextlib.suppress(BufferClosed, RuntimeError, TimeoutError):
-                    put.result(timeout=_CAMERA_WAIT_S)
+            feed.from_thread(FedFrame.now(frame))
+
+        def ended(error: str | None) -> None:  # on the reader thread
+            feed.call_soon(self._ended, error)
 
         try:
-            slot.subscription = hub.subscribe(str(slot.reference.reference), deliver, self._ended)
+            slot.subscription = hub.subscribe(str(slot.reference.reference), deliver, ended)
         except SourceError as exc:  # a device missing or busy: the request's answer says so
             raise SourceUnavailable(f"video_reference {slot.reference.shown}: {exc}") from None
         slot.state = SourceState.INITIALISING
         live = slot.live
         if live is not None:
-            slot.listener = self._on_change
-            live.add_listener(self._on_change)
+
+            def changed(previous: str, new: str, stats: LiveStats) -> None:  # reader thread
+                feed.call_soon(self._on_change, new, stats)
+
+            slot.listener = changed
+            live.add_listener(changed)
             slot.state = SourceState.of_live(live.stats().state)
 
-    def _on_change(self, previous: str, new: str, stats: LiveStats) -> None:
-        """On the camera's reader thread: its state, as the reference names it, and why."""
+    def _on_change(self, new: str, stats: LiveStats) -> None:
+        """On the loop: the camera's state, as the reference names it, and why. While the
+        pipeline is paused its sources stay PAUSED: ``resume`` reads the camera's state."""
         slot, source_id = self._slot, self._slot.source_id
-        old_state, slot.state = slot.state, SourceState.of_live(new)
+        camera = SourceState.of_live(new)
         if new == "streaming":
             slot.announce = True  # log the first frame processed from this connection
         log.info(
-            "pipeline %s source %d: %s%s",
+            "pipeline %s source %d: camera %s%s",
             self._pipeline,
             source_id,
-            slot.state,
+            camera,
             f" ({stats.last_error})" if new == "reconnecting" else "",
         )
+        old_state = slot.state
+        if self._running.is_set() and old_state is not SourceState.ERROR:
+            slot.state = camera
         change = {"previous_state": old_state, "new_state": slot.state, "source_id": source_id}
-        self._status.event(Severity.INFO, "SOURCE_STATE_UPDATE", change, "video_source")
+        if slot.state is not old_state:
+            self._status.event(Severity.INFO, "SOURCE_STATE_UPDATE", change, "video_source")
         if new == "reconnecting" and stats.last_error:
             error = {
                 "source_id": source_id,
@@ -108,8 +127,8 @@ class SourceFeed:
             self._status.event(Severity.WARNING, "SOURCE_ERROR", error, "video_source")
 
     def _ended(self, error: str | None) -> None:
-        """On the reader thread: a device stopped delivering (unplugged, taken by another
-        program); a camera URL never ends. The pipeline keeps its other sources."""
+        """On the loop: a device stopped delivering (unplugged, taken by another program); a
+        camera URL never ends. The pipeline keeps its other sources."""
         self._failed(RuntimeError(error or "the device ended its stream"))
 
     async def read_file(self) -> None:
@@ -122,20 +141,16 @@ class SourceFeed:
         slot.state = SourceState.INITIALISING
         try:
             await asyncio.to_thread(file.open)
-            slot.state = SourceState.RUNNING
-            while True:
-                await self._running.wait()  # a paused file stops reading, loses nothing
-                frame = await asyncio.to_thread(file.read)
-                if frame is None:
-                    break
-                await slot.buffer.put((frame, datetime.now(), time.perf_counter()))
+            if self._running.is_set():
+                slot.state = SourceState.RUNNING
+            error = await self._feed.play(file, self._running)  # a paused file loses nothing
         except BufferClosed:
             return
         except Exception as exc:
             self._failed(exc)
         else:
-            if file.error:
-                self._failed(RuntimeError(file.error))
+            if error:
+                self._failed(RuntimeError(error))
         finally:
             file.close()
             await slot.buffer.close()

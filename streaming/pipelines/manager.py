@@ -20,10 +20,12 @@ from ..errors import NotFound, StreamingError, TooManySessions
 from ..inference.registry import ModelRegistry
 from ..metrics import Metrics, SourceMetrics
 from ..protocol.messages import WorkflowConfiguration
-from ..workflows import compile_workflow, parse_spec
+from ..tasks import TaskOwner
+from ..workflows import parse_spec
 from ..workflows.blocks.base import BuildContext
 from ..workflows.engine import CompiledWorkflow
 from ..workflows.library import WorkflowLibrary
+from ..workflows.runner import compile_config
 from ..workflows.spec import WorkflowSpec
 from .models import (
     ConsumePayload,
@@ -116,7 +118,8 @@ class PipelineManager:
         """Per pipeline, each source's analytics series (removed when it stops)."""
         self._pipelines: dict[str, Pipeline] = {}
         self._starting = 0
-        self._timers: set[asyncio.Task[None]] = set()
+        self._timers = TaskOwner("pipelines")
+        """Consumption timeouts, one per pipeline that has one."""
 
     def __len__(self) -> int:
         return len(self._pipelines)
@@ -184,11 +187,8 @@ class PipelineManager:
         except OSError as exc:  # the pipeline runs; only a restart would lose it
             log.error("pipeline %s: request not saved: %s", pipeline.pipeline_id[:8], exc)
         if payload.consumption_timeout is not None:
-            timer = asyncio.create_task(
-                self._expire_unconsumed(pipeline, payload.consumption_timeout)
-            )
-            self._timers.add(timer)
-            timer.add_done_callback(self._timers.discard)
+            expiry = self._expire_unconsumed(pipeline, payload.consumption_timeout)
+            self._timers.spawn(expiry, f"expire-{pipeline.pipeline_id[:8]}")
         log.info(
             "pipeline %s started on %s",
             pipeline.pipeline_id[:8],
@@ -210,14 +210,7 @@ class PipelineManager:
             {"pipeline": pipeline_id, "source": str(reference.source_id)},
             self._settings.sink_dir,
         )
-        return await asyncio.to_thread(
-            compile_workflow,
-            spec,
-            context,
-            image_input_name=config.image_input_name,
-            video_metadata_input_name=config.video_metadata_input_name,
-            parameters=config.workflows_parameters,
-        )
+        return await compile_config(config, spec, context)
 
     async def add_source(self, pipeline_id: str, reference: str | int) -> int:
         """Starts one more source on a running pipeline; returns its id. The stored request
@@ -356,9 +349,7 @@ class PipelineManager:
 
     async def close_all(self) -> None:
         """The server stopping: every pipeline stops; their requests stay stored."""
-        for timer in list(self._timers):
-            timer.cancel()
-        await asyncio.gather(*self._timers, return_exceptions=True)
+        await self._timers.close()
         for pipeline_id in list(self._pipelines):
             await self._stop(pipeline_id)
             log.info("pipeline %s stopped with the server", pipeline_id[:8])

@@ -28,8 +28,9 @@ from sources.hub import SourceHub
 from ..errors import Conflict, NotFound
 from ..metrics import SourceMetrics
 from ..tasks import Closer, TaskOwner
-from ..workflows.blocks.base import FrameState, WorkflowImage
+from ..workflows.blocks.base import WorkflowImage
 from ..workflows.engine import CompiledWorkflow
+from ..workflows.runner import FrameFacts, WorkflowOutputs, run_frame
 from ..workflows.serialization import serialize_value
 from .feeds import SourceFeed, buffer_for
 from .models import InitialisePipelinePayload, SourceReference
@@ -82,8 +83,8 @@ class WatchedPipeline(Protocol):
     pipeline_id: str
 
     @property
-    def workflow(self) -> CompiledWorkflow:
-        """What the session selects its outputs from."""
+    def outputs(self) -> WorkflowOutputs:
+        """What the session selects its outputs from; the pipeline runs the workflow."""
 
     @property
     def source_ids(self) -> list[int]: ...
@@ -155,9 +156,11 @@ class Pipeline:
             raise
 
     def _start_source(self, source: SourceSlot) -> None:
-        feed = SourceFeed(self.pipeline_id[:8], source, self._running, self._status)
+        feed = SourceFeed(
+            self.pipeline_id[:8], source, self._running, self._status, self._tasks.spawn
+        )
         if source.reference.kind != "file":  # cameras and devices, shared
-            feed.subscribe(self._hub, asyncio.get_running_loop())
+            feed.subscribe(self._hub)
         else:
             self._spawn(feed.read_file())
         source.task = self._tasks.spawn(self._process(source))
@@ -222,46 +225,47 @@ class Pipeline:
             item = await source.buffer.get()
             if item is None:
                 break
-            frame, received_at, received_mono = item
-            frame_id = frame.index + 1
-            metadata = {
-                "video_identifier": str(source_id),
-                "frame_number": frame_id,
-                "frame_timestamp": received_at.isoformat(),
-                # A file's own rate: its frames' times (time in zone) are then exact.
-                "fps": source.file.fps if source.file is not None else None,
-                "measured_fps": None,
-                "comes_from_video_file": source.reference.kind == "file",
-                # Ours: how often the camera has reconnected. A tracker starts afresh after
-                # a gap (its tracks are stale); counters keep counting.
-                "stream_restarts": live.reconnects if (live := source.live) else 0,
-            }
+            frame = item.frame
+            assert isinstance(frame, SourceFrame)  # cameras and files decode to these
+            live = source.live
+            facts = FrameFacts(
+                str(source_id),
+                frame.index + 1,
+                item.received_at,
+                fps=item.fps,  # a file's own rate: its frames' times (time in zone) are exact
+                from_file=item.from_file,
+                # A tracker starts afresh after a reconnection (its tracks are stale);
+                # counters keep counting.
+                stream_restarts=live.reconnects if live else 0,
+            )
             started = time.perf_counter()
-            try:
-                outputs = await loop.run_in_executor(
-                    self._executor, source.workflow.run, frame.image, metadata, FrameState()
-                )
-            except Exception as exc:  # one bad frame must not end a monitoring pipeline
+            run = await loop.run_in_executor(
+                self._executor, run_frame, source.workflow, frame.image, facts
+            )
+            if run.error is not None:  # one bad frame must not end a monitoring pipeline
                 self._status.event(Severity.ERROR,
                     "INFERENCE_ERROR",
-                    {"error_type": type(exc).__name__, "error_message": str(exc),
+                    {"error_type": type(run.error).__name__, "error_message": str(run.error),
                      "error_context": "inference_thread"},
                     "inference_pipeline",
                 )  # fmt: skip
                 continue
             done = time.perf_counter()
+            received_mono = item.received_mono
             source.latencies.append((started - received_mono, done - started, done - received_mono))
             source.processed += 1
-            source.last_frame_id = frame_id
+            source.last_frame_id = facts.frame_number
             source.last_completed_at = time.monotonic()
             if source.metrics is not None:
-                live = source.live
-                source.metrics.frame(live.reconnects if live else 0, source.buffer.dropped)
+                source.metrics.frame(facts.stream_restarts, source.buffer.dropped)
             self._status.processed(source.last_completed_at)
             if source.announce:
                 source.announce = False
                 log.info("pipeline %s source %d: processing", self.pipeline_id[:8], source_id)
-            await self._dispatch(PipelineResult(source_id, frame_id, received_at, frame, outputs))
+            result = PipelineResult(
+                source_id, facts.frame_number, item.received_at, frame, run.outputs
+            )
+            await self._dispatch(result)
         if source.reference.kind == "file":
             if source.state is not SourceState.ERROR:
                 source.state = SourceState.ENDED
@@ -322,8 +326,9 @@ class Pipeline:
         return stop
 
     @property
-    def workflow(self) -> CompiledWorkflow:
-        """The workflow every source runs (compiled once per source from one specification)."""
+    def outputs(self) -> WorkflowOutputs:
+        """The outputs of the workflow every source runs (compiled once per source from one
+        specification)."""
         return self._sources[0].workflow
 
     @property

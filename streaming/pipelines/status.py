@@ -12,10 +12,11 @@ from datetime import datetime
 from enum import IntEnum, StrEnum
 from typing import Any
 
-from sources import FileSource, LiveSource, LiveStats, SourceFrame
+from sources import FileSource, LiveSource, LiveStats
 from sources.hub import Subscription
 
 from ..buffering import FrameBuffer
+from ..feed import FedFrame
 from ..metrics import SourceMetrics
 from ..workflows.engine import CompiledWorkflow
 from .models import SourceReference
@@ -25,8 +26,6 @@ __all__ = ["PipelineStatus", "Severity", "SourceSlot", "SourceState"]
 _EVENTS = 512
 _LATENCY_WINDOW = 64
 _THROUGHPUT_WINDOW_S = 5.0
-
-Item = tuple[SourceFrame, datetime, float]
 
 
 class SourceState(StrEnum):
@@ -68,7 +67,7 @@ class SourceSlot:
     what the status says about it."""
 
     reference: SourceReference
-    buffer: FrameBuffer[Item]
+    buffer: FrameBuffer[FedFrame]
     workflow: CompiledWorkflow
     subscription: Subscription | None = None
     file: FileSource | None = None
@@ -185,4 +184,20 @@ class PipelineStatus:
             },
             "paused": paused,
             "sinks": sinks,
+            "restarting": False,
+        }
+
+    @staticmethod
+    def restarting_report() -> dict[str, Any]:
+        """A pipeline being restarted elsewhere (Ray moving its actor): it exists, and
+        nothing is known of its sources until it runs again."""
+        return {
+            "video_source_status_updates": [],
+            "latency_reports": [],
+            "inference_throughput": 0.0,
+            "sources_metadata": [],
+            "completion_statistics": {"sampled_at_monotonic": time.monotonic(), "sources": []},
+            "paused": False,
+            "sinks": {},
+            "restarting": True,
         }

@@ -17,8 +17,9 @@ from ..errors import InvalidRequest, RequestTooLarge, error_body
 from ..peer.processor import FrameProcessor, OutputSelection
 from ..peer.worker import PeerWorker, SessionConfig
 from ..protocol.messages import SIGNALING_PATH, InitializeWebRTCResponse, WebRTCWorkerRequest
-from ..workflows import compile_workflow, parse_spec, workflow_urls
+from ..workflows import CompiledWorkflow, workflow_urls
 from ..workflows.blocks.base import BuildContext
+from ..workflows.runner import WorkflowOutputs, compile_config
 from .auth import body_api_key, client_address
 from .docs import ERROR_RESPONSES, json_body
 from .state import ServerState, get_state
@@ -108,26 +109,21 @@ async def initialise_webrtc_worker(
     address = client_address(request)
     state.sessions.reserve(address)
     worker: PeerWorker | None = None
+    workflow: CompiledWorkflow | None = None
     try:
         if watched is not None:
-            workflow = watched.workflow  # its outputs are what the session shows
+            outputs: WorkflowOutputs = watched.outputs  # the pipeline runs its workflow
         else:
             assert config is not None and specification is not None
-            workflow = await asyncio.to_thread(
-                compile_workflow,
-                parse_spec(specification),
-                BuildContext(state.models, sink_dir=settings.sink_dir),
-                image_input_name=config.image_input_name,
-                video_metadata_input_name=config.video_metadata_input_name,
-                parameters=config.workflows_parameters,
-            )
+            context = BuildContext(state.models, sink_dir=settings.sink_dir)
+            workflow = outputs = await compile_config(config, specification, context)
         selection = OutputSelection.from_request(
-            workflow, payload.stream_output, payload.data_output
+            outputs, payload.stream_output, payload.data_output
         )
         processor = FrameProcessor(
             workflow,
+            outputs,
             selection,
-            declared_fps=payload.declared_fps,
             jpeg_quality=settings.jpeg_quality,
             gzip_level=settings.gzip_level,
         )
@@ -148,8 +144,10 @@ async def initialise_webrtc_worker(
     except BaseException:
         if worker is None:
             state.sessions.release(address)
+            if workflow is not None:
+                await asyncio.to_thread(workflow.close)
         else:
-            await worker.close()  # releases its slot
+            await worker.close()  # releases its slot, closes its workflow
         raise
     response = InitializeWebRTCResponse(sdp=answer.sdp, type=answer.type)
     return JSONResponse(response.model_dump())

@@ -23,6 +23,7 @@ from streaming.peer.tracks import OutboundVideoTrack
 from streaming.workflows import compile_workflow, parse_spec
 from streaming.workflows.blocks.base import BuildContext
 from streaming.workflows.library import image_blur
+from streaming.workflows.runner import FrameFacts
 
 WAIT_S = 10.0
 
@@ -57,7 +58,7 @@ def _channel(on_flood=lambda: None):
     spec = image_blur()
     workflow = compile_workflow(parse_spec(spec), BuildContext(None))
     selection = OutputSelection.from_request(workflow, ["output_image"], [])
-    processor = FrameProcessor(workflow, selection, declared_fps=30, jpeg_quality=80, gzip_level=6)
+    processor = FrameProcessor(workflow, workflow, selection, jpeg_quality=80, gzip_level=6)
     acks, notices, spawned = AckGate(4, enabled=True), Notices(), []
     control = ControlChannel(
         "test", processor, acks, notices, Metrics(),
@@ -124,7 +125,8 @@ def _frame_at(pts: int) -> av.VideoFrame:
 
 
 def _job(pts: int, render: bool = True) -> FrameJob:
-    return FrameJob(_frame_at(pts), pts // 3000, datetime.now(), 0.0, [], {}, render)
+    facts = FrameFacts("webrtc", pts // 3000, datetime.now(), fps=30)
+    return FrameJob(_frame_at(pts), facts, 0.0, [], {}, render)
 
 
 def test_results_and_returned_frames_count_pts_from_the_first_frame_returned():

@@ -27,7 +27,7 @@ class BrokenProcessor(FrameProcessor):
     """Raises on the third frame, as a bug of ours would."""
 
     def process(self, job: FrameJob) -> ProcessedFrame:
-        if job.frame_id == 3:
+        if job.facts.frame_number == 3:
             raise RuntimeError("a bug in processing")
         return super().process(job)
 
@@ -38,8 +38,8 @@ async def test_a_failed_session_task_sends_a_completion_and_frees_the_slot(caplo
     workflow = compile_workflow(parse_spec(spec), BuildContext(None))
     processor = BrokenProcessor(
         workflow,
+        workflow,
         OutputSelection.from_request(workflow, ["output_image"], []),
-        declared_fps=30,
         jpeg_quality=80,
         gzip_level=6,
     )

@@ -1,0 +1,133 @@
+"""The one run path of a frame through a workflow, for sessions, pipelines and Ray actors.
+
+- ``compile_config``: a request's workflow configuration (its specification, image and
+  metadata input names, parameters) compiled once, on a thread; the caller owns the result
+  and closes it.
+- ``FrameFacts``: what is known of a frame when it is taken from its source (which stream,
+  its number, when it came, the stream's rate, file or live). It travels with the frame's
+  job; nothing about a frame is read from fields another thread may be changing.
+- ``run_frame``: one frame through a compiled workflow, its failure caught and returned, as
+  both a session (a notice to the client) and a pipeline (an event) report it.
+- ``OutputNames``: a workflow's outputs without the workflow, for a viewer of a pipeline that
+  runs elsewhere: it selects outputs, it never runs (or loads the models of) the workflow.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Protocol
+
+import numpy as np
+
+from ..protocol.messages import WorkflowConfiguration
+from .blocks.base import BuildContext, FrameState
+from .engine import CompiledWorkflow, compile_workflow
+from .spec import WorkflowSpec, parse_spec
+
+__all__ = [
+    "FrameFacts",
+    "FrameRun",
+    "OutputNames",
+    "WorkflowOutputs",
+    "compile_config",
+    "run_frame",
+]
+
+
+async def compile_config(
+    config: WorkflowConfiguration,
+    specification: dict[str, Any] | WorkflowSpec,
+    context: BuildContext,
+) -> CompiledWorkflow:
+    """``specification`` (already resolved from ``config``: inline or the library's),
+    compiled with ``config``'s input names and parameters; raises the compiler's 400s."""
+    spec = specification if isinstance(specification, WorkflowSpec) else parse_spec(specification)
+    return await asyncio.to_thread(
+        compile_workflow,
+        spec,
+        context,
+        image_input_name=config.image_input_name,
+        video_metadata_input_name=config.video_metadata_input_name,
+        parameters=config.workflows_parameters,
+    )
+
+
+class WorkflowOutputs(Protocol):
+    """What choosing outputs needs of a workflow (a ``CompiledWorkflow`` is one)."""
+
+    @property
+    def output_names(self) -> list[str]: ...
+
+    def image_outputs(self) -> list[str]: ...
+
+
+@dataclass(frozen=True)
+class OutputNames:
+    """A workflow's outputs, known without compiling it here."""
+
+    names: tuple[str, ...]
+    images: tuple[str, ...]
+
+    @classmethod
+    def of(cls, workflow: WorkflowOutputs) -> OutputNames:
+        return cls(tuple(workflow.output_names), tuple(workflow.image_outputs()))
+
+    @property
+    def output_names(self) -> list[str]:
+        return list(self.names)
+
+    def image_outputs(self) -> list[str]:
+        return list(self.images)
+
+
+@dataclass(frozen=True, slots=True)
+class FrameFacts:
+    """One frame as its source gave it; the workflow reads these as ``video_metadata``."""
+
+    video_identifier: str
+    """The stream: ``webrtc`` for a session, the source id for a pipeline."""
+    frame_number: int
+    received_at: datetime
+    fps: float | None = None
+    """The stream's own rate where known (a file's, or what the client declared)."""
+    from_file: bool = False
+    stream_restarts: int = 0
+    """How often a camera has reconnected: a tracker starts afresh after a gap."""
+
+    def video_metadata(self) -> dict[str, Any]:
+        return {
+            "video_identifier": self.video_identifier,
+            "frame_number": self.frame_number,
+            "frame_timestamp": self.received_at.isoformat(),
+            "fps": self.fps,
+            "measured_fps": None,
+            "comes_from_video_file": self.from_file,
+            "stream_restarts": self.stream_restarts,
+        }
+
+
+@dataclass
+class FrameRun:
+    """One frame's run: its outputs (empty when it failed), why it failed, stage times."""
+
+    outputs: dict[str, Any]
+    error: Exception | None
+    state: FrameState
+
+
+def run_frame(
+    workflow: CompiledWorkflow,
+    image: np.ndarray,
+    facts: FrameFacts,
+    state: FrameState | None = None,
+) -> FrameRun:
+    """Blocking: on a worker thread. A failing frame is returned, never raised: one bad
+    frame must end neither a session nor a pipeline."""
+    state = state if state is not None else FrameState()
+    try:
+        outputs = workflow.run(image, facts.video_metadata(), state)
+    except Exception as exc:
+        return FrameRun({}, exc, state)
+    return FrameRun(outputs, None, state)
