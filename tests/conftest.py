@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 import cv2
@@ -84,15 +85,35 @@ def load_photo(photos: Path, name: str, size: tuple[int, int] = (640, 480)) -> n
     return cv2.resize(image, size)
 
 
+# Where tests/install.sh puts the default model; read when the suite starts, before any test
+# changes HOME (the unit tests run with an empty one).
+INSTALLED_MODELS = Path.home() / ".cache" / "visionstream" / "models"
+
+
 @pytest.fixture(scope="session")
-def person(photos) -> np.ndarray:
+def default_model_dir(tmp_path_factory) -> Path:
+    """A models directory of the suite's own holding the default model, copied once from
+    where ``visionstream models pull`` (tests/install.sh) put it: tests read neither the
+    user's cache nor the environment for it."""
+    from streaming.inference.default_model import DEFAULT_MODEL_ID
+
+    installed = INSTALLED_MODELS / DEFAULT_MODEL_ID
+    if not (installed / "manifest.json").is_file():
+        pytest.fail(f"the default model is not in {installed}: run tests/install.sh first")
+    models = tmp_path_factory.mktemp("models")
+    shutil.copytree(installed, models / DEFAULT_MODEL_ID)
+    return models
+
+
+@pytest.fixture(scope="session")
+def person(photos, default_model_dir) -> np.ndarray:
     """The person in person.jpg (640x480), cut out along the default model's own box: an
     object the model finds, to move around generated scenes."""
     from streaming.config import Settings
     from streaming.inference.decoders import DecodeOptions
     from streaming.inference.registry import ModelRegistry
 
-    registry = ModelRegistry(Settings())
+    registry = ModelRegistry(Settings(models_dir=default_model_dir))
     try:
         found = registry.get("yolov3-tiny-416").detect(
             load_photo(photos, "person.jpg"), DecodeOptions(confidence=0.5)

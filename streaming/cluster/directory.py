@@ -33,6 +33,11 @@ class WorkerDirectory:
         self._actor_metrics: dict[str, tuple[float, str]] = {}
 
     def report(self, worker: str, info: dict[str, Any], metrics: str | None = None) -> None:
+        """A replica's load: pushed when its sessions change, and every period. A report
+        older than the one kept (``report`` numbers it) refreshes only its age."""
+        kept = self._reports.get(worker)
+        if kept is not None and kept[1].get("report", 0) > info.get("report", 0):
+            info = kept[1]
         self._reports[worker] = (time.monotonic(), info)
         if metrics is not None:
             self._metrics[worker] = metrics

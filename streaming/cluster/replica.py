@@ -9,6 +9,7 @@ any replica's ``/healthz`` reads to list them all.
 
 from __future__ import annotations
 
+import itertools
 import os
 import time
 from typing import Any
@@ -37,15 +38,30 @@ __all__ = ["media_app"]
 _apps: list[FastAPI] = []
 
 
+# Each report of this process's replica carries the next number: the directory keeps the
+# newest, whichever thread sent it (a pushed one and Serve's periodic one may cross).
+_report_numbers = itertools.count(1)
+
+
+def _report(worker: str, node: str, load: dict[str, Any]) -> dict[str, Any]:
+    """A replica's entry in the directory; ``load`` must be read just before this call."""
+    return {"worker": worker, "node": node, "pid": os.getpid(), **load,
+            "reported_at": time.time(), "report": next(_report_numbers)}  # fmt: skip
+
+
 class _RayDeployment:
     """``Deployment`` for a replica: every replica, as the directory has them."""
 
     def __init__(self) -> None:
         self._directory = directory()
+        self._node = ray.get_runtime_context().get_node_id()
 
     @property
     def worker(self) -> str:
         return serve.get_replica_context().replica_id.unique_id
+
+    def report(self, load: dict[str, Any]) -> None:
+        self._directory.report.remote(self.worker, _report(self.worker, self._node, load))
 
     async def workers(self) -> list[dict[str, Any]]:
         return list(await self._directory.workers.remote())
@@ -132,8 +148,7 @@ def media_app(settings: Settings, replicas: int | None, max_replicas: int = 1) -
             return state.load() if state is not None else _STARTING
 
         def record_routing_stats(self) -> dict[str, Any]:
-            info = {"worker": self._worker, "node": self._node, "pid": os.getpid(),
-                    **self._load(), "reported_at": time.time()}  # fmt: skip
+            info = _report(self._worker, self._node, self._load())
             # Metrics less often: a scrape every 15 s or so is what Prometheus does.
             metrics, state, now = None, self._state(), time.monotonic()
             if state is not None and now - self._metrics_sent >= METRICS_PERIOD_S:

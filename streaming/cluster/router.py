@@ -3,10 +3,14 @@
 Each replica reports ``sessions`` and ``max_sessions`` (``MediaReplica.record_routing_stats``);
 Serve's controller collects them every ``request_routing_stats_period_s`` and hands them to
 the routers. Between two reports a burst of offers would all land on the replica that looked
-emptiest, so the router adds the requests it sent each replica within the last ``window_s``
-(two report periods: by then a report includes them). That count only orders replicas: it
-holds every request, not only offers (Serve does not tell the router a request's path), so it
-never makes a replica look full; only its report does.
+emptiest, so the router adds the requests it chose each replica for within the last
+``window_s`` (two report periods: by then a report includes them). A choice is counted when
+it is made, not when Serve says the request was routed: offers made at once are ranked one
+after another, each seeing the ones before it (counted on routing, four offers at once all
+saw the same empty counts and all went to one replica). Replicas that rank equal are taken
+in random order, so a burst spreads even before anything is counted. That count only orders
+replicas: it holds every request, not only offers (Serve does not tell the router a
+request's path), so it never makes a replica look full; only its report does.
 
 Replicas are ranked in three tiers: ready with room; then not ready (still loading its models,
 or ready since a report the router has not seen yet: a fresh replica's first reports say
@@ -19,6 +23,7 @@ made it look busier than a full one, and the next offer got the full one's 429.
 
 from __future__ import annotations
 
+import random
 import time
 from collections import deque
 from typing import Any
@@ -70,13 +75,11 @@ class FewestSessionsRouter(FIFOMixin, RequestRouter):
         if pending_request is not None:
             # All candidates busy with requests right now: back off rather than spin.
             pending_request.routing_context.should_backoff = True
-        ranked = sorted(
-            candidate_replicas,
+        shuffled = random.sample(candidate_replicas, len(candidate_replicas))
+        ranked = sorted(  # stable: equals stay in their random order
+            shuffled,
             key=lambda r: replica_load(r.routing_stats, self._recent_requests(r.replica_id)),
         )
+        if ranked:  # counted now: the next choice, even a concurrent one, sees it
+            self._sent.setdefault(ranked[0].replica_id, deque()).append(time.monotonic())
         return [[replica] for replica in ranked]
-
-    def on_request_routed(
-        self, pending_request: PendingRequest, replica_id: ReplicaID, result: Any
-    ) -> None:
-        self._sent.setdefault(replica_id, deque()).append(time.monotonic())

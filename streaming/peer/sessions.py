@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from ..errors import TooManySessions
@@ -36,6 +37,8 @@ class SessionRegistry:
         self._addresses: dict[str, str] = {}
         self._empty = asyncio.Event()
         self._empty.set()
+        self.on_change: Callable[[], None] | None = None
+        """Told whenever the count changes (a Ray replica reports its load at once)."""
 
     def __len__(self) -> int:
         return self._reserved
@@ -54,7 +57,7 @@ class SessionRegistry:
         self._reserved += 1
         self._empty.clear()
         self._by_address[address] += 1
-        self._metrics.sessions.set(self._reserved)
+        self._changed()
 
     def release(self, address: str) -> None:
         self._reserved -= 1
@@ -63,7 +66,12 @@ class SessionRegistry:
         self._by_address[address] -= 1
         if self._by_address[address] <= 0:
             del self._by_address[address]
+        self._changed()
+
+    def _changed(self) -> None:
         self._metrics.sessions.set(self._reserved)
+        if self.on_change is not None:
+            self.on_change()
 
     def add(self, worker: PeerWorker, address: str) -> None:
         self._workers[worker.session_id] = worker

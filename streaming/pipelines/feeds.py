@@ -105,7 +105,7 @@ class SourceFeed:
         if new == "streaming":
             slot.announce = True  # log the first frame processed from this connection
         log.info(
-            "pipeline %s source %d: camera %s%s",
+            "pipeline %s source %d: %s%s",
             self._pipeline,
             source_id,
             camera,

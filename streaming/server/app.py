@@ -105,7 +105,7 @@ def _build_state(
     hub = SourceHub(camera_factory(settings, capture_factory))
     library = WorkflowLibrary(settings.workflows_dir, settings.default_model)
     trimmer = MemoryTrimmer(settings.malloc_trim)
-    return ServerState(
+    state = ServerState(
         settings=settings,
         models=registry,
         sessions=SessionRegistry(
@@ -122,6 +122,9 @@ def _build_state(
         trimmer=trimmer,
         deployment=deployment,
     )
+    if deployment is not None:
+        state.sessions.on_change = lambda: deployment.report(state.load())
+    return state
 
 
 def _lifespan(

@@ -39,6 +39,11 @@ class Deployment(Protocol):
     async def workers(self) -> list[dict[str, Any]]:
         """Every worker: its id, node, sessions and pipelines (``/healthz``)."""
 
+    def report(self, load: dict[str, Any]) -> None:
+        """This worker's load changed (a session was accepted, or ended): the workers'
+        listing says so from now on, not from the next period. (Serve's router reads its
+        stats at Serve's next collection; its count of requests sent lately covers the gap.)"""
+
     async def metrics(self) -> dict[str, str]:
         """Every worker's Prometheus exposition, by worker id (``/metrics``)."""
 

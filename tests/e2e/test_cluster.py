@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 import os
 import signal
+import threading
 from collections.abc import Iterator
 
 import httpx
@@ -64,6 +65,30 @@ def ray_server(cluster: Cluster) -> Iterator[ServerProcess]:
 
 def sessions_by_node(server: ServerProcess) -> dict[str, int]:
     return {w["node"]: w["sessions"] for w in server.workers()}
+
+
+def settled(server: ServerProcess) -> None:
+    """No session anywhere, in the directory and (two report periods later) in the stats
+    Serve's router ranks replicas by."""
+    wait_for(lambda: set(sessions_by_node(server).values()) == {0}, WAIT_S, "no session left")
+    seen = max(w["reported_at"] for w in server.workers())
+    wait_for(lambda: min(w["reported_at"] for w in server.workers()) > seen + 2, WAIT_S,
+             "two more reports from each replica")  # fmt: skip
+
+
+def test_sessions_offered_at_once_spread_over_both_nodes(ray_server):
+    """Two offers at the same moment, each replica taking one session: the router spreads
+    them (before, both could go to one replica, and the second got its 429)."""
+    settled(ray_server)
+    sessions = [SdkSession(ray_server.url, DETECT_SPEC) for _ in range(2)]  # offered at once
+    try:
+        for session in sessions:
+            session.wait_streaming()  # results on each: none refused, none stuck
+        wait_for(lambda: sorted(sessions_by_node(ray_server).values()) == [1, 1], WAIT_S,
+                 "one session on each node")  # fmt: skip
+    finally:
+        for session in sessions:
+            session.close()
 
 
 def one_session_per_replica(server: ServerProcess) -> tuple[SdkSession, SdkSession]:
@@ -156,7 +181,10 @@ def test_the_browser_page_streams_through_the_serve_front(ray_server, photos, tm
     with chromium(fake_camera=clip) as browser, open_page(browser, ray_server.url + "/") as page:
         page.get_by_role("button", name="Start", exact=True).click()
         wait_stats(page, 's.state === "connected" && s.framesReceived >= 15 && s.detections > 0')
-        assert sorted(sessions_by_node(ray_server).values()) == [0, 1]
+        # Reported when its offer was accepted (pushed to the directory, not at the next
+        # period); waited for all the same, as the directory's answer travels too.
+        wait_for(lambda: sorted(sessions_by_node(ray_server).values()) == [0, 1], WAIT_S,
+                 "the page's session in the replicas' reports")  # fmt: skip
         page.get_by_role("button", name="Stop", exact=True).click()
         wait_stats(page, 's.phase === "stopped"')
     wait_for(lambda: set(sessions_by_node(ray_server).values()) == {0}, WAIT_S,
@@ -171,6 +199,35 @@ def test_a_refused_pipeline_is_a_clear_error_and_leaves_no_actor(ray_server, cam
     assert ray_server.pipeline_nodes() == {}
     local = ray_server.start_pipeline("/etc/passwd", DETECT_SPEC)  # checked by the replica
     assert local.status_code == 403, local.text
+
+
+class PipelinePoller:
+    """Polls a pipeline's ``consume`` and ``status`` on a thread, as a monitoring program
+    does, until ``stop``; returns each answer's route, HTTP status and whether the status
+    report said the pipeline was restarting."""
+
+    def __init__(self, url: str, pipeline_id: str) -> None:
+        self._base = f"{url}/inference_pipelines/{pipeline_id}"
+        self._answers: list[tuple[str, int, bool]] = []
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._poll, daemon=True)
+        self._thread.start()
+
+    def _poll(self) -> None:
+        with httpx.Client(timeout=60) as client:
+            while not self._done.is_set():
+                consume = client.request("GET", f"{self._base}/consume",
+                                         json={"wait_seconds": 1})  # fmt: skip
+                self._answers.append(("consume", consume.status_code, False))
+                status = client.get(f"{self._base}/status")
+                restarting = status.status_code == 200 and status.json()["report"]["restarting"]
+                self._answers.append(("status", status.status_code, restarting))
+
+    def stop(self) -> list[tuple[str, int, bool]]:
+        self._done.set()
+        self._thread.join(120)
+        assert not self._thread.is_alive()
+        return self._answers
 
 
 def source_frames(server: ServerProcess, pipeline_id: str) -> dict[int, int]:
@@ -202,6 +259,9 @@ def test_a_pipeline_runs_on_after_its_node_is_removed(cluster, ray_server, camer
         assert list(source_frames(ray_server, pipeline_id)) == [0]
         first_node = ray_server.pipeline_nodes()[pipeline_id]
         victim = next(n for n in cluster.worker_nodes if n.node_id == first_node)
+        # A monitoring program polls the pipeline throughout the move: it must never be
+        # told the pipeline is gone (the published SDK raises on that 404).
+        poller = PipelinePoller(ray_server.url, pipeline_id)
         cluster.remove_node(victim)
 
         # Ray restarts the actor on the other node with the pipelines resource; the replica
@@ -216,6 +276,8 @@ def test_a_pipeline_runs_on_after_its_node_is_removed(cluster, ray_server, camer
         )
         assert moved != first_node
         wait_for(lambda: ray_server.fresh_result(pipeline_id), START_S, "results after the move")
+        answers = poller.stop()
+        assert answers and {status for _, status, _ in answers} == {200}, answers
         report = ray_server.get(f"/inference_pipelines/{pipeline_id}/status").json()["report"]
         assert report["sources_metadata"][0]["state"] == "RUNNING"
         # Watched over WebRTC from a replica, which gets the frames from the actor.

@@ -68,7 +68,8 @@ def test_a_session_on_the_only_replica_brings_a_second_for_the_next(autoscaled):
         wait_for(lambda: served_by(autoscaled) == fresh, START_S, "the proxy routing to it")
         second = SdkSession(autoscaled.url, DETECT_SPEC)
         second.wait_streaming()
-        assert sorted(w["sessions"] for w in autoscaled.workers()) == [1, 1]
+        wait_for(lambda: sorted(w["sessions"] for w in autoscaled.workers()) == [1, 1],
+                 START_S, "a session on each replica in their reports")  # fmt: skip
         # Predictions on both (SdkSession waited for them), from the one model deployment.
         for _ in range(2):  # whichever replica answers
             assert "Ray Serve model deployment" in shared_model_device(autoscaled)

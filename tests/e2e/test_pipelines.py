@@ -134,6 +134,35 @@ def test_a_killed_camera_reconnects_and_frames_flow_within_2s_of_its_restart(ser
         terminate(server, pipeline_id)
 
 
+def test_a_paused_pipeline_stays_paused_while_its_camera_reconnects(server, camera):
+    """The camera's reader thread reports its reconnection; the pipeline's state is the
+    loop's: a paused source says PAUSED until resumed, and the reconnection is an event."""
+    mark = len(server.lines)
+    pipeline_id = start(server, camera.url)
+    tag = f"pipeline {pipeline_id[:8]} source 0"
+    try:
+        server.wait_for_output(f"{tag}: processing", mark)
+        assert server.post(f"/inference_pipelines/{pipeline_id}/pause").status_code == 200
+        mark = len(server.lines)
+        camera.kill()
+        server.wait_for_output(f"{tag}: RESTARTING (lost {camera.url}: ", mark)
+        assert status(server, pipeline_id)["sources_metadata"][0]["state"] == "PAUSED"
+        mark = len(server.lines)
+        camera.start()
+        server.wait_for_output(f"{tag}: RUNNING", mark, timeout=30)  # the camera is back
+        report = status(server, pipeline_id)
+        assert report["paused"] and report["sources_metadata"][0]["state"] == "PAUSED"
+        errors = [e for e in report["video_source_status_updates"]
+                  if e["event_type"] == "SOURCE_ERROR"]  # fmt: skip
+        assert errors, "the reconnection is told as an event"
+        mark = len(server.lines)
+        assert server.post(f"/inference_pipelines/{pipeline_id}/resume").status_code == 200
+        server.wait_for_output(f"{tag}: processing", mark, timeout=30)
+        assert status(server, pipeline_id)["sources_metadata"][0]["state"] == "RUNNING"
+    finally:
+        terminate(server, pipeline_id)
+
+
 def test_a_frozen_camera_is_noticed_within_the_read_timeout(server, camera):
     mark = len(server.lines)
     pipeline_id = start(server, camera.url)

@@ -32,3 +32,26 @@ def test_only_its_report_makes_a_replica_full_and_full_ones_come_last_but_stay()
     assert rank({"draining": (draining, 0), "loading": (loading, 30)}) == ["loading", "draining"]
     # A replica that has not reported yet is taken as empty and ready.
     assert rank({"busy": (busy, 0), "new": ({}, 0)}) == ["new", "busy"]
+
+
+async def test_offers_made_at_once_spread_over_the_replicas():
+    """Four choices at once, before Serve reports any of them routed: each counts its pick
+    when it is made, so the next one sees it (they all went to one replica when counted only
+    once routed)."""
+    from dataclasses import dataclass, field
+
+    from streaming.cluster.router import FewestSessionsRouter
+
+    @dataclass
+    class Replica:  # what the router reads of Serve's RunningReplica
+        replica_id: str
+        routing_stats: dict = field(default_factory=lambda: {"sessions": 0, "max_sessions": 4})
+
+    router = object.__new__(FewestSessionsRouter)  # Serve builds it with its own arguments
+    router.initialize_state(window_s=60.0)
+    replicas = [Replica("a"), Replica("b")]
+    import asyncio
+
+    choices = await asyncio.gather(*(router.choose_replicas(replicas) for _ in range(4)))
+    firsts = sorted(ranked[0][0].replica_id for ranked in choices)
+    assert firsts == ["a", "a", "b", "b"]

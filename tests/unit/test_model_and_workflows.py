@@ -18,8 +18,8 @@ from tests.conftest import DETECT_SPEC
 
 
 @pytest.fixture(scope="module")
-def registry() -> ModelRegistry:
-    return ModelRegistry(Settings())
+def registry(default_model_dir) -> ModelRegistry:
+    return ModelRegistry(Settings(models_dir=default_model_dir))
 
 
 def _best_scores(model, image) -> dict[str, float]:
@@ -39,13 +39,13 @@ def test_default_model_finds_person_dog_and_horse(registry, photos):
     assert best["person"] > 0.8 and best["dog"] > 0.8 and best["horse"] > 0.8, best
 
 
-def test_backends_agree_on_the_default_model(registry, photos):
+def test_backends_agree_on_the_default_model(registry, photos, default_model_dir):
     """ONNX Runtime and OpenVINO in f32 agree to 1e-3; OpenVINO's CPU default (bf16 here)
     shifts scores by a few hundredths at most."""
     image = cv2.imread(str(photos / "person.jpg"))
 
     def scores(**settings) -> dict[str, float]:
-        other = ModelRegistry(Settings(**settings))
+        other = ModelRegistry(Settings(models_dir=default_model_dir, **settings))
         try:
             return _best_scores(other.get("yolov3-tiny-416"), image)
         finally:

@@ -24,8 +24,8 @@ SIZE = (480, 640)  # rows, columns: walker_scene's frame
 
 
 @pytest.fixture(scope="module")
-def registry() -> ModelRegistry:
-    return ModelRegistry(Settings())
+def registry(default_model_dir) -> ModelRegistry:
+    return ModelRegistry(Settings(models_dir=default_model_dir))
 
 
 def run(registry, spec: dict, frames: list[np.ndarray], **parameters) -> list[dict]:
