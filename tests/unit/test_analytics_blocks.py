@@ -15,23 +15,13 @@ from streaming.workflows.blocks.analytics import (
     TimeInZoneBlock,
     frame_seconds,
 )
-from streaming.workflows.blocks.base import REQUIRED, Block, BuildContext, FrameState
+from streaming.workflows.blocks.base import FrameState
 from streaming.workflows.blocks.tracking import ByteTrackerBlock
 from streaming.workflows.serialization import serialize_detections
+from tests.support.blocks import build, compile_spec, frame_at
 
 LINE = [[100, 0], [100, 200]]  # vertical, at x = 100
 SQUARE = [[50, 50], [150, 50], [150, 150], [50, 150]]
-
-
-def build(cls: type[Block], **given: Any) -> Any:
-    """A block as the compiler makes it: every literal field, defaults filled in."""
-    config = {
-        name: given.get(name, spec.default)
-        for name, spec in cls.fields.items()
-        if not spec.per_frame
-    }
-    assert REQUIRED not in config.values(), config
-    return cls("step", config, BuildContext(None))  # type: ignore[arg-type]
 
 
 def box_at(x: float, y: float = 100, size: float = 20, tracker_id: int | None = None):
@@ -43,10 +33,6 @@ def box_at(x: float, y: float = 100, size: float = 20, tracker_id: int | None = 
     if tracker_id is not None:
         detections.tracker_id = np.array([tracker_id])
     return detections
-
-
-def frame_at(seconds: float) -> FrameState:
-    return FrameState(video={"frame_timestamp": f"2026-11-23T10:00:{seconds:09.6f}+00:00"})
 
 
 def run_path(blocks: list[Any], xs: list[float]) -> list[dict[str, Any]]:
@@ -293,8 +279,6 @@ def test_what_the_filter_does_not_support_is_a_400_naming_the_step(operations, n
     ],
 )  # fmt: skip
 def test_flow_control_and_sinks_refuse_what_cannot_run(step, needle):
-    from streaming.workflows import compile_workflow, parse_spec
-
     spec = {
         "version": "1.0",
         "inputs": [{"type": "InferenceImage", "name": "image"}],
@@ -303,7 +287,7 @@ def test_flow_control_and_sinks_refuse_what_cannot_run(step, needle):
         "outputs": [{"type": "JsonField", "name": "out", "selector": "$steps.blur.image"}],
     }  # fmt: skip
     with pytest.raises(WorkflowCompilationError) as caught:
-        compile_workflow(parse_spec(spec), BuildContext(None))  # type: ignore[arg-type]
+        compile_spec(spec)
     assert needle in str(caught.value)
 
 

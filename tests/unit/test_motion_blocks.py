@@ -20,6 +20,7 @@ from streaming.workflows.blocks.motion import (
     VelocityBlock,
 )
 from streaming.workflows.serialization import serialize_detections
+from tests.support.blocks import compile_spec
 
 from .test_analytics_blocks import SQUARE, box_at, build, frame_at
 
@@ -190,10 +191,8 @@ def _aggregating(**aggregator: object) -> dict:
 
 
 def test_the_aggregator_emits_once_per_interval_under_the_names_its_configuration_gives():
-    from streaming.workflows import compile_workflow, parse_spec
-    from streaming.workflows.blocks.base import BuildContext
 
-    compiled = compile_workflow(parse_spec(_aggregating()), BuildContext(None))  # type: ignore[arg-type]
+    compiled = compile_spec(_aggregating())
     image = np.zeros((8, 8, 3), np.uint8)
     outs = [compiled.run(image, {}, FrameState()) for _ in range(6)]
     assert [o["runs"] for o in outs] == [None, None, 3, None, None, 3]
@@ -223,11 +222,9 @@ def test_the_aggregator_emits_once_per_interval_under_the_names_its_configuratio
     ],
 )  # fmt: skip
 def test_the_aggregator_refuses_what_it_cannot_do_naming_the_step(given, needle):
-    from streaming.workflows import compile_workflow, parse_spec
-    from streaming.workflows.blocks.base import BuildContext
 
     spec = _aggregating(**given)
     spec["outputs"] = [{"type": "JsonField", "name": "x", "selector": "$steps.blur.image"}]
     with pytest.raises(WorkflowCompilationError) as caught:
-        compile_workflow(parse_spec(spec), BuildContext(None))  # type: ignore[arg-type]
+        compile_spec(spec)
     assert needle in str(caught.value)

@@ -1,0 +1,61 @@
+"""The block harness: one workflow block (or a whole specification) run over a sequence of
+frames, without a session or a pipeline, as pipecat's ``run_test`` runs one processor.
+
+- ``build(cls, **fields)``: a block as the compiler makes it (every literal field, defaults
+  filled in, per-frame fields left to the frames).
+- ``frame_at(seconds, **facts)``: the frame state a block sees at ``seconds`` into a stream,
+  its ``video_metadata`` made by ``FrameFacts`` as sessions and pipelines make it.
+- ``run_block(block, inputs)``: each item of ``inputs`` one frame's inputs; returns each
+  frame's outputs.
+- ``compile_spec(spec, models=None)``: a specification compiled as a session compiles it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from streaming.workflows import CompiledWorkflow, compile_workflow, parse_spec
+from streaming.workflows.blocks.base import REQUIRED, Block, BuildContext, FrameState
+from streaming.workflows.runner import FrameFacts
+
+__all__ = ["STREAM_START", "build", "compile_spec", "frame_at", "run_block"]
+
+STREAM_START = datetime(2026, 11, 23, 10, 0, tzinfo=UTC)
+"""When the harness's streams start (frame times count from here)."""
+
+
+def build(cls: type[Block], name: str = "step", **given: Any) -> Any:
+    """A block as the compiler makes it: every literal field, defaults filled in."""
+    config = {
+        field: given.get(field, spec.default)
+        for field, spec in cls.fields.items()
+        if not spec.per_frame
+    }
+    assert REQUIRED not in config.values(), config
+    return cls(name, config, BuildContext(None))  # type: ignore[arg-type]
+
+
+def frame_at(seconds: float, number: int = 1, **facts: Any) -> FrameState:
+    """The state of frame ``number``, received ``seconds`` into the stream; ``facts``: the
+    other ``FrameFacts`` fields (``fps``, ``from_file``, ``stream_restarts``)."""
+    received = STREAM_START + timedelta(seconds=seconds)
+    metadata = FrameFacts("harness", number, received, **facts).video_metadata()
+    return FrameState(video=metadata)
+
+
+def run_block(
+    block: Any, inputs: Iterable[dict[str, Any]], fps: float = 2.0
+) -> list[dict[str, Any]]:
+    """Each item of ``inputs`` one frame, ``1 / fps`` s apart; each frame's outputs."""
+    return [
+        block.run(given, frame_at(i / fps, i + 1))  # type: ignore[no-any-return]
+        for i, given in enumerate(inputs)
+    ]
+
+
+def compile_spec(spec: dict[str, Any], models: Any = None) -> CompiledWorkflow:
+    """``spec`` compiled as a session compiles it (``models``: a ``ModelRegistry``, for
+    specifications with model steps)."""
+    return compile_workflow(parse_spec(spec), BuildContext(models))
