@@ -11,24 +11,18 @@ non-realtime processing).
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
-import json
 import logging
-import zlib
 from collections.abc import AsyncGenerator, Callable, Coroutine
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-import cv2
-import numpy as np
 from aiortc import MediaStreamTrack, RTCPeerConnection, RTCSessionDescription
 
 from sources import SourceError
 
-from ..protocol.chunking import Reassembler, maybe_gunzip
-from ..protocol.messages import SIGNALING_PATH, IceServer, ResultMessage, VideoMetadata
+from ..protocol.messages import SIGNALING_PATH, IceServer
 from ..rtc.ice import build_configuration
 from ..rtc.jitter import releasing_on_marker
 from ..rtc.track import received_frames
@@ -36,6 +30,7 @@ from ..tasks import Closer, TaskOwner
 from .config import StreamConfig
 from .errors import SessionStartError
 from .handlers import Handlers, call_handler
+from .receiver import ResultReceiver
 from .returned import Frame, Result, Returned
 from .signaling import offer_request, post_offer
 from .sources import StreamSource
@@ -114,23 +109,21 @@ class AsyncWebRTCSession:
         self.termination_reason: str | None = None
         self.completed = False
         """The server said the stream is over (``processing_complete``): not a lost link."""
-        self.reassembler = Reassembler()
         self._returned = Returned(frame_buffer)
         self.pairer = self._returned.pairer
-        self._inbox: asyncio.Queue[bytes | str] = asyncio.Queue()
-        self._inbox_limit = inbox_messages
         self._handlers = Handlers()
+        self._receiver = ResultReceiver(
+            self.stats, self._handlers, self._returned, config.stream_output or [],
+            inbox_messages, self._completed,
+        )  # fmt: skip
         self._pc: RTCPeerConnection | None = None
-        self._channel: Any = None
         self._tasks = TaskOwner("client-session", self._on_task_failure)
         self._closer = Closer(self.close, "client-session:close")
         self._state = SessionState.NEW
         self._start_lock = asyncio.Lock()
         self._state_changed = asyncio.Event()
         self._closed = asyncio.Event()
-        self.send_acks = False
         self.receives_video = False
-        self.video_in_messages = False
 
     # ------------------------------------------------------------------ handlers
 
@@ -235,18 +228,18 @@ class AsyncWebRTCSession:
         pc.on("connectionstatechange", self._on_connection_state)
         pc.on("track", self._on_track)
         channel = pc.createDataChannel("inference")
-        channel.on("message", self._receive)
-        self._channel = channel
+        channel.on("message", self._receiver.receive)
+        self._receiver.channel = channel
         await self.source.attach(pc, self._spawn)
         await pc.setLocalDescription(await pc.createOffer())
         request = offer_request(
             pc.localDescription.sdp, self.config, self.source, self._workflow_config,
             self._image_input, self._api_key,
         )  # fmt: skip
-        self.send_acks = request.send_acks
+        self._receiver.send_acks = request.send_acks
+        self._receiver.video_in_messages = request.video_in_messages
         self.receives_video = request.receives_video
         self._returned.receives_video = request.receives_video
-        self.video_in_messages = request.video_in_messages
         answer = await post_offer(
             self.url, request.body, timeout=self._request_timeout,
             releases_on_marker=self._release_on_marker,
@@ -257,7 +250,7 @@ class AsyncWebRTCSession:
             raise SessionStartError(
                 f"{self.url} answered with an unusable SDP answer: {exc}", url=self.url
             ) from None
-        self._spawn(self._dispatch_messages())
+        self._spawn(self._receiver.run())
         await self._wait_connected(pc)
         await self.source.start(self._spawn)
 
@@ -299,90 +292,12 @@ class AsyncWebRTCSession:
             if not await self._returned.frame(frame):
                 return
 
-    def _receive(self, raw: bytes | str) -> None:
-        """On the loop, from aiortc: chunks are joined at once (cheap), so the bounded inbox
-        holds whole messages and an overflow drops whole messages, never a chunk."""
-        if isinstance(raw, bytes):
-            try:
-                complete = self.reassembler.add(raw)
-            except ValueError as exc:
-                self._malformed(exc)
-                return
-            if complete is None:
-                return
-            raw = complete[1]
-        if not self.send_acks and self._inbox.qsize() >= self._inbox_limit:
-            self._inbox.get_nowait()
-            if not self.stats.messages_dropped:
-                log.warning("the program handles results slower than they come: dropping "
-                            "the oldest (stats.messages_dropped counts them)")  # fmt: skip
-            self.stats.messages_dropped += 1
-        self._inbox.put_nowait(raw)
-
-    async def _dispatch_messages(self) -> None:
-        while True:
-            message = self._decode(await self._inbox.get())
-            if message is not None:
-                await self._handle(message)
-
-    def _decode(self, raw: bytes | str) -> ResultMessage | None:
-        try:
-            return ResultMessage.from_json(maybe_gunzip(raw) if isinstance(raw, bytes) else raw)
-        except (ValueError, zlib.error, EOFError, OSError) as exc:
-            self._malformed(exc)
-            return None
-
-    def _malformed(self, exc: Exception) -> None:
-        self.stats.malformed_messages += 1
-        log.warning("skipping an unreadable message from the server: %s", exc)
-
-    async def _handle(self, message: ResultMessage) -> None:
-        self.stats.messages_received += 1
-        if message.processing_complete:
-            self.completed = True
-            self.termination_reason = message.termination_reason
-            log.info("server finished the stream (%s)", self.termination_reason or "end of source")
-            self._spawn(self._returned.end_after_tail())
-            return
-        errors = message.errors
-        try:
-            metadata = message.metadata()
-        except (KeyError, TypeError, ValueError) as exc:
-            self.stats.malformed_messages += 1
-            log.warning("skipping a result message without valid video_metadata: %s", exc)
-            return
-        data = message.serialized_output_data
-        if errors:
-            await self._handlers.errors(errors, metadata)
-        image = None
-        if self.video_in_messages and isinstance(data, dict):
-            image, data = self._image_from(data)
-        await self._route(image, data, metadata)
-        await self._handlers.data(data, metadata)
-        # After the handlers ran: the server sends more only as fast as we consume.
-        if self.send_acks and self._channel is not None and self._channel.readyState == "open":
-            self._channel.send(json.dumps({"ack": metadata.frame_id}))
-            self.stats.acks_sent += 1
-
-    async def _route(self, image: np.ndarray | None, data: Any, metadata: VideoMetadata) -> None:
-        if image is not None:
-            self.stats.frames_received += 1
-        await self._returned.message(image, data, metadata)
-
-    def _image_from(self, data: dict[str, Any]) -> tuple[np.ndarray | None, dict[str, Any]]:
-        """The first ``stream_output`` image in the message; those outputs leave ``data``."""
-        image = None
-        names = self.config.stream_output or []
-        for name in names:
-            value = data.get(name)
-            if image is None and isinstance(value, dict) and value.get("type") == "base64":
-                try:
-                    encoded = np.frombuffer(base64.b64decode(value["value"]), np.uint8)
-                    image = cv2.imdecode(encoded, cv2.IMREAD_COLOR)
-                except (KeyError, TypeError, ValueError):
-                    log.warning("output '%s' is not a readable image", name)
-        rest = {k: v for k, v in data.items() if k not in names}
-        return image, rest
+    def _completed(self, reason: str | None) -> None:
+        """The server said the stream is over: what is still coming back ends it."""
+        self.completed = True
+        self.termination_reason = reason
+        log.info("server finished the stream (%s)", reason or "end of source")
+        self._spawn(self._returned.end_after_tail())
 
     # ------------------------------------------------------------------ consuming
 

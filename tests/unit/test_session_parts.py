@@ -189,15 +189,16 @@ async def test_a_realtime_client_keeps_the_newest_messages_when_its_handlers_lag
         api_url="http://127.0.0.1:9", api_key=None, source=ManualSource(),
         workflow_config={}, image_input="image", config=StreamConfig(), inbox_messages=4,
     )  # fmt: skip
+    receiver = session._receiver
     for frame_id in range(1, 11):  # nobody dispatches: the program is "busy"
         for chunk in iter_chunks(frame_id, _result(frame_id)):
-            session._receive(chunk)
-    session._receive(ResultMessage.completion(10, None).to_json().decode())
+            receiver.receive(chunk)
+    receiver.receive(ResultMessage.completion(10, None).to_json().decode())
     assert session.stats.messages_dropped == 7
-    kept = [session._decode(session._inbox.get_nowait()) for _ in range(4)]
+    kept = [receiver._decode(receiver._inbox.get_nowait()) for _ in range(4)]
     assert [m.metadata().frame_id for m in kept[:3]] == [8, 9, 10]
     assert kept[3].processing_complete
-    coded = session._decode(_result(1, error_codes=["workflow_error", "from_the_future"]))
+    coded = receiver._decode(_result(1, error_codes=["workflow_error", "from_the_future"]))
     assert coded.metadata().error_codes == [NoticeCode.WORKFLOW_ERROR, "from_the_future"]
-    assert session._decode(b'{"errors": []}') is None  # no video_metadata: said and skipped
+    assert receiver._decode(b'{"errors": []}') is None  # no video_metadata: said and skipped
     assert session.stats.malformed_messages == 1
