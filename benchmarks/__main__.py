@@ -26,6 +26,7 @@ NAMES = {
     "upload": "uploaded files: the whole path vs decode + inference alone",
     "cameras": "camera -> viewer latency, restart -> processed again",
     "browser": "the page in Chromium: Start -> first frame, the page's latency",
+    "ab": "this checkout's server vs an earlier commit's, alternated (setup, blur, CPU, pipeline)",
     "plots": "PNG plots from the results",
 }
 

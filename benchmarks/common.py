@@ -18,7 +18,8 @@ import numpy as np
 import psutil
 
 ROOT = Path(__file__).resolve().parents[1]
-RESULTS = ROOT / "benchmarks" / "results"
+# benchmarks/ab.py points this elsewhere: its runs must not replace the published results.
+RESULTS = Path(os.environ.get("VISIONSTREAM_BENCH_RESULTS", ROOT / "benchmarks" / "results"))
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 

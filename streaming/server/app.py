@@ -7,6 +7,7 @@ import logging
 from collections.abc import AsyncIterator, Callable
 from concurrent.futures import Executor, ThreadPoolExecutor
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import dataclass
 
 from fastapi import FastAPI
 
@@ -92,17 +93,20 @@ def camera_factory(settings: Settings, capture_factory: CaptureFactory | None = 
     return open_camera
 
 
-def _build_state(
-    settings: Settings,
-    metrics: Metrics,
-    deployment: Deployment | None,
-    pipeline_factory: PipelineFactory,
-    model_opener: SessionOpener,
-    capture_factory: CaptureFactory | None,
-) -> ServerState:
-    registry = ModelRegistry(settings, metrics, model_opener)
+@dataclass(frozen=True)
+class _Parts:
+    """What a deployment plugs into the app: ``create_app``'s keyword arguments."""
+
+    deployment: Deployment | None
+    pipeline_factory: PipelineFactory
+    model_opener: SessionOpener
+    capture_factory: CaptureFactory | None
+
+
+def _build_state(settings: Settings, metrics: Metrics, parts: _Parts) -> ServerState:
+    registry = ModelRegistry(settings, metrics, parts.model_opener)
     executor = ThreadPoolExecutor(settings.workflow_threads, thread_name_prefix="workflow")
-    hub = SourceHub(camera_factory(settings, capture_factory))
+    hub = SourceHub(camera_factory(settings, parts.capture_factory))
     library = WorkflowLibrary(settings.workflows_dir, settings.default_model)
     trimmer = MemoryTrimmer(settings.malloc_trim)
     state = ServerState(
@@ -114,35 +118,28 @@ def _build_state(
         metrics=metrics,
         executor=executor,
         hub=hub,
-        pipelines=pipeline_factory(settings, registry, hub, executor, library, metrics),
+        pipelines=parts.pipeline_factory(settings, registry, hub, executor, library, metrics),
         workflows=library,
         uploads=UploadDirectory(settings.upload_dir),
         egress=EgressPolicy(settings.allowed_networks),
         auth=ApiKeyGuard(settings.api_key, settings.auth_failures_per_minute),
         trimmer=trimmer,
-        deployment=deployment,
+        deployment=parts.deployment,
     )
-    if deployment is not None:
+    if (deployment := parts.deployment) is not None:
         state.sessions.on_change = lambda: deployment.report(state.load())
     return state
 
 
 def _lifespan(
-    settings: Settings,
-    metrics: Metrics,
-    deployment: Deployment | None,
-    pipeline_factory: PipelineFactory,
-    model_opener: SessionOpener,
-    capture_factory: CaptureFactory | None,
+    settings: Settings, metrics: Metrics, parts: _Parts
 ) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
     """Builds the app's state at start (models prepared and pipelines restored in the
     background, as tasks of the app's own owner) and closes all of it at the end."""
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        state = _build_state(
-            settings, metrics, deployment, pipeline_factory, model_opener, capture_factory
-        )
+        state = _build_state(settings, metrics, parts)
         app.state.server = state
         startup = TaskOwner("server")
         preparing = startup.spawn(_prepare_models(state), "prepare_models")
@@ -187,9 +184,8 @@ def create_app(
         install_for_server(settings.ice_host_addresses, settings.video_kbps_per_megapixel)
     metrics = Metrics()
 
-    lifespan = _lifespan(
-        settings, metrics, deployment, pipeline_factory, model_opener, capture_factory
-    )
+    parts = _Parts(deployment, pipeline_factory, model_opener, capture_factory)
+    lifespan = _lifespan(settings, metrics, parts)
 
     # Docs are ours (server/docs.py): offline assets, behind the API key.
     app = FastAPI(

@@ -55,7 +55,9 @@ def free_udp_port() -> int:
 class LoggedProcess:
     """A subprocess whose output lines are kept, so tests wait on what it says."""
 
-    def __init__(self, command: list[str], env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, command: list[str], env: dict[str, str] | None = None, cwd: str | None = None
+    ) -> None:
         self.output: deque[str] = deque(maxlen=400)
         self.lines: list[str] = []  # every line, for wait_for_output
         self._lines = threading.Condition()
@@ -66,6 +68,7 @@ class LoggedProcess:
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
+            cwd=cwd,
         )
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
@@ -139,7 +142,10 @@ class ServerProcess(LoggedProcess):
         self._seen: set[str] = set()
         self._ready = threading.Event()
         serve = serve or ["-m", "streaming.cli", "serve"]
-        super().__init__([sys.executable, *serve, "--port", str(self.port)], env)
+        # benchmarks/ab.py runs the server of another checkout (``python -m`` imports from
+        # the working directory first); the tests never set this.
+        root = os.environ.get("VISIONSTREAM_BENCH_SERVER_ROOT")
+        super().__init__([sys.executable, *serve, "--port", str(self.port)], env, cwd=root)
 
     def stop(self) -> None:
         super().stop()
