@@ -125,7 +125,6 @@ def media_app(settings: Settings, replicas: int | None, max_replicas: int = 1) -
         request_router_config={
             "request_router_class": FewestSessionsRouter,
             "request_routing_stats_period_s": STATS_PERIOD_S,
-            "request_router_kwargs": {"window_s": 2 * STATS_PERIOD_S},
         },
         ray_actor_options=actor_resources(settings.ray_replica_resources),
     )

@@ -2,56 +2,94 @@
 
 from __future__ import annotations
 
-from streaming.cluster.router import replica_load
+import asyncio
+from dataclasses import dataclass, field
+
+from streaming.cluster.router import FewestSessionsRouter, newest_report, replica_load
 
 
-def rank(replicas: dict[str, tuple[dict, int]]) -> list[str]:
-    return sorted(replicas, key=lambda name: replica_load(*replicas[name]))
+def rank(replicas: dict[str, dict]) -> list[str]:
+    return sorted(replicas, key=lambda name: replica_load(replicas[name]))
 
 
-def test_the_fewest_sessions_first_counting_requests_sent_since_the_last_report():
-    stats = {"sessions": 1, "max_sessions": 4, "ready": True}
+def test_the_fewest_sessions_first():
+    busy = {"sessions": 1, "max_sessions": 4, "ready": True}
     idle = {"sessions": 0, "max_sessions": 4, "ready": True}
-    assert rank({"a": (stats, 0), "b": (idle, 0)}) == ["b", "a"]
-    # Two requests sent to b lately: it may hold more than a by now.
-    assert rank({"a": (stats, 0), "b": (idle, 2)}) == ["a", "b"]
+    assert rank({"a": busy, "b": idle}) == ["b", "a"]
 
 
 def test_only_its_report_makes_a_replica_full_and_full_ones_come_last_but_stay():
     full = {"sessions": 4, "max_sessions": 4, "ready": True}
     loading = {"sessions": 0, "max_sessions": 4, "ready": False}
     busy = {"sessions": 3, "max_sessions": 4, "ready": True}
-    assert rank({"full": (full, 0), "loading": (loading, 0), "busy": (busy, 0)})[0] == "busy"
-    # Requests sent lately (health checks among them) order replicas, never fill one.
-    assert rank({"busy": (busy, 5), "full": (full, 0)}) == ["busy", "full"]
-    # However many (health checks, in CI) went to a loading replica lately: a full one refuses
-    # for certain, a loading one may be ready since its report.
-    assert rank({"full": (full, 0), "loading": (loading, 1)}) == ["loading", "full"]
-    assert rank({"full": (full, 0), "loading": (loading, 30)}) == ["loading", "full"]
+    assert rank({"full": full, "loading": loading, "busy": busy}) == ["busy", "loading", "full"]
+    # A full one refuses for certain, a loading one may be ready since its report.
     draining = {"sessions": 0, "max_sessions": 4, "ready": False, "draining": True}
-    assert rank({"draining": (draining, 0), "loading": (loading, 30)}) == ["loading", "draining"]
+    assert rank({"draining": draining, "loading": loading}) == ["loading", "draining"]
     # A replica that has not reported yet is taken as empty and ready.
-    assert rank({"busy": (busy, 0), "new": ({}, 0)}) == ["new", "busy"]
+    assert rank({"busy": busy, "new": {}}) == ["new", "busy"]
 
 
-async def test_offers_made_at_once_spread_over_the_replicas():
-    """Four choices at once, before Serve reports any of them routed: each counts its pick
-    when it is made, so the next one sees it (they all went to one replica when counted only
-    once routed)."""
-    from dataclasses import dataclass, field
+def test_the_newer_of_serves_stats_and_the_pushed_report_ranks():
+    """A session accepted since Serve's last collection is in the pushed report: the next
+    offer sees that replica full, however long after the first it comes."""
+    collected = {"sessions": 0, "max_sessions": 1, "reported_at": 100.0}
+    pushed = {"sessions": 1, "max_sessions": 1, "reported_at": 100.4}
+    assert newest_report(collected, pushed) is pushed
+    assert replica_load(newest_report(collected, pushed))[0] == 2  # full
+    assert newest_report({**collected, "reported_at": 101.0}, pushed)["sessions"] == 0
+    assert newest_report(collected, None) is collected
 
-    from streaming.cluster.router import FewestSessionsRouter
 
-    @dataclass
-    class Replica:  # what the router reads of Serve's RunningReplica
-        replica_id: str
-        routing_stats: dict = field(default_factory=lambda: {"sessions": 0, "max_sessions": 4})
+@dataclass(frozen=True)
+class Id:
+    unique_id: str
 
+
+@dataclass
+class Replica:  # what the router reads of Serve's RunningReplica
+    replica_id: Id
+    routing_stats: dict = field(default_factory=dict)
+
+
+@dataclass
+class Metadata:
+    internal_request_id: str
+
+
+@dataclass
+class RoutingContext:
+    should_backoff: bool = False
+
+
+@dataclass
+class Pending:  # what the router reads of Serve's PendingRequest
+    metadata: Metadata
+    routing_context: RoutingContext = field(default_factory=RoutingContext)
+
+
+def pending(request: str) -> Pending:
+    return Pending(Metadata(request))
+
+
+async def test_requests_count_from_their_choice_until_serve_says_they_completed():
+    """Two offers at once land on two replicas: the first counts from the moment it is
+    chosen, before Serve has routed (or sent) anything. A request Serve routes elsewhere is
+    counted there; a completed one no longer counts."""
     router = object.__new__(FewestSessionsRouter)  # Serve builds it with its own arguments
-    router.initialize_state(window_s=60.0)
-    replicas = [Replica("a"), Replica("b")]
-    import asyncio
+    router.initialize_state(read_directory=False)
+    idle = {"sessions": 0, "max_sessions": 2, "reported_at": 1.0}
+    a, b = Replica(Id("a"), idle), Replica(Id("b"), idle)
 
-    choices = await asyncio.gather(*(router.choose_replicas(replicas) for _ in range(4)))
-    firsts = sorted(ranked[0][0].replica_id for ranked in choices)
-    assert firsts == ["a", "a", "b", "b"]
+    async def first_choice(request: str) -> str:
+        ranked = await asyncio.wait_for(router.choose_replicas([a, b], pending(request)), 10)
+        return ranked[0][0].replica_id.unique_id
+
+    chosen = await asyncio.gather(first_choice("offer-1"), first_choice("offer-2"))
+    assert sorted(chosen) == ["a", "b"]
+    router.on_request_completed(Id(chosen[0]), "offer-1")
+    assert await first_choice("offer-3") == chosen[0]
+    router.on_request_routed(pending("offer-3"), Id(chosen[1]), None)  # sent elsewhere
+    assert await first_choice("offer-4") == chosen[0]
+    full = {"sessions": 2, "max_sessions": 2, "reported_at": 1.0}
+    assert replica_load(full, 0)[0] == 2 and replica_load(idle, 5)[0] == 0  # never fills one
