@@ -28,7 +28,7 @@ from typing import Any, TypeVar
 
 from .session import AsyncWebRTCSession, Frame, Result, SessionStats, VideoBytes
 
-__all__ = ["WebRTCSession"]
+__all__ = ["WebRTCSession", "pending_signal"]
 
 T = TypeVar("T")
 
@@ -46,6 +46,31 @@ _SIGNAL_CHECK_S = 0.25
 _open_sessions: weakref.WeakSet[WebRTCSession] = weakref.WeakSet()
 
 
+class PendingSignal:
+    """A signal's exception, kept until its handler's caller takes it.
+
+    Python runs a signal handler on the main thread between two bytecodes, wherever that
+    thread is: in a weakref callback or a ``__del__`` too, where an exception is printed as
+    "Exception ignored" and lost, and a Ctrl-C or SIGTERM would then go unseen until the
+    wait it interrupted ends (for ``wait()``: when the stream does). A handler that notes
+    its exception here before raising it has it raised again by the next slice of any
+    main-thread wait; whoever catches it takes it, so that the waits of the clean-up that
+    follows are not interrupted too. Main thread only, as signal handlers are."""
+
+    def __init__(self) -> None:
+        self._error: BaseException | None = None
+
+    def note(self, error: BaseException) -> None:
+        self._error = error
+
+    def take(self) -> BaseException | None:
+        error, self._error = self._error, None
+        return error
+
+
+pending_signal = PendingSignal()
+
+
 @atexit.register
 def _close_open_sessions() -> None:
     """Sessions a program left open: say goodbye to the server, bounded, before exit."""
@@ -59,11 +84,14 @@ def _result(future: concurrent.futures.Future[T], timeout: float | None) -> T:
     CPython runs signal handlers only between bytecodes, and a lock wait does not look for
     one that is already pending: a Ctrl-C that lands after the last check and before the
     wait blocks (a window of microseconds, wide on a loaded machine) would go unseen until
-    the wait ends, which for ``wait()`` is never. Each slice's return runs it."""
+    the wait ends, which for ``wait()`` is never. Each slice's return runs it, and each slice
+    raises a ``pending_signal`` whose handler's own raise was lost."""
     if threading.current_thread() is not threading.main_thread():
         return future.result(timeout)
     deadline = None if timeout is None else time.monotonic() + timeout
     while True:
+        if (error := pending_signal.take()) is not None:
+            raise error
         remaining = _SIGNAL_CHECK_S if deadline is None else deadline - time.monotonic()
         try:
             return future.result(max(0.0, min(remaining, _SIGNAL_CHECK_S)))

@@ -28,7 +28,7 @@ from ..config import ClientSettings
 from ..protocol.messages import VideoMetadata
 from ..rtc.ice import restrict_host_addresses
 from ..workflows.library import object_detection
-from .blocking import WebRTCSession
+from .blocking import WebRTCSession, pending_signal
 from .client import Client
 from .config import StreamConfig
 from .errors import InvalidParameterError, SessionStartError
@@ -194,19 +194,37 @@ class _Terminated(Exception):
     """SIGTERM: ends the stream as Ctrl-C does, closing the session on the way out."""
 
 
-def _raise_terminated(signum: int, frame: object) -> None:
-    raise _Terminated
+def _interrupt(error_type: type[BaseException]) -> Callable[[int, object], None]:
+    """A handler raising ``error_type``, noted first: raised where Python discards
+    exceptions (a weakref callback run by the collector), the session's waits raise it."""
+
+    def handler(signum: int, frame: object) -> None:
+        error = error_type()
+        pending_signal.note(error)
+        raise error
+
+    return handler
+
+
+def _quiet_lost_signals(unraisable: Any) -> None:
+    """``sys.unraisablehook``: a signal's exception lost in a finaliser is no error to
+    print (its traceback would read as a crash); the next wait raises it again."""
+    if isinstance(unraisable.exc_value, (KeyboardInterrupt, _Terminated)):
+        return
+    sys.__unraisablehook__(unraisable)
 
 
 def run(args: argparse.Namespace) -> int:
     # Ours to own: the command is the whole process. Ctrl-C and SIGTERM both close cleanly.
     # SIGINT explicitly too: started in the background by a shell (`cmd &`), a process
     # inherits SIGINT ignored and Python then installs no KeyboardInterrupt at all.
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    signal.signal(signal.SIGTERM, _raise_terminated)
+    signal.signal(signal.SIGINT, _interrupt(KeyboardInterrupt))
+    signal.signal(signal.SIGTERM, _interrupt(_Terminated))
+    sys.unraisablehook = _quiet_lost_signals
     try:
         return _run(args)
     except (KeyboardInterrupt, _Terminated):
+        pending_signal.take()
         # Before the session existed (opening a camera, probing a file): nothing to close.
         print("\nvisionstream stream: interrupted", file=sys.stderr)
         return 130
@@ -339,6 +357,7 @@ def _stream(
         print(f"visionstream stream: {_start_failure(exc)}", file=sys.stderr)
         code = 1
     except (KeyboardInterrupt, _Terminated):
+        pending_signal.take()  # caught: the clean-up's own waits are not interrupted by it
         code = 130
     finally:
         session.close()

@@ -6,7 +6,6 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
-import time
 
 import pytest
 
@@ -117,15 +116,12 @@ def test_a_signal_mid_upload_ends_the_command_cleanly(tmp_path, big_clip, sig):
         try:
             server.wait_sessions_connected(1, timeout=60)
             client.process.send_signal(sig)
-            signalled = time.monotonic()
             code = client.process.wait(30)  # a hang bound; it takes well under a second
-            took = time.monotonic() - signalled
         finally:
             client.stop()
         output = "\n".join(client.lines)
         assert code == 130, output
         assert "Traceback" not in output
-        assert took < 10, took
         server.wait_sessions_closed(1, timeout=60)
         assert [p for p in uploads.rglob("*") if p.is_file() and p.name != ".lock"] == []
     finally:

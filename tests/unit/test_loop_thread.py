@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import signal
+import sys
 import threading
 
 import pytest
 
-from streaming.client.blocking import _LoopThread
+from streaming.client import command
+from streaming.client.blocking import _LoopThread, pending_signal
 
 WAIT_S = 30.0
 
@@ -72,3 +74,40 @@ def test_the_callers_wait_ends_with_the_coroutines_own_outcome(timeout):
             runner.call(asyncio.Event().wait(), 0.6)
     finally:
         runner.stop(WAIT_S)
+
+
+def test_a_signal_whose_raise_python_discarded_still_interrupts_the_caller(monkeypatch):
+    # What CI hit: SIGTERM landed while the main thread ran a weakref callback, Python
+    # printed "Exception ignored" and dropped the exception, and `stream` ran on to the
+    # end of its file. Made certain here: raise_signal runs the handler at once, inside
+    # a finaliser, where an exception cannot propagate.
+    lost: list[BaseException] = []
+    monkeypatch.setattr(sys, "unraisablehook", lambda u: lost.append(u.exc_value))
+
+    class SignalledWhileFinalised:
+        def __del__(self) -> None:
+            signal.raise_signal(signal.SIGUSR1)
+
+    runner = _LoopThread("test-loop")
+    runner.start()
+    inherited = signal.signal(signal.SIGUSR1, command._interrupt(command._Terminated))
+    try:
+        SignalledWhileFinalised()  # collected at once: its __del__ loses the raise
+        assert len(lost) == 1 and isinstance(lost[0], command._Terminated)
+        with pytest.raises(command._Terminated):
+            runner.call(asyncio.wait_for(asyncio.Event().wait(), WAIT_S))
+        assert pending_signal.take() is None  # raised once, then gone
+        assert runner.call(asyncio.sleep(0, "after")) == "after"  # clean-up waits run
+    finally:
+        pending_signal.take()
+        runner.stop(WAIT_S)
+        signal.signal(signal.SIGUSR1, inherited)
+    assert not runner.thread.is_alive()
+
+
+def test_the_stream_command_prints_no_traceback_for_a_lost_signal(capsys):
+    class Unraisable:
+        exc_value = command._Terminated()
+
+    command._quiet_lost_signals(Unraisable())
+    assert capsys.readouterr().err == ""
