@@ -5,17 +5,20 @@ from __future__ import annotations
 import functools
 import logging
 import threading
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from ..config import Settings
-from ..errors import ModelError
+from ..errors import Conflict, ModelError
 from ..metrics import Metrics
 from .backends import SessionOpener, batch_size_for, choose_backend, open_session
 from .batcher import DynamicBatcher
 from .manifest import MANIFEST_FILE, ModelManifest
 from .model import DetectionModel
 
-__all__ = ["ModelRegistry", "UnknownModel"]
+__all__ = ["ModelInUse", "ModelRegistry", "UnknownModel"]
 
 log = logging.getLogger(__name__)
 
@@ -24,9 +27,17 @@ class UnknownModel(KeyError):
     """No manifest in the models directory has this name."""
 
 
+class ModelInUse(Conflict):
+    """A model some running workflow holds cannot be unloaded (409)."""
+
+
 class ModelRegistry:
     """The server's models by id: prepared, loaded once, warmed up, shared by every session
-    and pipeline (through a batcher where batching pays)."""
+    and pipeline (through a batcher where batching pays).
+
+    What runs a model holds a lease on it (``acquire`` ... ``release``, or ``lease``): a
+    compiled workflow's model blocks from build to close, an HTTP inference for its request.
+    ``unload`` refuses a leased model, so nothing running loses its model underneath it."""
 
     def __init__(
         self,
@@ -41,6 +52,7 @@ class ModelRegistry:
         self._settings = settings
         self._metrics = metrics
         self._models: dict[str, DetectionModel] = {}
+        self._leases: Counter[str] = Counter()
         self._lock = threading.Lock()
 
     def available(self) -> list[str]:
@@ -51,8 +63,62 @@ class ModelRegistry:
     def loaded(self) -> dict[str, DetectionModel]:
         return dict(self._models)
 
+    def acquire(self, model_id: str) -> DetectionModel:
+        """``get``, leased until ``release(model_id)``: not unloaded meanwhile."""
+        with self._lock:
+            self._leases[model_id] += 1
+        try:
+            return self.get(model_id)
+        except BaseException:
+            self.release(model_id)
+            raise
+
+    def release(self, model_id: str) -> None:
+        with self._lock:
+            self._leases[model_id] -= 1
+            if self._leases[model_id] <= 0:
+                del self._leases[model_id]
+
+    @contextmanager
+    def lease(self, model_id: str) -> Iterator[DetectionModel]:
+        """The model for the ``with`` block (blocking on entry: off the event loop)."""
+        model = self.acquire(model_id)
+        try:
+            yield model
+        finally:
+            self.release(model_id)
+
+    def unload(self, model_id: str) -> bool:
+        """Closes a loaded model nothing holds; False when it was not loaded. Raises
+        ``ModelInUse`` while a workflow or request holds it. Blocking (it joins the
+        model's batcher): off the event loop."""
+        with self._lock:
+            if self._leases[model_id] > 0:
+                raise ModelInUse(
+                    f"model '{model_id}' is in use by {self._leases[model_id]} running "
+                    "workflow(s) or request(s); end its sessions and pipelines first"
+                )
+            model = self._models.pop(model_id, None)
+        if model is None:
+            return False
+        model.close()
+        log.info("unloaded model %s", model_id)
+        return True
+
+    def unload_idle(self) -> list[str]:
+        """Unloads every model nothing holds; returns the ids of those still loaded."""
+        with self._lock:
+            idle = [m for m in self._models if self._leases[m] <= 0]
+            models = [self._models.pop(m) for m in idle]
+        for model in models:
+            model.close()
+        if idle:
+            log.info("unloaded models %s", ", ".join(idle))
+        return sorted(self._models)
+
     def get(self, model_id: str) -> DetectionModel:
-        """Load on first use (blocking: call it off the event loop)."""
+        """Load on first use (blocking: call it off the event loop). Unleased: for a
+        moment's use that may fail if the model is unloaded meanwhile (warming up)."""
         model = self._models.get(model_id)
         if model is not None:
             return model

@@ -184,15 +184,24 @@ def compile_workflow(
     for name, step in bound.items():  # a gated step runs after the step that gates it
         for gated in step.gates:
             bound[gated].depends.add(name)
-    planned = [
-        _PlannedStep(
-            bound[name].block_cls(name, bound[name].config, context),
-            bound[name].bindings,
-            bound[name].depends,
-            bound[name].gates,
-        )
-        for name in compiler.order({name: b.depends for name, b in bound.items()})
-    ]
+    order = compiler.order({name: b.depends for name, b in bound.items()})
+    outputs, kinds = _outputs(spec, compiler)  # checked before any block loads a model
+    planned: list[_PlannedStep] = []
+    try:
+        for name in order:
+            step = bound[name]
+            block = step.block_cls(name, step.config, context)
+            planned.append(_PlannedStep(block, step.bindings, step.depends, step.gates))
+    except BaseException:
+        # A later step failed: the blocks built so far (their models held, their threads
+        # started) are released here, since no workflow will close them.
+        for built in planned:
+            built.block.close()
+        raise
+    return CompiledWorkflow(planned, outputs, kinds, image_input_name, video_metadata_input_name)
+
+
+def _outputs(spec: WorkflowSpec, compiler: _Compiler) -> tuple[dict[str, _Source], dict[str, str]]:
     outputs: dict[str, _Source] = {}
     kinds: dict[str, str] = {}
     for output in spec.outputs:
@@ -204,7 +213,7 @@ def compile_workflow(
         outputs[output.name], kinds[output.name] = compiler.resolve(
             selector, f"output '{output.name}'"
         )
-    return CompiledWorkflow(planned, outputs, kinds, image_input_name, video_metadata_input_name)
+    return outputs, kinds
 
 
 @dataclass

@@ -11,7 +11,7 @@ import pytest
 from streaming.config import Settings
 from streaming.errors import WorkflowCompilationError
 from streaming.inference.decoders import DecodeOptions
-from streaming.inference.registry import ModelRegistry
+from streaming.inference.registry import ModelInUse, ModelRegistry
 from streaming.workflows import compile_workflow, parse_spec
 from streaming.workflows.blocks.base import BuildContext, FrameState, WorkflowImage
 from tests.conftest import DETECT_SPEC
@@ -147,3 +147,33 @@ def test_the_blur_block_needs_no_model_and_checks_its_kernel(registry, photos):
         _compile(registry, image_blur("gaussian", 4))
     with pytest.raises(WorkflowCompilationError, match="blur_type must be one of"):
         _compile(registry, image_blur("motion", 5))
+
+
+def test_a_model_a_workflow_holds_is_not_unloaded_until_the_workflow_closes(default_model_dir):
+    registry = ModelRegistry(Settings(models_dir=default_model_dir))
+    try:
+        workflow = _compile(registry, DETECT_SPEC)
+        with pytest.raises(ModelInUse, match="in use by 1 running"):
+            registry.unload("yolov3-tiny-416")
+        assert registry.unload_idle() == ["yolov3-tiny-416"]  # held: stays
+        workflow.close()
+        workflow.close()  # idempotent: the lease is returned once
+        assert registry.unload("yolov3-tiny-416") is True
+        assert registry.loaded() == {} and registry.unload("yolov3-tiny-416") is False
+    finally:
+        registry.close()
+
+
+def test_a_workflow_that_fails_to_compile_holds_no_model(default_model_dir):
+    registry = ModelRegistry(Settings(models_dir=default_model_dir))
+    spec = copy.deepcopy(DETECT_SPEC)
+    spec["steps"][0]["class_filter"] = ["unicorn"]  # checked once the model is loaded
+    second = copy.deepcopy(spec["steps"][0]) | {"name": "again", "class_filter": ["unicorn"]}
+    spec["steps"][0]["class_filter"] = None
+    spec["steps"].append(second)  # the first step builds, then the second fails
+    try:
+        with pytest.raises(WorkflowCompilationError, match="unicorn"):
+            _compile(registry, spec)
+        assert registry.unload("yolov3-tiny-416") is True  # nothing holds it
+    finally:
+        registry.close()

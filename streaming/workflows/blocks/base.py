@@ -69,7 +69,10 @@ class AnalyticsSink(Protocol):
 class ModelSource(Protocol):
     """Where blocks get their models (the registry, or a fixed set in tests)."""
 
-    def get(self, model_id: str) -> DetectionModel: ...
+    def acquire(self, model_id: str) -> DetectionModel:
+        """The model, held (not unloaded) until ``release``."""
+
+    def release(self, model_id: str) -> None: ...
 
     def available(self) -> list[str]: ...
 

@@ -21,6 +21,7 @@ from .base import (
     BuildContext,
     FieldSpec,
     FrameState,
+    ModelSource,
     WorkflowImage,
 )
 from .checks import number
@@ -42,7 +43,7 @@ def _model(name: str, config: dict[str, Any], context: BuildContext, tasks: tupl
     if not isinstance(model_id, str) or not model_id:
         raise WorkflowCompilationError(f"step '{name}': model_id must be a non-empty string")
     try:
-        model = context.models.get(model_id)
+        model = context.models.acquire(model_id)
     except UnknownModel:
         known = ", ".join(context.models.available()) or "none"
         raise WorkflowCompilationError(
@@ -50,6 +51,7 @@ def _model(name: str, config: dict[str, Any], context: BuildContext, tasks: tupl
         ) from None
     task = getattr(model, "task", "object-detection")
     if task not in tasks:
+        context.models.release(model_id)
         raise WorkflowCompilationError(
             f"step '{name}': model '{model_id}' does {task}, not {' or '.join(tasks)}"
         )
@@ -78,6 +80,20 @@ class _ModelBlock(Block):
         super().__init__(name, config, context)
         self.model = _model(name, config, context, self.tasks)
         self.model_id = config["model_id"]
+        self._models: ModelSource | None = context.models  # released once, on close
+        try:
+            self.configure(name, config)
+        except BaseException:
+            self.close()  # a block that is never built is never closed: release it here
+            raise
+
+    def configure(self, name: str, config: dict[str, Any]) -> None:
+        """The subclass's own fields, checked once the model is held."""
+
+    def close(self) -> None:
+        models, self._models = self._models, None
+        if models is not None:
+            models.release(self.model_id)
 
     @staticmethod
     def image(inputs: dict[str, Any]) -> WorkflowImage:
@@ -109,8 +125,8 @@ class ObjectDetectionModelBlock(_ModelBlock):
     tasks: tuple[str, ...] = _DETECTING
     """The model tasks this block runs (a segmentation model's boxes are boxes too)."""
 
-    def __init__(self, name: str, config: dict[str, Any], context: BuildContext) -> None:
-        super().__init__(name, config, context)
+    def configure(self, name: str, config: dict[str, Any]) -> None:
+        super().configure(name, config)
         model_id = self.model_id
         class_filter = config["class_filter"]
         class_ids: frozenset[int] | None = None
@@ -191,8 +207,8 @@ class KeypointDetectionModelBlock(ObjectDetectionModelBlock):
     fields = {**ObjectDetectionModelBlock.fields, "keypoint_confidence": FieldSpec(default=0.0)}
     outputs = {"predictions": KEYPOINTS, "inference_id": "string", "model_id": "string"}
 
-    def __init__(self, name: str, config: dict[str, Any], context: BuildContext) -> None:
-        super().__init__(name, config, context)
+    def configure(self, name: str, config: dict[str, Any]) -> None:
+        super().configure(name, config)
         self.keypoint_confidence = number(name, "keypoint_confidence",
                                           config["keypoint_confidence"], 0.0, 1.0)  # fmt: skip
 
@@ -224,8 +240,8 @@ class ClassificationModelBlock(_ModelBlock):
     fields = {**_MODEL_FIELDS, "confidence": FieldSpec(default=0.4)}
     outputs = {"predictions": CLASSIFICATION, "inference_id": "string", "model_id": "string"}
 
-    def __init__(self, name: str, config: dict[str, Any], context: BuildContext) -> None:
-        super().__init__(name, config, context)
+    def configure(self, name: str, config: dict[str, Any]) -> None:
+        super().configure(name, config)
         self.confidence = number(name, "confidence", config["confidence"], 0.0, 1.0)
         self.class_names = list(self.model.manifest.class_names)
 
