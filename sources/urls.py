@@ -34,7 +34,7 @@ def mask_url(url: str) -> str:
         user = userinfo.partition(":")[0]
         netloc = f"{user}:{_MASK}@{host}" if user else f"{_MASK}@{host}"
     query = re.sub(
-        r"(?i)((?:^|&)(?:password|passwd|pwd|pass|passphrase|token|key|secret|auth)=)[^&]*",
+        r"(?i)((?:^|&)(?:password|passwd|pwd|pass|passphrase|token|key|secret|auth|api_key|apikey|access_token)=)[^&]*",
         rf"\1{_MASK}",
         parts.query,
     )

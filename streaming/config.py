@@ -63,7 +63,10 @@ class Settings(BaseSettings):
     max_request_bytes: int = Field(default=1024 * 1024, ge=1024)
     """Largest accepted signaling request body; larger is answered 413."""
     max_infer_request_bytes: int = Field(default=64 * 1024 * 1024, ge=1024)
-    """Largest V2 infer request (``/v2/models/.../infer``); larger is answered 413."""
+    """Largest inference request (``/infer/...``, ``/workflows/run``, V2 ``/v2/.../infer``)
+    and largest image fetched from a URL; larger is answered 413."""
+    max_images_per_request: int = Field(default=16, ge=1)
+    """Images one ``/infer/...`` or workflow run request may carry; more is answered 413."""
     api_key: SecretStr | None = None
     """When set, every route but health, readiness and the page's files requires it (body
     ``api_key`` where inference-sdk sends it there, or ``Authorization: Bearer``)."""

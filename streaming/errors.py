@@ -24,6 +24,7 @@ __all__ = [
     "Unauthorized",
     "UpstreamTimeout",
     "WorkflowCompilationError",
+    "WorkflowRunError",
     "error_body",
 ]
 
@@ -78,6 +79,12 @@ class WorkflowCompilationError(InvalidRequest):
     """The workflow specification names an unknown block, model, selector or output."""
 
     code = "invalid_workflow"
+
+
+class WorkflowRunError(StreamingError):
+    """A workflow run over HTTP failed on one of its images (a step raised)."""
+
+    code = "workflow_error"
 
 
 class ModelError(StreamingError):

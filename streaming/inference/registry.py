@@ -13,6 +13,7 @@ from pathlib import Path
 from ..config import Settings
 from ..errors import Conflict, ModelError
 from ..metrics import Metrics
+from .aliases import names_for
 from .backends import SessionOpener, batch_size_for, choose_backend, open_session
 from .batcher import DynamicBatcher
 from .manifest import MANIFEST_FILE, ModelManifest
@@ -64,7 +65,8 @@ class ModelRegistry:
         return dict(self._models)
 
     def acquire(self, model_id: str) -> DetectionModel:
-        """``get``, leased until ``release(model_id)``: not unloaded meanwhile."""
+        """``get``, leased until ``release(model.name)``: not unloaded meanwhile."""
+        model_id = self.resolve(model_id)
         with self._lock:
             self._leases[model_id] += 1
         try:
@@ -74,6 +76,7 @@ class ModelRegistry:
             raise
 
     def release(self, model_id: str) -> None:
+        """Returns a lease ``acquire`` gave on the model named ``model_id`` (its ``name``)."""
         with self._lock:
             self._leases[model_id] -= 1
             if self._leases[model_id] <= 0:
@@ -86,12 +89,13 @@ class ModelRegistry:
         try:
             yield model
         finally:
-            self.release(model_id)
+            self.release(model.name)
 
     def unload(self, model_id: str) -> bool:
         """Closes a loaded model nothing holds; False when it was not loaded. Raises
         ``ModelInUse`` while a workflow or request holds it. Blocking (it joins the
         model's batcher): off the event loop."""
+        model_id = next((n for n in names_for(model_id) if n in self._models), model_id)
         with self._lock:
             if self._leases[model_id] > 0:
                 raise ModelInUse(
@@ -116,19 +120,28 @@ class ModelRegistry:
             log.info("unloaded models %s", ", ".join(idle))
         return sorted(self._models)
 
+    def resolve(self, model_id: str) -> str:
+        """The id ``model_id`` is served under here: itself, or the reference's other name
+        for it (``coco/3`` -> ``yolov8n-640``); ``UnknownModel`` when none is."""
+        for name in names_for(model_id):
+            if name in self._models or (
+                "/" not in name and (self._dir / name / MANIFEST_FILE).is_file()
+            ):
+                return name
+        raise UnknownModel(model_id)
+
     def get(self, model_id: str) -> DetectionModel:
         """Load on first use (blocking: call it off the event loop). Unleased: for a
         moment's use that may fail if the model is unloaded meanwhile (warming up)."""
         model = self._models.get(model_id)
         if model is not None:
             return model
+        model_id = self.resolve(model_id)
         with self._lock:
             model = self._models.get(model_id)
             if model is not None:
                 return model
             directory = self._dir / model_id
-            if "/" in model_id or not (directory / MANIFEST_FILE).is_file():
-                raise UnknownModel(model_id)
             try:
                 model = self._load(directory)
             except ModelError:
@@ -177,7 +190,9 @@ class ModelRegistry:
         return out
 
     def _load(self, directory: Path) -> DetectionModel:
-        manifest = ModelManifest.load(directory)
+        # The directory is the model's id here (what leases and listings use), whatever
+        # name a hand-edited manifest gives.
+        manifest = ModelManifest.load(directory).model_copy(update={"name": directory.name})
         session = self._open(manifest, directory, self._settings)
         try:
             batcher = DynamicBatcher(

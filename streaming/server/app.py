@@ -26,7 +26,8 @@ from ..pipelines import PipelineManager, Pipelines, PipelineStore
 from ..rtc import install_for_server
 from ..tasks import TaskOwner
 from ..workflows.library import WorkflowLibrary
-from . import health, models, pipelines, v2, webrtc, workflows
+from . import health, infer, info, models, pipelines, v2, webrtc, workflow_runs, workflows
+from .access_log import install_access_log_masking
 from .auth import ApiKeyGuard
 from .docs import add_docs
 from .handlers import install_error_handlers
@@ -200,6 +201,10 @@ def create_app(
     app.include_router(v2.router)
     app.add_exception_handler(v2.V2Failure, v2.failure_response)
     app.include_router(models.router)
+    app.include_router(info.router)
+    app.include_router(workflow_runs.router)  # before /infer/{task}: /infer/workflows is its
+    app.include_router(infer.router)
+    install_access_log_masking()
     add_docs(app)
     root = web_root()
     if root is not None:  # last: the page's files answer only paths no route claimed

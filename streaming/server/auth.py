@@ -1,4 +1,5 @@
-"""Optional API key: body ``api_key`` or ``Authorization: Bearer``; the header wins.
+"""Optional API key: body ``api_key``, query ``api_key`` or ``Authorization: Bearer``; the
+header wins.
 
 Every route but health, readiness and the page's files checks it (``tests/e2e/test_auth.py``
 walks the served route table). Wrong keys from one address are throttled: after
@@ -56,7 +57,13 @@ class ApiKeyGuard:
         self._throttle(address)
         header = request.headers.get("authorization", "")
         scheme, _, token = header.partition(" ")
-        presented = token.strip() if scheme.lower() == "bearer" and token.strip() else body_key
+        presented = (
+            token.strip()
+            if scheme.lower() == "bearer" and token.strip()
+            # inference-sdk's default ("legacy") transport puts it in the query of its GETs
+            # (masked in the access log: server/access_log.py)
+            else body_key or request.query_params.get("api_key")
+        )
         if not presented:
             raise Unauthorized("this server requires an API key (api_key or Authorization: Bearer)")
         if not hmac.compare_digest(presented.encode(), self._expected):

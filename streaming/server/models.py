@@ -1,20 +1,113 @@
-"""``GET /models``: the models directory, and where each loaded model runs."""
+"""The models routes: ``GET /models`` (the models directory, and where each loaded model
+runs), and inference-sdk's model registry calls (``/model/registry``, ``/model/add``,
+``/model/remove``, ``/model/clear``) over the same registry.
+
+The registry's models are what ``visionstream models add`` and ``pull`` put in the models
+directory: ``/model/add`` loads one of them and never fetches anything. ``/model/remove``
+refuses (409) a model a running session, pipeline or request holds; ``/model/clear``
+unloads every model nothing holds and lists the ones still held."""
 
 from __future__ import annotations
 
 import asyncio
 
 from fastapi import APIRouter, Depends, Request
+from pydantic import BaseModel, ConfigDict
 
-from .docs import ERROR_RESPONSES
+from ..errors import NotFound
+from ..inference.aliases import REFERENCE_ALIASES, suggested_name
+from ..inference.model import DetectionModel
+from ..inference.registry import UnknownModel
+from .auth import body_api_key
+from .docs import ERROR_RESPONSES, json_body
 from .state import ServerState, get_state
+from .webrtc import read_limited_body
 
-__all__ = ["router"]
+__all__ = ["describe_model", "router", "unknown_model"]
 
 router = APIRouter(responses=ERROR_RESPONSES)
+
+
+class ModelRequest(BaseModel):
+    """inference-sdk's ``load_model`` and ``unload_model`` body."""
+
+    model_config = ConfigDict(extra="ignore", protected_namespaces=())
+    model_id: str
+    api_key: str | None = None
+
+
+def unknown_model(model_id: str) -> NotFound:
+    name = suggested_name(model_id)
+    known_as = f" ({name})" if name != model_id else ""
+    return NotFound(
+        f"model '{model_id}'{known_as} is not in this server's models directory; add an ONNX "
+        f"export under that id with: visionstream models add FILE --name {name} "
+        "--decoder ... --names ..."
+    )
+
+
+def describe_model(model: DetectionModel, model_id: str | None = None) -> dict:
+    """A loaded model as inference-sdk's ``ModelDescription`` reads it."""
+    manifest = model.manifest
+    return {
+        "model_id": model_id or model.name,
+        "task_type": model.task,
+        "batch_size": model.batcher.max_batch_size,
+        "input_height": manifest.input_height,
+        "input_width": manifest.input_width,
+    }
+
+
+def _registry(state: ServerState) -> dict:
+    """Each loaded model, and again under the platform id the reference's name for it has:
+    inference-sdk asks for ``coco/3`` when its caller names ``yolov8n-640``."""
+    models = state.models.loaded()
+    entries = []
+    for name in sorted(models):
+        entries.append(describe_model(models[name]))
+        if (platform_id := REFERENCE_ALIASES.get(name)) is not None:
+            entries.append(describe_model(models[name], platform_id))
+    return {"models": entries}
 
 
 @router.get("/models")
 async def list_models(request: Request, state: ServerState = Depends(get_state)) -> dict:
     state.auth.check(request)
     return {"models": await asyncio.to_thread(state.models.describe)}
+
+
+@router.get("/model/registry")
+async def loaded_models(request: Request, state: ServerState = Depends(get_state)) -> dict:
+    state.auth.check(request)
+    return _registry(state)
+
+
+async def _model_request(request: Request, state: ServerState) -> ModelRequest:
+    body = await read_limited_body(request, state.settings.max_request_bytes)
+    state.auth.check(request, body_api_key(body))
+    return ModelRequest.model_validate_json(body)  # a ValidationError is the app's 422
+
+
+@router.post("/model/add", openapi_extra=json_body(ModelRequest))
+async def load_model(request: Request, state: ServerState = Depends(get_state)) -> dict:
+    model_id = (await _model_request(request, state)).model_id
+    try:
+        await asyncio.to_thread(state.models.get, model_id)
+    except UnknownModel:
+        raise unknown_model(model_id) from None
+    return _registry(state)
+
+
+@router.post("/model/remove", openapi_extra=json_body(ModelRequest))
+async def unload_model(request: Request, state: ServerState = Depends(get_state)) -> dict:
+    model_id = (await _model_request(request, state)).model_id
+    if not await asyncio.to_thread(state.models.unload, model_id):
+        raise NotFound(f"model '{model_id}' is not loaded")
+    return _registry(state)
+
+
+@router.post("/model/clear")
+async def unload_all_models(request: Request, state: ServerState = Depends(get_state)) -> dict:
+    state.auth.check(request)
+    await asyncio.to_thread(state.models.unload_idle)
+    return _registry(state)

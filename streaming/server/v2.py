@@ -9,7 +9,6 @@ protocol has them (plus our ``message``).
 from __future__ import annotations
 
 import asyncio
-from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 import numpy as np
@@ -17,6 +16,7 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel
 
+from .. import __version__
 from ..errors import ModelError, StreamingError, error_body
 from ..inference.model import DetectionModel
 from ..inference.registry import UnknownModel
@@ -70,16 +70,9 @@ async def failure_response(_: Request, exc: Exception) -> JSONResponse:
     return _error(exc.status, exc.message)
 
 
-def _server_version() -> str:
-    try:
-        return version("visionstream")
-    except PackageNotFoundError:
-        return "unknown"
-
-
 @router.get("", dependencies=[Depends(require_api_key)])
 async def server_metadata() -> dict:
-    return {"name": "visionstream", "version": _server_version(),
+    return {"name": "visionstream", "version": __version__,
             "extensions": ["binary_tensor_data"]}  # fmt: skip
 
 

@@ -24,6 +24,7 @@ PUBLIC = {
     ("GET", "/readyz"),
     ("GET", "/v2/health/live"),
     ("GET", "/v2/health/ready"),
+    ("GET", "/info"),  # name and version only; inference-sdk sends no key for it
 }
 
 
@@ -159,3 +160,21 @@ def test_a_stalled_body_is_answered_408(strict_server):
             answer += chunk
     assert answer.startswith(b"HTTP/1.1 408"), answer[:200]
     assert b"stalled" in answer
+
+
+def test_the_sdk_authenticates_its_http_calls_and_the_key_is_never_logged(guarded_server):
+    from inference_sdk import InferenceConfiguration, InferenceHTTPClient
+
+    start = len(guarded_server.lines)
+    legacy = InferenceHTTPClient(api_url=guarded_server.url, api_key=KEY)
+    # Its default ("legacy") transport: the key in the JSON body, and in the query of GETs.
+    assert "yolov3-tiny-416" in {m.model_id for m in legacy.load_model("yolov3-tiny-416").models}
+    assert legacy.list_loaded_models().models
+    header = InferenceHTTPClient(api_url=guarded_server.url, api_key=KEY).configure(
+        InferenceConfiguration(api_key_transport="header")
+    )
+    assert header.list_loaded_models().models
+    logged = guarded_server.wait_for_output("GET /model/registry?api_key=", start)
+    assert KEY not in "\n".join(guarded_server.lines[start:]), guarded_server.lines[logged]
+    with pytest.raises(Exception, match="401"):
+        InferenceHTTPClient(api_url=guarded_server.url, api_key="wrong").list_loaded_models()

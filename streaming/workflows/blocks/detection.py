@@ -51,7 +51,7 @@ def _model(name: str, config: dict[str, Any], context: BuildContext, tasks: tupl
         ) from None
     task = getattr(model, "task", "object-detection")
     if task not in tasks:
-        context.models.release(model_id)
+        context.models.release(model.name)
         raise WorkflowCompilationError(
             f"step '{name}': model '{model_id}' does {task}, not {' or '.join(tasks)}"
         )
@@ -93,7 +93,7 @@ class _ModelBlock(Block):
     def close(self) -> None:
         models, self._models = self._models, None
         if models is not None:
-            models.release(self.model_id)
+            models.release(self.model.name)
 
     @staticmethod
     def image(inputs: dict[str, Any]) -> WorkflowImage:

@@ -1,0 +1,164 @@
+"""inference-sdk's model inference: ``POST /infer/{object_detection | instance_segmentation
+| keypoints_detection | classification}`` (its v1 client mode).
+
+Each request runs the model's own block (the one a workflow names) through the one run path,
+with the request's thresholds as the block's fields: an image gives the same detections here
+as through a workflow or a WebRTC session. Answers in the reference's shape: ``image`` size,
+``predictions`` (``x``, ``y``, ``width``, ``height`` centre-based, ``class``, ``class_id``,
+``confidence``, ``detection_id``; ``points`` for masks, ``keypoints``; a classifier's
+``top`` and ranked ``predictions``), ``time`` in seconds, and ``visualization`` (a base64
+JPEG of the boxes and labels) when asked. One image answers an object; a list, a list.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import time
+import uuid
+from typing import Any
+
+import cv2
+from fastapi import APIRouter, Depends, Request
+from pydantic import BaseModel, ConfigDict, Field
+
+from ..errors import InvalidRequest, NotFound
+from ..inference.registry import UnknownModel
+from ..protocol.messages import WorkflowConfiguration
+from ..workflows.blocks.base import WorkflowImage
+from ..workflows.serialization import serialize_detections
+from .auth import body_api_key
+from .docs import ERROR_RESPONSES, json_body
+from .images import ImageLimits, load_images
+from .models import unknown_model
+from .runs import compiled, run_images
+from .state import ServerState, get_state
+from .webrtc import read_limited_body
+
+__all__ = ["InferenceRequest", "image_limits", "router"]
+
+router = APIRouter(responses=ERROR_RESPONSES)
+
+_BLOCKS: dict[str, str] = {
+    "object-detection": "roboflow_core/roboflow_object_detection_model@v2",
+    "instance-segmentation": "roboflow_core/roboflow_instance_segmentation_model@v2",
+    "keypoint-detection": "roboflow_core/roboflow_keypoint_detection_model@v2",
+    "classification": "roboflow_core/roboflow_classification_model@v2",
+    "multi-label-classification": "roboflow_core/roboflow_multi_label_classification_model@v2",
+}
+"""The block that runs a model of each task (our manifests' task names)."""
+
+_ROUTE_TASKS: dict[str, tuple[str, ...]] = {
+    "object_detection": ("object-detection", "instance-segmentation", "keypoint-detection"),
+    "instance_segmentation": ("instance-segmentation",),
+    "keypoints_detection": ("keypoint-detection",),
+    "classification": ("classification", "multi-label-classification"),
+}
+"""Which models each route runs (a segmentation model's boxes are boxes too)."""
+
+_DETECTION_FIELDS = ("confidence", "iou_threshold", "class_filter", "max_detections",
+                     "class_agnostic_nms", "max_candidates")  # fmt: skip
+_VISUALISED = "visualization"
+
+
+class InferenceRequest(BaseModel):
+    """What inference-sdk's ``infer`` sends (``InferenceConfiguration`` to the fields); the
+    reference's other options (preprocessing switches, active learning, usage tags) are
+    accepted and have no effect here."""
+
+    model_config = ConfigDict(extra="ignore", protected_namespaces=())
+    model_id: str = Field(min_length=1)
+    image: Any
+    """``{"type": "base64" | "url" | "numpy", "value": ...}``, or a list of them."""
+    api_key: str | None = None
+    confidence: float | None = Field(default=None, ge=0, le=1)
+    iou_threshold: float | None = Field(default=None, ge=0, le=1)
+    class_filter: list[str] | None = None
+    max_detections: int | None = Field(default=None, ge=1)
+    class_agnostic_nms: bool | None = None
+    max_candidates: int | None = Field(default=None, ge=1)
+    keypoint_confidence: float | None = Field(default=None, ge=0, le=1)
+    visualize_predictions: bool = False
+    visualization_labels: bool = True
+    visualization_stroke_width: int = Field(default=2, ge=1, le=50)
+
+
+def image_limits(state: ServerState) -> ImageLimits:
+    settings = state.settings
+    return ImageLimits(settings.max_images_per_request, settings.max_frame_pixels,
+                       settings.max_infer_request_bytes)  # fmt: skip
+
+
+def _specification(task: str, body: InferenceRequest) -> dict[str, Any]:
+    step: dict[str, Any] = {
+        "type": _BLOCKS[task],
+        "name": "model",
+        "images": "$inputs.image",
+        "model_id": body.model_id,
+    }
+    fields = _DETECTION_FIELDS if task in _ROUTE_TASKS["object_detection"] else ("confidence",)
+    for name in fields:
+        if (value := getattr(body, name)) is not None:
+            step[name] = value
+    if task == "keypoint-detection" and body.keypoint_confidence is not None:
+        step["keypoint_confidence"] = body.keypoint_confidence
+    steps = [step]
+    outputs = [{"type": "JsonField", "name": "predictions", "selector": "$steps.model.predictions"}]
+    if body.visualize_predictions and task in _ROUTE_TASKS["object_detection"]:
+        steps.append({"type": "roboflow_core/bounding_box_visualization@v1", "name": "boxes",
+                      "image": "$inputs.image", "predictions": "$steps.model.predictions",
+                      "thickness": body.visualization_stroke_width})  # fmt: skip
+        drawn = "$steps.boxes.image"
+        if body.visualization_labels:
+            steps.append({"type": "roboflow_core/label_visualization@v1", "name": "labels",
+                          "image": drawn, "predictions": "$steps.model.predictions"})  # fmt: skip
+            drawn = "$steps.labels.image"
+        outputs.append({"type": "JsonField", "name": _VISUALISED, "selector": drawn})
+    return {"version": "1.0", "inputs": [{"type": "InferenceImage", "name": "image"}],
+            "steps": steps, "outputs": outputs}  # fmt: skip
+
+
+def _answer(task: str, outputs: dict[str, Any], seconds: float, quality: int) -> dict[str, Any]:
+    predictions = outputs["predictions"]
+    if task in _ROUTE_TASKS["classification"]:
+        answer = dict(predictions)
+    else:
+        answer = {"inference_id": str(uuid.uuid4()), **serialize_detections(predictions)}
+    answer["time"] = seconds
+    drawn = outputs.get(_VISUALISED)
+    if isinstance(drawn, WorkflowImage):
+        ok, encoded = cv2.imencode(".jpg", drawn.numpy, [cv2.IMWRITE_JPEG_QUALITY, quality])
+        if ok:
+            answer[_VISUALISED] = base64.b64encode(encoded.tobytes()).decode("ascii")
+    return answer
+
+
+@router.post("/infer/{task}", openapi_extra=json_body(InferenceRequest))
+async def infer(task: str, request: Request, state: ServerState = Depends(get_state)) -> Any:
+    raw = await read_limited_body(request, state.settings.max_infer_request_bytes)
+    state.auth.check(request, body_api_key(raw))
+    if task not in _ROUTE_TASKS:
+        raise NotFound(f"no /infer/{task} here; there are /infer/{', /infer/'.join(_ROUTE_TASKS)}")
+    body = InferenceRequest.model_validate_json(raw)  # a ValidationError is the app's 422
+    images = await load_images(body.image, "image", image_limits(state), state.egress)
+    try:
+        # Held for the request: /model/remove cannot close it between here and the run.
+        model = await asyncio.to_thread(state.models.acquire, body.model_id)
+    except UnknownModel:
+        raise unknown_model(body.model_id) from None
+    try:
+        if model.task not in _ROUTE_TASKS[task]:
+            route = next(r for r, tasks in _ROUTE_TASKS.items() if model.task in tasks)
+            raise InvalidRequest(
+                f"model '{body.model_id}' does {model.task}; call /infer/{route} for it"
+            )
+        config = WorkflowConfiguration()
+        async with compiled(state, config, _specification(model.task, body)) as workflow:
+            started = time.perf_counter()
+            runs = await run_images(state, workflow, images)
+            seconds = (time.perf_counter() - started) / len(images)
+    finally:
+        state.models.release(model.name)
+    quality = state.settings.jpeg_quality
+    answers = [_answer(model.task, run.outputs, seconds, quality) for run, _ in runs]
+    return answers if isinstance(body.image, list) else answers[0]

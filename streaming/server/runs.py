@@ -1,0 +1,60 @@
+"""Workflows run over HTTP: one request's images are the frames of one short stream, run in
+order through the one run path (``compile_config``, ``run_frame``) on the server's worker
+threads, as a session runs its frames. The workflow is compiled for the request and closed
+with it: blocks that keep state (trackers, counters, rate limiters) start afresh with each
+request and carry it across that request's images."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from datetime import UTC, datetime
+from typing import Any
+
+import numpy as np
+
+from ..errors import WorkflowRunError
+from ..protocol.messages import WorkflowConfiguration
+from ..workflows import CompiledWorkflow, workflow_urls
+from ..workflows.blocks.base import BuildContext
+from ..workflows.runner import FrameFacts, FrameRun, compile_config, run_frame
+from .state import ServerState
+
+__all__ = ["HTTP_STREAM", "compiled", "run_images"]
+
+HTTP_STREAM = "http"
+"""``video_identifier`` of a request's images, as ``webrtc`` is a session's."""
+
+
+@asynccontextmanager
+async def compiled(
+    state: ServerState, config: WorkflowConfiguration, specification: dict[str, Any]
+) -> AsyncIterator[CompiledWorkflow]:
+    """``specification`` compiled for one request (its URLs checked against the egress
+    policy first), closed when the request is done with it."""
+    for where, url in workflow_urls(specification, config.workflows_parameters):
+        await state.egress.check_url(url, where)
+    context = BuildContext(state.models, sink_dir=state.settings.sink_dir)
+    workflow = await compile_config(config, specification, context)
+    try:
+        yield workflow
+    finally:
+        await asyncio.to_thread(workflow.close)
+
+
+async def run_images(
+    state: ServerState, workflow: CompiledWorkflow, images: Sequence[np.ndarray]
+) -> list[tuple[FrameRun, FrameFacts]]:
+    """Each image's run and the facts it ran with, in order; the first failure is a 500
+    naming the image."""
+    loop = asyncio.get_running_loop()
+    runs: list[tuple[FrameRun, FrameFacts]] = []
+    for number, image in enumerate(images):
+        facts = FrameFacts(HTTP_STREAM, number, datetime.now(UTC))
+        run = await loop.run_in_executor(state.executor, run_frame, workflow, image, facts)
+        if run.error is not None:
+            where = f"image {number}: " if len(images) > 1 else ""
+            raise WorkflowRunError(f"the workflow failed on {where}{run.error}")
+        runs.append((run, facts))
+    return runs

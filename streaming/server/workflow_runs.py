@@ -1,0 +1,130 @@
+"""inference-sdk's ``run_workflow`` (and ``infer_from_workflow``): a workflow run on the images
+of one request.
+
+- ``POST /workflows/run`` and ``/infer/workflows``: an inline ``specification``;
+- ``POST /{workspace}/workflows/{workflow_id}`` and ``/infer/workflows/{workspace}/{id}``:
+  a workflow of the server's library, by the names ``GET /workflows`` lists.
+
+``inputs`` holds the image input's image (one, or a list: each runs as the next frame of
+one stream, so a tracker follows objects across them) and every parameter. Answers
+``{"outputs": [one object per image], "profiler_trace": []}``, each output serialised as
+over WebRTC (images as ``{"type": "base64", "value", "video_metadata"}``), less any name in
+``excluded_fields``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Depends, Request
+from pydantic import BaseModel, ConfigDict
+
+from ..errors import InvalidRequest, NotFound, WorkflowRunError
+from ..protocol.messages import WorkflowConfiguration
+from ..workflows.library import WorkflowNotFound
+from ..workflows.serialization import SerializationError, serialize_value
+from ..workflows.spec import IMAGE_INPUT_TYPES
+from .auth import body_api_key
+from .docs import ERROR_RESPONSES, json_body
+from .images import load_images
+from .infer import image_limits
+from .runs import compiled, run_images
+from .state import ServerState, get_state
+from .webrtc import read_limited_body
+
+__all__ = ["WorkflowRunRequest", "router"]
+
+router = APIRouter(responses=ERROR_RESPONSES)
+
+
+class WorkflowRunRequest(BaseModel):
+    """What inference-sdk's ``run_workflow`` sends; ``use_cache``, ``enable_profiling``
+    and the reference's other switches are accepted and have no effect here."""
+
+    model_config = ConfigDict(extra="ignore")
+    api_key: str | None = None
+    inputs: dict[str, Any] = {}
+    excluded_fields: list[str] | None = None
+    specification: dict[str, Any] | None = None
+    workflow_version_id: str | None = None
+    disable_sinks: bool = False
+
+
+async def _body(request: Request, state: ServerState) -> WorkflowRunRequest:
+    raw = await read_limited_body(request, state.settings.max_infer_request_bytes)
+    state.auth.check(request, body_api_key(raw))
+    return WorkflowRunRequest.model_validate_json(raw)  # a ValidationError is the app's 422
+
+
+def _image_input(specification: dict[str, Any]) -> str:
+    declared = specification.get("inputs")
+    names = [
+        str(i.get("name"))
+        for i in (declared if isinstance(declared, list) else [])
+        if isinstance(i, dict) and i.get("type") in IMAGE_INPUT_TYPES
+    ]
+    if len(names) != 1:
+        raise InvalidRequest(
+            "this server runs workflows with exactly one image input; this one declares "
+            f"{len(names)}{': ' + ', '.join(names) if names else ''}"
+        )
+    return names[0]
+
+
+async def _run(
+    state: ServerState, body: WorkflowRunRequest, specification: dict[str, Any]
+) -> dict[str, Any]:
+    image_input = _image_input(specification)
+    if image_input not in body.inputs:
+        raise InvalidRequest(f"inputs: the workflow's image input '{image_input}' is missing")
+    images = await load_images(
+        body.inputs[image_input], f"inputs.{image_input}", image_limits(state), state.egress
+    )
+    parameters = {k: v for k, v in body.inputs.items() if k != image_input}
+    config = WorkflowConfiguration(
+        image_input_name=image_input,
+        workflows_parameters=parameters,
+        disable_sinks=body.disable_sinks,
+    )
+    excluded = set(body.excluded_fields or ())
+    quality = state.settings.jpeg_quality
+    async with compiled(state, config, specification) as workflow:
+        runs = await run_images(state, workflow, images)
+    outputs: list[dict[str, Any]] = []
+    for run, facts in runs:
+        metadata = facts.video_metadata()
+        answer: dict[str, Any] = {}
+        for name, value in run.outputs.items():
+            if name in excluded:
+                continue
+            try:
+                answer[name] = serialize_value(value, quality, metadata)
+            except (SerializationError, ValueError, TypeError) as exc:
+                raise WorkflowRunError(f"output '{name}' could not be serialised: {exc}") from None
+        outputs.append(answer)
+    return {"outputs": outputs, "profiler_trace": []}
+
+
+@router.post("/workflows/run", openapi_extra=json_body(WorkflowRunRequest))
+@router.post("/infer/workflows", openapi_extra=json_body(WorkflowRunRequest))
+async def run_specification(request: Request, state: ServerState = Depends(get_state)) -> dict:
+    body = await _body(request, state)
+    if body.specification is None:
+        raise InvalidRequest("specification: required (or POST /{workspace}/workflows/{id})")
+    return await _run(state, body, body.specification)
+
+
+@router.post("/{workspace_name}/workflows/{workflow_id}",
+             openapi_extra=json_body(WorkflowRunRequest))  # fmt: skip
+@router.post("/infer/workflows/{workspace_name}/{workflow_id}",
+             openapi_extra=json_body(WorkflowRunRequest))  # fmt: skip
+async def run_named(
+    workspace_name: str, workflow_id: str, request: Request,
+    state: ServerState = Depends(get_state),
+) -> dict:  # fmt: skip
+    body = await _body(request, state)
+    try:
+        workflow = state.workflows.get(workspace_name, workflow_id)
+    except WorkflowNotFound as exc:
+        raise NotFound(exc.message) from None
+    return await _run(state, body, workflow.specification)

@@ -1,0 +1,234 @@
+"""inference-sdk's HTTP calls, unmodified, against the real server process and real photos:
+server info, the model registry, ``infer`` and ``run_workflow``."""
+
+from __future__ import annotations
+
+import base64
+import copy
+import io
+import pickle
+import shutil
+
+import cv2
+import httpx
+import numpy as np
+import pytest
+from inference_sdk import InferenceConfiguration, InferenceHTTPClient
+from inference_sdk.http.errors import HTTPCallErrorError
+
+from tests.conftest import DETECT_SPEC, load_photo
+from tests.support.sdk import SdkSession
+from tests.support.server import running_server
+
+pytestmark = pytest.mark.e2e
+
+MODEL = "yolov3-tiny-416"
+PHOTOS = ("person.jpg", "dog.jpg", "horses.jpg")
+
+
+ALIASED = "yolov8n-640"
+"""The default model again, served under a reference model's name (the weights differ;
+what is tested is that the name finds it, whichever id the caller uses)."""
+
+
+@pytest.fixture(scope="module")
+def http_server(default_model_dir, tmp_path_factory):
+    # Its own server and models: these tests unload models, which the suite's shared
+    # server keeps.
+    models = tmp_path_factory.mktemp("sdk-models")
+    for name in (MODEL, ALIASED):
+        shutil.copytree(default_model_dir / MODEL, models / name)
+    with running_server(max_images_per_request="4", models_dir=str(models)) as process:
+        yield process
+
+
+@pytest.fixture
+def client(http_server):
+    return InferenceHTTPClient(api_url=http_server.url, api_key=None)
+
+
+def _boxes(predictions: list[dict]) -> list[tuple[str, np.ndarray]]:
+    return sorted(
+        (
+            (p["class"], np.array([p["x"] - p["width"] / 2, p["y"] - p["height"] / 2,
+                                   p["x"] + p["width"] / 2, p["y"] + p["height"] / 2]))
+            for p in predictions
+        ),
+        key=lambda item: (item[0], *item[1].round().tolist()),
+    )  # fmt: skip
+
+
+def _iou(a: np.ndarray, b: np.ndarray) -> float:
+    x1, y1 = np.maximum(a[:2], b[:2])
+    x2, y2 = np.minimum(a[2:], b[2:])
+    inter = max(0.0, x2 - x1) * max(0.0, y2 - y1)
+    area = lambda r: (r[2] - r[0]) * (r[3] - r[1])  # noqa: E731
+    return inter / (area(a) + area(b) - inter)
+
+
+def _same_detections(found: list[dict], expected: list[dict], min_iou: float) -> None:
+    """Every expected box has one of the same class at ``min_iou`` or more, and no more."""
+    assert len(found) == len(expected), (found, expected)
+    left = _boxes(found)
+    for name, box in _boxes(expected):
+        best = max((i for i, (n, _) in enumerate(left) if n == name),
+                   key=lambda i: _iou(left[i][1], box), default=None)  # fmt: skip
+        assert best is not None and _iou(left[best][1], box) >= min_iou, (name, box, left)
+        left.pop(best)
+
+
+def test_the_sdk_reads_the_server_and_its_model_registry(client):
+    info = client.get_server_info()
+    assert info.name == "visionstream" and info.version and info.uuid
+    loaded = client.load_model(MODEL)
+    (model,) = [m for m in loaded.models if m.model_id == MODEL]
+    assert model.task_type == "object-detection"
+    assert (model.input_width, model.input_height) == (416, 416)
+    assert client.get_model_description(MODEL) == model
+    assert [m.model_id for m in client.list_loaded_models().models] == [MODEL]
+    assert client.unload_model(MODEL).models == []
+    assert client.list_loaded_models().models == []
+    client.load_model(MODEL)
+    assert client.unload_all_models().models == []
+
+
+def test_a_model_the_server_does_not_have_is_a_404_saying_how_to_add_it(client):
+    with pytest.raises(HTTPCallErrorError) as failure:
+        client.load_model("yolov8s-640")  # the SDK asks for coco/6
+    assert failure.value.status_code == 404
+    message = failure.value.api_message
+    assert "'coco/6' (yolov8s-640)" in message
+    assert "visionstream models add FILE --name yolov8s-640" in message
+
+
+def test_a_model_served_under_a_reference_name_answers_to_it(client, photos):
+    path = str(photos / "dog.jpg")
+    found = client.infer(path, model_id=ALIASED)  # the SDK sends coco/3
+    assert "dog" in {p["class"] for p in found["predictions"]}
+    spec = copy.deepcopy(DETECT_SPEC)
+    spec["steps"][0]["model_id"] = ALIASED  # a reference workflow, as its authors wrote it
+    (output,) = client.run_workflow(specification=spec, images={"image": path})
+    assert output["predictions"]["predictions"]
+    ids = {m.model_id for m in client.list_loaded_models().models}
+    assert {ALIASED, "coco/3"} <= ids
+    client.unload_model(ALIASED)  # the SDK sends coco/3 here too
+    assert {ALIASED, "coco/3"}.isdisjoint(m.model_id for m in client.list_loaded_models().models)
+
+
+def test_infer_finds_what_a_workflow_run_finds_on_the_same_photo(client, photos):
+    path = str(photos / "person.jpg")
+    exact = InferenceConfiguration(client_downsizing_disabled=True, confidence_threshold=0.4)
+    with client.use_configuration(exact):
+        inferred = client.infer(path, model_id=MODEL)
+    (ran,) = client.run_workflow(specification=DETECT_SPEC, images={"image": path})
+    image = cv2.imread(path)
+    assert inferred["image"] == {"width": image.shape[1], "height": image.shape[0]}
+    assert {p["class"] for p in inferred["predictions"]} >= {"person", "dog", "horse"}
+    assert all(p["detection_id"] and p["class_id"] >= 0 for p in inferred["predictions"])
+    assert inferred["time"] > 0
+    # One run path: the same model block with the same defaults, to the pixel.
+    _same_detections(inferred["predictions"], ran["predictions"]["predictions"], 0.999)
+    # The SDK's own downsizing (to the model's 416) and rescaling: the same objects, in
+    # the caller's pixels.
+    downsized = client.infer(path, model_id=MODEL)
+    assert downsized["image"] == inferred["image"]
+    _same_detections(downsized["predictions"], inferred["predictions"], 0.8)
+
+
+def test_infer_takes_the_thresholds_and_filters_the_sdk_sends(client, photos):
+    path = str(photos / "person.jpg")
+    only_dogs = InferenceConfiguration(class_filter=["dog"], confidence_threshold=0.3,
+                                       max_detections=1, visualize_predictions=True)  # fmt: skip
+    with client.use_configuration(only_dogs):
+        found = client.infer(path, model_id=MODEL)
+    assert [p["class"] for p in found["predictions"]] == ["dog"]
+    drawn = cv2.imdecode(np.frombuffer(base64.b64decode(found["visualization"]), np.uint8), 1)
+    assert drawn.shape == cv2.imread(path).shape
+
+
+def test_several_images_in_one_call_answer_in_order(client, photos):
+    images = [load_photo(photos, name) for name in PHOTOS]
+    answers = client.infer(images, model_id=MODEL)
+    assert isinstance(answers, list) and len(answers) == 3
+    found = [{p["class"] for p in a["predictions"]} for a in answers]
+    assert "person" in found[0] and "dog" in found[1] and "horse" in found[2], found
+    outputs = client.run_workflow(specification=DETECT_SPEC, images={"image": images},
+                                  excluded_fields=["annotated"])  # fmt: skip
+    assert [sorted(o) for o in outputs] == [["predictions"]] * 3
+    ran = [{p["class"] for p in o["predictions"]["predictions"]} for o in outputs]
+    assert "person" in ran[0] and "dog" in ran[1] and "horse" in ran[2], ran
+
+
+def test_a_named_workflow_runs_and_its_image_output_comes_back(client, photos):
+    (output,) = client.run_workflow(
+        workspace_name="local", workflow_id="object-detection",
+        images={"image": str(photos / "dog.jpg")},
+    )  # fmt: skip
+    images = [v for v in output.values() if isinstance(v, str) and len(v) > 1000]
+    assert images, sorted(output)  # the annotated frame, base64 as the reference sends it
+    drawn = cv2.imdecode(np.frombuffer(base64.b64decode(images[0]), np.uint8), 1)
+    assert drawn.shape == cv2.imread(str(photos / "dog.jpg")).shape
+    with pytest.raises(HTTPCallErrorError) as failure:
+        client.run_workflow(workspace_name="local", workflow_id="nope", images={"image": drawn})
+    assert failure.value.status_code == 404
+
+
+def _post(server, path: str, body: dict) -> httpx.Response:
+    return httpx.post(f"{server.url}{path}", json=body, timeout=60)
+
+
+def _b64(data: bytes) -> dict:
+    return {"type": "base64", "value": base64.b64encode(data).decode()}
+
+
+@pytest.mark.parametrize(
+    ("image", "status", "words"),
+    [
+        ({"type": "base64", "value": "bm90IGFuIGltYWdl"}, 400, "not an image"),
+        ({"type": "pil", "value": "x"}, 400, "'pil' is not supported"),
+        ([], 400, "no image"),
+        ([_b64(b"x")] * 5, 413, "at most 4"),
+        (
+            _b64(pickle.dumps(np.zeros((4, 4, 3), np.uint8))) | {"type": "numpy"},
+            400,
+            "pickles are refused",
+        ),
+        ({"type": "url", "value": "http://169.254.169.254/x.jpg"}, 400, "169.254.169.254"),
+        ({"type": "url", "value": "file:///etc/passwd"}, 400, "http(s)://"),
+    ],
+    ids=["garbage", "pil", "empty-batch", "too-many", "pickle", "metadata-url", "file-url"],
+)
+def test_bad_images_are_refused_by_name(http_server, image, status, words):
+    answer = _post(http_server, "/infer/object_detection", {"model_id": MODEL, "image": image})
+    assert answer.status_code == status, answer.text
+    assert words in answer.json()["message"]
+
+
+def test_a_numpy_image_and_a_task_the_model_does_not_do(http_server, photos):
+    buffer = io.BytesIO()
+    np.save(buffer, load_photo(photos, "dog.jpg"))
+    image = {"type": "numpy", "value": base64.b64encode(buffer.getvalue()).decode()}
+    found = _post(http_server, "/infer/object_detection", {"model_id": MODEL, "image": image})
+    assert found.status_code == 200 and found.json()["predictions"], found.text
+    wrong = _post(http_server, "/infer/classification", {"model_id": MODEL, "image": image})
+    assert wrong.status_code == 400
+    assert "call /infer/object_detection" in wrong.json()["message"]
+    huge = _b64(cv2.imencode(".png", np.zeros((3000, 3000), np.uint8))[1].tobytes())
+    too_big = _post(http_server, "/infer/object_detection", {"model_id": MODEL, "image": huge})
+    assert too_big.status_code == 413 and "3000x3000" in too_big.json()["message"]
+
+
+def test_a_model_a_session_holds_is_not_unloaded_under_it(http_server, photos):
+    # A workflow run holds its model only while it runs; a WebRTC session for its life.
+    closed = http_server.closed_sessions
+    session = SdkSession(http_server.url, DETECT_SPEC)
+    try:
+        session.wait_streaming(3)
+        answer = _post(http_server, "/model/remove", {"model_id": MODEL})
+        assert answer.status_code == 409 and "in use" in answer.json()["message"]
+        cleared = _post(http_server, "/model/clear", {})
+        assert [m["model_id"] for m in cleared.json()["models"]] == [MODEL]
+    finally:
+        session.close()
+    http_server.wait_sessions_closed(closed + 1, timeout=60)
+    assert _post(http_server, "/model/remove", {"model_id": MODEL}).json() == {"models": []}
