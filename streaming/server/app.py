@@ -204,6 +204,7 @@ def create_app(
     app.include_router(info.router)
     app.include_router(workflow_runs.router)  # before /infer/{task}: /infer/workflows is its
     app.include_router(infer.router)
+    app.include_router(infer.legacy_router)  # last of all: /{dataset}/{version} takes any pair
     install_access_log_masking()
     add_docs(app)
     root = web_root()

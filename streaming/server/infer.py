@@ -16,11 +16,15 @@ import asyncio
 import base64
 import time
 import uuid
+from collections.abc import AsyncGenerator
 from typing import Any
 
 import cv2
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends, Query, Request
+from fastapi.responses import Response
 from pydantic import BaseModel, ConfigDict, Field
+from starlette.datastructures import UploadFile
+from starlette.formparsers import MultiPartException, MultiPartParser
 
 from ..errors import InvalidRequest, NotFound
 from ..inference.registry import UnknownModel
@@ -35,9 +39,11 @@ from .runs import compiled, run_images
 from .state import ServerState, get_state
 from .webrtc import read_limited_body
 
-__all__ = ["InferenceRequest", "image_limits", "router"]
+__all__ = ["InferenceRequest", "image_limits", "legacy_router", "router"]
 
 router = APIRouter(responses=ERROR_RESPONSES)
+legacy_router = APIRouter(responses=ERROR_RESPONSES)
+"""The v0 route, ``/{dataset}/{version}``: the app includes it after every other route."""
 
 _BLOCKS: dict[str, str] = {
     "object-detection": "roboflow_core/roboflow_object_detection_model@v2",
@@ -133,25 +139,23 @@ def _answer(task: str, outputs: dict[str, Any], seconds: float, quality: int) ->
     return answer
 
 
-@router.post("/infer/{task}", openapi_extra=json_body(InferenceRequest))
-async def infer(task: str, request: Request, state: ServerState = Depends(get_state)) -> Any:
-    raw = await read_limited_body(request, state.settings.max_infer_request_bytes)
-    state.auth.check(request, body_api_key(raw))
-    if task not in _ROUTE_TASKS:
-        raise NotFound(f"no /infer/{task} here; there are /infer/{', /infer/'.join(_ROUTE_TASKS)}")
-    body = InferenceRequest.model_validate_json(raw)  # a ValidationError is the app's 422
-    images = await load_images(body.image, "image", image_limits(state), state.egress)
+async def _infer(
+    state: ServerState, body: InferenceRequest, tasks: tuple[str, ...]
+) -> tuple[list[dict[str, Any]], list[WorkflowImage | None]]:
+    """Each of ``body.image``'s answers, and its drawing when asked; the model must do one
+    of ``tasks`` (empty: whatever it does). The model is found before images are read."""
     try:
         # Held for the request: /model/remove cannot close it between here and the run.
         model = await asyncio.to_thread(state.models.acquire, body.model_id)
     except UnknownModel:
         raise unknown_model(body.model_id) from None
     try:
-        if model.task not in _ROUTE_TASKS[task]:
-            route = next(r for r, tasks in _ROUTE_TASKS.items() if model.task in tasks)
+        if tasks and model.task not in tasks:
+            route = next(r for r, done in _ROUTE_TASKS.items() if model.task in done)
             raise InvalidRequest(
                 f"model '{body.model_id}' does {model.task}; call /infer/{route} for it"
             )
+        images = await load_images(body.image, "image", image_limits(state), state.egress)
         config = WorkflowConfiguration()
         async with compiled(state, config, _specification(model.task, body)) as workflow:
             started = time.perf_counter()
@@ -161,4 +165,93 @@ async def infer(task: str, request: Request, state: ServerState = Depends(get_st
         state.models.release(model.name)
     quality = state.settings.jpeg_quality
     answers = [_answer(model.task, run.outputs, seconds, quality) for run, _ in runs]
+    return answers, [run.outputs.get(_VISUALISED) for run, _ in runs]
+
+
+@router.post("/infer/{task}", openapi_extra=json_body(InferenceRequest))
+async def infer(task: str, request: Request, state: ServerState = Depends(get_state)) -> Any:
+    raw = await read_limited_body(request, state.settings.max_infer_request_bytes)
+    state.auth.check(request, body_api_key(raw))
+    if task not in _ROUTE_TASKS:
+        raise NotFound(f"no /infer/{task} here; there are /infer/{', /infer/'.join(_ROUTE_TASKS)}")
+    body = InferenceRequest.model_validate_json(raw)  # a ValidationError is the app's 422
+    answers, _ = await _infer(state, body, _ROUTE_TASKS[task])
     return answers if isinstance(body.image, list) else answers[0]
+
+
+def _fraction(value: float | None) -> float | None:
+    """The v0 API's thresholds: a fraction, or a percentage (40 is 0.4)."""
+    return value / 100 if value is not None and value >= 1 else value
+
+
+@legacy_router.post("/{dataset_id}/{version_id}")
+async def infer_v0(
+    dataset_id: str,
+    version_id: str,
+    request: Request,
+    state: ServerState = Depends(get_state),
+    api_key: str | None = None,
+    image: str | None = None,
+    image_type: str | None = None,
+    confidence: float | None = Query(default=None, ge=0, le=100),
+    overlap: float | None = Query(default=None, ge=0, le=100),
+    max_detections: int | None = Query(default=None, ge=1),
+    class_filter: str | None = None,
+    format: str = "json",
+    labels: bool = True,
+    stroke: int = Query(default=2, ge=1, le=50),
+) -> Any:
+    """The reference's v0 form (inference-sdk's ``HTTPClientMode.V0``): the model id in the
+    path (``coco/3``), the image as the body's base64, a multipart ``file``, or an
+    ``image`` URL in the query; answers JSON, or with ``format=image`` the drawn JPEG."""
+    raw = await read_limited_body(request, state.settings.max_infer_request_bytes)
+    state.auth.check(request)
+    if format not in ("json", "image"):
+        raise InvalidRequest(f"format: 'json' or 'image', not {format!r}")
+    given = await _v0_image(request, raw, image, image_type)
+    body = InferenceRequest(
+        model_id=f"{dataset_id}/{version_id}",
+        image=given,
+        confidence=_fraction(confidence),
+        iou_threshold=_fraction(overlap),
+        max_detections=max_detections,
+        class_filter=[c for c in class_filter.split(",") if c] if class_filter else None,
+        visualize_predictions=format == "image",
+        visualization_labels=labels,
+        visualization_stroke_width=stroke,
+    )
+    answers, drawings = await _infer(state, body, ())
+    drawn = drawings[0]
+    if format == "image" and isinstance(drawn, WorkflowImage):
+        quality = [cv2.IMWRITE_JPEG_QUALITY, state.settings.jpeg_quality]
+        return Response(cv2.imencode(".jpg", drawn.numpy, quality)[1].tobytes(),
+                        media_type="image/jpeg")  # fmt: skip
+    answers[0].pop(_VISUALISED, None)
+    return answers[0]
+
+
+async def _v0_image(
+    request: Request, raw: bytes, url: str | None, image_type: str | None
+) -> dict[str, Any]:
+    if url is not None:
+        return {"type": image_type or "url", "value": url}
+    if request.headers.get("content-type", "").startswith("multipart/form-data"):
+
+        async def chunks() -> AsyncGenerator[bytes, None]:
+            yield raw
+
+        try:
+            form = await MultiPartParser(request.headers, chunks()).parse()
+        except MultiPartException as exc:
+            raise InvalidRequest(f"multipart body: {exc.message}") from None
+        file = form.get("file")
+        if not isinstance(file, UploadFile):
+            raise InvalidRequest("multipart body: the image goes in a file field named 'file'")
+        data = await file.read()
+        await file.close()
+        return {"type": "base64", "value": base64.b64encode(data).decode("ascii")}
+    if not raw:
+        raise InvalidRequest(
+            "no image: send its base64 as the body, a multipart 'file', or ?image=URL"
+        )
+    return {"type": image_type or "base64", "value": raw.decode("ascii", errors="replace")}

@@ -232,3 +232,22 @@ def test_a_model_a_session_holds_is_not_unloaded_under_it(http_server, photos):
         session.close()
     http_server.wait_sessions_closed(closed + 1, timeout=60)
     assert _post(http_server, "/model/remove", {"model_id": MODEL}).json() == {"models": []}
+
+
+def test_the_v0_client_mode_and_its_image_answer(http_server, photos):
+    client = InferenceHTTPClient(api_url=http_server.url, api_key="any")  # v0 insists on one
+    client.select_api_v0()
+    path = str(photos / "dog.jpg")
+    found = client.infer(path, model_id=ALIASED)  # POST /coco/3, the image as the body
+    assert "dog" in {p["class"] for p in found["predictions"]}
+    with client.use_configuration(InferenceConfiguration(format="image")):
+        drawn = client.infer(path, model_id=ALIASED)["visualization"]
+    assert isinstance(drawn, str) and len(drawn) > 1000  # the JPEG, base64 as the SDK gives it
+    with open(path, "rb") as file:  # a form upload, as curl -F file=@dog.jpg sends it
+        uploaded = httpx.post(f"{http_server.url}/coco/3?confidence=40", files={"file": file})
+    assert uploaded.status_code == 200
+    assert {p["class"] for p in uploaded.json()["predictions"]} == {
+        p["class"] for p in found["predictions"]
+    }
+    unknown = httpx.post(f"{http_server.url}/coco/6", content=b"aGk=")
+    assert unknown.status_code == 404 and "yolov8s-640" in unknown.json()["message"]
