@@ -10,6 +10,11 @@ one stream, so a tracker follows objects across them) and every parameter. Answe
 ``{"outputs": [one object per image], "profiler_trace": []}``, each output serialised as
 over WebRTC (images as ``{"type": "base64", "value", "video_metadata"}``), less any name in
 ``excluded_fields``.
+
+Beside them, the reference's checks of a specification without running it:
+``POST /workflows/validate`` (the specification is the body; ``{"status": "ok"}`` or the
+compiler's 400 naming the step and field) and ``POST /workflows/describe_interface``
+(``{"specification": ...}``: each input's and output's kinds).
 """
 
 from __future__ import annotations
@@ -17,13 +22,22 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter, Depends, Request
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, TypeAdapter
 
 from ..errors import InvalidRequest, NotFound, WorkflowRunError
 from ..protocol.messages import WorkflowConfiguration
+from ..workflows.blocks.base import (
+    ANY,
+    CLASSIFICATION,
+    DETECTIONS,
+    IMAGE,
+    KEYPOINTS,
+    SEGMENTATION,
+    VIDEO_METADATA,
+)
 from ..workflows.library import WorkflowNotFound
 from ..workflows.serialization import SerializationError, serialize_value
-from ..workflows.spec import IMAGE_INPUT_TYPES
+from ..workflows.spec import IMAGE_INPUT_TYPES, VIDEO_METADATA_INPUT_TYPES
 from .auth import body_api_key
 from .docs import ERROR_RESPONSES, json_body
 from .images import load_images
@@ -32,7 +46,7 @@ from .runs import compiled, run_images
 from .state import ServerState, get_state
 from .webrtc import read_limited_body
 
-__all__ = ["WorkflowRunRequest", "router"]
+__all__ = ["DescribeInterfaceRequest", "WorkflowRunRequest", "router"]
 
 router = APIRouter(responses=ERROR_RESPONSES)
 
@@ -128,3 +142,66 @@ async def run_named(
     except WorkflowNotFound as exc:
         raise NotFound(exc.message) from None
     return await _run(state, body, workflow.specification)
+
+
+_SPECIFICATION = TypeAdapter(dict[str, Any])
+
+
+class DescribeInterfaceRequest(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    api_key: str | None = None
+    specification: dict[str, Any]
+
+
+def _input_kinds(specification: dict[str, Any]) -> dict[str, list[str]]:
+    kinds: dict[str, list[str]] = {}
+    for declared in specification.get("inputs") or []:
+        if not isinstance(declared, dict) or not isinstance(declared.get("name"), str):
+            continue
+        kind = declared.get("type")
+        if kind in IMAGE_INPUT_TYPES:
+            kinds[declared["name"]] = [IMAGE]
+        elif kind in VIDEO_METADATA_INPUT_TYPES:
+            kinds[declared["name"]] = [VIDEO_METADATA]
+        else:  # a parameter: the kinds it declares, else anything
+            named = declared.get("kind")
+            kinds[declared["name"]] = [str(k) for k in named] if isinstance(named, list) else [ANY]
+    return kinds
+
+
+@router.post("/workflows/validate")
+async def validate(request: Request, state: ServerState = Depends(get_state)) -> dict:
+    raw = await read_limited_body(request, state.settings.max_request_bytes)
+    state.auth.check(request)  # the body is the specification: the key goes in the header
+    specification = _SPECIFICATION.validate_json(raw)  # a ValidationError is the app's 422
+    async with compiled(state, WorkflowConfiguration(), specification):
+        pass  # compiled (its models found and loaded), then closed
+    return {"status": "ok"}
+
+
+@router.post("/workflows/describe_interface", openapi_extra=json_body(DescribeInterfaceRequest))
+async def describe_interface(request: Request, state: ServerState = Depends(get_state)) -> dict:
+    raw = await read_limited_body(request, state.settings.max_request_bytes)
+    state.auth.check(request, body_api_key(raw))
+    specification = DescribeInterfaceRequest.model_validate_json(raw).specification
+    async with compiled(state, WorkflowConfiguration(), specification) as workflow:
+        outputs = {name: [kind] for name, kind in workflow.output_kinds.items()}
+    inputs = _input_kinds(specification)
+    used = sorted({k for kinds in [*inputs.values(), *outputs.values()] for k in kinds})
+    return {
+        "inputs": inputs,
+        "outputs": outputs,
+        "typing_hints": {kind: _TYPING_HINTS.get(kind, "Any") for kind in used},
+        "kinds_schemas": {},
+    }
+
+
+_TYPING_HINTS = {
+    IMAGE: "dict",
+    VIDEO_METADATA: "dict",
+    DETECTIONS: "dict",
+    SEGMENTATION: "dict",
+    KEYPOINTS: "dict",
+    CLASSIFICATION: "dict",
+}
+"""What each kind is once serialised, as the reference hints it (a JSON object)."""

@@ -8,6 +8,7 @@ import copy
 import io
 import pickle
 import shutil
+from pathlib import Path
 
 import cv2
 import httpx
@@ -251,3 +252,33 @@ def test_the_v0_client_mode_and_its_image_answer(http_server, photos):
     }
     unknown = httpx.post(f"{http_server.url}/coco/6", content=b"aGk=")
     assert unknown.status_code == 404 and "yolov8s-640" in unknown.json()["message"]
+
+
+def test_a_specification_is_validated_and_described_without_running_it(http_server):
+    valid = _post(http_server, "/workflows/validate", DETECT_SPEC)
+    assert valid.status_code == 200 and valid.json() == {"status": "ok"}
+    broken = copy.deepcopy(DETECT_SPEC)
+    broken["steps"][1]["predictions"] = "$steps.nowhere.predictions"
+    refused = _post(http_server, "/workflows/validate", broken)
+    assert refused.status_code == 400 and "nowhere" in refused.json()["message"]
+    described = _post(http_server, "/workflows/describe_interface", {"specification": DETECT_SPEC})
+    assert described.status_code == 200, described.text
+    interface = described.json()
+    assert interface["inputs"] == {"image": ["image"]}
+    assert interface["outputs"] == {
+        "predictions": ["object_detection_prediction"],
+        "annotated": ["image"],
+    }
+
+
+async def test_infer_async_and_infer_on_stream(client, photos, tmp_path):
+    found = await client.infer_async(str(photos / "horses.jpg"), model_id=MODEL)
+    assert "horse" in {p["class"] for p in found["predictions"]}
+    for name in ("dog.jpg", "horses.jpg"):
+        shutil.copy(photos / name, tmp_path / name)
+    streamed = {
+        Path(str(reference)).name: {p["class"] for p in prediction["predictions"]}
+        for reference, _frame, prediction in client.infer_on_stream(str(tmp_path), MODEL)
+    }
+    assert streamed.keys() == {"dog.jpg", "horses.jpg"}
+    assert "dog" in streamed["dog.jpg"] and "horse" in streamed["horses.jpg"]
