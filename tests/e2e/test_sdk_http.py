@@ -10,12 +10,14 @@ import pickle
 import shutil
 from pathlib import Path
 
+import av
 import cv2
 import httpx
 import numpy as np
 import pytest
 from inference_sdk import InferenceConfiguration, InferenceHTTPClient
 from inference_sdk.http.errors import HTTPCallErrorError
+from inference_sdk.webrtc import StreamConfig, VideoFileSource
 
 from tests.conftest import DETECT_SPEC, load_photo
 from tests.support.sdk import SdkSession
@@ -282,3 +284,34 @@ async def test_infer_async_and_infer_on_stream(client, photos, tmp_path):
     }
     assert streamed.keys() == {"dog.jpg", "horses.jpg"}
     assert "dog" in streamed["dog.jpg"] and "horse" in streamed["horses.jpg"]
+
+
+def test_an_image_gives_the_same_detections_over_http_and_over_webrtc(client, photos, tmp_path):
+    image = load_photo(photos, "person.jpg")
+    # A lossless clip (PNG frames, RGB): the server decodes the very pixels infer gets.
+    clip = tmp_path / "person.mov"
+    with av.open(str(clip), "w") as container:
+        stream = container.add_stream("png", rate=5)
+        stream.width, stream.height, stream.pix_fmt = 640, 480, "rgb24"
+        for _ in range(2):
+            container.mux(stream.encode(av.VideoFrame.from_ndarray(image, format="bgr24")))
+        container.mux(stream.encode())
+    session = client.webrtc.stream(
+        source=VideoFileSource(str(clip)),
+        workflow=DETECT_SPEC,
+        config=StreamConfig(data_output=["predictions"]),
+    )
+    results = []
+
+    @session.on_data("predictions")
+    def on_predictions(data, metadata):
+        results.append(data)
+
+    session.run()
+    assert len(results) == 2
+    still = tmp_path / "person.png"  # a path is sent as its bytes (an array as a JPEG)
+    cv2.imwrite(str(still), image)
+    with client.use_configuration(InferenceConfiguration(client_downsizing_disabled=True)):
+        inferred = client.infer(str(still), model_id=MODEL)
+    for result in results:
+        _same_detections(result["predictions"], inferred["predictions"], 0.999)
