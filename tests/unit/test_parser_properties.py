@@ -3,23 +3,27 @@ an exception that escapes, never memory beyond the documented bound."""
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import io
 import json
 import struct
 
+import cv2
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from streaming.errors import InvalidOffer, StreamingError
+from streaming.egress import EgressPolicy
+from streaming.errors import InvalidOffer, InvalidRequest, RequestTooLarge, StreamingError
 from streaming.peer.upload import UploadError, UploadReceiver, UploadStatus
 from streaming.peer.worker import check_offer_sdp
 from streaming.protocol.chunking import Reassembler, iter_chunks, maybe_gunzip
 from streaming.protocol.messages import MAX_CONTROL_MESSAGE_BYTES, parse_control_message
 from streaming.protocol.upload import UPLOAD_HEADER, iter_upload_chunks
 from streaming.protocol.v2 import V2Error, parse_request
+from streaming.server.images import ImageLimits, load_images
 from streaming.workflows.spec import parse_spec
 
 FUZZ = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -289,3 +293,45 @@ def test_the_sdp_pre_check_accepts_or_says_why(sdp):
         check_offer_sdp(sdp)
     except InvalidOffer as exc:
         assert exc.status == 400 and exc.message
+
+
+# ------------------------------------------------------- images in HTTP inference requests
+
+_IMAGE_LIMITS = ImageLimits(max_images=4, max_pixels=640 * 480, max_bytes=1 << 20)
+
+
+def _encoded(data: bytes) -> str:
+    return base64.b64encode(data).decode()
+
+
+_image_bytes = st.one_of(
+    st.binary(max_size=64),
+    st.sampled_from([".png", ".jpg", ".bmp"]).map(
+        lambda ext: cv2.imencode(ext, np.zeros((8, 8, 3), np.uint8))[1].tobytes()
+    ),
+    st.binary(max_size=64).map(lambda tail: b"\x89PNG\r\n\x1a\n" + tail),
+    st.tuples(st.integers(0, 5000), st.integers(0, 5000)).map(
+        lambda size: b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + struct.pack(">II", *size)
+    ),
+)
+_images = st.one_of(
+    _image_bytes.map(_encoded),
+    st.fixed_dictionaries(
+        {"type": st.sampled_from(["base64", "numpy", "pil", "file"]),
+         "value": _image_bytes.map(_encoded)}  # fmt: skip
+    ),
+    json_values,
+)
+
+
+@FUZZ
+@given(st.one_of(_images, st.lists(_images, max_size=6)))
+async def test_request_images_decode_or_are_refused_by_name(value):
+    try:
+        images = await load_images(value, "image", _IMAGE_LIMITS, EgressPolicy([]))
+    except (InvalidRequest, RequestTooLarge) as exc:
+        assert exc.message.startswith("image")
+        return
+    for image in images:
+        assert image.dtype == np.uint8 and image.ndim == 3 and image.shape[2] == 3
+        assert image.shape[0] * image.shape[1] <= _IMAGE_LIMITS.max_pixels
