@@ -317,8 +317,10 @@ _image_bytes = st.one_of(
 _images = st.one_of(
     _image_bytes.map(_encoded),
     st.fixed_dictionaries(
-        {"type": st.sampled_from(["base64", "numpy", "pil", "file"]),
-         "value": _image_bytes.map(_encoded)}  # fmt: skip
+        {
+            "type": st.sampled_from(["base64", "numpy", "pil", "file"]),
+            "value": _image_bytes.map(_encoded),
+        }
     ),
     json_values,
 )
