@@ -26,6 +26,11 @@ STREAM_START = datetime(2026, 11, 23, 10, 0, tzinfo=UTC)
 """When the harness's streams start (frame times count from here)."""
 
 
+_ENTRIES = "_harness_entries"
+"""Where ``build`` keeps an entries field's literal object, which ``run_block`` gives every
+frame (the compiler passes such objects per frame, their names in the config)."""
+
+
 def build(cls: type[Block], name: str = "step", **given: Any) -> Any:
     """A block as the compiler makes it: every literal field, defaults filled in."""
     config = {
@@ -34,7 +39,11 @@ def build(cls: type[Block], name: str = "step", **given: Any) -> Any:
         if not spec.per_frame
     }
     assert REQUIRED not in config.values(), config
-    return cls(name, config, BuildContext(None))  # type: ignore[arg-type]
+    entries = {field: config[field] or {} for field, spec in cls.fields.items() if spec.entries}
+    config |= {field: sorted(values) for field, values in entries.items()}
+    block = cls(name, config, BuildContext(None))  # type: ignore[arg-type]
+    setattr(block, _ENTRIES, entries)
+    return block
 
 
 def frame_at(seconds: float, number: int = 1, **facts: Any) -> FrameState:
@@ -49,8 +58,9 @@ def run_block(
     block: Any, inputs: Iterable[dict[str, Any]], fps: float = 2.0
 ) -> list[dict[str, Any]]:
     """Each item of ``inputs`` one frame, ``1 / fps`` s apart; each frame's outputs."""
+    entries = getattr(block, _ENTRIES, {})
     return [
-        block.run(given, frame_at(i / fps, i + 1))  # type: ignore[no-any-return]
+        block.run({**entries, **given}, frame_at(i / fps, i + 1))  # type: ignore[no-any-return]
         for i, given in enumerate(inputs)
     ]
 

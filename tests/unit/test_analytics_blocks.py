@@ -18,7 +18,7 @@ from streaming.workflows.blocks.analytics import (
 from streaming.workflows.blocks.base import FrameState
 from streaming.workflows.blocks.tracking import ByteTrackerBlock
 from streaming.workflows.serialization import serialize_detections
-from tests.support.blocks import build, compile_spec, frame_at
+from tests.support.blocks import build, compile_spec, frame_at, run_block
 
 LINE = [[100, 0], [100, 200]]  # vertical, at x = 100
 SQUARE = [[50, 50], [150, 50], [150, 150], [50, 150]]
@@ -229,19 +229,20 @@ def test_detections_filter_keeps_what_the_condition_holds_for(operations, parame
 
     block = build(DetectionsFilterBlock, operations=operations, operations_parameters=parameters)
     detections = _three()
-    result = block.run({"predictions": detections}, frame_at(0))["predictions"]
-    assert result.xyxy.tolist() == detections.xyxy[kept].tolist()
+    (result,) = run_block(block, [{"predictions": detections}])
+    assert result["predictions"].xyxy.tolist() == detections.xyxy[kept].tolist()
 
 
 @pytest.mark.parametrize(
     ("operations", "needle"),
     [
-        ([{"type": "DetectionsOffset"}], "operation 'DetectionsOffset' is not supported"),
-        (_filter(_statement("class_name", "(Detection) in zone",
+        ([{"type": "DetectionsOffset"}], "DetectionsOffset: offset_x must be an integer"),
+        ([{"type": "DetectionsTeleport"}], "operation 'DetectionsTeleport' is not supported"),
+        (_filter(_statement("class_name", "(Detection) near",
                             {"type": "StaticOperand", "value": 1})),
-         "comparator '(Detection) in zone' is not supported"),
-        (_filter(_statement("velocity", "(Number) >", {"type": "StaticOperand", "value": 1})),
-         "property 'velocity' is not supported"),
+         "comparator '(Detection) near' is not supported"),
+        (_filter(_statement("mood", "(Number) >", {"type": "StaticOperand", "value": 1})),
+         "ExtractDetectionProperty: property_name must be one of confidence"),
         (_filter(_statement("class_name", "in (Sequence)",
                             {"type": "DynamicOperand", "operand_name": "missing"})),
          "operand 'missing' is not in operations_parameters"),

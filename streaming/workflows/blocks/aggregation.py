@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ...errors import WorkflowCompilationError
+from ..query import Env
 from .base import Block, BuildContext, FieldSpec, FrameState
 from .checks import integer
 from .filtering import operations_chain
@@ -111,9 +112,10 @@ class DataAggregatorBlock(Block):
         self._started = time.monotonic()
 
     def run(self, inputs: dict[str, Any], frame: FrameState) -> dict[str, Any]:
+        env = Env(video=frame.video)
         for entry, value in inputs["data"].items():
             chain = self._chains.get(entry)
-            self._values[entry].append(chain(value) if chain else value)
+            self._values[entry].append(chain(value, env) if chain else value)
         self._runs += 1
         if self._runs_per_flush is not None:
             due = self._runs >= self._runs_per_flush

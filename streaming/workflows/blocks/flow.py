@@ -11,10 +11,10 @@ import time
 from typing import Any
 
 from ...errors import WorkflowCompilationError
+from ..query import Env, QueryCompiler
 from .analytics import frame_seconds
 from .base import CONTINUE, IMAGE, Block, BuildContext, FieldSpec, FrameState
 from .checks import number
-from .filtering import QueryCompiler
 
 __all__ = ["ContinueIfBlock", "DeltaFilterBlock", "RateLimiterBlock"]
 
@@ -46,7 +46,7 @@ class ContinueIfBlock(Block):
 
     def run(self, inputs: dict[str, Any], frame: FrameState) -> dict[str, Any]:
         values = inputs["evaluation_parameters"]
-        return {CONTINUE: self._condition((values, None))}
+        return {CONTINUE: self._condition(Env(values, frame.video), None)}
 
 
 class DeltaFilterBlock(Block):
