@@ -38,6 +38,13 @@ class WebhookStats:
     last_error: str | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class _Delivery:
+    body: bytes
+    params: dict[str, str | list[str]] | None
+    headers: dict[str, str] | None
+
+
 class WebhookSink:
     """POSTs each record to a URL from a thread of its own: a bounded queue (the oldest dropped
     and counted), retries with backoff, a timeout per attempt."""
@@ -56,7 +63,7 @@ class WebhookSink:
         self.url = url
         self.masked_url = mask_url(url)
         self.stats = WebhookStats()
-        self._queue: deque[bytes] = deque()
+        self._queue: deque[_Delivery] = deque()
         self._queue_size = queue_size
         self._max_attempts = max_attempts
         self._initial_backoff = initial_backoff
@@ -71,15 +78,23 @@ class WebhookSink:
         )
         self._thread.start()
 
-    def write(self, record: dict[str, Any]) -> None:
+    def write(
+        self,
+        record: dict[str, Any],
+        *,
+        params: dict[str, str | list[str]] | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        """``params`` join the URL's own query, ``headers`` the sink's, for this record."""
         body = json.dumps(record, separators=(",", ":"), default=str).encode()
+        delivery = _Delivery(body, params or None, headers or None)
         with self._changed:
             if self._closed.is_set():
                 return
             if len(self._queue) >= self._queue_size:
                 self._queue.popleft()
                 self.stats.dropped += 1
-            self._queue.append(body)
+            self._queue.append(delivery)
             self._changed.notify()
 
     def pending(self) -> int:
@@ -92,14 +107,17 @@ class WebhookSink:
                 self._changed.wait_for(lambda: self._queue or self._closed.is_set())
                 if self._closed.is_set():
                     return
-                body = self._queue.popleft()
-            self._deliver(body)
+                delivery = self._queue.popleft()
+            self._deliver(delivery)
 
-    def _deliver(self, body: bytes) -> None:
+    def _deliver(self, delivery: _Delivery) -> None:
         backoff = self._initial_backoff
         for attempt in range(1, self._max_attempts + 1):
             try:
-                response = self._http.post(self.url, content=body)
+                response = self._http.post(
+                    self.url, content=delivery.body, params=delivery.params,
+                    headers=delivery.headers,
+                )  # fmt: skip
                 if response.is_success:
                     self.stats.delivered += 1
                     return

@@ -15,6 +15,8 @@ class WebhookReceiver:
 
     def __init__(self) -> None:
         self.bodies: list[dict] = []
+        self.requests: list[tuple[str, dict[str, str]]] = []
+        """Each request's path with its query, and its headers, in arrival order."""
         self.received = threading.Condition()
         self.answering = threading.Event()
         receiver = self
@@ -23,6 +25,7 @@ class WebhookReceiver:
             def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers["content-length"])))
                 with receiver.received:
+                    receiver.requests.append((self.path, dict(self.headers.items())))
                     receiver.bodies.append(body)
                     receiver.received.notify_all()
                 receiver.answering.wait(30)  # stalled until the test lets it answer

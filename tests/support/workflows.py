@@ -35,6 +35,9 @@ def crossing_events(url: str) -> dict:
             "url": url,
             "json_payload": {"count_in": "$steps.counter.count_in",
                              "count_out": "$steps.counter.count_out", "camera": "hall"},
+            # Selectors here too, as the reference's manifest takes them.
+            "query_parameters": {"out": "$steps.counter.count_out", "site": "north"},
+            "headers": {"X-Count-In": "$steps.counter.count_in"},
             "cooldown_seconds": 0,
         },
     ]  # fmt: skip

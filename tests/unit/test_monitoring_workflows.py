@@ -135,6 +135,9 @@ def test_one_webhook_per_crossing_and_none_between(registry, person):
         receiver.down()
     bodies = sorted((b["count_in"], b["count_out"]) for b in receiver.bodies)
     assert bodies in ([(0, 1), (1, 1)], [(1, 0), (1, 1)]) and receiver.bodies[0]["camera"] == "hall"
+    for body, (path, headers) in zip(receiver.bodies, receiver.requests, strict=True):
+        assert path == f"/hook?out={body['count_out']}&site=north"
+        assert headers["X-Count-In"] == str(body["count_in"])
 
 
 def test_a_delta_filter_lets_a_step_run_only_when_its_value_changes(registry, person):

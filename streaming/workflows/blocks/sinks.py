@@ -17,7 +17,7 @@ import re
 import threading
 import time
 from typing import Any
-from urllib.parse import urlencode, urlsplit
+from urllib.parse import urlsplit
 
 from sinks.events import EventLog, Retention
 from sinks.webhook import WebhookSink
@@ -34,6 +34,21 @@ __all__ = ["EventSinkBlock", "MqttSinkBlock", "WebhookSinkBlock"]
 _PAYLOAD_JPEG_QUALITY = 75
 
 
+def _texts(entries: dict[str, Any] | None, join: bool) -> dict[str, Any]:
+    """Query or header values as text; a list stays a list of texts (a repeated query key)
+    or, for a header, joins with commas."""
+    out: dict[str, Any] = {}
+    for key, value in (entries or {}).items():
+        if value is None:
+            continue
+        if isinstance(value, list | tuple):
+            texts = [str(v) for v in value]
+            out[str(key)] = ",".join(texts) if join else texts
+        else:
+            out[str(key)] = str(value)
+    return out
+
+
 class WebhookSinkBlock(Block):
     """Sends ``json_payload`` (values as the result JSON has them) to ``url``."""
 
@@ -42,8 +57,9 @@ class WebhookSinkBlock(Block):
     fields = {
         "url": FieldSpec(),
         "method": FieldSpec(default="POST"),
-        "query_parameters": FieldSpec(default=None),
-        "headers": FieldSpec(default=None),
+        # Each entry a literal, a parameter or a step's output (as the reference's manifest).
+        "query_parameters": FieldSpec(default=None, entries=True),
+        "headers": FieldSpec(default=None, entries=True),
         "json_payload": FieldSpec(default=None, entries=True),
         "request_timeout": FieldSpec(default=2),
         "fire_and_forget": FieldSpec(default=True),
@@ -61,13 +77,7 @@ class WebhookSinkBlock(Block):
             raise WorkflowCompilationError(
                 f"step '{name}': method {config['method']!r} is not supported here (POST)"
             )
-        query = config["query_parameters"] or {}
-        headers = config["headers"] or {}
-        for field, value in (("query_parameters", query), ("headers", headers)):
-            if not isinstance(value, dict):
-                raise WorkflowCompilationError(f"step '{name}': {field} must be an object")
-        self._url = f"{url}{'&' if '?' in url else '?'}{urlencode(query)}" if query else url
-        self._headers = {str(k): str(v) for k, v in headers.items()}
+        self._url = url
         self._timeout = integer(name, "request_timeout", config["request_timeout"], 1)
         self._cooldown = integer(name, "cooldown_seconds", config["cooldown_seconds"], 0)
         self._disabled = bool(config["disable_sink"])
@@ -79,9 +89,7 @@ class WebhookSinkBlock(Block):
     def _sink_now(self) -> WebhookSink | None:
         with self._lock:
             if self._sink is None and not self._closed:
-                self._sink = WebhookSink(
-                    self._url, timeout_s=self._timeout, headers=self._headers, queue_size=64
-                )
+                self._sink = WebhookSink(self._url, timeout_s=self._timeout, queue_size=64)
             return self._sink
 
     def run(self, inputs: dict[str, Any], frame: FrameState) -> dict[str, Any]:
@@ -97,7 +105,11 @@ class WebhookSinkBlock(Block):
             key: serialize_value(value, _PAYLOAD_JPEG_QUALITY, None)
             for key, value in inputs["json_payload"].items()
         }
-        sink.write(payload)
+        sink.write(
+            payload,
+            params=_texts(inputs.get("query_parameters"), join=False),
+            headers=_texts(inputs.get("headers"), join=True),
+        )
         self._last_sent = now
         return self._result(False, False, "Notification sent in the background")
 
