@@ -7,6 +7,7 @@ import copy
 import cv2
 import numpy as np
 import pytest
+import supervision as sv
 
 from streaming.config import Settings
 from streaming.errors import WorkflowCompilationError
@@ -177,3 +178,64 @@ def test_a_workflow_that_fails_to_compile_holds_no_model(default_model_dir):
         assert registry.unload("yolov3-tiny-416") is True  # nothing holds it
     finally:
         registry.close()
+
+
+def _v3(**fields) -> dict:
+    spec = copy.deepcopy(DETECT_SPEC)
+    v3 = "roboflow_core/roboflow_object_detection_model@v3"
+    spec["steps"][0] = {**spec["steps"][0], "type": v3, **fields}
+    return spec
+
+
+def test_v3_model_blocks_take_confidence_mode(registry, photos):
+    image = cv2.imread(str(photos / "person.jpg"))
+
+    def found(**fields) -> list[float]:
+        workflow = _compile(registry, _v3(**fields))
+        try:
+            outputs = workflow.run(image, {}, FrameState())
+        finally:
+            workflow.close()
+        return sorted(outputs["predictions"].confidence.tolist())
+
+    default = found()  # "best": the model's default threshold, 0.4, without per-class ones
+    assert default and min(default) >= 0.4
+    assert found(confidence_mode="default") == default
+    between = (default[0] + default[-1]) / 2  # above the weakest detection, below the best
+    strict = found(confidence_mode="custom", custom_confidence=between)
+    assert strict and min(strict) >= between and len(strict) < len(default)
+    with pytest.raises(WorkflowCompilationError, match="custom_confidence is required"):
+        _compile(registry, _v3(confidence_mode="custom", custom_confidence=None))
+    with pytest.raises(WorkflowCompilationError, match="confidence_mode must be best, default"):
+        _compile(registry, _v3(confidence_mode="best-ish"))
+
+
+def test_every_version_of_the_reference_blocks_we_have():
+    from streaming.workflows.blocks import BLOCKS
+
+    versions = {
+        "roboflow_object_detection_model": 3, "roboflow_instance_segmentation_model": 4,
+        "roboflow_keypoint_detection_model": 3, "roboflow_classification_model": 3,
+        "roboflow_multi_label_classification_model": 3, "label_visualization": 2,
+        "polygon_visualization": 2, "byte_tracker": 3, "line_counter": 2, "time_in_zone": 3,
+        "path_deviation_analytics": 2,
+    }  # fmt: skip
+    for block, newest in versions.items():
+        for version in range(1, newest + 1):
+            assert f"roboflow_core/{block}@v{version}" in BLOCKS, (block, version)
+
+
+def test_label_visualization_v2_scales_its_text_with_the_frame():
+    from streaming.workflows.blocks.visualization import LabelVisualizationBlockV2
+    from tests.support.blocks import build
+
+    block = build(LabelVisualizationBlockV2, text_size_mode="Automatic", text_scale=1.0)
+    detections = sv.Detections(
+        xyxy=np.array([[10, 10, 50, 50]], float),
+        class_id=np.array([0]),
+        data={"class_name": np.array(["a"])},
+    )
+    block.draw(np.zeros((540, 960, 3), np.uint8), detections)
+    assert block.annotator.text_scale == pytest.approx(0.5)  # a 540-pixel side: half of 1080
+    with pytest.raises(WorkflowCompilationError, match="text_size_mode must be Manual"):
+        build(LabelVisualizationBlockV2, text_size_mode="Huge")

@@ -7,10 +7,15 @@ from .analytics import LineCounterBlock, LineCounterV1Block, TimeInZoneBlock
 from .base import Block
 from .detection import (
     ClassificationModelBlock,
+    ClassificationModelBlockV3,
     InstanceSegmentationModelBlock,
+    InstanceSegmentationModelBlockV3,
     KeypointDetectionModelBlock,
+    KeypointDetectionModelBlockV3,
     MultiLabelClassificationModelBlock,
+    MultiLabelClassificationModelBlockV3,
     ObjectDetectionModelBlock,
+    ObjectDetectionModelBlockV3,
 )
 from .filtering import DetectionsFilterBlock, PropertyDefinitionBlock
 from .flow import ContinueIfBlock, DeltaFilterBlock, RateLimiterBlock
@@ -30,6 +35,7 @@ from .visualization import (
     DotVisualizationBlock,
     HeatmapVisualizationBlock,
     LabelVisualizationBlock,
+    LabelVisualizationBlockV2,
     PixelateVisualizationBlock,
 )
 from .zone_visualization import (
@@ -48,8 +54,14 @@ BLOCKS: dict[str, type[Block]] = {
         KeypointDetectionModelBlock,
         ClassificationModelBlock,
         MultiLabelClassificationModelBlock,
+        ObjectDetectionModelBlockV3,
+        InstanceSegmentationModelBlockV3,
+        KeypointDetectionModelBlockV3,
+        ClassificationModelBlockV3,
+        MultiLabelClassificationModelBlockV3,
         BoundingBoxVisualizationBlock,
         LabelVisualizationBlock,
+        LabelVisualizationBlockV2,
         ImageBlurBlock,
         ByteTrackerBlock,
         LineCounterV1Block,

@@ -28,10 +28,15 @@ from .checks import number
 
 __all__ = [
     "ClassificationModelBlock",
+    "ClassificationModelBlockV3",
     "InstanceSegmentationModelBlock",
+    "InstanceSegmentationModelBlockV3",
     "KeypointDetectionModelBlock",
+    "KeypointDetectionModelBlockV3",
     "MultiLabelClassificationModelBlock",
+    "MultiLabelClassificationModelBlockV3",
     "ObjectDetectionModelBlock",
+    "ObjectDetectionModelBlockV3",
 ]
 
 _DETECTING = ("object-detection", "instance-segmentation", "keypoint-detection")
@@ -90,6 +95,10 @@ class _ModelBlock(Block):
     def configure(self, name: str, config: dict[str, Any]) -> None:
         """The subclass's own fields, checked once the model is held."""
 
+    def confidence_of(self, name: str, config: dict[str, Any]) -> float:
+        """The threshold: v1 and v2 blocks take ``confidence``."""
+        return number(name, "confidence", config["confidence"], 0.0, 1.0)
+
     def close(self) -> None:
         models, self._models = self._models, None
         if models is not None:
@@ -106,7 +115,6 @@ class ObjectDetectionModelBlock(_ModelBlock):
     type_ids: ClassVar[tuple[str, ...]] = (
         "roboflow_core/roboflow_object_detection_model@v1",
         "roboflow_core/roboflow_object_detection_model@v2",
-        "roboflow_core/roboflow_object_detection_model@v3",
         "RoboflowObjectDetectionModel",
         "ObjectDetectionModel",
     )
@@ -151,7 +159,7 @@ class ObjectDetectionModelBlock(_ModelBlock):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise WorkflowCompilationError(f"step '{name}': {key} must be a positive integer")
         self.options = DecodeOptions(
-            confidence=number(name, "confidence", config["confidence"], 0.0, 1.0),
+            confidence=self.confidence_of(name, config),
             iou_threshold=number(name, "iou_threshold", config["iou_threshold"], 0.0, 1.0),
             class_filter=class_ids,
             max_detections=max_detections,
@@ -177,7 +185,7 @@ class ObjectDetectionModelBlock(_ModelBlock):
 class InstanceSegmentationModelBlock(ObjectDetectionModelBlock):
     """Boxes with masks (``points`` polygons in the results) from a ``*-seg`` model."""
 
-    type_ids = (
+    type_ids: ClassVar[tuple[str, ...]] = (
         "roboflow_core/roboflow_instance_segmentation_model@v1",
         "roboflow_core/roboflow_instance_segmentation_model@v2",
         "RoboflowInstanceSegmentationModel",
@@ -197,7 +205,7 @@ class KeypointDetectionModelBlock(ObjectDetectionModelBlock):
     """Boxes with named keypoints from a ``*-pose`` model; keypoints below
     ``keypoint_confidence`` are left out of the results (and not drawn)."""
 
-    type_ids = (
+    type_ids: ClassVar[tuple[str, ...]] = (
         "roboflow_core/roboflow_keypoint_detection_model@v1",
         "roboflow_core/roboflow_keypoint_detection_model@v2",
         "RoboflowKeypointDetectionModel",
@@ -230,7 +238,7 @@ class ClassificationModelBlock(_ModelBlock):
     """A classifier on the frame: ``predictions`` as the reference's classification response
     (every class with its confidence, best first; ``top`` and its ``confidence``)."""
 
-    type_ids = (
+    type_ids: ClassVar[tuple[str, ...]] = (
         "roboflow_core/roboflow_classification_model@v1",
         "roboflow_core/roboflow_classification_model@v2",
         "RoboflowClassificationModel",
@@ -242,7 +250,7 @@ class ClassificationModelBlock(_ModelBlock):
 
     def configure(self, name: str, config: dict[str, Any]) -> None:
         super().configure(name, config)
-        self.confidence = number(name, "confidence", config["confidence"], 0.0, 1.0)
+        self.confidence = self.confidence_of(name, config)
         self.class_names = list(self.model.manifest.class_names)
 
     def run(self, inputs: dict[str, Any], frame: FrameState) -> dict[str, Any]:
@@ -278,7 +286,7 @@ class MultiLabelClassificationModelBlock(ClassificationModelBlock):
     """Each class on its own: ``predictions`` maps every class to its confidence, and
     ``predicted_classes`` lists those at ``confidence`` or above."""
 
-    type_ids = (
+    type_ids: ClassVar[tuple[str, ...]] = (
         "roboflow_core/roboflow_multi_label_classification_model@v1",
         "roboflow_core/roboflow_multi_label_classification_model@v2",
         "RoboflowMultiLabelClassificationModel",
@@ -294,3 +302,66 @@ class MultiLabelClassificationModelBlock(ClassificationModelBlock):
         chosen = [n for n, p in zip(self.class_names, probabilities, strict=True)
                   if p >= self.confidence]  # fmt: skip
         return {"predictions": every, "predicted_classes": chosen}
+
+
+DEFAULT_CONFIDENCE = 0.4
+"""The threshold of the reference's model blocks when none is chosen."""
+
+
+class _ConfidenceMode:
+    """v3 (v4 for segmentation) model blocks: ``confidence_mode`` instead of ``confidence``.
+    ``custom`` takes ``custom_confidence``; ``best`` (the reference's per-class F1-optimal
+    thresholds from its training platform's evaluation, which an ONNX export does not carry)
+    and ``default`` take the model's default, 0.4."""
+
+    def confidence_of(self, name: str, config: dict[str, Any]) -> float:
+        mode = config["confidence_mode"]
+        if mode not in ("best", "default", "custom"):
+            raise WorkflowCompilationError(
+                f"step '{name}': confidence_mode must be best, default or custom, got {mode!r}"
+            )
+        if mode != "custom":
+            return DEFAULT_CONFIDENCE
+        if config["custom_confidence"] is None:
+            raise WorkflowCompilationError(
+                f"step '{name}': custom_confidence is required when confidence_mode is custom"
+            )
+        return number(name, "custom_confidence", config["custom_confidence"], 0.0, 1.0)
+
+
+def _with_confidence_mode(fields: dict[str, FieldSpec]) -> dict[str, FieldSpec]:
+    return {name: spec for name, spec in fields.items() if name != "confidence"} | {
+        "confidence_mode": FieldSpec(default="best"),
+        "custom_confidence": FieldSpec(default=DEFAULT_CONFIDENCE),
+    }
+
+
+class ObjectDetectionModelBlockV3(_ConfidenceMode, ObjectDetectionModelBlock):
+    type_ids: ClassVar[tuple[str, ...]] = ("roboflow_core/roboflow_object_detection_model@v3",)
+    fields = _with_confidence_mode(ObjectDetectionModelBlock.fields)
+
+
+class InstanceSegmentationModelBlockV3(_ConfidenceMode, InstanceSegmentationModelBlock):
+    # v4 drops v3's enforce_dense_masks_in_inference_models, which has no meaning here.
+    type_ids: ClassVar[tuple[str, ...]] = (
+        "roboflow_core/roboflow_instance_segmentation_model@v3",
+        "roboflow_core/roboflow_instance_segmentation_model@v4",
+    )
+    fields = _with_confidence_mode(InstanceSegmentationModelBlock.fields)
+
+
+class KeypointDetectionModelBlockV3(_ConfidenceMode, KeypointDetectionModelBlock):
+    type_ids: ClassVar[tuple[str, ...]] = ("roboflow_core/roboflow_keypoint_detection_model@v3",)
+    fields = _with_confidence_mode(KeypointDetectionModelBlock.fields)
+
+
+class ClassificationModelBlockV3(_ConfidenceMode, ClassificationModelBlock):
+    type_ids: ClassVar[tuple[str, ...]] = ("roboflow_core/roboflow_classification_model@v3",)
+    fields = _with_confidence_mode(ClassificationModelBlock.fields)
+
+
+class MultiLabelClassificationModelBlockV3(_ConfidenceMode, MultiLabelClassificationModelBlock):
+    type_ids: ClassVar[tuple[str, ...]] = (
+        "roboflow_core/roboflow_multi_label_classification_model@v3",
+    )
+    fields = _with_confidence_mode(MultiLabelClassificationModelBlock.fields)

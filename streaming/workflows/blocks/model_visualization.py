@@ -50,7 +50,11 @@ class MaskVisualizationBlock(AnnotatorBlock):
 class PolygonVisualizationBlock(AnnotatorBlock):
     """Each mask's outline (supervision's PolygonAnnotator)."""
 
-    type_ids = ("roboflow_core/polygon_visualization@v1", "PolygonVisualization")
+    type_ids = (
+        "roboflow_core/polygon_visualization@v1",
+        "roboflow_core/polygon_visualization@v2",  # the same fields
+        "PolygonVisualization",
+    )
     fields = {**AnnotatorBlock.fields, "thickness": FieldSpec(default=2)}
 
     def __init__(self, name: str, config: dict[str, Any], context: BuildContext) -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import supervision as sv
@@ -30,6 +30,7 @@ __all__ = [
     "DotVisualizationBlock",
     "HeatmapVisualizationBlock",
     "LabelVisualizationBlock",
+    "LabelVisualizationBlockV2",
     "PixelateVisualizationBlock",
 ]
 
@@ -71,7 +72,10 @@ def _int_field(step: str, config: dict[str, Any], key: str, low: int) -> int:
 class BoundingBoxVisualizationBlock(AnnotatorBlock):
     """Draws the predictions' boxes on the image (supervision's BoxAnnotator)."""
 
-    type_ids = ("roboflow_core/bounding_box_visualization@v1", "BoundingBoxVisualization")
+    type_ids: ClassVar[tuple[str, ...]] = (
+        "roboflow_core/bounding_box_visualization@v1",
+        "BoundingBoxVisualization",
+    )
     fields = {**AnnotatorBlock.fields, "thickness": FieldSpec(default=2)}
 
     def __init__(self, name: str, config: dict[str, Any], context: BuildContext) -> None:
@@ -98,7 +102,10 @@ _TEXT = {
 class LabelVisualizationBlock(AnnotatorBlock):
     """Draws the predictions' labels on the image (supervision's LabelAnnotator)."""
 
-    type_ids = ("roboflow_core/label_visualization@v1", "LabelVisualization")
+    type_ids: ClassVar[tuple[str, ...]] = (
+        "roboflow_core/label_visualization@v1",
+        "LabelVisualization",
+    )
     fields = {
         **AnnotatorBlock.fields,
         "text": FieldSpec(default="Class"),
@@ -137,6 +144,31 @@ class LabelVisualizationBlock(AnnotatorBlock):
         return self.annotator.annotate(scene, detections, labels=labels)
 
 
+class LabelVisualizationBlockV2(LabelVisualizationBlock):
+    """v2: ``text_size_mode`` ``Automatic`` scales the text with the frame, as the reference:
+    ``text_scale`` at a 1080-pixel short side, proportionally elsewhere, within 0.3 to 5."""
+
+    type_ids: ClassVar[tuple[str, ...]] = ("roboflow_core/label_visualization@v2",)
+    fields = {**LabelVisualizationBlock.fields, "text_size_mode": FieldSpec(default="Manual")}
+
+    def __init__(self, name: str, config: dict[str, Any], context: BuildContext) -> None:
+        super().__init__(name, config, context)
+        mode = config["text_size_mode"]
+        if mode not in ("Manual", "Automatic"):
+            raise WorkflowCompilationError(
+                f"step '{name}': text_size_mode must be Manual or Automatic, got {mode!r}"
+            )
+        self._automatic = mode == "Automatic"
+        self._manual_scale = float(config["text_scale"])
+
+    def draw(self, scene: Any, detections: sv.Detections) -> Any:
+        if self._automatic:
+            height, width = scene.shape[:2]
+            scale = self._manual_scale * min(height, width) / 1080
+            self.annotator.text_scale = min(5.0, max(0.3, scale))
+        return super().draw(scene, detections)
+
+
 def _padded(detections: sv.Detections, padding: int, shape: tuple[int, ...]) -> sv.Detections:
     """The boxes grown by ``padding`` on every side, within the image."""
     if padding == 0 or len(detections) == 0:
@@ -152,7 +184,10 @@ def _padded(detections: sv.Detections, padding: int, shape: tuple[int, ...]) -> 
 class BlurVisualizationBlock(AnnotatorBlock):
     """Blurs inside each prediction's box, grown by ``padding`` (privacy: blur people)."""
 
-    type_ids = ("roboflow_core/blur_visualization@v1", "BlurVisualization")
+    type_ids: ClassVar[tuple[str, ...]] = (
+        "roboflow_core/blur_visualization@v1",
+        "BlurVisualization",
+    )
     fields = {
         **AnnotatorBlock.fields,
         "kernel_size": FieldSpec(default=15),
@@ -171,7 +206,10 @@ class BlurVisualizationBlock(AnnotatorBlock):
 class PixelateVisualizationBlock(AnnotatorBlock):
     """Pixelates inside each prediction's box."""
 
-    type_ids = ("roboflow_core/pixelate_visualization@v1", "PixelateVisualization")
+    type_ids: ClassVar[tuple[str, ...]] = (
+        "roboflow_core/pixelate_visualization@v1",
+        "PixelateVisualization",
+    )
     fields = {**AnnotatorBlock.fields, "pixel_size": FieldSpec(default=20)}
 
     def __init__(self, name: str, config: dict[str, Any], context: BuildContext) -> None:
@@ -185,7 +223,7 @@ class PixelateVisualizationBlock(AnnotatorBlock):
 class DotVisualizationBlock(AnnotatorBlock):
     """A dot at each prediction's anchor point."""
 
-    type_ids = ("roboflow_core/dot_visualization@v1", "DotVisualization")
+    type_ids: ClassVar[tuple[str, ...]] = ("roboflow_core/dot_visualization@v1", "DotVisualization")
     fields = {
         **AnnotatorBlock.fields,
         "position": FieldSpec(default="CENTER"),
@@ -211,7 +249,10 @@ class HeatmapVisualizationBlock(AnnotatorBlock):
     has moved ``motion_threshold`` pixels from where it last did, so a parked car or a
     seated person does not burn a hole in the map."""
 
-    type_ids = ("roboflow_core/heatmap_visualization@v1", "HeatmapVisualization")
+    type_ids: ClassVar[tuple[str, ...]] = (
+        "roboflow_core/heatmap_visualization@v1",
+        "HeatmapVisualization",
+    )
     fields = {
         **AnnotatorBlock.fields,
         "metadata": FieldSpec((VIDEO_METADATA,), default=None, per_frame=True),
