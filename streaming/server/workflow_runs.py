@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 from fastapi import APIRouter, Depends, Request
 from pydantic import BaseModel, ConfigDict, TypeAdapter
 
@@ -70,13 +71,19 @@ async def _body(request: Request, state: ServerState) -> WorkflowRunRequest:
     return WorkflowRunRequest.model_validate_json(raw)  # a ValidationError is the app's 422
 
 
-def _image_input(specification: dict[str, Any]) -> str:
+_NO_IMAGE = np.zeros((1, 1, 3), np.uint8)
+"""The frame of a workflow that declares no image input: it runs once, reading none."""
+
+
+def _image_input(specification: dict[str, Any]) -> str | None:
     declared = specification.get("inputs")
     names = [
         str(i.get("name"))
         for i in (declared if isinstance(declared, list) else [])
         if isinstance(i, dict) and i.get("type") in IMAGE_INPUT_TYPES
     ]
+    if not names:
+        return None
     if len(names) != 1:
         raise InvalidRequest(
             "this server runs workflows with exactly one image input; this one declares "
@@ -89,14 +96,17 @@ async def _run(
     state: ServerState, body: WorkflowRunRequest, specification: dict[str, Any]
 ) -> dict[str, Any]:
     image_input = _image_input(specification)
-    if image_input not in body.inputs:
+    if image_input is None:
+        images = [_NO_IMAGE]
+    elif image_input not in body.inputs:
         raise InvalidRequest(f"inputs: the workflow's image input '{image_input}' is missing")
-    images = await load_images(
-        body.inputs[image_input], f"inputs.{image_input}", image_limits(state), state.egress
-    )
+    else:
+        images = await load_images(
+            body.inputs[image_input], f"inputs.{image_input}", image_limits(state), state.egress
+        )
     parameters = {k: v for k, v in body.inputs.items() if k != image_input}
     config = WorkflowConfiguration(
-        image_input_name=image_input,
+        image_input_name=image_input or "image",
         workflows_parameters=parameters,
         disable_sinks=body.disable_sinks,
     )

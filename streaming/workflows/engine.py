@@ -246,7 +246,11 @@ class _Compiler:
         self._video_metadata = video_metadata_input_name
         self._parameters = parameters
         image = self._inputs.get(image_input_name)
-        if image is None or image.type not in IMAGE_INPUT_TYPES:
+        # A workflow that reads no image at all (only parameters) runs on each frame too.
+        reads_images = any(i.type in IMAGE_INPUT_TYPES for i in spec.inputs)
+        if (image is None and reads_images) or (
+            image is not None and image.type not in IMAGE_INPUT_TYPES
+        ):
             raise WorkflowCompilationError(
                 f"workflow has no image input named '{image_input_name}' (image_input_name)"
             )
@@ -287,9 +291,12 @@ class _Compiler:
                 continue
             source, kind = self.resolve(selector, where)
             if isinstance(source, _Const):
-                if field.per_frame:
+                if field.per_frame and ANY not in field.kinds:
                     raise WorkflowCompilationError(f"{where} needs per-frame data, not a parameter")
-                bound.config[field_name] = source.value
+                if field.per_frame:  # a field of any kind takes a parameter's value each frame
+                    bound.bindings[field_name] = source
+                else:
+                    bound.config[field_name] = source.value
                 continue
             if not field.per_frame:
                 raise WorkflowCompilationError(

@@ -65,7 +65,8 @@ class WorkflowSpec(BaseModel):
 
     model_config = ConfigDict(extra="ignore")
     version: str | None = None
-    inputs: list[InputSpec] = Field(min_length=1)
+    inputs: list[InputSpec] = Field(default_factory=list)
+    """May be empty: the reference runs a workflow of constants and parameters too."""
     steps: list[StepSpec] = Field(default_factory=list)
     outputs: list[OutputSpec] = Field(min_length=1)
 

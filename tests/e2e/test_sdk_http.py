@@ -315,3 +315,116 @@ def test_an_image_gives_the_same_detections_over_http_and_over_webrtc(client, ph
         inferred = client.infer(str(still), model_id=MODEL)
     for result in results:
         _same_detections(result["predictions"], inferred["predictions"], 0.999)
+
+
+def _operand(name: str, *operations: dict) -> dict:
+    return {"type": "DynamicOperand", "operand_name": name, "operations": list(operations)}
+
+
+def _binary(left: dict, comparator: str, right: dict) -> dict:
+    return {"type": "BinaryStatement", "left_operand": left,
+            "comparator": {"type": comparator}, "right_operand": right}  # fmt: skip
+
+
+def _property(name: str) -> dict:
+    return {"type": "ExtractDetectionProperty", "property_name": name}
+
+
+# Written as the reference's authors write them: versions, the query language's operations on
+# operands, a filter operand that is an image, selectors in every field that takes them.
+REFERENCE_STYLE = {
+    "version": "1.0",
+    "inputs": [
+        {"type": "WorkflowImage", "name": "image"},
+        {"type": "WorkflowParameter", "name": "classes", "default_value": ["person", "dog"]},
+    ],
+    "steps": [
+        {"type": "roboflow_core/roboflow_object_detection_model@v3", "name": "model",
+         "images": "$inputs.image", "model_id": MODEL, "confidence_mode": "custom",
+         "custom_confidence": 0.3},
+        {"type": "roboflow_core/detections_filter@v1", "name": "big",
+         "predictions": "$steps.model.predictions",
+         "operations": [
+             {"type": "DetectionsFilter", "filter_operation": {
+                 "type": "StatementGroup", "operator": "and", "statements": [
+                     _binary(_operand("_", _property("class_name")), "in (Sequence)",
+                             _operand("classes")),
+                     _binary(_operand("_", _property("size")), "(Number) >", _operand(
+                         "image", {"type": "ExtractImageProperty", "property_name": "size"},
+                         {"type": "Multiply", "other": 0.01})),
+                 ]}},
+             {"type": "SortDetections", "mode": "confidence", "ascending": False},
+         ],
+         "operations_parameters": {"classes": "$inputs.classes", "image": "$inputs.image"}},
+        {"type": "roboflow_core/property_definition@v1", "name": "summary",
+         "data": "$steps.big.predictions",
+         "operations": [{"type": "DetectionsPropertyExtract", "property_name": "class_name"},
+                        {"type": "SequenceApply", "operations": [{"type": "StringToUpperCase"}]},
+                        {"type": "SequenceJoin", "separator": "+"}]},
+        {"type": "roboflow_core/property_definition@v1", "name": "best",
+         "data": "$steps.model.predictions",
+         "operations": [{"type": "DetectionsSelection", "mode": "top_confidence"},
+                        {"type": "DetectionsPropertyExtract", "property_name": "class_name"},
+                        {"type": "SequenceAggregate", "mode": "first"}]},
+        {"type": "roboflow_core/property_definition@v1", "name": "wanted",
+         "data": "$inputs.classes",
+         "operations": [{"type": "SequenceLength"}]},
+        {"type": "roboflow_core/label_visualization@v2", "name": "labels",
+         "image": "$inputs.image", "predictions": "$steps.big.predictions",
+         "text_size_mode": "Automatic"},
+    ],
+    "outputs": [
+        {"type": "JsonField", "name": "kept", "selector": "$steps.big.predictions"},
+        {"type": "JsonField", "name": "summary", "selector": "$steps.summary.output"},
+        {"type": "JsonField", "name": "best", "selector": "$steps.best.output"},
+        {"type": "JsonField", "name": "wanted", "selector": "$steps.wanted.output"},
+    ],
+}  # fmt: skip
+
+
+def test_a_reference_style_workflow_runs_alike_over_http_and_webrtc(client, photos, tmp_path):
+    image = load_photo(photos, "person.jpg")
+    still = tmp_path / "person.png"
+    cv2.imwrite(str(still), image)
+    (ran,) = client.run_workflow(specification=REFERENCE_STYLE, images={"image": str(still)})
+    kept = ran["kept"]["predictions"]
+    assert {p["class"] for p in kept} <= {"person", "dog"} and kept
+    assert all(p["width"] * p["height"] > 0.01 * 640 * 480 for p in kept)
+    assert [p["confidence"] for p in kept] == sorted((p["confidence"] for p in kept), reverse=True)
+    assert ran["summary"] == "+".join(p["class"].upper() for p in kept)
+    assert ran["best"] in {"person", "dog", "horse"} and ran["wanted"] == 2
+    clip = tmp_path / "person.mov"
+    with av.open(str(clip), "w") as container:
+        stream = container.add_stream("png", rate=5)
+        stream.width, stream.height, stream.pix_fmt = 640, 480, "rgb24"
+        container.mux(stream.encode(av.VideoFrame.from_ndarray(image, format="bgr24")))
+        container.mux(stream.encode())
+    session = client.webrtc.stream(
+        source=VideoFileSource(str(clip)),
+        workflow=REFERENCE_STYLE,
+        config=StreamConfig(data_output=["kept", "summary", "best", "wanted"]),
+    )
+    streamed = []
+
+    @session.on_data()
+    def on_data(data, metadata):
+        streamed.append(data)
+
+    session.run()
+    (over_webrtc,) = streamed
+    assert {k: over_webrtc[k] for k in ("summary", "best", "wanted")} == {
+        k: ran[k] for k in ("summary", "best", "wanted")
+    }
+    _same_detections(over_webrtc["kept"]["predictions"], kept, 0.999)
+
+
+def test_a_workflow_of_parameters_alone_runs_over_http(client):
+    spec = {
+        "version": "1.0",
+        "inputs": [{"type": "WorkflowParameter", "name": "names", "default_value": ["a", "b"]}],
+        "steps": [{"type": "roboflow_core/property_definition@v1", "name": "joined",
+                   "data": "$inputs.names", "operations": [{"type": "SequenceJoin"}]}],
+        "outputs": [{"type": "JsonField", "name": "joined", "selector": "$steps.joined.output"}],
+    }  # fmt: skip
+    assert client.run_workflow(specification=spec) == [{"joined": "a, b"}]
+    assert client.run_workflow(specification=spec, parameters={"names": ["x"]}) == [{"joined": "x"}]
