@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from fastapi import APIRouter, Depends, Request
 
 from ..errors import NotFound
 from ..workflows.blocks import BLOCKS
-from ..workflows.blocks.base import REQUIRED
+from ..workflows.blocks.base import Block
 from ..workflows.library import WorkflowNotFound
+from ..workflows.query import BINARY, OPERATIONS, UNARY
 from .docs import ERROR_RESPONSES
 from .state import ServerState, get_state
 
@@ -27,21 +30,49 @@ async def list_workflows(request: Request, state: ServerState = Depends(get_stat
     }
 
 
+def _block(type_id: str, cls: type[Block]) -> dict[str, Any]:
+    """One block type as its declaration says it: fields (type, kinds, default, range,
+    choices, what it takes) and outputs."""
+    return {
+        "type": type_id,
+        "fields": {name: spec.describe() for name, spec in cls.fields.items()},
+        "outputs": cls.outputs,
+    }
+
+
 @router.get("/blocks")
 async def list_blocks(request: Request, state: ServerState = Depends(get_state)) -> dict:
     state.auth.check(request)
+    return {"blocks": [_block(type_id, cls) for type_id, cls in sorted(BLOCKS.items())]}
+
+
+@router.get("/blocks/describe")
+@router.post("/blocks/describe")
+async def describe_blocks(request: Request, state: ServerState = Depends(get_state)) -> dict:
+    """The reference's description of the blocks, from the same declarations: each block
+    under ``manifest_type_identifier`` with its fields and ``outputs_manifest``; the kinds
+    they use; the query language's operations and operators. (The reference's dynamic
+    blocks, in a POST body, are not taken here: its body is ignored.)"""
+    state.auth.check(request, request.query_params.get("api_key"))
+    blocks = []
+    kinds: set[str] = set()
+    for type_id, cls in sorted(BLOCKS.items()):
+        described = _block(type_id, cls)
+        kinds.update(k for spec in cls.fields.values() for k in spec.kinds)
+        kinds.update(cls.outputs.values())
+        blocks.append({
+            "manifest_type_identifier": type_id,
+            "fields": described["fields"],
+            "outputs_manifest": [{"name": n, "kind": [k]} for n, k in cls.outputs.items()],
+        })  # fmt: skip
     return {
-        "blocks": [
-            {
-                "type": type_id,
-                "fields": {
-                    name: {"kinds": list(spec.kinds), "required": spec.default is REQUIRED}
-                    for name, spec in cls.fields.items()
-                },
-                "outputs": cls.outputs,
-            }
-            for type_id, cls in sorted(BLOCKS.items())
-        ]
+        "blocks": blocks,
+        "declared_kinds": [{"name": kind} for kind in sorted(kinds)],
+        "universal_query_language_description": {
+            "operations_description": [{"operation_type": op} for op in sorted(OPERATIONS)],
+            "operators_descriptions": [{"operator_type": op, "operands_number": 2} for op in BINARY]
+            + [{"operator_type": op, "operands_number": 1} for op in UNARY],
+        },
     }
 
 

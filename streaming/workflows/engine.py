@@ -287,16 +287,18 @@ class _Compiler:
                 if field.per_frame and value is not None:
                     raise WorkflowCompilationError(f"{where} must be a selector, got {value!r}")
                 if not field.per_frame:
-                    bound.config[field_name] = self.literal(value, where)
+                    literal = self.literal(value, where)
+                    bound.config[field_name] = field.check(step.name, field_name, literal)
                 continue
             source, kind = self.resolve(selector, where)
             if isinstance(source, _Const):
                 if field.per_frame and ANY not in field.kinds:
                     raise WorkflowCompilationError(f"{where} needs per-frame data, not a parameter")
+                checked = field.check(step.name, field_name, source.value)
                 if field.per_frame:  # a field of any kind takes a parameter's value each frame
-                    bound.bindings[field_name] = source
+                    bound.bindings[field_name] = _Const(checked)
                 else:
-                    bound.config[field_name] = source.value
+                    bound.config[field_name] = checked
                 continue
             if not field.per_frame:
                 raise WorkflowCompilationError(

@@ -70,3 +70,22 @@ def test_a_session_names_its_workflow_like_inference_sdk_does(server):
 def test_the_listing_needs_the_key_when_one_is_set(guarded_server):
     assert guarded_server.get("/workflows").status_code == 401
     assert guarded_server.get("/healthz").status_code == 200
+
+
+def test_blocks_are_described_from_their_declarations(server):
+    described = server.get("/workflows/blocks/describe").json()
+    blocks = {b["manifest_type_identifier"]: b for b in described["blocks"]}
+    v3 = blocks["roboflow_core/roboflow_object_detection_model@v3"]["fields"]
+    assert v3["confidence_mode"]["choices"] == ["best", "default", "custom"]
+    assert v3["iou_threshold"] == {"type": "number", "takes": "literal or parameter",
+                                   "kinds": ["*"], "required": False, "default": 0.3,
+                                   "minimum": 0.0, "maximum": 1.0}  # fmt: skip
+    assert v3["images"]["takes"] == "selector" and v3["images"]["kinds"] == ["image"]
+    outputs = blocks["roboflow_core/line_counter@v2"]["outputs_manifest"]
+    assert {"name": "count_in", "kind": ["integer"]} in outputs
+    language = described["universal_query_language_description"]
+    assert {"operation_type": "SortDetections"} in language["operations_description"]
+    assert {"operator_type": "(Detection) in zone", "operands_number": 2} in language[
+        "operators_descriptions"
+    ]
+    assert server.post("/workflows/blocks/describe", json={}).json() == described

@@ -39,6 +39,9 @@ def build(cls: type[Block], name: str = "step", **given: Any) -> Any:
         if not spec.per_frame
     }
     assert REQUIRED not in config.values(), config
+    for field, spec in cls.fields.items():  # as the compiler checks them
+        if field in config and not (spec.entries or spec.steps):
+            config[field] = spec.check(name, field, config[field])
     entries = {field: config[field] or {} for field, spec in cls.fields.items() if spec.entries}
     config |= {field: sorted(values) for field, values in entries.items()}
     block = cls(name, config, BuildContext(None))  # type: ignore[arg-type]

@@ -206,7 +206,9 @@ def test_v3_model_blocks_take_confidence_mode(registry, photos):
     assert strict and min(strict) >= between and len(strict) < len(default)
     with pytest.raises(WorkflowCompilationError, match="custom_confidence is required"):
         _compile(registry, _v3(confidence_mode="custom", custom_confidence=None))
-    with pytest.raises(WorkflowCompilationError, match="confidence_mode must be best, default"):
+    with pytest.raises(
+        WorkflowCompilationError, match="confidence_mode must be one of best, default, custom"
+    ):
         _compile(registry, _v3(confidence_mode="best-ish"))
 
 
@@ -237,5 +239,7 @@ def test_label_visualization_v2_scales_its_text_with_the_frame():
     )
     block.draw(np.zeros((540, 960, 3), np.uint8), detections)
     assert block.annotator.text_scale == pytest.approx(0.5)  # a 540-pixel side: half of 1080
-    with pytest.raises(WorkflowCompilationError, match="text_size_mode must be Manual"):
+    with pytest.raises(
+        WorkflowCompilationError, match="text_size_mode must be one of Manual, Automatic"
+    ):
         build(LabelVisualizationBlockV2, text_size_mode="Huge")

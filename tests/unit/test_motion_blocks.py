@@ -216,7 +216,7 @@ def test_the_aggregator_emits_once_per_interval_under_the_names_its_configuratio
         ({"aggregation_mode": {"label": ["median"]}},
          "step 'agg': aggregation_mode: 'median' is not one of"),
         ({"interval_unit": "days"}, "step 'agg': interval_unit must be"),
-        ({"interval": 0}, "step 'agg': interval must be an integer of at least 1"),
+        ({"interval": 0}, "step 'agg': interval must be an integer (at least 1)"),
         ({"data_operations": {"label": [{"type": "ToUpper"}]}},
          "step 'agg': data_operations.label: operation 'ToUpper' is not supported"),
     ],

@@ -12,7 +12,6 @@ from typing import Any
 from ...errors import WorkflowCompilationError
 from ..query import Env
 from .base import Block, BuildContext, FieldSpec, FrameState
-from .checks import integer
 from .filtering import operations_chain
 
 __all__ = ["DataAggregatorBlock"]
@@ -55,7 +54,7 @@ class DataAggregatorBlock(Block):
         "data_operations": FieldSpec(default=None),
         "aggregation_mode": FieldSpec(),
         "interval_unit": FieldSpec(default="seconds"),
-        "interval": FieldSpec(),
+        "interval": FieldSpec(type="integer", minimum=1),
     }
     outputs = {"*": "*"}  # named by the configuration: outputs_of
 
@@ -104,7 +103,7 @@ class DataAggregatorBlock(Block):
                 f"step '{name}': interval_unit must be seconds, minutes, hours or runs, "
                 f"got {unit!r}"
             )
-        interval = integer(name, "interval", config["interval"], 1)
+        interval = config["interval"]
         self._runs_per_flush = interval if unit == "runs" else None
         self._seconds = interval * _UNIT_SECONDS.get(unit, 0)
         self._values: dict[str, list[Any]] = {entry: [] for entry in names}

@@ -6,11 +6,12 @@ import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Protocol, cast
+from typing import Any, ClassVar, Literal, Protocol, cast
 
 import numpy as np
 import supervision as sv
 
+from ...errors import WorkflowCompilationError
 from ...inference.model import DetectionModel, StageTimer
 
 __all__ = [
@@ -106,9 +107,24 @@ class FrameState:
         self.timer[stage] = self.timer.get(stage, 0.0) + (time.perf_counter() - started) * 1000
 
 
+FieldType = Literal["any", "number", "integer", "boolean", "string", "list", "object"]
+
+_PYTHON_TYPES: dict[str, tuple[type, ...]] = {
+    "number": (int, float),
+    "integer": (int,),
+    "boolean": (bool,),
+    "string": (str,),
+    "list": (list, tuple),
+    "object": (dict,),
+}
+
+
 @dataclass(frozen=True)
 class FieldSpec:
-    """One block field: the kinds a selector bound to it may carry, and its default."""
+    """One block field, declared once: what it takes (``type``, ``minimum``/``maximum``,
+    ``choices``; for a selector, its ``kinds``) and its default. The compiler checks every
+    value against it (``check``), literal or a parameter's, and ``/workflows/blocks`` and
+    ``/workflows/blocks/describe`` show it (``describe``)."""
 
     kinds: tuple[str, ...] = (ANY,)
     default: Any = REQUIRED
@@ -121,6 +137,92 @@ class FieldSpec:
     steps: bool = False
     """A list of step selectors (``$steps.<name>``): the steps a flow-control block lets run
     or not (``next_steps``); the block gets their names."""
+    type: FieldType = "any"
+    minimum: float | None = None
+    maximum: float | None = None
+    above: float | None = None
+    """An exclusive lower bound (``text_scale`` above 0)."""
+    choices: tuple[Any, ...] | None = None
+    nullable: bool = False
+    """``null`` is taken too, though the default is a value (``custom_confidence``)."""
+    description: str = ""
+
+    def check(self, step: str, name: str, value: Any) -> Any:
+        """``value`` if this field takes it (a number as a float, an integer as an int);
+        else a 400 naming the step, the field and what it takes. ``None`` passes where the
+        default is ``None`` or the field is ``nullable``."""
+        if value is None and (self.default is None or self.nullable):
+            return None
+        if self.choices is not None:
+            if value not in self.choices:
+                raise WorkflowCompilationError(
+                    f"step '{step}': {name} must be one of "
+                    f"{', '.join(map(str, self.choices))}, got {value!r}"
+                )
+            return value
+        if self.type == "any":
+            return value
+        kinds = _PYTHON_TYPES[self.type]
+        if (isinstance(value, bool) and bool not in kinds) or not isinstance(value, kinds):
+            raise WorkflowCompilationError(
+                f"step '{step}': {name} must be {self._what()}, got {value!r}"
+            )
+        if self.type not in ("number", "integer"):
+            return value
+        number = cast(float, value)
+        if not self._in_range(number):
+            raise WorkflowCompilationError(
+                f"step '{step}': {name} must be {self._what()}, got {value!r}"
+            )
+        return float(number) if self.type == "number" else value
+
+    def _in_range(self, value: float) -> bool:
+        return (
+            (self.minimum is None or value >= self.minimum)
+            and (self.maximum is None or value <= self.maximum)
+            and (self.above is None or value > self.above)
+        )
+
+    def _what(self) -> str:
+        article = "an" if self.type in ("integer", "object") else "a"
+        bounds = []
+        if self.minimum is not None:
+            bounds.append(f"at least {self.minimum:g}")
+        if self.above is not None:
+            bounds.append(f"above {self.above:g}")
+        if self.maximum is not None:
+            bounds.append(f"at most {self.maximum:g}")
+        return f"{article} {self.type}" + (f" ({', '.join(bounds)})" if bounds else "")
+
+    def describe(self) -> dict[str, Any]:
+        """The field as ``/workflows/blocks/describe`` shows it."""
+        if self.per_frame:
+            takes = "selector"  # per-frame data: a step's output or an input
+        elif self.entries:
+            takes = "object of literals or selectors"
+        elif self.steps:
+            takes = "list of step selectors"
+        else:
+            takes = "literal or parameter"
+        entry: dict[str, Any] = {
+            "type": self.type,
+            "takes": takes,
+            "kinds": list(self.kinds),
+            "required": self.default is REQUIRED,
+        }
+        if self.default is not REQUIRED:
+            entry["default"] = self.default
+        for key in ("minimum", "maximum", "above", "choices"):
+            if (value := getattr(self, key)) is not None:
+                entry[key] = list(value) if key == "choices" else value
+        if self.description:
+            entry["description"] = self.description
+        return entry
+
+
+def fraction(default: float) -> FieldSpec:
+    """A number from 0 to 1 (a confidence, an IoU threshold)."""
+    return FieldSpec(default=default, type="number", minimum=0.0, maximum=1.0)
 
 
 CONTINUE = "__continue__"

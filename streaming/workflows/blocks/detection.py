@@ -4,6 +4,7 @@ instance segmentation, keypoint detection, and single- and multi-label classific
 from __future__ import annotations
 
 import uuid
+from dataclasses import replace
 from typing import Any, ClassVar
 
 import numpy as np
@@ -23,8 +24,8 @@ from .base import (
     FrameState,
     ModelSource,
     WorkflowImage,
+    fraction,
 )
-from .checks import number
 
 __all__ = [
     "ClassificationModelBlock",
@@ -66,7 +67,7 @@ def _model(name: str, config: dict[str, Any], context: BuildContext, tasks: tupl
 _MODEL_FIELDS = {
     "images": FieldSpec((IMAGE,), default=None, per_frame=True),
     "image": FieldSpec((IMAGE,), default=None, per_frame=True),  # v1 name
-    "model_id": FieldSpec(),
+    "model_id": FieldSpec(type="string", description="a model of the models directory"),
 }
 
 
@@ -97,7 +98,7 @@ class _ModelBlock(Block):
 
     def confidence_of(self, name: str, config: dict[str, Any]) -> float:
         """The threshold: v1 and v2 blocks take ``confidence``."""
-        return number(name, "confidence", config["confidence"], 0.0, 1.0)
+        return float(config["confidence"])
 
     def close(self) -> None:
         models, self._models = self._models, None
@@ -121,12 +122,12 @@ class ObjectDetectionModelBlock(_ModelBlock):
     # Defaults are the reference blocks'.
     fields = {
         **_MODEL_FIELDS,
-        "confidence": FieldSpec(default=0.4),
-        "iou_threshold": FieldSpec(default=0.3),
-        "class_filter": FieldSpec(default=None),
-        "max_detections": FieldSpec(default=300),
-        "class_agnostic_nms": FieldSpec(default=False),
-        "max_candidates": FieldSpec(default=3000),
+        "confidence": fraction(0.4),
+        "iou_threshold": fraction(0.3),
+        "class_filter": FieldSpec(default=None, type="list"),
+        "max_detections": FieldSpec(default=300, type="integer", minimum=1),
+        "class_agnostic_nms": FieldSpec(default=False, type="boolean"),
+        "max_candidates": FieldSpec(default=3000, type="integer", minimum=1),
     }
     outputs = {"predictions": DETECTIONS, "inference_id": "string", "model_id": "string"}
 
@@ -140,9 +141,7 @@ class ObjectDetectionModelBlock(_ModelBlock):
         class_ids: frozenset[int] | None = None
         if class_filter is not None:
             names = self.model.manifest.class_names
-            if not isinstance(class_filter, list) or not all(
-                isinstance(c, str) for c in class_filter
-            ):
+            if not all(isinstance(c, str) for c in class_filter):
                 raise WorkflowCompilationError(
                     f"step '{name}': class_filter must be a list of class names"
                 )
@@ -153,18 +152,13 @@ class ObjectDetectionModelBlock(_ModelBlock):
                     f"that model '{model_id}' does not have"
                 )
             class_ids = frozenset(names.index(c) for c in class_filter)
-        max_detections = config["max_detections"]
-        max_candidates = config["max_candidates"]
-        for key, value in (("max_detections", max_detections), ("max_candidates", max_candidates)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise WorkflowCompilationError(f"step '{name}': {key} must be a positive integer")
         self.options = DecodeOptions(
             confidence=self.confidence_of(name, config),
-            iou_threshold=number(name, "iou_threshold", config["iou_threshold"], 0.0, 1.0),
+            iou_threshold=config["iou_threshold"],
             class_filter=class_ids,
-            max_detections=max_detections,
-            class_agnostic_nms=bool(config["class_agnostic_nms"]),
-            max_candidates=max_candidates,
+            max_detections=config["max_detections"],
+            class_agnostic_nms=config["class_agnostic_nms"],
+            max_candidates=config["max_candidates"],
         )
 
     def run(self, inputs: dict[str, Any], frame: FrameState) -> dict[str, Any]:
@@ -195,8 +189,8 @@ class InstanceSegmentationModelBlock(ObjectDetectionModelBlock):
     fields = {
         **ObjectDetectionModelBlock.fields,
         # Accepted as the reference spells them; masks are always decoded fully here.
-        "mask_decode_mode": FieldSpec(default="accurate"),
-        "tradeoff_factor": FieldSpec(default=0.0),
+        "mask_decode_mode": FieldSpec(default="accurate", choices=("accurate", "tradeoff", "fast")),
+        "tradeoff_factor": fraction(0.0),
     }
     outputs = {"predictions": SEGMENTATION, "inference_id": "string", "model_id": "string"}
 
@@ -212,13 +206,15 @@ class KeypointDetectionModelBlock(ObjectDetectionModelBlock):
         "KeypointsDetectionModel",
     )
     tasks = ("keypoint-detection",)
-    fields = {**ObjectDetectionModelBlock.fields, "keypoint_confidence": FieldSpec(default=0.0)}
+    fields = {
+        **ObjectDetectionModelBlock.fields,
+        "keypoint_confidence": fraction(0.0),
+    }
     outputs = {"predictions": KEYPOINTS, "inference_id": "string", "model_id": "string"}
 
     def configure(self, name: str, config: dict[str, Any]) -> None:
         super().configure(name, config)
-        self.keypoint_confidence = number(name, "keypoint_confidence",
-                                          config["keypoint_confidence"], 0.0, 1.0)  # fmt: skip
+        self.keypoint_confidence = config["keypoint_confidence"]
 
     def run(self, inputs: dict[str, Any], frame: FrameState) -> dict[str, Any]:
         result = super().run(inputs, frame)
@@ -245,7 +241,7 @@ class ClassificationModelBlock(_ModelBlock):
         "ClassificationModel",
     )
     tasks: tuple[str, ...] = ("classification",)
-    fields = {**_MODEL_FIELDS, "confidence": FieldSpec(default=0.4)}
+    fields = {**_MODEL_FIELDS, "confidence": fraction(0.4)}
     outputs = {"predictions": CLASSIFICATION, "inference_id": "string", "model_id": "string"}
 
     def configure(self, name: str, config: dict[str, Any]) -> None:
@@ -315,24 +311,19 @@ class _ConfidenceMode:
     and ``default`` take the model's default, 0.4."""
 
     def confidence_of(self, name: str, config: dict[str, Any]) -> float:
-        mode = config["confidence_mode"]
-        if mode not in ("best", "default", "custom"):
-            raise WorkflowCompilationError(
-                f"step '{name}': confidence_mode must be best, default or custom, got {mode!r}"
-            )
-        if mode != "custom":
+        if config["confidence_mode"] != "custom":
             return DEFAULT_CONFIDENCE
         if config["custom_confidence"] is None:
             raise WorkflowCompilationError(
                 f"step '{name}': custom_confidence is required when confidence_mode is custom"
             )
-        return number(name, "custom_confidence", config["custom_confidence"], 0.0, 1.0)
+        return float(config["custom_confidence"])
 
 
 def _with_confidence_mode(fields: dict[str, FieldSpec]) -> dict[str, FieldSpec]:
     return {name: spec for name, spec in fields.items() if name != "confidence"} | {
-        "confidence_mode": FieldSpec(default="best"),
-        "custom_confidence": FieldSpec(default=DEFAULT_CONFIDENCE),
+        "confidence_mode": FieldSpec(default="best", choices=("best", "default", "custom")),
+        "custom_confidence": replace(fraction(DEFAULT_CONFIDENCE), nullable=True),
     }
 
 

@@ -14,7 +14,6 @@ from ...errors import WorkflowCompilationError
 from ..query import Env, QueryCompiler
 from .analytics import frame_seconds
 from .base import CONTINUE, IMAGE, Block, BuildContext, FieldSpec, FrameState
-from .checks import number
 
 __all__ = ["ContinueIfBlock", "DeltaFilterBlock", "RateLimiterBlock"]
 
@@ -79,7 +78,7 @@ class RateLimiterBlock(Block):
 
     type_ids = ("roboflow_core/rate_limiter@v1",)
     fields = {
-        "cooldown_seconds": FieldSpec(default=1.0),
+        "cooldown_seconds": FieldSpec(default=1.0, type="number", minimum=0),
         "depends_on": FieldSpec(per_frame=True),
         "next_steps": FieldSpec(steps=True),
         "video_reference_image": FieldSpec((IMAGE,), default=None, per_frame=True),
@@ -88,8 +87,7 @@ class RateLimiterBlock(Block):
 
     def __init__(self, name: str, config: dict[str, Any], context: BuildContext) -> None:
         super().__init__(name, config, context)
-        self._cooldown = number(name, "cooldown_seconds", config["cooldown_seconds"], 0,
-                                float("inf"))  # fmt: skip
+        self._cooldown = config["cooldown_seconds"]
         self._last: float | None = None
 
     def run(self, inputs: dict[str, Any], frame: FrameState) -> dict[str, Any]:

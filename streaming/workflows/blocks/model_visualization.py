@@ -21,7 +21,7 @@ from .base import (
     FrameState,
     WorkflowImage,
 )
-from .checks import color, integer, number
+from .checks import color
 from .visualization import AnnotatorBlock
 
 __all__ = [
@@ -37,11 +37,14 @@ class MaskVisualizationBlock(AnnotatorBlock):
     detections without masks are left as they are."""
 
     type_ids = ("roboflow_core/mask_visualization@v1", "MaskVisualization")
-    fields = {**AnnotatorBlock.fields, "opacity": FieldSpec(default=0.5)}
+    fields = {
+        **AnnotatorBlock.fields,
+        "opacity": FieldSpec(default=0.5, type="number", minimum=0, maximum=1),
+    }
 
     def __init__(self, name: str, config: dict[str, Any], context: BuildContext) -> None:
         super().__init__(name, config, context)
-        self.annotator = sv.MaskAnnotator(opacity=number(name, "opacity", config["opacity"], 0, 1))
+        self.annotator = sv.MaskAnnotator(opacity=config["opacity"])
 
     def draw(self, scene: Any, detections: sv.Detections) -> Any:
         return scene if detections.mask is None else self.annotator.annotate(scene, detections)
@@ -55,11 +58,11 @@ class PolygonVisualizationBlock(AnnotatorBlock):
         "roboflow_core/polygon_visualization@v2",  # the same fields
         "PolygonVisualization",
     )
-    fields = {**AnnotatorBlock.fields, "thickness": FieldSpec(default=2)}
+    fields = {**AnnotatorBlock.fields, "thickness": FieldSpec(default=2, type="integer", minimum=1)}
 
     def __init__(self, name: str, config: dict[str, Any], context: BuildContext) -> None:
         super().__init__(name, config, context)
-        thickness = integer(name, "thickness", config["thickness"], 1)
+        thickness = config["thickness"]
         self.annotator = sv.PolygonAnnotator(thickness=thickness)
 
     def draw(self, scene: Any, detections: sv.Detections) -> Any:
@@ -77,11 +80,11 @@ class KeypointVisualizationBlock(AnnotatorBlock):
         "annotator_type": FieldSpec(default="edge"),
         "color": FieldSpec(default="#A351FB"),
         "text_color": FieldSpec(default="black"),
-        "text_scale": FieldSpec(default=0.5),
-        "text_thickness": FieldSpec(default=1),
-        "text_padding": FieldSpec(default=10),
-        "thickness": FieldSpec(default=2),
-        "radius": FieldSpec(default=10),
+        "text_scale": FieldSpec(default=0.5, type="number", minimum=0.01, maximum=100),
+        "text_thickness": FieldSpec(default=1, type="integer", minimum=1),
+        "text_padding": FieldSpec(default=10, type="integer", minimum=0),
+        "thickness": FieldSpec(default=2, type="integer", minimum=1),
+        "radius": FieldSpec(default=10, type="integer", minimum=1),
         "edges": FieldSpec(default=None),
     }
 
@@ -94,7 +97,7 @@ class KeypointVisualizationBlock(AnnotatorBlock):
             )
         self.kind = kind
         self.color = color(name, "color", config["color"])
-        self.thickness = integer(name, "thickness", config["thickness"], 1)
+        self.thickness = config["thickness"]
         edges = config["edges"]
         if edges is not None and not (
             isinstance(edges, list)
@@ -107,15 +110,13 @@ class KeypointVisualizationBlock(AnnotatorBlock):
                 f"step '{name}': edges must be a list of [from, to] keypoint indexes"
             )
         self.edges = [tuple(e) for e in edges] if edges is not None else None
-        self.vertices = sv.VertexAnnotator(
-            color=self.color, radius=integer(name, "radius", config["radius"], 1)
-        )
+        self.vertices = sv.VertexAnnotator(color=self.color, radius=config["radius"])
         self.labels = sv.VertexLabelAnnotator(
             color=self.color,
             text_color=color(name, "text_color", config["text_color"]),
-            text_scale=number(name, "text_scale", config["text_scale"], 0.01, 100),
-            text_thickness=integer(name, "text_thickness", config["text_thickness"], 1),
-            text_padding=integer(name, "text_padding", config["text_padding"], 0),
+            text_scale=config["text_scale"],
+            text_thickness=config["text_thickness"],
+            text_padding=config["text_padding"],
         )
 
     def draw(self, scene: Any, detections: sv.Detections) -> Any:
@@ -160,9 +161,9 @@ class ClassificationLabelVisualizationBlock(Block):
         "text": FieldSpec(default="Class"),
         "text_position": FieldSpec(default="TOP_LEFT"),
         "text_color": FieldSpec(default="WHITE"),
-        "text_scale": FieldSpec(default=1.0),
-        "text_thickness": FieldSpec(default=1),
-        "text_padding": FieldSpec(default=10),
+        "text_scale": FieldSpec(default=1.0, type="number", minimum=0.01, maximum=100),
+        "text_thickness": FieldSpec(default=1, type="integer", minimum=1),
+        "text_padding": FieldSpec(default=10, type="integer", minimum=0),
     }
     outputs = {"image": IMAGE}
 
@@ -182,9 +183,9 @@ class ClassificationLabelVisualizationBlock(Block):
                 f"step '{name}': unknown text_position {config['text_position']!r}"
             ) from None
         self.text_color = color(name, "text_color", config["text_color"])
-        self.scale = number(name, "text_scale", config["text_scale"], 0.01, 100)
-        self.thickness = integer(name, "text_thickness", config["text_thickness"], 1)
-        self.padding = integer(name, "text_padding", config["text_padding"], 0)
+        self.scale = config["text_scale"]
+        self.thickness = config["text_thickness"]
+        self.padding = config["text_padding"]
 
     def run(self, inputs: dict[str, Any], frame: FrameState) -> dict[str, Any]:
         started = time.perf_counter()

@@ -28,7 +28,7 @@ from .base import (
     FrameState,
     select,
 )
-from .checks import anchor, integer, number, points
+from .checks import anchor, points
 
 __all__ = ["PathDeviationBlock", "StabilizeDetectionsBlock", "VelocityBlock"]
 
@@ -48,16 +48,15 @@ class VelocityBlock(Block):
     type_ids = ("roboflow_core/velocity@v1",)
     fields = {
         **_TRACKED_FIELDS,
-        "smoothing_alpha": FieldSpec(default=0.5),
-        "pixels_per_meter": FieldSpec(default=1.0),
+        "smoothing_alpha": FieldSpec(default=0.5, type="number", above=0, maximum=1.0),
+        "pixels_per_meter": FieldSpec(default=1.0, type="number", above=0),
     }
     outputs = {"velocity_detections": DETECTIONS}
 
     def __init__(self, name: str, config: dict[str, Any], context: BuildContext) -> None:
         super().__init__(name, config, context)
-        self._alpha = number(name, "smoothing_alpha", config["smoothing_alpha"], 1e-9, 1.0)
-        self._scale = 1.0 / number(name, "pixels_per_meter", config["pixels_per_meter"],
-                                   1e-9, float("inf"))  # fmt: skip
+        self._alpha = config["smoothing_alpha"]
+        self._scale = 1.0 / config["pixels_per_meter"]
         # Track -> (center, time, smoothed velocity), all in pixels.
         self._last: TrackMemory[tuple[np.ndarray, float, np.ndarray]] = TrackMemory()
 
@@ -102,15 +101,15 @@ class StabilizeDetectionsBlock(Block):
     type_ids = ("roboflow_core/stabilize_detections@v1",)
     fields = {
         **_TRACKED_FIELDS,
-        "smoothing_window_size": FieldSpec(default=3),
-        "bbox_smoothing_coefficient": FieldSpec(default=0.2),
+        "smoothing_window_size": FieldSpec(default=3, type="integer", minimum=1),
+        "bbox_smoothing_coefficient": FieldSpec(default=0.2, type="number", minimum=0, maximum=1),
     }
     outputs = {"tracked_detections": DETECTIONS}
 
     def __init__(self, name: str, config: dict[str, Any], context: BuildContext) -> None:
         super().__init__(name, config, context)
-        window = integer(name, "smoothing_window_size", config["smoothing_window_size"], 1)
-        number(name, "bbox_smoothing_coefficient", config["bbox_smoothing_coefficient"], 0, 1)
+        # bbox_smoothing_coefficient is declared (and checked) but unused: see the README.
+        window = config["smoothing_window_size"]
         self._smoother = sv.DetectionsSmoother(length=window)
 
     def run(self, inputs: dict[str, Any], frame: FrameState) -> dict[str, Any]:

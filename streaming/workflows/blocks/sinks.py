@@ -26,7 +26,6 @@ from ...errors import WorkflowCompilationError
 from ..serialization import serialize_value
 from .analytics import frame_seconds
 from .base import IMAGE, Block, BuildContext, FieldSpec, FrameState
-from .checks import integer, number
 
 __all__ = ["EventSinkBlock", "MqttSinkBlock", "WebhookSinkBlock"]
 
@@ -61,10 +60,10 @@ class WebhookSinkBlock(Block):
         "query_parameters": FieldSpec(default=None, entries=True),
         "headers": FieldSpec(default=None, entries=True),
         "json_payload": FieldSpec(default=None, entries=True),
-        "request_timeout": FieldSpec(default=2),
+        "request_timeout": FieldSpec(default=2, type="integer", minimum=1),
         "fire_and_forget": FieldSpec(default=True),
         "disable_sink": FieldSpec(default=False),
-        "cooldown_seconds": FieldSpec(default=5),
+        "cooldown_seconds": FieldSpec(default=5, type="integer", minimum=0),
     }
     outputs = {"error_status": "boolean", "throttling_status": "boolean", "message": "string"}
 
@@ -78,8 +77,8 @@ class WebhookSinkBlock(Block):
                 f"step '{name}': method {config['method']!r} is not supported here (POST)"
             )
         self._url = url
-        self._timeout = integer(name, "request_timeout", config["request_timeout"], 1)
-        self._cooldown = integer(name, "cooldown_seconds", config["cooldown_seconds"], 0)
+        self._timeout = config["request_timeout"]
+        self._cooldown = config["cooldown_seconds"]
         self._disabled = bool(config["disable_sink"])
         self._sink: WebhookSink | None = None
         self._lock = threading.Lock()
@@ -144,7 +143,7 @@ class MqttSinkBlock(Block):
         "topic": FieldSpec(default=None),
         "payload": FieldSpec(entries=True),
         "retain": FieldSpec(default=True),
-        "qos": FieldSpec(default=1),
+        "qos": FieldSpec(default=1, type="integer", minimum=0),
     }
     outputs = {"error_status": "boolean", "message": "string"}
 
@@ -158,7 +157,7 @@ class MqttSinkBlock(Block):
         topic = config["topic"] or f"visionstream/{{pipeline}}/{{source}}/{name}"
         self._topic = stream_name(name, "topic", topic, context)
         self._retain = bool(config["retain"])
-        self._qos = integer(name, "qos", config["qos"], 0)
+        self._qos = config["qos"]
         if self._qos > 2:
             raise WorkflowCompilationError(f"step '{name}': qos must be 0, 1 or 2")
         self._client: Any = None
@@ -235,11 +234,11 @@ class EventSinkBlock(Block):
         "image": FieldSpec((IMAGE,), default=None, per_frame=True),
         "file": FieldSpec(default=None),
         "snapshot": FieldSpec(default=True),
-        "clip_seconds_before": FieldSpec(default=5),
-        "clip_seconds_after": FieldSpec(default=5),
-        "max_events": FieldSpec(default=1000),
-        "max_age_hours": FieldSpec(default=168),
-        "max_megabytes": FieldSpec(default=1024),
+        "clip_seconds_before": FieldSpec(default=5, type="number", minimum=0, maximum=60),
+        "clip_seconds_after": FieldSpec(default=5, type="number", minimum=0, maximum=60),
+        "max_events": FieldSpec(default=1000, type="integer", minimum=1),
+        "max_age_hours": FieldSpec(default=168, type="number", minimum=0, maximum=24 * 365 * 10),
+        "max_megabytes": FieldSpec(default=1024, type="number", minimum=0, maximum=2**30),
     }
     outputs = {"error_status": "boolean", "message": "string", "event_id": "string"}
 
@@ -258,12 +257,12 @@ class EventSinkBlock(Block):
             raise WorkflowCompilationError(f"step '{name}': snapshot must be true or false")
         self._directory, self._file = context.sink_dir, file
         self._snapshot = config["snapshot"]
-        self._pre = number(name, "clip_seconds_before", config["clip_seconds_before"], 0, 60)
-        self._post = number(name, "clip_seconds_after", config["clip_seconds_after"], 0, 60)
-        hours = number(name, "max_age_hours", config["max_age_hours"], 0, 24 * 365 * 10)
-        megabytes = number(name, "max_megabytes", config["max_megabytes"], 0, 2**30)
+        self._pre = config["clip_seconds_before"]
+        self._post = config["clip_seconds_after"]
+        hours = config["max_age_hours"]
+        megabytes = config["max_megabytes"]
         self._retention = Retention(
-            max_events=integer(name, "max_events", config["max_events"], 1),
+            max_events=config["max_events"],
             max_age_s=3600 * hours,
             max_bytes=int(2**20 * megabytes),
         )

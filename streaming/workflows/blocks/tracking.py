@@ -21,7 +21,6 @@ import numpy as np
 import supervision as sv
 from trackers import ByteTrackTracker, OCSORTTracker, SORTTracker
 
-from ...errors import WorkflowCompilationError
 from .base import (
     DETECTION_KINDS,
     DETECTIONS,
@@ -33,7 +32,6 @@ from .base import (
     FrameState,
     select,
 )
-from .checks import integer, number
 
 __all__ = ["ByteTrackerBlock"]
 
@@ -55,12 +53,16 @@ class ByteTrackerBlock(Block):
         "detections": FieldSpec(DETECTION_KINDS, per_frame=True),
         "image": FieldSpec((IMAGE,), default=None, per_frame=True),  # v2, v3
         "metadata": FieldSpec((VIDEO_METADATA,), default=None, per_frame=True),  # v1
-        "track_activation_threshold": FieldSpec(default=0.25),
-        "lost_track_buffer": FieldSpec(default=30),
-        "minimum_matching_threshold": FieldSpec(default=0.8),
-        "minimum_consecutive_frames": FieldSpec(default=1),
-        "instances_cache_size": FieldSpec(default=16384),  # v3
-        "tracker": FieldSpec(default="bytetrack"),  # ours
+        "track_activation_threshold": FieldSpec(
+            default=0.25, type="number", minimum=0.0, maximum=1.0
+        ),
+        "lost_track_buffer": FieldSpec(default=30, type="integer", minimum=0),
+        "minimum_matching_threshold": FieldSpec(
+            default=0.8, type="number", minimum=0.0, maximum=1.0
+        ),
+        "minimum_consecutive_frames": FieldSpec(default=1, type="integer", minimum=1),
+        "instances_cache_size": FieldSpec(default=16384, type="integer", minimum=1),  # v3
+        "tracker": FieldSpec(default="bytetrack", choices=_ALGORITHMS),  # ours
     }
     outputs = {
         "tracked_detections": DETECTIONS,
@@ -70,21 +72,12 @@ class ByteTrackerBlock(Block):
 
     def __init__(self, name: str, config: dict[str, Any], context: BuildContext) -> None:
         super().__init__(name, config, context)
-        self._activation = number(name, "track_activation_threshold",
-                                  config["track_activation_threshold"], 0.0, 1.0)  # fmt: skip
-        self._matching = number(name, "minimum_matching_threshold",
-                                config["minimum_matching_threshold"], 0.0, 1.0)  # fmt: skip
-        self._lost_buffer = integer(name, "lost_track_buffer", config["lost_track_buffer"], 0)
-        self._consecutive = integer(name, "minimum_consecutive_frames",
-                                    config["minimum_consecutive_frames"], 1)  # fmt: skip
-        self._cache_size = integer(name, "instances_cache_size",
-                                   config["instances_cache_size"], 1)  # fmt: skip
+        self._activation = config["track_activation_threshold"]
+        self._matching = config["minimum_matching_threshold"]
+        self._lost_buffer = config["lost_track_buffer"]
+        self._consecutive = config["minimum_consecutive_frames"]
+        self._cache_size = config["instances_cache_size"]
         self._algorithm = config["tracker"]
-        if self._algorithm not in _ALGORITHMS:
-            raise WorkflowCompilationError(
-                f"step '{name}': tracker must be one of {', '.join(_ALGORITHMS)}, "
-                f"got {self._algorithm!r}"
-            )
         self._tracker: ByteTrackTracker | SORTTracker | OCSORTTracker | None = None
         self._seen: OrderedDict[int, None] = OrderedDict()
         self._restarts = 0

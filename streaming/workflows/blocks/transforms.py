@@ -26,20 +26,16 @@ class ImageBlurBlock(Block):
     type_ids = ("roboflow_core/image_blur@v1", "ImageBlur")
     fields = {
         "image": FieldSpec((IMAGE,), per_frame=True),
-        "blur_type": FieldSpec(default="gaussian"),
-        "kernel_size": FieldSpec(default=5),
+        "blur_type": FieldSpec(default="gaussian", choices=tuple(_BLURS)),
+        "kernel_size": FieldSpec(default=5, type="integer", minimum=1),
     }
     outputs = {"image": IMAGE}
 
     def __init__(self, name: str, config: dict[str, Any], context: BuildContext) -> None:
         super().__init__(name, config, context)
         blur_type, size = config["blur_type"], config["kernel_size"]
-        if blur_type not in _BLURS:
-            raise WorkflowCompilationError(
-                f"step '{name}': blur_type must be one of {sorted(_BLURS)}, got {blur_type!r}"
-            )
-        # Gaussian and median kernels must be odd; every kernel at least 1 pixel.
-        if isinstance(size, bool) or not isinstance(size, int) or size < 1 or size % 2 == 0:
+        # Gaussian and median kernels must be odd (a rule a range cannot say).
+        if size % 2 == 0:
             raise WorkflowCompilationError(
                 f"step '{name}': kernel_size must be an odd positive integer, got {size!r}"
             )

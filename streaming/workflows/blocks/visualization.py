@@ -8,7 +8,6 @@ from typing import Any, ClassVar
 import numpy as np
 import supervision as sv
 
-from ...errors import WorkflowCompilationError
 from .analytics import TrackMemory, frame_seconds
 from .base import (
     DETECTION_KINDS,
@@ -21,7 +20,7 @@ from .base import (
     WorkflowImage,
     select,
 )
-from .checks import anchor, number
+from .checks import anchor
 
 __all__ = [
     "AnnotatorBlock",
@@ -41,7 +40,7 @@ class AnnotatorBlock(Block):
     fields = {
         "image": FieldSpec((IMAGE,), per_frame=True),
         "predictions": FieldSpec(DETECTION_KINDS, per_frame=True),
-        "copy_image": FieldSpec(default=True),
+        "copy_image": FieldSpec(default=True, type="boolean"),
     }
     outputs = {"image": IMAGE}
 
@@ -62,13 +61,6 @@ class AnnotatorBlock(Block):
         return {"image": WorkflowImage(scene, image.parent_id)}
 
 
-def _int_field(step: str, config: dict[str, Any], key: str, low: int) -> int:
-    value = config[key]
-    if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        raise WorkflowCompilationError(f"step '{step}': {key} must be an integer >= {low}")
-    return value
-
-
 class BoundingBoxVisualizationBlock(AnnotatorBlock):
     """Draws the predictions' boxes on the image (supervision's BoxAnnotator)."""
 
@@ -76,11 +68,11 @@ class BoundingBoxVisualizationBlock(AnnotatorBlock):
         "roboflow_core/bounding_box_visualization@v1",
         "BoundingBoxVisualization",
     )
-    fields = {**AnnotatorBlock.fields, "thickness": FieldSpec(default=2)}
+    fields = {**AnnotatorBlock.fields, "thickness": FieldSpec(default=2, type="integer", minimum=1)}
 
     def __init__(self, name: str, config: dict[str, Any], context: BuildContext) -> None:
         super().__init__(name, config, context)
-        self.annotator = sv.BoxAnnotator(thickness=_int_field(name, config, "thickness", 1))
+        self.annotator = sv.BoxAnnotator(thickness=config["thickness"])
 
     def draw(self, scene: Any, detections: sv.Detections) -> Any:
         return self.annotator.annotate(scene, detections)
@@ -108,35 +100,21 @@ class LabelVisualizationBlock(AnnotatorBlock):
     )
     fields = {
         **AnnotatorBlock.fields,
-        "text": FieldSpec(default="Class"),
-        "text_position": FieldSpec(default="TOP_LEFT"),
-        "text_scale": FieldSpec(default=1.0),
-        "text_thickness": FieldSpec(default=1),
-        "text_padding": FieldSpec(default=10),
+        "text": FieldSpec(default="Class", choices=tuple(_TEXT)),
+        "text_position": FieldSpec(default="TOP_LEFT", choices=tuple(p.name for p in sv.Position)),
+        "text_scale": FieldSpec(default=1.0, type="number", above=0),
+        "text_thickness": FieldSpec(default=1, type="integer", minimum=1),
+        "text_padding": FieldSpec(default=10, type="integer", minimum=0),
     }
 
     def __init__(self, name: str, config: dict[str, Any], context: BuildContext) -> None:
         super().__init__(name, config, context)
-        text = config["text"]
-        if text not in _TEXT:
-            raise WorkflowCompilationError(
-                f"step '{name}': text must be one of {sorted(_TEXT)}, got {text!r}"
-            )
-        self.label = _TEXT[text]
-        try:
-            position = sv.Position[str(config["text_position"])]
-        except KeyError:
-            raise WorkflowCompilationError(
-                f"step '{name}': unknown text_position {config['text_position']!r}"
-            ) from None
-        scale = config["text_scale"]
-        if isinstance(scale, bool) or not isinstance(scale, int | float) or scale <= 0:
-            raise WorkflowCompilationError(f"step '{name}': text_scale must be a positive number")
+        self.label = _TEXT[config["text"]]
         self.annotator = sv.LabelAnnotator(
-            text_position=position,
-            text_scale=float(scale),
-            text_thickness=_int_field(name, config, "text_thickness", 1),
-            text_padding=_int_field(name, config, "text_padding", 0),
+            text_position=sv.Position[config["text_position"]],
+            text_scale=config["text_scale"],
+            text_thickness=config["text_thickness"],
+            text_padding=config["text_padding"],
         )
 
     def draw(self, scene: Any, detections: sv.Detections) -> Any:
@@ -149,17 +127,15 @@ class LabelVisualizationBlockV2(LabelVisualizationBlock):
     ``text_scale`` at a 1080-pixel short side, proportionally elsewhere, within 0.3 to 5."""
 
     type_ids: ClassVar[tuple[str, ...]] = ("roboflow_core/label_visualization@v2",)
-    fields = {**LabelVisualizationBlock.fields, "text_size_mode": FieldSpec(default="Manual")}
+    fields = {
+        **LabelVisualizationBlock.fields,
+        "text_size_mode": FieldSpec(default="Manual", choices=("Manual", "Automatic")),
+    }
 
     def __init__(self, name: str, config: dict[str, Any], context: BuildContext) -> None:
         super().__init__(name, config, context)
-        mode = config["text_size_mode"]
-        if mode not in ("Manual", "Automatic"):
-            raise WorkflowCompilationError(
-                f"step '{name}': text_size_mode must be Manual or Automatic, got {mode!r}"
-            )
-        self._automatic = mode == "Automatic"
-        self._manual_scale = float(config["text_scale"])
+        self._automatic = config["text_size_mode"] == "Automatic"
+        self._manual_scale = config["text_scale"]
 
     def draw(self, scene: Any, detections: sv.Detections) -> Any:
         if self._automatic:
@@ -190,14 +166,14 @@ class BlurVisualizationBlock(AnnotatorBlock):
     )
     fields = {
         **AnnotatorBlock.fields,
-        "kernel_size": FieldSpec(default=15),
-        "padding": FieldSpec(default=0),
+        "kernel_size": FieldSpec(default=15, type="integer", minimum=1),
+        "padding": FieldSpec(default=0, type="integer", minimum=0),
     }
 
     def __init__(self, name: str, config: dict[str, Any], context: BuildContext) -> None:
         super().__init__(name, config, context)
-        self.annotator = sv.BlurAnnotator(kernel_size=_int_field(name, config, "kernel_size", 1))
-        self.padding = _int_field(name, config, "padding", 0)
+        self.annotator = sv.BlurAnnotator(kernel_size=config["kernel_size"])
+        self.padding = config["padding"]
 
     def draw(self, scene: Any, detections: sv.Detections) -> Any:
         return self.annotator.annotate(scene, _padded(detections, self.padding, scene.shape))
@@ -210,11 +186,14 @@ class PixelateVisualizationBlock(AnnotatorBlock):
         "roboflow_core/pixelate_visualization@v1",
         "PixelateVisualization",
     )
-    fields = {**AnnotatorBlock.fields, "pixel_size": FieldSpec(default=20)}
+    fields = {
+        **AnnotatorBlock.fields,
+        "pixel_size": FieldSpec(default=20, type="integer", minimum=1),
+    }
 
     def __init__(self, name: str, config: dict[str, Any], context: BuildContext) -> None:
         super().__init__(name, config, context)
-        self.annotator = sv.PixelateAnnotator(pixel_size=_int_field(name, config, "pixel_size", 1))
+        self.annotator = sv.PixelateAnnotator(pixel_size=config["pixel_size"])
 
     def draw(self, scene: Any, detections: sv.Detections) -> Any:
         return self.annotator.annotate(scene, detections)
@@ -227,16 +206,16 @@ class DotVisualizationBlock(AnnotatorBlock):
     fields = {
         **AnnotatorBlock.fields,
         "position": FieldSpec(default="CENTER"),
-        "radius": FieldSpec(default=4),
-        "outline_thickness": FieldSpec(default=0),
+        "radius": FieldSpec(default=4, type="integer", minimum=1),
+        "outline_thickness": FieldSpec(default=0, type="integer", minimum=0),
     }
 
     def __init__(self, name: str, config: dict[str, Any], context: BuildContext) -> None:
         super().__init__(name, config, context)
         self.annotator = sv.DotAnnotator(
-            radius=_int_field(name, config, "radius", 1),
+            radius=config["radius"],
             position=anchor(name, "position", config["position"]),
-            outline_thickness=_int_field(name, config, "outline_thickness", 0),
+            outline_thickness=config["outline_thickness"],
         )
 
     def draw(self, scene: Any, detections: sv.Detections) -> Any:
@@ -257,13 +236,13 @@ class HeatmapVisualizationBlock(AnnotatorBlock):
         **AnnotatorBlock.fields,
         "metadata": FieldSpec((VIDEO_METADATA,), default=None, per_frame=True),
         "position": FieldSpec(default="BOTTOM_CENTER"),
-        "opacity": FieldSpec(default=0.2),
-        "radius": FieldSpec(default=40),
-        "kernel_size": FieldSpec(default=25),
-        "top_hue": FieldSpec(default=0),
-        "low_hue": FieldSpec(default=125),
-        "ignore_stationary": FieldSpec(default=True),
-        "motion_threshold": FieldSpec(default=25),
+        "opacity": FieldSpec(default=0.2, type="number", minimum=0, maximum=1),
+        "radius": FieldSpec(default=40, type="integer", minimum=1),
+        "kernel_size": FieldSpec(default=25, type="integer", minimum=1),
+        "top_hue": FieldSpec(default=0, type="integer", minimum=0),
+        "low_hue": FieldSpec(default=125, type="integer", minimum=0),
+        "ignore_stationary": FieldSpec(default=True, type="boolean"),
+        "motion_threshold": FieldSpec(default=25, type="number", minimum=0),
     }
 
     def __init__(self, name: str, config: dict[str, Any], context: BuildContext) -> None:
@@ -271,19 +250,14 @@ class HeatmapVisualizationBlock(AnnotatorBlock):
         self.position = anchor(name, "position", config["position"])
         self.annotator = sv.HeatMapAnnotator(
             position=self.position,
-            opacity=number(name, "opacity", config["opacity"], 0, 1),
-            radius=_int_field(name, config, "radius", 1),
-            kernel_size=_int_field(name, config, "kernel_size", 1),
-            top_hue=_int_field(name, config, "top_hue", 0),
-            low_hue=_int_field(name, config, "low_hue", 0),
+            opacity=config["opacity"],
+            radius=config["radius"],
+            kernel_size=config["kernel_size"],
+            top_hue=config["top_hue"],
+            low_hue=config["low_hue"],
         )
-        if not isinstance(config["ignore_stationary"], bool):
-            raise WorkflowCompilationError(
-                f"step '{name}': ignore_stationary must be true or false"
-            )
         self.ignore_stationary = config["ignore_stationary"]
-        self.motion_threshold = number(name, "motion_threshold", config["motion_threshold"], 0,
-                                       float("inf"))  # fmt: skip
+        self.motion_threshold = config["motion_threshold"]
         self._moved_from: TrackMemory[np.ndarray] = TrackMemory()
         self._now = 0.0
 

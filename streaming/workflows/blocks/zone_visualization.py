@@ -20,7 +20,7 @@ from .base import (
     FrameState,
     WorkflowImage,
 )
-from .checks import anchor, color, integer, number, points, polygons
+from .checks import anchor, color, points, polygons
 
 __all__ = [
     "LineCounterVisualizationBlock",
@@ -63,10 +63,10 @@ class LineCounterVisualizationBlock(_DrawingBlock):
         **_DrawingBlock.fields,
         "zone": FieldSpec(),
         "color": FieldSpec(default=_ZONE_GREEN),
-        "thickness": FieldSpec(default=2),
-        "text_thickness": FieldSpec(default=1),
-        "text_scale": FieldSpec(default=1.0),
-        "opacity": FieldSpec(default=0.3),
+        "thickness": FieldSpec(default=2, type="integer", minimum=1),
+        "text_thickness": FieldSpec(default=1, type="integer", minimum=1),
+        "text_scale": FieldSpec(default=1.0, type="number", minimum=0.01, maximum=100.0),
+        "opacity": FieldSpec(default=0.3, type="number", minimum=0.0, maximum=1.0),
         # Usually $steps.<line_counter>.count_in / count_out; unbound: 0.
         "count_in": FieldSpec(("integer",), default=None, per_frame=True),
         "count_out": FieldSpec(("integer",), default=None, per_frame=True),
@@ -78,10 +78,10 @@ class LineCounterVisualizationBlock(_DrawingBlock):
         self._line = (int(start[0]), int(start[1]), int(end[0]), int(end[1]))
         self._start = sv.Point(self._line[0], self._line[1])
         self._color = color(name, "color", config["color"])
-        self._thickness = integer(name, "thickness", config["thickness"], 1)
-        self._text_thickness = integer(name, "text_thickness", config["text_thickness"], 1)
-        self._text_scale = number(name, "text_scale", config["text_scale"], 0.01, 100.0)
-        self._opacity = number(name, "opacity", config["opacity"], 0.0, 1.0)
+        self._thickness = config["thickness"]
+        self._text_thickness = config["text_thickness"]
+        self._text_scale = config["text_scale"]
+        self._opacity = config["opacity"]
 
     def draw(self, scene: np.ndarray, inputs: dict[str, Any]) -> np.ndarray:
         # Blended at ``opacity`` within the line's bounding box only: a whole-frame blend
@@ -117,7 +117,7 @@ class PolygonZoneVisualizationBlock(_DrawingBlock):
         **_DrawingBlock.fields,
         "zone": FieldSpec(),
         "color": FieldSpec(default=_ZONE_GREEN),
-        "opacity": FieldSpec(default=0.3),
+        "opacity": FieldSpec(default=0.3, type="number", minimum=0.0, maximum=1.0),
     }
 
     def __init__(self, name: str, config: dict[str, Any], context: BuildContext) -> None:
@@ -126,7 +126,7 @@ class PolygonZoneVisualizationBlock(_DrawingBlock):
             np.array(p, dtype=np.int64) for p in polygons(name, "zone", config["zone"])
         ]
         self._color = color(name, "color", config["color"])
-        self._opacity = number(name, "opacity", config["opacity"], 0.0, 1.0)
+        self._opacity = config["opacity"]
 
     def draw(self, scene: np.ndarray, inputs: dict[str, Any]) -> np.ndarray:
         for polygon in self._polygons:
@@ -142,16 +142,16 @@ class TraceVisualizationBlock(_DrawingBlock):
         **_DrawingBlock.fields,
         "predictions": FieldSpec(DETECTION_KINDS, per_frame=True),
         "position": FieldSpec(default="CENTER"),
-        "trace_length": FieldSpec(default=30),
-        "thickness": FieldSpec(default=1),
+        "trace_length": FieldSpec(default=30, type="integer", minimum=1),
+        "thickness": FieldSpec(default=1, type="integer", minimum=1),
     }
 
     def __init__(self, name: str, config: dict[str, Any], context: BuildContext) -> None:
         super().__init__(name, config, context)
         self._annotator = sv.TraceAnnotator(
             position=anchor(name, "position", config["position"]),
-            trace_length=integer(name, "trace_length", config["trace_length"], 1),
-            thickness=integer(name, "thickness", config["thickness"], 1),
+            trace_length=config["trace_length"],
+            thickness=config["thickness"],
             color_lookup=sv.ColorLookup.TRACK,
         )
 
