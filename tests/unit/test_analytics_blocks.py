@@ -354,3 +354,24 @@ def test_each_tracker_behind_the_block_follows_a_moving_box_with_one_id(algorith
     assert len(ids) == 1, ids
     with pytest.raises(WorkflowCompilationError, match="step 'step': tracker must be one of"):
         build(ByteTrackerBlock, tracker="deepsort")
+
+
+@pytest.mark.parametrize(("stop_delay", "held"), [(0, False), (3600, True)])
+def test_continue_if_stays_open_stop_delay_after_its_condition(stop_delay, held):
+    from streaming.workflows.blocks.base import CONTINUE
+    from streaming.workflows.blocks.flow import ContinueIfBlock
+
+    statement = {"type": "StatementGroup", "statements": [{
+        "type": "BinaryStatement",
+        "left_operand": {"type": "DynamicOperand", "operand_name": "count"},
+        "comparator": {"type": "(Number) >"},
+        "right_operand": {"type": "StaticOperand", "value": 0},
+    }]}  # fmt: skip
+    block = build(ContinueIfBlock, condition_statement=statement, next_steps=[],
+                  evaluation_parameters={"count": 0}, stop_delay=stop_delay)  # fmt: skip
+    verdicts = [out[CONTINUE] for out in run_block(block, [
+        {"evaluation_parameters": {"count": 0}},
+        {"evaluation_parameters": {"count": 2}},
+        {"evaluation_parameters": {"count": 0}},
+    ])]  # fmt: skip
+    assert verdicts == [False, True, held]

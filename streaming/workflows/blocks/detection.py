@@ -320,9 +320,11 @@ class _ConfidenceMode:
         return float(config["custom_confidence"])
 
 
-def _with_confidence_mode(fields: dict[str, FieldSpec]) -> dict[str, FieldSpec]:
+def _with_confidence_mode(fields: dict[str, FieldSpec], mode: str = "best") -> dict[str, FieldSpec]:
+    """``fields`` with v3's confidence fields for ``confidence``; ``mode``: the default
+    ``confidence_mode`` of the reference's block."""
     return {name: spec for name, spec in fields.items() if name != "confidence"} | {
-        "confidence_mode": FieldSpec(default="best", choices=("best", "default", "custom")),
+        "confidence_mode": FieldSpec(default=mode, choices=("best", "default", "custom")),
         "custom_confidence": replace(fraction(DEFAULT_CONFIDENCE), nullable=True),
     }
 
@@ -343,12 +345,12 @@ class InstanceSegmentationModelBlockV3(_ConfidenceMode, InstanceSegmentationMode
 
 class KeypointDetectionModelBlockV3(_ConfidenceMode, KeypointDetectionModelBlock):
     type_ids: ClassVar[tuple[str, ...]] = ("roboflow_core/roboflow_keypoint_detection_model@v3",)
-    fields = _with_confidence_mode(KeypointDetectionModelBlock.fields)
+    fields = _with_confidence_mode(KeypointDetectionModelBlock.fields, mode="default")
 
 
 class ClassificationModelBlockV3(_ConfidenceMode, ClassificationModelBlock):
     type_ids: ClassVar[tuple[str, ...]] = ("roboflow_core/roboflow_classification_model@v3",)
-    fields = _with_confidence_mode(ClassificationModelBlock.fields)
+    fields = _with_confidence_mode(ClassificationModelBlock.fields, mode="default")
 
 
 class MultiLabelClassificationModelBlockV3(_ConfidenceMode, MultiLabelClassificationModelBlock):

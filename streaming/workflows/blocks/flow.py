@@ -26,11 +26,14 @@ class ContinueIfBlock(Block):
         "condition_statement": FieldSpec(),
         "evaluation_parameters": FieldSpec(default=None, entries=True),
         "next_steps": FieldSpec(steps=True),
+        "stop_delay": FieldSpec(default=0, type="number", minimum=0),
     }
     outputs = {}  # none: it only decides what runs
 
     def __init__(self, name: str, config: dict[str, Any], context: BuildContext) -> None:
         super().__init__(name, config, context)
+        self._stop_delay = config["stop_delay"]
+        self._held_since: float | None = None
         statement = config["condition_statement"]
         if not isinstance(statement, dict) or statement.get("type") != "StatementGroup":
             raise WorkflowCompilationError(
@@ -45,7 +48,15 @@ class ContinueIfBlock(Block):
 
     def run(self, inputs: dict[str, Any], frame: FrameState) -> dict[str, Any]:
         values = inputs["evaluation_parameters"]
-        return {CONTINUE: self._condition(Env(values, frame.video), None)}
+        now = time.monotonic()
+        if self._condition(Env(values, frame.video), None):
+            if self._stop_delay > 0:
+                self._held_since = now
+            return {CONTINUE: True}
+        # As the reference: a branch stays open stop_delay seconds after its condition last
+        # held (no flicker when a count dips for a frame).
+        held = self._held_since is not None and now - self._held_since <= self._stop_delay
+        return {CONTINUE: held}
 
 
 class DeltaFilterBlock(Block):
