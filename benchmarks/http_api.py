@@ -30,23 +30,16 @@ from streaming.config import Settings
 from streaming.inference.decoders import DecodeOptions
 from streaming.inference.preprocess import prepare
 from streaming.inference.registry import ModelRegistry
-from tests.conftest import PHOTO_DIRS, load_photo
+from tests.conftest import DETECT_SPEC, PHOTO_DIRS, load_photo
 from tests.support.server import ServerProcess
 
 MODEL = "yolov3-tiny-416"
 DETECT_ONLY = {
-    "version": "1.0",
-    "inputs": [{"type": "InferenceImage", "name": "image"}],
-    "steps": [
-        {
-            "type": "roboflow_core/roboflow_object_detection_model@v2",
-            "name": "det",
-            "images": "$inputs.image",
-            "model_id": MODEL,
-        }
-    ],
-    "outputs": [{"type": "JsonField", "name": "predictions", "selector": "$steps.det.predictions"}],
+    **DETECT_SPEC,
+    "steps": DETECT_SPEC["steps"][:1],
+    "outputs": DETECT_SPEC["outputs"][:1],
 }
+"""The suite's detection workflow, its model step and predictions alone."""
 
 Call = Callable[[httpx.Client], None]
 

@@ -80,6 +80,20 @@ UNARY: dict[str, Callable[[Any], bool]] = {
     "(Sequence) is not empty": lambda a: a is not None and len(a) > 0,
 }
 
+
+def _false_when_incomparable(test: Callable[[Env, Row | None], Any]) -> Condition:
+    """``test`` as a condition that is false where its values do not compare (a number with
+    a string; ``len`` of a number: neither empty nor not) rather than failing the frame."""
+
+    def run(env: Env, row: Row | None) -> bool:
+        try:
+            return bool(test(env, row))
+        except TypeError:
+            return False
+
+    return run
+
+
 DETECTION = "_"
 """The operand name of the detection under test in a detections filter."""
 
@@ -172,39 +186,24 @@ class QueryCompiler:
     # The old name: blocks call ``group`` for their top-level StatementGroup.
     group = statement
 
+    def _operator(self, node: dict[str, Any], key: str, known: dict[str, Any], what: str) -> Any:
+        named = node.get(key)
+        name = named.get("type") if isinstance(named, dict) else None
+        if name not in known:
+            raise self.fail(f"{what} {name!r} is not supported here "
+                            f"(supported: {', '.join(known)})")  # fmt: skip
+        return known[name]
+
     def unary(self, node: dict[str, Any]) -> Condition:
-        operator = node.get("operator")
-        name = operator.get("type") if isinstance(operator, dict) else None
-        if name not in UNARY:
-            raise self.fail(f"operator {name!r} is not supported here "
-                            f"(supported: {', '.join(UNARY)})")  # fmt: skip
-        test, value = UNARY[name], self.operand(node.get("operand"))
-
-        def run(env: Env, row: Row | None) -> bool:
-            try:
-                return bool(test(value(env, row)))
-            except TypeError:  # len() of a number: not a sequence, so neither empty nor not
-                return False
-
-        return run
+        test = self._operator(node, "operator", UNARY, "operator")
+        value = self.operand(node.get("operand"))
+        return _false_when_incomparable(lambda env, row: test(value(env, row)))
 
     def binary(self, node: dict[str, Any]) -> Condition:
-        comparator = node.get("comparator")
-        name = comparator.get("type") if isinstance(comparator, dict) else None
-        if name not in BINARY:
-            raise self.fail(f"comparator {name!r} is not supported here "
-                            f"(supported: {', '.join(BINARY)})")  # fmt: skip
-        compare = BINARY[name]
+        compare = self._operator(node, "comparator", BINARY, "comparator")
         left = self.operand(node.get("left_operand"))
         right = self.operand(node.get("right_operand"))
-
-        def run(env: Env, row: Row | None) -> bool:
-            try:
-                return bool(compare(left(env, row), right(env, row)))
-            except TypeError:  # values of kinds the comparator cannot order
-                return False
-
-        return run
+        return _false_when_incomparable(lambda env, row: compare(left(env, row), right(env, row)))
 
     def operand(self, node: Any) -> Operand:
         kind = self.kind(node, "an operand")
