@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from inference_sdk import InferenceHTTPClient
 
 from sources import SyntheticSource
 from streaming import Client, StreamConfig
@@ -145,8 +146,20 @@ def test_segmentation_pose_and_classifier_exports_are_added_and_served(models_di
                 results.append(data)
 
             session.wait(timeout=60)
+        # inference-sdk's infer, each model on the route of its task (the SDK asks the
+        # registry which): the same answers as the workflow's blocks give over WebRTC.
+        sdk = InferenceHTTPClient(api_url=server.url, api_key=None)
+        frame = np.full((240, 320, 3), 90, np.uint8)
+        masks = sdk.infer(frame, model_id="tiny-seg")["predictions"]
+        pose = sdk.infer(frame, model_id="tiny-pose")["predictions"]
+        classified = sdk.infer(frame, model_id="tiny-cls")
     finally:
         server.stop()
+    assert sorted(p["class"] for p in masks) == ["cat", "dog"]
+    assert all(len(p["points"]) >= 3 for p in masks)
+    best_pose = max(pose, key=lambda p: p["confidence"])
+    assert [k["class"] for k in best_pose["keypoints"]] == ["nose", "tail"]
+    assert classified["top"] == "dog" and classified["predictions"][0]["class"] == "dog"
     assert len(results) == 3
     last = results[-1]
     assert sorted(p["class"] for p in last["masks"]["predictions"]) == ["cat", "dog"]
