@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -16,18 +13,14 @@ from streaming import Client, StreamConfig
 from streaming.client import FrameSourceStream
 from streaming.config import Settings
 from streaming.workflows.library import object_detection
+from tests.support.models import add_model
 from tests.support.onnx_models import V8_ROWS, YOLO_ROWS, constant_model
 from tests.support.server import ServerProcess
 
 pytestmark = pytest.mark.e2e
 
 
-def add(models_dir, *args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "STREAMING_MODELS_DIR": str(models_dir)}
-    return subprocess.run(
-        [sys.executable, "-m", "streaming.cli", "models", "add", *args],
-        capture_output=True, text=True, env=env, timeout=120,
-    )  # fmt: skip
+add = add_model
 
 
 @pytest.fixture(scope="module")

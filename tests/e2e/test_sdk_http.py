@@ -20,6 +20,8 @@ from inference_sdk.http.errors import HTTPCallErrorError
 from inference_sdk.webrtc import StreamConfig, VideoFileSource
 
 from tests.conftest import DETECT_SPEC, load_photo
+from tests.support.every_block import FRAME_DEPENDENT, every_block_workflow
+from tests.support.models import add_tiny_task_models
 from tests.support.sdk import SdkSession
 from tests.support.server import running_server
 
@@ -41,6 +43,7 @@ def http_server(default_model_dir, tmp_path_factory):
     models = tmp_path_factory.mktemp("sdk-models")
     for name in (MODEL, ALIASED):
         shutil.copytree(default_model_dir / MODEL, models / name)
+    add_tiny_task_models(models, tmp_path_factory.mktemp("exports"))
     with running_server(max_images_per_request="4", models_dir=str(models)) as process:
         yield process
 
@@ -432,3 +435,63 @@ def test_a_workflow_of_parameters_alone_runs_over_http(client):
     }  # fmt: skip
     assert client.run_workflow(specification=spec) == [{"joined": "a, b"}]
     assert client.run_workflow(specification=spec, parameters={"names": ["x"]}) == [{"joined": "x"}]
+
+
+def _comparable(value):
+    """An output as both paths must agree on it: ids, times and where-from left out, an
+    image as its base64 (the SDK unwraps those of /workflows/run, not the data channel's)."""
+    if isinstance(value, dict) and value.get("type") == "base64" and "value" in value:
+        return value["value"]
+    if isinstance(value, dict):
+        return {
+            k: _comparable(v)
+            for k, v in value.items()
+            if k not in ("detection_id", "inference_id", "parent_id", "root_parent_id",
+                         "video_metadata", "time")
+        }  # fmt: skip
+    if isinstance(value, list):
+        return [_comparable(v) for v in value]
+    if isinstance(value, float):
+        return round(value, 3)
+    return value
+
+
+def test_every_block_version_and_operation_alike_over_http_and_webrtc(
+    http_server, client, photos, tmp_path
+):
+    image = load_photo(photos, "person.jpg")
+    still = tmp_path / "person.png"
+    cv2.imwrite(str(still), image)
+    spec = every_block_workflow()
+    (ran,) = client.run_workflow(specification=spec, images={"image": str(still)})
+    assert ran["op_SequenceAggregate"]["output"] in {"person", "dog", "horse"}
+    assert ran["op_ClassificationPropertyExtract"]["output"] == "dog"
+    assert ran["cls3"]["predictions"]["top"] == "dog"
+    assert ran["multi3"]["predictions"]["predicted_classes"] == ["cat", "dog", "bird"]  # sigmoid
+    assert sorted(p["class"] for p in ran["seg4"]["predictions"]["predictions"]) == ["cat", "dog"]
+    assert ran["aggregate"]["count_max"] == ran["gated"]["output"] >= 1
+    assert ran["op_DetectionsRename"]["output"].count("human") == ran["gated"]["output"]
+    assert set(ran) == {o["name"] for o in spec["outputs"]}
+
+    clip = tmp_path / "person.mov"
+    with av.open(str(clip), "w") as container:
+        stream = container.add_stream("png", rate=5)
+        stream.width, stream.height, stream.pix_fmt = 640, 480, "rgb24"
+        container.mux(stream.encode(av.VideoFrame.from_ndarray(image, format="bgr24")))
+        container.mux(stream.encode())
+    names = [o["name"] for o in spec["outputs"]]
+    session = client.webrtc.stream(
+        source=VideoFileSource(str(clip)), workflow=spec, config=StreamConfig(data_output=names)
+    )
+    streamed = []
+
+    @session.on_data()
+    def on_data(data, metadata):
+        streamed.append(data)
+
+    session.run()
+    (over_webrtc,) = streamed
+    for name in names:
+        if name in FRAME_DEPENDENT:
+            continue
+        assert _comparable(over_webrtc[name]) == _comparable(ran[name]), name

@@ -281,8 +281,8 @@ def _length(node: dict[str, Any], q: QueryCompiler) -> Op:
             return None  # as a step that did not run: nothing to count
         if isinstance(value, sv.Detections):
             return len(value)
-        return len(_expect(value, (list, tuple, set, dict, str), "a sequence", "SequenceLength",
-                           q.where))  # fmt: skip
+        return len(_expect(value, (list, tuple, set, dict, str, bytes), "a sequence",
+                           "SequenceLength", q.where))  # fmt: skip
 
     return run
 
