@@ -46,8 +46,9 @@ async def list_blocks(request: Request, state: ServerState = Depends(get_state))
     return {"blocks": [_block(type_id, cls) for type_id, cls in sorted(BLOCKS.items())]}
 
 
-@router.get("/blocks/describe")
-@router.post("/blocks/describe")
+# One route with both methods: two routes of one path would answer OPTIONS and a wrong
+# method with an Allow header naming only one of them.
+@router.api_route("/blocks/describe", methods=["GET", "POST"])
 async def describe_blocks(request: Request, state: ServerState = Depends(get_state)) -> dict:
     """The reference's description of the blocks, from the same declarations: each block
     under ``manifest_type_identifier`` with its fields and ``outputs_manifest``; the kinds
