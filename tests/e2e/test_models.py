@@ -13,7 +13,7 @@ from streaming import Client, StreamConfig
 from streaming.client import FrameSourceStream
 from streaming.config import Settings
 from streaming.workflows.library import object_detection
-from tests.support.models import add_model
+from tests.support.models import add_model, add_tiny_task_models
 from tests.support.onnx_models import V8_ROWS, YOLO_ROWS, constant_model
 from tests.support.server import ServerProcess
 
@@ -84,24 +84,13 @@ def test_add_refuses_what_cannot_be_served_and_leaves_nothing(models_dir, tmp_pa
 
 
 def test_segmentation_pose_and_classifier_exports_are_added_and_served(models_dir, tmp_path):
-    from tests.support.onnx_models import CLASS_LOGITS, POSE_ROWS, SEG_PROTOS, SEG_ROWS
+    from tests.support.onnx_models import POSE_ROWS
 
-    seg = constant_model(tmp_path / "tiny-seg.onnx",
-                         [("output0", SEG_ROWS.T.copy()), ("output1", SEG_PROTOS)])  # fmt: skip
     pose = constant_model(tmp_path / "tiny-pose.onnx", [("output0", POSE_ROWS.T.copy())])
-    cls = constant_model(tmp_path / "tiny-cls.onnx", [("output0", CLASS_LOGITS)])
     refused = add(models_dir, str(pose), "--decoder", "yolov8-pose", "--names", "animal")
     assert refused.returncode == 2 and "needs keypoint_names" in refused.stderr
     assert not (models_dir / "tiny-pose").exists()
-    for args in (
-        [str(seg), "--decoder", "yolov8-seg", "--names", "cat,dog,bird"],
-        [str(pose), "--decoder", "yolov8-pose", "--names", "animal",
-         "--keypoints", "nose,tail", "--skeleton", "0-1"],
-        [str(cls), "--decoder", "classification", "--names", "cat,dog,bird",
-         "--resize", "stretch"],
-    ):  # fmt: skip
-        done = add(models_dir, *args)
-        assert done.returncode == 0, done.stderr
+    add_tiny_task_models(models_dir, tmp_path)  # as a user adds them, keypoints named
 
     spec = {
         "version": "1.0",

@@ -293,28 +293,34 @@ async def test_infer_async_and_infer_on_stream(client, photos, tmp_path):
     assert "dog" in streamed["dog.jpg"] and "horse" in streamed["horses.jpg"]
 
 
-def test_an_image_gives_the_same_detections_over_http_and_over_webrtc(client, photos, tmp_path):
-    image = load_photo(photos, "person.jpg")
-    # A lossless clip (PNG frames, RGB): the server decodes the very pixels infer gets.
-    clip = tmp_path / "person.mov"
+def _over_webrtc(client, image, spec, outputs: list[str], tmp_path, frames: int = 1) -> list:
+    """Each frame's data when ``image`` is uploaded ``frames`` times through the SDK's
+    ``VideoFileSource``, in a lossless clip (PNG frames, RGB): the server decodes the very
+    pixels an HTTP request would send."""
+    clip = tmp_path / "still.mov"
     with av.open(str(clip), "w") as container:
         stream = container.add_stream("png", rate=5)
-        stream.width, stream.height, stream.pix_fmt = 640, 480, "rgb24"
-        for _ in range(2):
+        stream.width, stream.height, stream.pix_fmt = image.shape[1], image.shape[0], "rgb24"
+        for _ in range(frames):
             container.mux(stream.encode(av.VideoFrame.from_ndarray(image, format="bgr24")))
         container.mux(stream.encode())
     session = client.webrtc.stream(
-        source=VideoFileSource(str(clip)),
-        workflow=DETECT_SPEC,
-        config=StreamConfig(data_output=["predictions"]),
+        source=VideoFileSource(str(clip)), workflow=spec, config=StreamConfig(data_output=outputs)
     )
-    results = []
+    streamed: list = []
 
-    @session.on_data("predictions")
-    def on_predictions(data, metadata):
-        results.append(data)
+    @session.on_data()
+    def on_data(data, metadata):
+        streamed.append(data)
 
     session.run()
+    return streamed
+
+
+def test_an_image_gives_the_same_detections_over_http_and_over_webrtc(client, photos, tmp_path):
+    image = load_photo(photos, "person.jpg")
+    streamed = _over_webrtc(client, image, DETECT_SPEC, ["predictions"], tmp_path, frames=2)
+    results = [data["predictions"] for data in streamed]
     assert len(results) == 2
     still = tmp_path / "person.png"  # a path is sent as its bytes (an array as a JPEG)
     cv2.imwrite(str(still), image)
@@ -400,25 +406,8 @@ def test_a_reference_style_workflow_runs_alike_over_http_and_webrtc(client, phot
     assert [p["confidence"] for p in kept] == sorted((p["confidence"] for p in kept), reverse=True)
     assert ran["summary"] == "+".join(p["class"].upper() for p in kept)
     assert ran["best"] in {"person", "dog", "horse"} and ran["wanted"] == 2
-    clip = tmp_path / "person.mov"
-    with av.open(str(clip), "w") as container:
-        stream = container.add_stream("png", rate=5)
-        stream.width, stream.height, stream.pix_fmt = 640, 480, "rgb24"
-        container.mux(stream.encode(av.VideoFrame.from_ndarray(image, format="bgr24")))
-        container.mux(stream.encode())
-    session = client.webrtc.stream(
-        source=VideoFileSource(str(clip)),
-        workflow=REFERENCE_STYLE,
-        config=StreamConfig(data_output=["kept", "summary", "best", "wanted"]),
-    )
-    streamed = []
-
-    @session.on_data()
-    def on_data(data, metadata):
-        streamed.append(data)
-
-    session.run()
-    (over_webrtc,) = streamed
+    outputs = ["kept", "summary", "best", "wanted"]
+    (over_webrtc,) = _over_webrtc(client, image, REFERENCE_STYLE, outputs, tmp_path)
     assert {k: over_webrtc[k] for k in ("summary", "best", "wanted")} == {
         k: ran[k] for k in ("summary", "best", "wanted")
     }
@@ -473,24 +462,8 @@ def test_every_block_version_and_operation_alike_over_http_and_webrtc(
     assert ran["op_DetectionsRename"]["output"].count("human") == ran["gated"]["output"]
     assert set(ran) == {o["name"] for o in spec["outputs"]}
 
-    clip = tmp_path / "person.mov"
-    with av.open(str(clip), "w") as container:
-        stream = container.add_stream("png", rate=5)
-        stream.width, stream.height, stream.pix_fmt = 640, 480, "rgb24"
-        container.mux(stream.encode(av.VideoFrame.from_ndarray(image, format="bgr24")))
-        container.mux(stream.encode())
     names = [o["name"] for o in spec["outputs"]]
-    session = client.webrtc.stream(
-        source=VideoFileSource(str(clip)), workflow=spec, config=StreamConfig(data_output=names)
-    )
-    streamed = []
-
-    @session.on_data()
-    def on_data(data, metadata):
-        streamed.append(data)
-
-    session.run()
-    (over_webrtc,) = streamed
+    (over_webrtc,) = _over_webrtc(client, image, spec, names, tmp_path)
     for name in names:
         if name in FRAME_DEPENDENT:
             continue
