@@ -8,23 +8,7 @@ import supervision as sv
 
 from ...errors import WorkflowCompilationError
 
-__all__ = ["anchor", "color", "integer", "number", "points", "polygons"]
-
-
-def number(step: str, name: str, value: Any, low: float, high: float) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not low <= value <= high:
-        raise WorkflowCompilationError(
-            f"step '{step}': {name} must be a number in [{low}, {high}], got {value!r}"
-        )
-    return float(value)
-
-
-def integer(step: str, name: str, value: Any, low: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        raise WorkflowCompilationError(
-            f"step '{step}': {name} must be an integer of at least {low}, got {value!r}"
-        )
-    return value
+__all__ = ["anchor", "color", "points", "polygons"]
 
 
 def points(step: str, name: str, value: Any, count: int | None = None, least: int = 1) -> list:
