@@ -104,9 +104,12 @@ class EventLog:
                 self._pending.remove(clip)
                 self._submit("clip", clip.path, clip.frames)
 
-    def event(self, record: dict[str, Any], image: np.ndarray | None, seconds: float) -> str:
+    def event(
+        self, record: dict[str, Any], image: np.ndarray | None, seconds: float
+    ) -> dict[str, Any]:
         """Logs ``record`` (plus the event's id, time and evidence file names); the snapshot
-        is ``image``. Returns the event id."""
+        is ``image``. Returns the line written: ``event_id``, and ``snapshot`` and ``clip``
+        relative to the directory (None when not kept)."""
         now = datetime.now(UTC)
         event_id = f"{now:%Y%m%dT%H%M%S%f}-{secrets.token_hex(3)}"
         line: dict[str, Any] = {"event_id": event_id, "time": now.isoformat(), **record}
@@ -124,7 +127,7 @@ class EventLog:
             else:  # events faster than clips can end: this one's frames are in the others
                 line["clip_skipped"] = f"{self._max_pending} clips already recording"
         self._lines.write(line)
-        return event_id
+        return line
 
     def _submit(self, kind: str, path: Path, data: Any) -> None:
         if self._writer is None:

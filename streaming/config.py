@@ -144,6 +144,20 @@ class Settings(BaseSettings):
     )
     """The server's own state: ``pipelines/`` holds the requests of running pipelines, so a
     restarted server restarts them (one server per directory)."""
+    store_events: bool = True
+    """Keep events (line crossings, zone entries and exits, event sinks, sources' states,
+    failures) in the event store, for ``GET /events``."""
+    events_url: str | None = None
+    """The event store: None keeps it in ``<data_dir>/events.sqlite3`` (SQLite, one
+    server); ``postgresql://user:password@host/db`` for a cluster, where every replica and
+    pipeline actor writes to it and any replica answers. Its password is never logged."""
+    events_max_age_days: float | None = Field(default=30.0, gt=0)
+    """Events older than this are deleted, with their snapshots and clips (None: kept)."""
+    events_max_count: int | None = Field(default=5_000_000, ge=1)
+    """At most this many events are kept: the oldest go first, with their evidence."""
+    events_queue: int = Field(default=10_000, ge=1)
+    """Events waiting for the database at most (it is down or slow); beyond, they are
+    dropped and counted (``visionstream_events_dropped``), and frames never wait."""
     persist_pipelines: bool = True
     """Keep pipelines across restarts (false: a server starts with none)."""
     ray_proxy_location: Literal["EveryNode", "HeadOnly"] = "EveryNode"

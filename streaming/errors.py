@@ -18,6 +18,7 @@ __all__ = [
     "RequestTooLarge",
     "ShuttingDown",
     "SourceUnavailable",
+    "StoreUnavailable",
     "StreamingError",
     "TooManyAttempts",
     "TooManySessions",
@@ -154,6 +155,13 @@ class ShuttingDown(NotReady):
     """The server is draining before it exits: no new sessions or pipelines."""
 
     code = "shutting_down"
+
+
+class StoreUnavailable(StreamingError):
+    """A database the server keeps (the event store) cannot be reached now."""
+
+    status = 503
+    code = "store_unavailable"
 
 
 class SourceUnavailable(StreamingError):

@@ -132,6 +132,23 @@ class Metrics:
             source,
             registry=self.registry,
         )
+        self.events_written = Counter(
+            "visionstream_events_written",
+            "Events committed to the event store",
+            registry=self.registry,
+        )
+        self.events_dropped = Counter(
+            "visionstream_events_dropped",
+            "Events never stored: the queue was full (database down or slow), or the server "
+            "stopped while the database was unreachable",
+            ["reason"],
+            registry=self.registry,
+        )
+        self.events_queued = Gauge(
+            "visionstream_events_queued",
+            "Events waiting for the event store",
+            registry=self.registry,
+        )
 
     def observe_batch(self, model: str, size: int, compute_ms: float) -> None:
         self.batch_size.labels(model).observe(size)

@@ -27,6 +27,7 @@ from sources.hub import SourceHub
 
 from ..config import Settings
 from ..errors import NotReady, TooManySessions
+from ..events.writer import event_writer
 from ..inference.registry import ModelRegistry
 from ..metrics import Metrics
 from ..pipelines import InitialisePipelinePayload, PipelineManager, PipelineNotFound
@@ -85,6 +86,8 @@ class PipelineActor:
         self._executor = ThreadPoolExecutor(settings.workflow_threads, "workflow")
         self._hub = SourceHub(camera_factory(settings))
         self._metrics = Metrics()
+        # The cluster's event store (STREAMING_EVENTS_URL: PostgreSQL every node reaches).
+        self._events = event_writer(settings, self._metrics)
         self._models = ModelRegistry(
             settings, self._metrics, session_opener(deployed_models(settings))
         )
@@ -95,6 +98,7 @@ class PipelineActor:
             self._executor,
             WorkflowLibrary(None, settings.default_model),
             metrics=self._metrics,
+            events=self._events,
         )
         self._latest: PipelineResult | None = None
         self._sequence = 0
@@ -121,6 +125,8 @@ class PipelineActor:
         # A consumption timeout terminates the pipeline inside the manager: the actor goes too.
         await pipeline.wait_terminated()
         if len(self._manager) == 0:
+            if self._events is not None:  # what the pipeline said is written before it goes
+                await asyncio.to_thread(self._events.close)
             ray.kill(ray.get_runtime_context().current_actor, no_restart=True)
 
     async def _report_metrics(self) -> None:

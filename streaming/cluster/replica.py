@@ -88,6 +88,7 @@ def media_app(settings: Settings, replicas: int | None, max_replicas: int = 1) -
             _executor: Any,
             library: WorkflowLibrary,
             _metrics: Any,
+            _events: Any,  # each pipeline actor writes its own events
         ) -> ClusterPipelines:
             return ClusterPipelines(settings, library)
 

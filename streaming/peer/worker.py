@@ -144,8 +144,9 @@ class PeerWorker:
         executor: Executor,
         metrics: Metrics,
         on_closed: Callable[[PeerWorker], None],
+        session_id: str | None = None,
     ) -> None:
-        self.session_id = uuid.uuid4().hex
+        self.session_id = session_id or uuid.uuid4().hex
         self._config = config
         self._request = request
         self._processor = processor

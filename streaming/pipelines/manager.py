@@ -17,6 +17,7 @@ from sources.hub import SourceHub
 
 from ..config import Settings
 from ..errors import NotFound, StreamingError, TooManySessions
+from ..events import EventRecorder
 from ..inference.registry import ModelRegistry
 from ..metrics import Metrics, SourceMetrics
 from ..protocol.messages import WorkflowConfiguration
@@ -106,8 +107,10 @@ class PipelineManager:
         library: WorkflowLibrary,
         store: PipelineStore | None = None,
         metrics: Metrics | None = None,
+        events: EventRecorder | None = None,
     ) -> None:
         self._settings = settings
+        self._events = events
         self._store = store or PipelineStore(None)
         self._library = library
         self._models = models
@@ -171,6 +174,7 @@ class PipelineManager:
                 jpeg_quality=settings.jpeg_quality,
                 pipeline_id=pipeline_id,
                 source_metrics=analytics,
+                events=self._events,
             )
             await pipeline.start()
         except BaseException:
@@ -209,6 +213,7 @@ class PipelineManager:
             metrics,
             {"pipeline": pipeline_id, "source": str(reference.source_id)},
             self._settings.sink_dir,
+            self._events,
         )
         return await compile_config(config, spec, context)
 

@@ -26,6 +26,7 @@ from sources import SourceFrame
 from sources.hub import SourceHub
 
 from ..errors import Conflict, NotFound
+from ..events import EventRecorder
 from ..metrics import SourceMetrics
 from ..tasks import Closer, TaskOwner
 from ..workflows.blocks.base import WorkflowImage
@@ -108,16 +109,17 @@ class Pipeline:
         jpeg_quality: int,
         pipeline_id: str | None = None,
         source_metrics: Sequence[SourceMetrics] = (),
+        events: EventRecorder | None = None,
     ) -> None:
         """``source_metrics``: each source's Prometheus series, in the sources' order (none:
-        not kept)."""
+        not kept). ``events``: where status events are also stored (none: not kept)."""
         self.pipeline_id = pipeline_id or str(uuid.uuid4())
         self.payload = payload
         video = payload.video_configuration
         self._hub = hub
         self._executor = executor
         self._jpeg_quality = jpeg_quality
-        self._status = PipelineStatus()
+        self._status = PipelineStatus(self.pipeline_id, events)
         self._running = asyncio.Event()
         self._running.set()
         self._tasks = TaskOwner(f"pipeline-{self.pipeline_id[:8]}", self._on_task_failure)

@@ -16,6 +16,7 @@ from sources import FileSource, LiveSource, LiveStats
 from sources.hub import Subscription
 
 from ..buffering import FrameBuffer
+from ..events import EventKind, EventRecord, EventRecorder
 from ..feed import FedFrame
 from ..metrics import SourceMetrics
 from ..workflows.engine import CompiledWorkflow
@@ -144,12 +145,25 @@ class SourceSlot:
         }
 
 
+_KINDS = {
+    "SOURCE_STATE_UPDATE": EventKind.SOURCE_STATE,
+    "SOURCE_ERROR": EventKind.SOURCE_ERROR,
+    "INFERENCE_ERROR": EventKind.INFERENCE_ERROR,
+    "PIPELINE_FAILED": EventKind.PIPELINE_FAILED,
+}
+
+
 class PipelineStatus:
     """The pipeline's events (bounded, recorded from any thread) and its throughput."""
 
-    def __init__(self) -> None:
+    def __init__(self, pipeline_id: str = "", events: EventRecorder | None = None) -> None:
+        """``events``: where each status event is also stored (the event store), as kind
+        ``source_state``, ``source_error``, ``inference_error``, ``pipeline_failed`` or the
+        status event's own name lower-cased."""
         self._events: deque[dict[str, Any]] = deque(maxlen=_EVENTS)
         self._processed_at: deque[float] = deque(maxlen=100)
+        self._pipeline_id = pipeline_id
+        self._store = events
 
     def event(self, severity: Severity, event_type: str, payload: dict, context: str) -> None:
         # deque.append is atomic: camera reader threads add events too.
@@ -162,6 +176,17 @@ class PipelineStatus:
                 "context": context,
             }
         )
+        if self._store is not None:
+            source = payload.get("source_id")
+            stored = {k: str(v) if isinstance(v, StrEnum) else v for k, v in payload.items()}
+            self._store.record(
+                EventRecord(
+                    _KINDS.get(event_type, event_type.lower()),
+                    self._pipeline_id,
+                    "" if source is None else str(source),
+                    payload={**stored, "severity": severity.name.lower(), "context": context},
+                )
+            )
 
     def processed(self, at: float) -> None:
         self._processed_at.append(at)

@@ -16,6 +16,8 @@ from sources.hub import SourceHub
 
 from ..config import Settings
 from ..egress import EgressPolicy
+from ..events import EventRecorder
+from ..events.writer import event_writer
 from ..inference.backends import SessionOpener, open_session
 from ..inference.default_model import DEFAULT_MODEL_ID, ensure_default_model
 from ..inference.registry import ModelRegistry
@@ -26,7 +28,7 @@ from ..pipelines import PipelineManager, Pipelines, PipelineStore
 from ..rtc import install_for_server
 from ..tasks import TaskOwner
 from ..workflows.library import WorkflowLibrary
-from . import health, infer, info, models, pipelines, v2, webrtc, workflow_runs, workflows
+from . import events, health, infer, info, models, pipelines, v2, webrtc, workflow_runs, workflows
 from .access_log import install_access_log_masking
 from .auth import ApiKeyGuard
 from .docs import add_docs
@@ -39,7 +41,8 @@ from .uploads import UploadDirectory
 __all__ = ["PipelineFactory", "camera_factory", "create_app"]
 
 PipelineFactory = Callable[
-    [Settings, ModelRegistry, SourceHub, Executor, WorkflowLibrary, Metrics], Pipelines
+    [Settings, ModelRegistry, SourceHub, Executor, WorkflowLibrary, Metrics, EventRecorder | None],
+    Pipelines,
 ]
 """Builds the app's pipelines from its parts (the Ray deployment's run as actors)."""
 
@@ -74,10 +77,11 @@ def local_pipelines(
     executor: Executor,
     library: WorkflowLibrary,
     metrics: Metrics,
+    events: EventRecorder | None,
 ) -> Pipelines:
     """Pipelines in this process, kept in the data directory across restarts."""
     store = PipelineStore(settings.data_dir / "pipelines" if settings.persist_pipelines else None)
-    return PipelineManager(settings, models, hub, executor, library, store, metrics)
+    return PipelineManager(settings, models, hub, executor, library, store, metrics, events)
 
 
 def camera_factory(settings: Settings, capture_factory: CaptureFactory | None = None):
@@ -110,6 +114,7 @@ def _build_state(settings: Settings, metrics: Metrics, parts: _Parts) -> ServerS
     hub = SourceHub(camera_factory(settings, parts.capture_factory))
     library = WorkflowLibrary(settings.workflows_dir, settings.default_model)
     trimmer = MemoryTrimmer(settings.malloc_trim)
+    events = event_writer(settings, metrics)
     state = ServerState(
         settings=settings,
         models=registry,
@@ -119,12 +124,15 @@ def _build_state(settings: Settings, metrics: Metrics, parts: _Parts) -> ServerS
         metrics=metrics,
         executor=executor,
         hub=hub,
-        pipelines=parts.pipeline_factory(settings, registry, hub, executor, library, metrics),
+        pipelines=parts.pipeline_factory(
+            settings, registry, hub, executor, library, metrics, events
+        ),
         workflows=library,
         uploads=UploadDirectory(settings.upload_dir),
         egress=EgressPolicy(settings.allowed_networks),
         auth=ApiKeyGuard(settings.api_key, settings.auth_failures_per_minute),
         trimmer=trimmer,
+        events=events,
         deployment=parts.deployment,
     )
     if (deployment := parts.deployment) is not None:
@@ -154,6 +162,8 @@ def _lifespan(
             await state.pipelines.close_all()
             await asyncio.to_thread(state.hub.close)
             state.executor.shutdown(wait=True, cancel_futures=True)
+            if state.events is not None:  # last: what sessions and pipelines said is written
+                await asyncio.to_thread(state.events.close)
             state.models.close()
             state.uploads.close()
             state.trimmer.close()
@@ -202,6 +212,7 @@ def create_app(
     app.add_exception_handler(v2.V2Failure, v2.failure_response)
     app.include_router(models.router)
     app.include_router(info.router)
+    app.include_router(events.router)
     app.include_router(workflow_runs.router)  # before /infer/{task}: /infer/workflows is its
     app.include_router(infer.router)
     app.include_router(infer.legacy_router)  # last of all: /{dataset}/{version} takes any pair

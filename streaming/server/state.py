@@ -14,6 +14,7 @@ from sources.hub import SourceHub
 from ..config import Settings
 from ..egress import EgressPolicy
 from ..errors import NotReady, ShuttingDown
+from ..events.writer import EventWriter
 from ..inference.registry import ModelRegistry
 from ..memory import MemoryTrimmer
 from ..metrics import Metrics
@@ -70,6 +71,8 @@ class ServerState:
     """Where callers may make this server connect (cameras, webhooks, ICE servers)."""
     trimmer: MemoryTrimmer
     """Gives freed memory back to the system after sessions end."""
+    events: EventWriter | None = None
+    """The event store's writer (``GET /events`` reads its store); None: events not kept."""
     ready: asyncio.Event = field(default_factory=asyncio.Event)
     startup_error: str | None = None
     draining: bool = False

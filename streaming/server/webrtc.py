@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import uuid
 from collections.abc import Sequence
 from typing import Any
 
@@ -110,12 +111,16 @@ async def initialise_webrtc_worker(
     state.sessions.reserve(address)
     worker: PeerWorker | None = None
     workflow: CompiledWorkflow | None = None
+    session_id = uuid.uuid4().hex  # its events' pipeline before the worker exists
     try:
         if watched is not None:
             outputs: WorkflowOutputs = watched.outputs  # the pipeline runs its workflow
         else:
             assert config is not None and specification is not None
-            context = BuildContext(state.models, sink_dir=settings.sink_dir)
+            stream = {"pipeline": f"session:{session_id}", "source": "webrtc"}
+            context = BuildContext(
+                state.models, stream=stream, sink_dir=settings.sink_dir, events=state.events
+            )
             workflow = outputs = await compile_config(config, specification, context)
         selection = OutputSelection.from_request(
             outputs, payload.stream_output, payload.data_output
@@ -134,6 +139,7 @@ async def initialise_webrtc_worker(
             state.executor,
             state.metrics,
             state.sessions.remove,
+            session_id,
         )
         state.sessions.add(worker, address)
         if watched is not None:

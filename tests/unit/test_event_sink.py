@@ -65,7 +65,7 @@ def test_an_event_is_one_line_with_a_snapshot_and_a_clip_around_it(tmp_path):
         seconds = stamp(i).timestamp()
         log.observe(frame(i), seconds)
         if i == 10:
-            event_id = log.event({"what": "crossing"}, frame(i), seconds)
+            event_id = log.event({"what": "crossing"}, frame(i), seconds)["event_id"]
     log.close()
     log.close()  # idempotent
     (line,) = (tmp_path / "door.jsonl").read_text().splitlines()
@@ -93,7 +93,7 @@ def test_closing_early_writes_the_clip_with_the_post_roll_it_has(tmp_path):
 
 def test_retention_keeps_the_newest_events_within_count_and_bytes(tmp_path):
     log = EventLog(tmp_path, "r", pre_s=0, post_s=0, retention=Retention(max_events=2))
-    ids = [log.event({"n": n}, frame(n), float(n)) for n in range(5)]
+    ids = [log.event({"n": n}, frame(n), float(n))["event_id"] for n in range(5)]
     log.close()
     kept = sorted(p.stem for p in (tmp_path / "r").iterdir())
     assert kept == sorted(ids[-2:])

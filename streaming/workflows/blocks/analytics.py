@@ -17,6 +17,7 @@ import numpy as np
 import supervision as sv
 
 from ...errors import WorkflowCompilationError
+from ...events import EventKind
 from .base import (
     DETECTION_KINDS,
     DETECTIONS,
@@ -36,6 +37,7 @@ __all__ = [
     "TimeInZoneBlock",
     "TrackMemory",
     "frame_seconds",
+    "object_facts",
     "tracked",
 ]
 
@@ -129,6 +131,7 @@ class LineCounterBlock(Block):
         start, end = points(name, "line_segment", config["line_segment"], count=2)
         given = config["triggering_anchor"]
         self._report = context.analytics
+        self._context = context
         start_point, end_point = sv.Point(*start), sv.Point(*end)
         if given is None:
             self._zone = sv.LineZone(start=start_point, end=end_point)
@@ -144,12 +147,21 @@ class LineCounterBlock(Block):
         crossed_in, crossed_out = self._zone.trigger(detections)
         if self._report is not None:
             self._report.line(self.name, self._zone.in_count, self._zone.out_count)
+        went_in, went_out = select(detections, crossed_in), select(detections, crossed_out)
+        if self._context.events is not None:
+            counts = {"count_in": self._zone.in_count, "count_out": self._zone.out_count}
+            for direction, crossed in (("in", went_in), ("out", went_out)):
+                for fields in object_facts(crossed, frame):
+                    fields["payload"].update(counts)
+                    self._context.event(
+                        EventKind.LINE_CROSSING, self.name, direction=direction, **fields
+                    )
         frame.add_time("analytics", started)
         return {
             "count_in": self._zone.in_count,
             "count_out": self._zone.out_count,
-            "detections_in": select(detections, crossed_in),
-            "detections_out": select(detections, crossed_out),
+            "detections_in": went_in,
+            "detections_out": went_out,
         }
 
 
@@ -198,6 +210,10 @@ class TimeInZoneBlock(Block):
         self._reset = config["reset_out_of_zone_detections"]
         self._entered: TrackMemory[float] = TrackMemory()
         """Tracker id -> when it entered (the frames' clock)."""
+        self._context = context
+        self._present: TrackMemory[float] = TrackMemory()
+        """Tracker id -> when it entered, for tracks now inside: entries and exits are
+        events whatever the reset rule of ``time_in_zone``."""
 
     def run(self, inputs: dict[str, Any], frame: FrameState) -> dict[str, Any]:
         started = time.perf_counter()
@@ -224,5 +240,46 @@ class TimeInZoneBlock(Block):
         kept.data["time_in_zone"] = seconds[inside] if self._remove else seconds
         if self._report is not None:
             self._report.zone(self.name, int(inside.sum()))
+        if self._context.events is not None:
+            self._record_transits(detections, inside, now, frame)
         frame.add_time("analytics", started)
         return {"timed_detections": kept}
+
+    def _record_transits(
+        self, detections: sv.Detections, inside: np.ndarray, now: float, frame: FrameState
+    ) -> None:
+        self._present.prune(now)
+        for i, fields in enumerate(object_facts(detections, frame)):
+            track = fields["tracker_id"]
+            if track is None or track < 0:
+                continue
+            entered = self._present.get(track)
+            if inside[i]:
+                self._present.put(track, now if entered is None else entered, now)
+                if entered is None:
+                    self._context.event(EventKind.ZONE_ENTRY, self.name, **fields)
+            elif entered is not None:
+                self._present.pop(track)
+                fields["payload"]["time_in_zone"] = round(now - entered, 3)
+                self._context.event(EventKind.ZONE_EXIT, self.name, **fields)
+
+
+def object_facts(detections: sv.Detections, frame: FrameState) -> list[dict[str, Any]]:
+    """An event's fields for each detection: class, tracker id, and in the payload its
+    confidence, box and the frame's number."""
+    names = detections.data.get("class_name")
+    trackers = detections.tracker_id
+    confidences = detections.confidence
+    number = frame.video.get("frame_number")
+    return [
+        {
+            "class_name": str(names[i]) if names is not None else None,
+            "tracker_id": int(trackers[i]) if trackers is not None else None,
+            "payload": {
+                "confidence": round(float(confidences[i]), 4) if confidences is not None else None,
+                "xyxy": [round(float(v), 1) for v in detections.xyxy[i]],
+                "frame_number": number,
+            },
+        }
+        for i in range(len(detections))
+    ]

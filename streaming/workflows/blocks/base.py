@@ -12,6 +12,7 @@ import numpy as np
 import supervision as sv
 
 from ...errors import WorkflowCompilationError
+from ...events import EventRecord, EventRecorder
 from ...inference.model import DetectionModel, StageTimer
 
 __all__ = [
@@ -91,6 +92,16 @@ class BuildContext:
     """What the stream is, for names sinks publish under: a pipeline's id and source index."""
     sink_dir: Path | None = None
     """Where event sinks write (``STREAMING_SINK_DIR``); None: this stream keeps no files."""
+    events: EventRecorder | None = None
+    """The event store's queue (line crossings, zone entries, event sinks); None: not kept."""
+
+    def event(self, kind: str, step: str, **fields: Any) -> None:
+        """Stores one event of this stream (``EventRecord``'s fields), if events are kept."""
+        if self.events is not None:
+            stream = self.stream
+            self.events.record(
+                EventRecord(kind, stream["pipeline"], stream["source"], step, **fields)
+            )
 
 
 @dataclass

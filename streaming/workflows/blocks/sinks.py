@@ -23,6 +23,7 @@ from sinks.events import EventLog, Retention
 from sinks.webhook import WebhookSink
 
 from ...errors import WorkflowCompilationError
+from ...events import EventKind
 from ..serialization import serialize_value
 from .analytics import frame_seconds
 from .base import IMAGE, Block, BuildContext, FieldSpec, FrameState
@@ -256,6 +257,7 @@ class EventSinkBlock(Block):
         if not isinstance(config["snapshot"], bool):
             raise WorkflowCompilationError(f"step '{name}': snapshot must be true or false")
         self._directory, self._file = context.sink_dir, file
+        self._context = context
         self._snapshot = config["snapshot"]
         self._pre = config["clip_seconds_before"]
         self._post = config["clip_seconds_after"]
@@ -307,8 +309,15 @@ class EventSinkBlock(Block):
         }
         given = inputs.get("image")  # optional: absent when not bound
         image = given.numpy if given is not None else self._latest
-        event_id = log.event(record, image, frame_seconds(video))
-        return {"error_status": False, "message": "Event logged", "event_id": event_id}
+        line = log.event(record, image, frame_seconds(video))
+        self._context.event(
+            EventKind.EVENT_SINK,
+            self.name,
+            payload={"event_id": line["event_id"], "file": self._file, **record},
+            snapshot=line["snapshot"],
+            clip=line["clip"],
+        )
+        return {"error_status": False, "message": "Event logged", "event_id": line["event_id"]}
 
     def close(self) -> None:
         self._closed = True

@@ -1,0 +1,266 @@
+"""Events reach the store on a thread of their own: a producer (a workflow step on a frame,
+a camera's reader) only appends to a bounded queue, so a slow or stopped database never
+holds up a frame. The thread inserts in batches; while the database is unreachable it keeps
+its batch and retries, the queue fills, and what does not fit is dropped and counted. An
+event is acknowledged when its batch commits: from then on a restart keeps it.
+
+Retention runs on the same thread: events past their age or beyond the newest ``max_count``
+are deleted with their evidence files.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy.exc import SQLAlchemyError
+
+from ..config import Settings
+from ..metrics import Metrics
+from .records import EventRecord
+from .store import EventStore
+
+__all__ = ["EventRetention", "EventWriter", "event_writer"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class EventRetention:
+    max_age_s: float | None = 30 * 86400.0
+    max_count: int | None = 5_000_000
+    every_s: float = 60.0
+    """How often retention runs (and once at start)."""
+
+
+class EventWriter:
+    """``record`` from any thread; ``close`` writes what is queued (within ``close_timeout_s``
+    when the database is down) and stops the thread. Idempotent."""
+
+    def __init__(
+        self,
+        store: EventStore,
+        *,
+        evidence_dir: Path | None = None,
+        max_queued: int = 10_000,
+        batch: int = 500,
+        retention: EventRetention = EventRetention(),
+        metrics: Metrics | None = None,
+        retry_max_s: float = 5.0,
+        close_timeout_s: float = 10.0,
+    ) -> None:
+        self.store = store
+        self._evidence = evidence_dir.resolve() if evidence_dir is not None else None
+        # Unbounded underneath so that ``close`` can always wake the thread (None); the bound
+        # is ``max_queued``, kept by ``record``.
+        self._queue: queue.SimpleQueue[EventRecord | None] = queue.SimpleQueue()
+        self._max_queued = max_queued
+        self._batch = batch
+        self._retention = retention
+        self._metrics = metrics
+        self._retry_max_s = retry_max_s
+        self._close_timeout_s = close_timeout_s
+        self._stopping = threading.Event()
+        self._settled = threading.Condition()
+        self._accepted = 0
+        self._done = 0
+        """Accepted events written or given up on: ``flush`` waits for it to catch up."""
+        self.written = 0
+        self.dropped = 0
+        self.error: str | None = None
+        """Why the last write failed, while the database stays unreachable; None when fine."""
+        self._thread = threading.Thread(target=self._run, name="event-writer", daemon=True)
+        self._thread.start()
+
+    def record(self, event: EventRecord) -> None:
+        """Queues ``event``; never blocks, never raises."""
+        if self._stopping.is_set():
+            self._drop(1, "closed")
+            return
+        with self._settled:
+            if self._accepted - self._done >= self._max_queued:
+                full = True
+            else:
+                full = False
+                self._accepted += 1
+                self._queue.put(event)
+        if full:
+            self._drop(1, "queue_full")
+            return
+        if self._metrics is not None:
+            self._metrics.events_queued.set(self.queued)
+
+    def flush(self, timeout: float) -> bool:
+        """Waits until every event recorded before the call is written or dropped."""
+        with self._settled:
+            target = self._accepted
+            return self._settled.wait_for(lambda: self._done >= target, timeout)
+
+    @property
+    def queued(self) -> int:
+        """Accepted and not yet written (nor given up on)."""
+        return self._accepted - self._done
+
+    def stats(self) -> dict[str, Any]:
+        return {
+            "database": self.store.shown,
+            "written": self.written,
+            "dropped": self.dropped,
+            "queued": self.queued,
+            "error": self.error,
+        }
+
+    def _drop(self, count: int, reason: str) -> None:
+        self.dropped += count
+        if self._metrics is not None:
+            self._metrics.events_dropped.labels(reason).inc(count)
+
+    def _settle(self, count: int) -> None:
+        with self._settled:
+            self._done += count
+            self._settled.notify_all()
+
+    def _run(self) -> None:
+        pending: list[EventRecord] = []
+        retry_s = 0.1
+        next_retention = 0.0
+        stop_by: float | None = None
+        while True:
+            if not pending:
+                if stop_by is None and time.monotonic() >= next_retention:
+                    next_retention = time.monotonic() + self._expire()
+                item = self._next(None if stop_by is not None else next_retention)
+                if item is None:
+                    if self._stopping.is_set() and stop_by is None:
+                        stop_by = time.monotonic() + self._close_timeout_s
+                    if stop_by is not None and self._queue.empty():
+                        return
+                    continue
+                pending.append(item)
+            while len(pending) < self._batch:
+                try:
+                    item = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if item is None:  # close: the rest is still written
+                    stop_by = stop_by or time.monotonic() + self._close_timeout_s
+                else:
+                    pending.append(item)
+            try:
+                self.store.migrate()
+                self.store.insert(pending)
+            except (SQLAlchemyError, OSError) as exc:
+                if self.error is None:
+                    log.warning(
+                        "event store %s unreachable, %d events waiting: %s",
+                        self.store.shown,
+                        self.queued,
+                        _first_line(exc),
+                    )
+                self.error = _first_line(exc)
+                if self._stopping.is_set():
+                    stop_by = stop_by or time.monotonic() + self._close_timeout_s
+                    if time.monotonic() >= stop_by:
+                        lost = len(pending) + self._drain()
+                        log.error("event store unreachable at shutdown: %d events lost", lost)
+                        self._drop(lost, "shutdown")
+                        self._settle(lost)
+                        return
+                self._stopping.wait(retry_s)
+                retry_s = min(retry_s * 2, self._retry_max_s)
+                continue
+            if self.error is not None:
+                log.info("event store %s reachable again", self.store.shown)
+                self.error = None
+            retry_s = 0.1
+            self.written += len(pending)
+            if self._metrics is not None:
+                self._metrics.events_written.inc(len(pending))
+                self._metrics.events_queued.set(self.queued)
+            self._settle(len(pending))
+            pending = []
+
+    def _next(self, until: float | None) -> EventRecord | None:
+        """The next event, waiting until ``until`` (monotonic; None: not at all); None when
+        the wait ends or ``close`` woke the thread."""
+        try:
+            if until is None:
+                return self._queue.get_nowait()
+            return self._queue.get(timeout=max(0.0, until - time.monotonic()))
+        except queue.Empty:
+            return None
+
+    def _drain(self) -> int:
+        count = 0
+        while True:
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                return count
+            count += item is not None
+
+    def _expire(self) -> float:
+        """Runs retention; returns the seconds until the next run."""
+        retention = self._retention
+        if retention.max_age_s is None and retention.max_count is None:
+            return retention.every_s
+        before_ms = (
+            round((time.time() - retention.max_age_s) * 1000)
+            if retention.max_age_s is not None
+            else None
+        )
+        try:
+            self.store.migrate()
+            paths = self.store.expire(before_ms=before_ms, keep=retention.max_count)
+        except (SQLAlchemyError, OSError) as exc:
+            log.warning("event retention skipped: %s", _first_line(exc))
+            return min(retention.every_s, self._retry_max_s)
+        for path in paths:
+            self._remove_evidence(path)
+        if paths:
+            log.info("event retention removed %d evidence files", len(paths))
+        return retention.every_s
+
+    def _remove_evidence(self, relative: str) -> None:
+        if self._evidence is None:
+            return
+        path = (self._evidence / relative).resolve()
+        if not path.is_relative_to(self._evidence):  # a row never names a path outside
+            return
+        path.unlink(missing_ok=True)
+
+    def close(self) -> None:
+        if self._stopping.is_set():
+            return
+        self._stopping.set()
+        self._queue.put(None)
+        self._thread.join(self._close_timeout_s + 5)
+        self.store.close()
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+
+
+def event_writer(settings: Settings, metrics: Metrics | None) -> EventWriter | None:
+    """The process's writer as the settings say (None: events are not kept). The database
+    is reached on the writer's thread: one that is down at start delays nothing."""
+    if not settings.store_events:
+        return None
+    url = settings.events_url or f"sqlite:///{settings.data_dir / 'events.sqlite3'}"
+    age = settings.events_max_age_days
+    return EventWriter(
+        EventStore(url),
+        evidence_dir=settings.sink_dir,
+        max_queued=settings.events_queue,
+        retention=EventRetention(
+            max_age_s=age * 86400.0 if age is not None else None,
+            max_count=settings.events_max_count,
+        ),
+        metrics=metrics,
+    )

@@ -1,0 +1,218 @@
+"""The event store's routes: ``GET /events`` (filters, cursor pages, newest first),
+``GET /events/summary`` (counts per time bucket, for charts), ``GET /events/{id}`` and its
+evidence, ``/events/{id}/snapshot`` and ``/events/{id}/clip``, served with HTTP range
+requests so that a browser's video element can seek in a clip.
+
+Every replica of a cluster answers for all of it: the rows are in the shared database, the
+files in the shared evidence directory (``STREAMING_SINK_DIR``)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated, Any, Literal, TypeVar
+
+from fastapi import APIRouter, Depends, Query
+from fastapi.responses import FileResponse
+from sqlalchemy.exc import SQLAlchemyError
+
+from ..errors import InvalidRequest, NotFound, StoreUnavailable
+from ..events.store import BUCKETS, EventFilter, EventStore, InvalidCursor
+from .auth import require_api_key
+from .docs import ERROR_RESPONSES
+from .state import ServerState, get_state
+
+__all__ = ["router"]
+
+router = APIRouter(
+    prefix="/events", responses=ERROR_RESPONSES, dependencies=[Depends(require_api_key)]
+)
+
+T = TypeVar("T")
+
+_MAX_SUMMARY_ROWS = 20_000
+_TEXT = Annotated[str | None, Query(max_length=256)]
+_TIME = Annotated[
+    str | None,
+    Query(
+        max_length=64,
+        description="ISO 8601 (UTC unless it says otherwise) or seconds since the epoch",
+    ),
+]
+
+
+def _store(state: ServerState) -> EventStore:
+    if state.events is None:
+        raise NotFound("this server keeps no events (STREAMING_STORE_EVENTS is false)")
+    return state.events.store
+
+
+async def _read(store: EventStore, read: Callable[[], T]) -> T:
+    """``read`` on a thread, after the schema is in place; a database that cannot be
+    reached is a 503 that names it (password masked)."""
+
+    def run() -> T:
+        store.migrate()
+        return read()
+
+    try:
+        return await asyncio.to_thread(run)
+    except SQLAlchemyError as exc:
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise StoreUnavailable(f"the event store {store.shown} is unreachable: {first}") from exc
+
+
+def _milliseconds(name: str, value: str | None) -> int | None:
+    if value is None:
+        return None
+    try:
+        seconds = float(value)
+    except ValueError:
+        try:
+            stamp = datetime.fromisoformat(value)
+        except ValueError:
+            raise InvalidRequest(
+                f"{name} must be ISO 8601 or seconds since the epoch, got {value!r}"
+            ) from None
+        if stamp.tzinfo is None:
+            stamp = stamp.replace(tzinfo=UTC)
+        seconds = stamp.timestamp()
+    if not -1e11 < seconds < 1e11:  # NaN fails too
+        raise InvalidRequest(f"{name} is out of range: {value!r}")
+    return round(seconds * 1000)
+
+
+def _filter(
+    pipeline: _TEXT = None,
+    source: _TEXT = None,
+    kind: _TEXT = None,
+    step: _TEXT = None,
+    class_name: _TEXT = None,
+    direction: _TEXT = None,
+    since: _TIME = None,
+    until: _TIME = None,
+) -> EventFilter:
+    return EventFilter(
+        pipeline,
+        source,
+        kind,
+        step,
+        class_name,
+        direction,
+        _milliseconds("since", since),
+        _milliseconds("until", until),
+    )
+
+
+def _iso(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="milliseconds")
+
+
+def _event(row: dict[str, Any]) -> dict[str, Any]:
+    event_id = row["id"]
+    return {
+        "id": event_id,
+        "time": _iso(row["at_ms"]),
+        "timestamp": row["at_ms"] / 1000,
+        "pipeline": row["pipeline"],
+        "source": row["source"],
+        "kind": row["kind"],
+        "step": row["step"],
+        "direction": row["direction"],
+        "class_name": row["class_name"],
+        "tracker_id": row["tracker_id"],
+        "payload": row["payload"],
+        "snapshot_url": f"/events/{event_id}/snapshot" if row["snapshot"] else None,
+        "clip_url": f"/events/{event_id}/clip" if row["clip"] else None,
+    }
+
+
+@router.get("")
+async def list_events(
+    where: Annotated[EventFilter, Depends(_filter)],
+    state: Annotated[ServerState, Depends(get_state)],
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    cursor: Annotated[str | None, Query(max_length=128)] = None,
+    order: Literal["desc", "asc"] = "desc",
+) -> dict:
+    """Events, newest first (``order=asc``: oldest first), ``limit`` per page; pass
+    ``next_cursor`` back as ``cursor`` for the next page (the same filters)."""
+    store = _store(state)
+    try:
+        page = await _read(
+            store, lambda: store.page(where, limit=limit, cursor=cursor, order=order)
+        )
+    except InvalidCursor as exc:
+        raise InvalidRequest(str(exc)) from None
+    return {"events": [_event(row) for row in page.rows], "next_cursor": page.next_cursor}
+
+
+@router.get("/summary")
+async def summary(
+    where: Annotated[EventFilter, Depends(_filter)],
+    state: Annotated[ServerState, Depends(get_state)],
+    bucket: Literal["minute", "hour", "day"] = "hour",
+) -> dict:
+    """Counts of events per ``bucket`` (UTC) per pipeline, source, step, kind and direction,
+    oldest bucket first."""
+    store = _store(state)
+    rows = await _read(store, lambda: store.summary(where, bucket))
+    if len(rows) > _MAX_SUMMARY_ROWS:
+        raise InvalidRequest(
+            f"the summary has more than {_MAX_SUMMARY_ROWS} rows: narrow it (since, until, "
+            "pipeline) or take a wider bucket"
+        )
+    return {
+        "bucket": bucket,
+        "bucket_seconds": BUCKETS[bucket] // 1000,
+        "buckets": [{"start": _iso(row.pop("start_ms")), **row} for row in rows],
+    }
+
+
+async def _row(state: ServerState, event_id: int) -> dict[str, Any]:
+    store = _store(state)
+    row = await _read(store, lambda: store.get(event_id))
+    if row is None:
+        raise NotFound(f"no event {event_id} (it may have passed its retention)")
+    return row
+
+
+@router.get("/{event_id}")
+async def get_event(event_id: int, state: Annotated[ServerState, Depends(get_state)]) -> dict:
+    return _event(await _row(state, _checked_id(event_id)))
+
+
+def _checked_id(event_id: int) -> int:
+    if not 1 <= event_id < 2**63:
+        raise NotFound(f"no event {event_id}")
+    return event_id
+
+
+def _evidence(state: ServerState, row: dict[str, Any], what: str) -> FileResponse:
+    relative = row[what]
+    if not relative:
+        raise NotFound(f"event {row['id']} has no {what}")
+    root = state.settings.sink_dir.resolve()
+    path = (root / relative).resolve()
+    if not path.is_relative_to(root) or not path.is_file():
+        raise NotFound(f"the {what} of event {row['id']} is gone (evidence retention)")
+    media = "image/jpeg" if what == "snapshot" else "video/mp4"
+    return FileResponse(path, media_type=media, filename=Path(relative).name)
+
+
+_FILE_RESPONSES: dict[int | str, dict[str, Any]] = {
+    200: {"content": {"image/jpeg": {}, "video/mp4": {}}, "description": "the file"},
+    206: {"description": "the range asked for (Range: bytes=...)"},
+}
+
+
+@router.get("/{event_id}/snapshot", response_class=FileResponse, responses=_FILE_RESPONSES)
+async def snapshot(event_id: int, state: Annotated[ServerState, Depends(get_state)]):
+    return _evidence(state, await _row(state, _checked_id(event_id)), "snapshot")
+
+
+@router.get("/{event_id}/clip", response_class=FileResponse, responses=_FILE_RESPONSES)
+async def clip(event_id: int, state: Annotated[ServerState, Depends(get_state)]):
+    return _evidence(state, await _row(state, _checked_id(event_id)), "clip")
