@@ -11,9 +11,10 @@ export DEBIAN_FRONTEND=noninteractive
 # mosquitto: a real MQTT broker for the MQTT sink's tests (each test starts its own).
 # libnginx-mod-rtmp: a real RTMP server (nginx, run unprivileged per test) for RTMP inputs.
 # srt-tools: srt-live-transmit, the server's SRT receiver and the tests' SRT sender.
+# postgresql: the event store's cluster database (each test starts its own, unprivileged).
 packages="iproute2 util-linux python3-gi gir1.2-gst-rtsp-server-1.0 gstreamer1.0-rtsp
     gstreamer1.0-plugins-base gstreamer1.0-plugins-good gstreamer1.0-plugins-ugly chromium
-    mosquitto libnginx-mod-rtmp srt-tools"
+    mosquitto libnginx-mod-rtmp srt-tools postgresql"
 missing=$(for p in $packages; do dpkg -s "$p" >/dev/null 2>&1 || echo "$p"; done)
 if [ -n "$missing" ]; then
     apt-get update -qq

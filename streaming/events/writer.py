@@ -67,6 +67,7 @@ class EventWriter:
         self._close_timeout_s = close_timeout_s
         self._stopping = threading.Event()
         self._settled = threading.Condition()
+        self._expiring = threading.Lock()
         self._accepted = 0
         self._done = 0
         """Accepted events written or given up on: ``flush`` waits for it to catch up."""
@@ -204,8 +205,16 @@ class EventWriter:
                 return count
             count += item is not None
 
+    def enforce_retention(self) -> None:
+        """Runs retention now (it runs by itself every ``EventRetention.every_s``)."""
+        self._expire()
+
     def _expire(self) -> float:
         """Runs retention; returns the seconds until the next run."""
+        with self._expiring:  # one run at a time: a caller's returns after the thread's
+            return self._expire_now()
+
+    def _expire_now(self) -> float:
         retention = self._retention
         if retention.max_age_s is None and retention.max_count is None:
             return retention.every_s
