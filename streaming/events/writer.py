@@ -246,6 +246,9 @@ class EventWriter:
     def close(self) -> None:
         if self._stopping.is_set():
             return
+        if self.error is not None:
+            # Already unreachable: one more attempt, not a wait that holds up an exit.
+            self._close_timeout_s = 0.0
         self._stopping.set()
         self._queue.put(None)
         self._thread.join(self._close_timeout_s + 5)

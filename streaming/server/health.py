@@ -29,6 +29,9 @@ async def healthz(state: ServerState = Depends(get_state)) -> dict:
         "models": _models(state),
         # One entry per camera being read, however many sessions and pipelines watch it.
         "sources": state.hub.stats(),
+        # The event store's writer: written, dropped, waiting, and why the database is not
+        # reachable now (its URL with the password masked).
+        "events": state.events.stats() if state.events is not None else None,
         "workers": (
             await state.deployment.workers()
             if state.deployment is not None

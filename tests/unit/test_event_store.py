@@ -23,7 +23,7 @@ from streaming.metrics import Metrics
 from tests.support.postgres import PostgresServer, postgres_available
 
 WAIT_S = 60.0
-T0 = 1_790_000_000.0  # 2026-09-21T13:33:20Z
+T0 = 1_790_000_000.0  # 2026-09-21T14:13:20Z
 _databases = itertools.count()
 
 

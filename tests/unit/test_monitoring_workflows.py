@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from streaming.config import Settings
+from streaming.events import EventRecord
 from streaming.inference.registry import ModelRegistry
 from streaming.workflows import compile_workflow, parse_spec
 from streaming.workflows.blocks.base import BuildContext, FrameState
@@ -28,8 +29,19 @@ def registry(default_model_dir) -> ModelRegistry:
     return ModelRegistry(Settings(models_dir=default_model_dir))
 
 
-def run(registry, spec: dict, frames: list[np.ndarray], **parameters) -> list[dict]:
-    workflow = compile_workflow(parse_spec(spec), BuildContext(registry), parameters=parameters)
+class Recorded(list):
+    """An event recorder that keeps what it is given."""
+
+    def record(self, event: EventRecord) -> None:
+        self.append(event)
+
+
+def run(
+    registry, spec: dict, frames: list[np.ndarray], events: Recorded | None = None, **parameters
+) -> list[dict]:
+    stream = {"pipeline": "p", "source": "0"}
+    context = BuildContext(registry, stream=stream, events=events)
+    workflow = compile_workflow(parse_spec(spec), context, parameters=parameters)
     results = []
     for number, image in enumerate(frames, start=1):
         metadata = {
@@ -53,6 +65,34 @@ def test_people_counting_counts_one_crossing_each_way_with_one_tracker_id(regist
     ids = {int(t) for r in results if len(r["predictions"]) for t in r["predictions"].tracker_id}
     assert len(ids) == 1, ids
     assert last["annotated"].numpy.shape == (*SIZE, 3)
+
+
+def test_each_crossing_and_each_zone_entry_and_exit_is_one_event(registry, person):
+    half = person.shape[1] // 2 + 1
+    there = list(range(half, SIZE[1] - half, 12))
+    frames = [walker_scene(person, x) for x in there + there[::-1]]
+    spec = people_counting()
+    zone = [[420, 0], [640, 0], [640, 480], [420, 480]]
+    spec["steps"].append({
+        "type": "roboflow_core/time_in_zone@v3", "name": "timer", "image": "$inputs.image",
+        "detections": "$steps.tracker.tracked_detections", "zone": zone,
+    })  # fmt: skip
+    spec["outputs"].append({"type": "JsonField", "name": "t", "selector": "$steps.timer.*"})
+    events = Recorded()
+    run(registry, spec, frames, events)
+    crossings = [e for e in events if e.kind == "line_crossing"]
+    assert sorted(e.direction for e in crossings) == ["in", "out"]
+    assert len({e.tracker_id for e in events}) == 1  # one person, one track
+    for event in crossings:
+        assert (event.pipeline, event.source, event.step) == ("p", "0", "counter")
+        assert event.class_name == "person" and event.payload["confidence"] > 0.5
+        assert event.payload["count_in"] + event.payload["count_out"] >= 1
+    transits = [(e.kind, e.step) for e in events if e.kind.startswith("zone")]
+    assert transits == [("zone_entry", "timer"), ("zone_exit", "timer")]
+    exit_ = events[[e.kind for e in events].index("zone_exit")]
+    entry_frame = next(e for e in events if e.kind == "zone_entry").payload["frame_number"]
+    frames_inside = exit_.payload["frame_number"] - entry_frame
+    assert abs(exit_.payload["time_in_zone"] - frames_inside / FPS) < 1e-3
 
 
 def test_a_person_who_stays_in_the_zone_is_timed_by_the_frames_clock(registry, person):
