@@ -16,7 +16,7 @@ from inference_sdk.webrtc import StreamConfig, VideoFileSource
 
 from streaming.workflows.library import people_counting, zone_occupancy
 from tests.support.camera import RTSPCamera
-from tests.support.media import walker_scene, write_clip
+from tests.support.media import walker_scene, walking_back_and_forth, write_clip
 from tests.support.mqtt import Subscriber, mosquitto
 from tests.support.server import ServerProcess, running_server, wait_for
 from tests.support.webhook import WebhookReceiver
@@ -56,6 +56,8 @@ def test_a_walk_across_the_line_into_the_zone_and_back(server, person, tmp_path)
     stay = inside[first_in:].index(False)  # the first visit's frames in the zone
     truth = (stay - 1) / FPS
 
+    stored_before = len(server.events(kind="line_crossing"))
+
     # --- an inference-sdk program, as its users write it ---
     client = InferenceHTTPClient(api_url=server.url, api_key=None)
     config = StreamConfig(
@@ -81,6 +83,21 @@ def test_a_walk_across_the_line_into_the_zone_and_back(server, person, tmp_path)
     assert len(ids) == 1, ids
     timed = [p["time_in_zone"] for r in results for p in r["timed"]["predictions"]]
     assert abs(max(timed) - truth) <= 0.1 * truth, (max(timed), truth)
+    # A session's events are stored too, under the session's own name.
+    stored = wait_for(
+        lambda: (
+            (found := server.events(kind="line_crossing")[stored_before:])
+            and len(found) >= 2
+            and found
+        ),
+        30,
+        "the session's crossings stored",
+    )
+    assert sorted(e["direction"] for e in stored) == ["in", "out"]
+    assert len({e["pipeline"] for e in stored}) == 1
+    assert stored[0]["pipeline"].startswith("session:") and stored[0]["source"] == "webrtc"
+    exits = server.events(pipeline=stored[0]["pipeline"], kind="zone_exit")
+    assert [e["step"] for e in exits] == ["timer"]
 
 
 @pytest.fixture(scope="module")
@@ -173,16 +190,6 @@ def test_time_in_a_file_pipelines_zone_follows_the_files_clock(file_server, pers
     assert abs(max(seconds) - truth) <= 0.1 * truth, (max(seconds), truth)
 
 
-def walking_back_and_forth(person, step: int = 4):
-    """The camera's picture at each frame: the person walks across the whole frame and back,
-    ``step`` pixels a frame (120 px/s at 30 fps: slow enough for the tracker when a loaded
-    machine processes one frame in five), crossing x=320 twice a round."""
-    half = person.shape[1] // 2 + 1
-    there = list(range(half, 640 - half, step))
-    path = there + there[::-1]
-    return lambda index: walker_scene(person, path[index % len(path)])
-
-
 def test_a_camera_pipeline_logs_each_crossing_with_evidence_through_a_reconnect(
     file_server, events_dir, person
 ):
@@ -223,6 +230,19 @@ def test_a_camera_pipeline_logs_each_crossing_with_evidence_through_a_reconnect(
         assert (events_dir / record["snapshot"]).stat().st_size > 0
         with av.open(str(events_dir / record["clip"])) as clip:
             assert sum(1 for _ in clip.decode(video=0)) > 0
+    # The event store has each crossing, each sink event, and the camera lost and back.
+    stored = file_server.events(pipeline=pipeline_id)
+    kinds = [e["kind"] for e in stored]
+    assert kinds.count("event_sink") == len(lines)
+    assert kinds.count("line_crossing") == len(lines)  # one person: one crossing a frame
+    changes = [
+        (e["payload"]["previous_state"], e["payload"]["new_state"])
+        for e in stored
+        if e["kind"] == "source_state"
+    ]
+    lost = changes.index(("RUNNING", "RESTARTING"))  # the reference's names
+    assert ("RESTARTING", "RUNNING") in changes[lost:], changes
+    assert "source_error" in kinds
 
 
 def status_of(server: ServerProcess, pipeline_id: str) -> dict:

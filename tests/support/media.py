@@ -106,3 +106,13 @@ def walker_scene(
     left, top = center_x - width // 2, (size[0] - height) // 2
     frame[top : top + height, left : left + width] = person
     return frame
+
+
+def walking_back_and_forth(person, step: int = 4):
+    """The camera's picture at each frame: the person walks across the whole frame and back,
+    ``step`` pixels a frame (120 px/s at 30 fps: slow enough for the tracker when a loaded
+    machine processes one frame in five), crossing x=320 twice a round."""
+    half = person.shape[1] // 2 + 1
+    there = list(range(half, 640 - half, step))
+    path = there + there[::-1]
+    return lambda index: walker_scene(person, path[index % len(path)])

@@ -191,6 +191,20 @@ class ServerProcess(LoggedProcess):
     def post(self, path: str, **kwargs) -> httpx.Response:
         return httpx.post(self.url + path, timeout=30, **kwargs)
 
+    def events(self, **filters: str) -> list[dict]:
+        """Every stored event ``filters`` select (``GET /events``), oldest first, read
+        through its pages."""
+        found, cursor = [], None
+        while True:
+            params = {**filters, "order": "asc", "limit": "50"}
+            if cursor:
+                params["cursor"] = cursor
+            page = httpx.get(f"{self.url}/events", params=params, timeout=30)
+            assert page.status_code == 200, page.text
+            found += page.json()["events"]
+            if not (cursor := page.json()["next_cursor"]):
+                return found
+
     def start_pipeline(self, reference, spec: dict, **extra) -> httpx.Response:
         """``POST /inference_pipelines/initialise`` for ``reference`` running ``spec``."""
         body = {
