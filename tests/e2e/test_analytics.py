@@ -84,15 +84,12 @@ def test_a_walk_across_the_line_into_the_zone_and_back(server, person, tmp_path)
     timed = [p["time_in_zone"] for r in results for p in r["timed"]["predictions"]]
     assert abs(max(timed) - truth) <= 0.1 * truth, (max(timed), truth)
     # A session's events are stored too, under the session's own name.
-    stored = wait_for(
-        lambda: (
-            (found := server.events(kind="line_crossing")[stored_before:])
-            and len(found) >= 2
-            and found
-        ),
-        30,
-        "the session's crossings stored",
-    )
+
+    def session_crossings() -> list[dict] | None:
+        found = server.events(kind="line_crossing")[stored_before:]
+        return found if len(found) >= 2 else None
+
+    stored = wait_for(session_crossings, 30, "the session's crossings stored")
     assert sorted(e["direction"] for e in stored) == ["in", "out"]
     assert len({e["pipeline"] for e in stored}) == 1
     assert stored[0]["pipeline"].startswith("session:") and stored[0]["source"] == "webrtc"
