@@ -26,6 +26,7 @@ from tests.conftest import DETECT_SPEC, load_photo
 from tests.e2e.test_browser import open_page, wait_stats
 from tests.support.browser import chromium
 from tests.support.media import write_y4m
+from tests.support.postgres import PostgresServer, postgres_available
 from tests.support.sdk import LoopManualSource, SdkSession
 from tests.support.server import ServerProcess, ray_server_process, wait_for
 
@@ -51,9 +52,20 @@ def cluster() -> Iterator[Cluster]:
 
 
 @pytest.fixture(scope="module")
-def ray_server(cluster: Cluster) -> Iterator[ServerProcess]:
+def events_database() -> Iterator[str | None]:
+    """The cluster's event store: a PostgreSQL every replica and pipeline actor writes to."""
+    if not postgres_available():
+        yield None
+        return
+    with PostgresServer() as database:
+        yield database.url
+
+
+@pytest.fixture(scope="module")
+def ray_server(cluster: Cluster, events_database: str | None) -> Iterator[ServerProcess]:
+    events = {"events_url": events_database} if events_database else {}
     server = ray_server_process(
-        cluster.address, "2", ray_pipeline_resources='{"CPU": 0, "pipelines": 1}'
+        cluster.address, "2", ray_pipeline_resources='{"CPU": 0, "pipelines": 1}', **events
     )
     try:
         server.wait_for_output("Ray Serve replicas", timeout=START_S)
@@ -204,6 +216,31 @@ def test_a_refused_pipeline_is_a_clear_error_and_leaves_no_actor(ray_server, cam
     assert ray_server.pipeline_nodes() == {}
     local = ray_server.start_pipeline("/etc/passwd", DETECT_SPEC)  # checked by the replica
     assert local.status_code == 403, local.text
+
+
+def test_pipeline_actors_on_two_nodes_write_events_any_replica_lists(
+    ray_server, camera, events_database
+):
+    if events_database is None:
+        pytest.skip("Debian's postgresql is not installed (tests/install.sh installs it)")
+    started = [ray_server.start_pipeline(camera.url, DETECT_SPEC) for _ in range(2)]
+    assert [r.status_code for r in started] == [200, 200], [r.text for r in started]
+    ids = [r.json()["context"]["pipeline_id"] for r in started]
+    try:
+        nodes = ray_server.pipeline_nodes()
+        assert nodes[ids[0]] != nodes[ids[1]]  # one "pipelines" resource per node
+
+        def running_in_the_store() -> bool:
+            # Whichever replica Serve's proxy picks answers, for both actors' rows.
+            stored = ray_server.events(kind="source_state")
+            running = {e["pipeline"] for e in stored if e["payload"]["new_state"] == "RUNNING"}
+            return running >= set(ids)
+
+        wait_for(running_in_the_store, START_S, "both pipelines' cameras running, stored")
+    finally:
+        for pipeline_id in ids:
+            ray_server.post(f"/inference_pipelines/{pipeline_id}/terminate")
+    wait_for(lambda: not ray_server.pipeline_nodes(), WAIT_S, "both actors gone")
 
 
 class PipelinePoller:
