@@ -42,6 +42,10 @@ BUCKETS: dict[str, int] = {"minute": 60_000, "hour": 3_600_000, "day": 86_400_00
 _MIGRATION_LOCK = 7_216_031
 """PostgreSQL advisory lock id: replicas starting together migrate one at a time."""
 
+_MIGRATING = threading.Lock()
+"""Alembic's ``context`` and ``op`` are module-level proxies: one migration at a time per
+process, whichever store runs it."""
+
 
 class InvalidCursor(ValueError):
     """A cursor this store did not give."""
@@ -146,7 +150,7 @@ class EventStore:
 
     def migrate(self) -> None:
         """Brings the schema to the package's newest migration."""
-        with self._lock:
+        with self._lock, _MIGRATING:
             if self._migrated:
                 return
             config = Config()

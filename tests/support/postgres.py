@@ -37,7 +37,9 @@ def _as_user() -> list[str]:
 class PostgresServer:
     """``url`` is ``postgresql://postgres@127.0.0.1:port/postgres`` (trust auth on loopback)."""
 
-    def __init__(self) -> None:
+    def __init__(self, durable: bool = False) -> None:
+        """``durable``: fsync on, as in production (benchmarks); the tests run without."""
+        self._durable = durable
         # Its own directory under /tmp: pytest's are private to root, and unreachable for
         # the unprivileged user the server runs as.
         self._root = Path(tempfile.mkdtemp(prefix="visionstream-pg-"))
@@ -64,7 +66,8 @@ class PostgresServer:
         assert postgres is not None
         self._process = LoggedProcess(
             [*_as_user(), postgres, "-D", str(self.directory), "-p", str(self.port),
-             "-h", "127.0.0.1", "-k", str(self.directory), "-c", "fsync=off"],
+             "-h", "127.0.0.1", "-k", str(self.directory),
+             "-c", f"fsync={'on' if self._durable else 'off'}"],
             cwd="/",
         )  # fmt: skip
         self._process.wait_for_output("ready to accept connections", timeout=60)

@@ -10,6 +10,7 @@ its true times), else the frame's timestamp, as the reference does.
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 from datetime import datetime
 from typing import Any, Generic, TypeVar
 
@@ -249,24 +250,29 @@ class TimeInZoneBlock(Block):
         self, detections: sv.Detections, inside: np.ndarray, now: float, frame: FrameState
     ) -> None:
         self._present.prune(now)
-        for i, fields in enumerate(object_facts(detections, frame)):
-            track = fields["tracker_id"]
-            if track is None or track < 0:
+        if detections.tracker_id is None:
+            return
+        for i, track in enumerate(int(t) for t in detections.tracker_id):
+            if track < 0:
                 continue
             entered = self._present.get(track)
             if inside[i]:
                 self._present.put(track, now if entered is None else entered, now)
                 if entered is None:
+                    (fields,) = object_facts(detections, frame, [i])
                     self._context.event(EventKind.ZONE_ENTRY, self.name, **fields)
             elif entered is not None:
                 self._present.pop(track)
+                (fields,) = object_facts(detections, frame, [i])
                 fields["payload"]["time_in_zone"] = round(now - entered, 3)
                 self._context.event(EventKind.ZONE_EXIT, self.name, **fields)
 
 
-def object_facts(detections: sv.Detections, frame: FrameState) -> list[dict[str, Any]]:
-    """An event's fields for each detection: class, tracker id, and in the payload its
-    confidence, box and the frame's number."""
+def object_facts(
+    detections: sv.Detections, frame: FrameState, indices: Iterable[int] | None = None
+) -> list[dict[str, Any]]:
+    """An event's fields for each detection (or those at ``indices``): class, tracker id,
+    and in the payload its confidence, box and the frame's number."""
     names = detections.data.get("class_name")
     trackers = detections.tracker_id
     confidences = detections.confidence
@@ -281,5 +287,5 @@ def object_facts(detections: sv.Detections, frame: FrameState) -> list[dict[str,
                 "frame_number": number,
             },
         }
-        for i in range(len(detections))
+        for i in (range(len(detections)) if indices is None else indices)
     ]
