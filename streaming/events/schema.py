@@ -32,6 +32,7 @@ events = Table(
     # Every listing is newest first, optionally narrowed to a pipeline or a kind: each of
     # those reads an index in order and stops at the page's end.
     Index("events_at", "at_ms", "id"),
-    Index("events_pipeline_at", "pipeline", "source", "at_ms", "id"),
+    Index("events_pipeline_at", "pipeline", "at_ms", "id"),
+    Index("events_source_at", "pipeline", "source", "at_ms", "id"),
     Index("events_kind_at", "kind", "at_ms", "id"),
 )

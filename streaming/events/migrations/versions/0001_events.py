@@ -34,7 +34,8 @@ def upgrade() -> None:
         sa.Column("clip", sa.String(512), nullable=True),
     )
     op.create_index("events_at", "events", ["at_ms", "id"])
-    op.create_index("events_pipeline_at", "events", ["pipeline", "source", "at_ms", "id"])
+    op.create_index("events_pipeline_at", "events", ["pipeline", "at_ms", "id"])
+    op.create_index("events_source_at", "events", ["pipeline", "source", "at_ms", "id"])
     op.create_index("events_kind_at", "events", ["kind", "at_ms", "id"])
 
 
