@@ -31,6 +31,7 @@ import av
 import httpx
 
 from .base import RTP_CLOCK, FrameSource, SourceError, SourceFrame
+from .recorder import PacketSink
 from .srt import SRTRelay, relay_missing
 from .urls import mask_credentials, mask_url
 
@@ -154,6 +155,8 @@ class LiveSource(FrameSource):
         self._arrivals: deque[float] = deque(maxlen=30)
         self._origin: float | None = None
         self._listeners: list[Callable[[str, str, LiveStats], None]] = []
+        self._packet_sinks: dict[PacketSink, bool] = {}
+        """Each sink, and whether it has this connection's ``opened`` yet."""
         # State changes wait here, made under the lock, until it is released: a listener
         # may then call ``stats()`` (or anything else that takes the lock) without deadlock.
         self._unannounced: deque[tuple[str, str, LiveStats]] = deque()
@@ -236,7 +239,7 @@ class LiveSource(FrameSource):
             return False
         stream = container.streams.video[0]
         stream.thread_type = "SLICE"
-        self._container, self._frames = container, container.decode(stream)
+        self._container, self._frames = container, self._decoded(container, stream)
         self._connected_at = time.monotonic()
         log.info("connected to %s in %.2f s", self.masked_url, self._connected_at - opening)
         with self._changing():
@@ -305,9 +308,39 @@ class LiveSource(FrameSource):
             if listener in self._listeners:
                 self._listeners.remove(listener)
 
+    def _decoded(self, container: Any, stream: Any) -> Iterator[av.VideoFrame]:
+        """``container.decode(stream)``, with each packet shown to the packet sinks first
+        (recorders: the camera's own encoding, written without decoding)."""
+        for packet in container.demux(stream):
+            with self._changed:
+                sinks = list(self._packet_sinks.items())
+            for sink, opened in sinks:
+                if not opened:  # new, or after a reconnect: this connection's parameters
+                    sink.opened(stream)
+                    with self._changed:
+                        if sink in self._packet_sinks:
+                            self._packet_sinks[sink] = True
+                sink.packet(packet)
+            yield from packet.decode()
+
+    def add_packet_sink(self, sink: PacketSink) -> None:
+        """``sink`` gets every video packet read from now on (on the reader thread), from the
+        current or next connection's parameters (``opened``) on."""
+        with self._changed:
+            self._packet_sinks[sink] = False
+
+    def remove_packet_sink(self, sink: PacketSink) -> None:
+        with self._changed:
+            self._packet_sinks.pop(sink, None)
+
     def _disconnect(self) -> None:
         if self._container is not None:
             self._container.close()
+            with self._changed:
+                told = [sink for sink, opened in self._packet_sinks.items() if opened]
+                self._packet_sinks = dict.fromkeys(self._packet_sinks, False)
+            for sink in told:
+                sink.lost()
         self._container, self._frames = None, None
 
     def _frame(self, decoded: av.VideoFrame) -> SourceFrame:

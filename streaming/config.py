@@ -158,6 +158,11 @@ class Settings(BaseSettings):
     events_queue: int = Field(default=10_000, ge=1)
     """Events waiting for the database at most (it is down or slow); beyond, they are
     dropped and counted (``visionstream_events_dropped``), and frames never wait."""
+    recordings_min_free_mb: int = Field(default=1024, ge=0)
+    """Pipelines' recordings never fill the disk: below this much free space the oldest
+    segments are removed, and with none left no new segment starts."""
+    max_export_seconds: float = Field(default=3600.0, gt=0)
+    """Longest range ``GET /recordings/{pipeline}/{source}`` exports as one file."""
     persist_pipelines: bool = True
     """Keep pipelines across restarts (false: a server starts with none)."""
     ray_proxy_location: Literal["EveryNode", "HeadOnly"] = "EveryNode"

@@ -35,6 +35,7 @@ from .models import (
     resolve_references,
 )
 from .pipeline import Pipeline, WatchedPipeline
+from .recording import Recording, SourceTriggers
 from .store import PipelineStore
 
 __all__ = ["PipelineManager", "PipelineNotFound", "Pipelines"]
@@ -155,12 +156,13 @@ class PipelineManager:
             for r in references
             if self._metrics is not None
         ]
+        events, recording = self._recording(payload, pipeline_id)
         try:
             spec = parse_spec(specification)
             # One compiled workflow per source: blocks may keep per-stream state (trackers).
             workflows = [
                 await self._compile(
-                    spec, config, pipeline_id, ref, analytics[i] if analytics else None
+                    spec, config, pipeline_id, ref, analytics[i] if analytics else None, events
                 )
                 for i, ref in enumerate(references)
             ]
@@ -174,7 +176,8 @@ class PipelineManager:
                 jpeg_quality=settings.jpeg_quality,
                 pipeline_id=pipeline_id,
                 source_metrics=analytics,
-                events=self._events,
+                events=events,
+                recording=recording,
             )
             await pipeline.start()
         except BaseException:
@@ -200,6 +203,20 @@ class PipelineManager:
         )
         return pipeline.pipeline_id
 
+    def _recording(
+        self, payload: InitialisePipelinePayload, pipeline_id: str
+    ) -> tuple[EventRecorder | None, Recording | None]:
+        """What the pipeline's events go through, and what its cameras record: recording
+        around events puts a tee in front of the event store."""
+        config = payload.sink_configuration.record
+        if config is None:
+            return self._events, None
+        triggers = SourceTriggers(self._events) if config.mode == "events" else None
+        settings = self._settings
+        recording = Recording(config, settings.sink_dir, pipeline_id,
+                              settings.recordings_min_free_mb << 20, triggers)  # fmt: skip
+        return triggers or self._events, recording
+
     async def _compile(
         self,
         spec: WorkflowSpec,
@@ -207,13 +224,14 @@ class PipelineManager:
         pipeline_id: str,
         reference: SourceReference,
         metrics: SourceMetrics | None,
+        events: EventRecorder | None,
     ) -> CompiledWorkflow:
         context = BuildContext(
             self._models,
             metrics,
             {"pipeline": pipeline_id, "source": str(reference.source_id)},
             self._settings.sink_dir,
-            self._events,
+            events,
         )
         return await compile_config(config, spec, context)
 
@@ -232,7 +250,9 @@ class PipelineManager:
         config = pipeline.payload.processing_configuration
         try:
             spec = parse_spec(self._library.specification(config))
-            workflow = await self._compile(spec, config, pipeline_id, source, series)
+            workflow = await self._compile(
+                spec, config, pipeline_id, source, series, pipeline.events
+            )
             try:
                 await pipeline.add_source(source, workflow, series)
             except BaseException:

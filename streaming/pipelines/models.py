@@ -113,6 +113,21 @@ class WebhookSinkConfiguration(_Lenient):
         return value
 
 
+class RecordConfiguration(_Lenient):
+    """Ours: record each camera source as it sends (no re-encoding of H.264/H.265) into MP4
+    segments under ``STREAMING_SINK_DIR/recordings/<pipeline>/<source>/``."""
+
+    mode: Literal["continuous", "events"] = "continuous"
+    """``events``: only from ``pre_seconds`` before each event of the source's workflow
+    (line crossing, zone entry or exit, event sink) to ``post_seconds`` after it."""
+    segment_seconds: float = Field(default=60.0, ge=1, le=3600)
+    pre_seconds: float = Field(default=10.0, ge=0, le=300)
+    post_seconds: float = Field(default=10.0, ge=0, le=3600)
+    max_age_hours: float | None = Field(default=168.0, gt=0)
+    max_gigabytes: float | None = Field(default=20.0, gt=0)
+    """This source's recordings at most; the oldest segments go first."""
+
+
 class SinkConfiguration(_Lenient):
     """The reference's memory sink, plus our optional extra sinks."""
 
@@ -121,6 +136,7 @@ class SinkConfiguration(_Lenient):
     jsonl: JsonlSinkConfiguration | None = None
     video_file: VideoFileSinkConfiguration | None = None
     webhook: WebhookSinkConfiguration | None = None
+    record: RecordConfiguration | None = None
 
 
 class InitialisePipelinePayload(_Lenient):

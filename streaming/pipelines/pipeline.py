@@ -35,6 +35,7 @@ from ..workflows.runner import FrameFacts, WorkflowOutputs, run_frame
 from ..workflows.serialization import serialize_value
 from .feeds import SourceFeed, buffer_for
 from .models import InitialisePipelinePayload, SourceReference
+from .recording import Recording
 from .sinks import SinkFanOut
 from .status import PipelineStatus, Severity, SourceSlot, SourceState
 
@@ -110,9 +111,14 @@ class Pipeline:
         pipeline_id: str | None = None,
         source_metrics: Sequence[SourceMetrics] = (),
         events: EventRecorder | None = None,
+        recording: Recording | None = None,
     ) -> None:
         """``source_metrics``: each source's Prometheus series, in the sources' order (none:
-        not kept). ``events``: where status events are also stored (none: not kept)."""
+        not kept). ``events``: where status events are also stored (none: not kept), and
+        what the sources' workflows were compiled with. ``recording``: what its cameras
+        record (none: nothing)."""
+        self.events = events
+        self._recording = recording
         self.pipeline_id = pipeline_id or str(uuid.uuid4())
         self.payload = payload
         video = payload.video_configuration
@@ -163,6 +169,8 @@ class Pipeline:
         )
         if source.reference.kind != "file":  # cameras and devices, shared
             feed.subscribe(self._hub)
+            if self._recording is not None and (live := source.live) is not None:
+                source.recorder = self._recording.start(source.source_id, live)
         else:
             self._spawn(feed.read_file())
         source.task = self._tasks.spawn(self._process(source))
@@ -210,6 +218,7 @@ class Pipeline:
                 f"source {source_id} is the pipeline's only one: terminate the pipeline instead"
             )
         self._sources.remove(slot)
+        await self._stop_recording(slot)
         slot.stop_reading()
         await slot.buffer.close(discard=True)
         if slot.task is not None:  # its frame in the workflow finishes first
@@ -218,6 +227,12 @@ class Pipeline:
         await asyncio.to_thread(slot.workflow.close)
         log.info("pipeline %s source %d removed", self.pipeline_id[:8], source_id)
         return slot
+
+    async def _stop_recording(self, slot: SourceSlot) -> None:
+        """Its open segment finished (a file that plays), before it leaves the camera."""
+        recorder, slot.recorder = slot.recorder, None
+        if recorder is not None and self._recording is not None:
+            await asyncio.to_thread(self._recording.stop, slot.source_id, slot.live, recorder)
 
     async def _process(self, source: SourceSlot) -> None:
         loop = asyncio.get_running_loop()
@@ -370,6 +385,7 @@ class Pipeline:
             return
         self._terminated = True
         for source in self._sources:
+            await self._stop_recording(source)
             source.stop_reading()
             await source.buffer.close(discard=True)
         self._running.set()  # wake tasks parked on a pause so they can finish

@@ -14,6 +14,7 @@ from typing import Any
 
 from sources import FileSource, LiveSource, LiveStats
 from sources.hub import Subscription
+from sources.recorder import SegmentRecorder
 
 from ..buffering import FrameBuffer
 from ..events import EventKind, EventRecord, EventRecorder
@@ -85,6 +86,8 @@ class SourceSlot:
     """Log the next processed frame (the first, and the first after each reconnection)."""
     task: asyncio.Task[None] | None = None
     """The task that runs its frames through its workflow (ends when its buffer closes)."""
+    recorder: SegmentRecorder | None = None
+    """Its camera's recording (``sink_configuration.record``); None: not recorded."""
 
     def stop_reading(self) -> None:
         """Leave the hub (or stop reading the file); idempotent."""

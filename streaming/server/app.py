@@ -28,7 +28,19 @@ from ..pipelines import PipelineManager, Pipelines, PipelineStore
 from ..rtc import install_for_server
 from ..tasks import TaskOwner
 from ..workflows.library import WorkflowLibrary
-from . import events, health, infer, info, models, pipelines, v2, webrtc, workflow_runs, workflows
+from . import (
+    events,
+    health,
+    infer,
+    info,
+    models,
+    pipelines,
+    recordings,
+    v2,
+    webrtc,
+    workflow_runs,
+    workflows,
+)
 from .access_log import install_access_log_masking
 from .auth import ApiKeyGuard
 from .docs import add_docs
@@ -213,6 +225,7 @@ def create_app(
     app.include_router(models.router)
     app.include_router(info.router)
     app.include_router(events.router)
+    app.include_router(recordings.router)
     app.include_router(workflow_runs.router)  # before /infer/{task}: /infer/workflows is its
     app.include_router(infer.router)
     app.include_router(infer.legacy_router)  # last of all: /{dataset}/{version} takes any pair

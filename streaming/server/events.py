@@ -20,11 +20,13 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from ..errors import InvalidRequest, NotFound, StoreUnavailable
 from ..events.store import BUCKETS, EventFilter, EventStore, InvalidCursor
+from ..pipelines.recording import recording_directory
 from .auth import require_api_key
 from .docs import ERROR_RESPONSES
+from .exports import export_file
 from .state import ServerState, get_state
 
-__all__ = ["router"]
+__all__ = ["event_body", "milliseconds", "read_store", "router"]
 
 router = APIRouter(
     prefix="/events", responses=ERROR_RESPONSES, dependencies=[Depends(require_api_key)]
@@ -33,6 +35,8 @@ router = APIRouter(
 T = TypeVar("T")
 
 _MAX_SUMMARY_ROWS = 20_000
+CLIP_AROUND_S = 5.0
+"""An event's clip from its source's recording: this long before and after it."""
 _TEXT = Annotated[str | None, Query(max_length=256)]
 _TIME = Annotated[
     str | None,
@@ -49,7 +53,7 @@ def _store(state: ServerState) -> EventStore:
     return state.events.store
 
 
-async def _read(store: EventStore, read: Callable[[], T]) -> T:
+async def read_store(store: EventStore, read: Callable[[], T]) -> T:
     """``read`` on a thread, after the schema is in place; a database that cannot be
     reached is a 503 that names it (password masked)."""
 
@@ -64,7 +68,8 @@ async def _read(store: EventStore, read: Callable[[], T]) -> T:
         raise StoreUnavailable(f"the event store {store.shown} is unreachable: {first}") from exc
 
 
-def _milliseconds(name: str, value: str | None) -> int | None:
+def milliseconds(name: str, value: str | None) -> int | None:
+    """A time query parameter (ISO 8601, UTC unless it says; or epoch seconds) in ms."""
     if value is None:
         return None
     try:
@@ -101,8 +106,8 @@ def _filter(
         step,
         class_name,
         direction,
-        _milliseconds("since", since),
-        _milliseconds("until", until),
+        milliseconds("since", since),
+        milliseconds("until", until),
     )
 
 
@@ -110,8 +115,11 @@ def _iso(ms: int) -> str:
     return datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="milliseconds")
 
 
-def _event(row: dict[str, Any]) -> dict[str, Any]:
+def event_body(row: dict[str, Any], sink_dir: Path) -> dict[str, Any]:
+    """An event as the API shows it. ``clip_url`` is given for an event with a clip of its
+    own, or whose source is recorded (the recording around it is its clip)."""
     event_id = row["id"]
+    recorded = row["clip"] is not None or _recording_of(row, sink_dir) is not None
     return {
         "id": event_id,
         "time": _iso(row["at_ms"]),
@@ -125,7 +133,7 @@ def _event(row: dict[str, Any]) -> dict[str, Any]:
         "tracker_id": row["tracker_id"],
         "payload": row["payload"],
         "snapshot_url": f"/events/{event_id}/snapshot" if row["snapshot"] else None,
-        "clip_url": f"/events/{event_id}/clip" if row["clip"] else None,
+        "clip_url": f"/events/{event_id}/clip" if recorded else None,
     }
 
 
@@ -141,12 +149,15 @@ async def list_events(
     ``next_cursor`` back as ``cursor`` for the next page (the same filters)."""
     store = _store(state)
     try:
-        page = await _read(
+        page = await read_store(
             store, lambda: store.page(where, limit=limit, cursor=cursor, order=order)
         )
     except InvalidCursor as exc:
         raise InvalidRequest(str(exc)) from None
-    return {"events": [_event(row) for row in page.rows], "next_cursor": page.next_cursor}
+    return {
+        "events": [event_body(row, state.settings.sink_dir) for row in page.rows],
+        "next_cursor": page.next_cursor,
+    }
 
 
 @router.get("/summary")
@@ -158,7 +169,7 @@ async def summary(
     """Counts of events per ``bucket`` (UTC) per pipeline, source, step, kind and direction,
     oldest bucket first."""
     store = _store(state)
-    rows = await _read(store, lambda: store.summary(where, bucket))
+    rows = await read_store(store, lambda: store.summary(where, bucket))
     if len(rows) > _MAX_SUMMARY_ROWS:
         raise InvalidRequest(
             f"the summary has more than {_MAX_SUMMARY_ROWS} rows: narrow it (since, until, "
@@ -173,7 +184,7 @@ async def summary(
 
 async def _row(state: ServerState, event_id: int) -> dict[str, Any]:
     store = _store(state)
-    row = await _read(store, lambda: store.get(event_id))
+    row = await read_store(store, lambda: store.get(event_id))
     if row is None:
         raise NotFound(f"no event {event_id} (it may have passed its retention)")
     return row
@@ -181,7 +192,7 @@ async def _row(state: ServerState, event_id: int) -> dict[str, Any]:
 
 @router.get("/{event_id}")
 async def get_event(event_id: int, state: Annotated[ServerState, Depends(get_state)]) -> dict:
-    return _event(await _row(state, _checked_id(event_id)))
+    return event_body(await _row(state, _checked_id(event_id)), state.settings.sink_dir)
 
 
 def _checked_id(event_id: int) -> int:
@@ -215,4 +226,17 @@ async def snapshot(event_id: int, state: Annotated[ServerState, Depends(get_stat
 
 @router.get("/{event_id}/clip", response_class=FileResponse, responses=_FILE_RESPONSES)
 async def clip(event_id: int, state: Annotated[ServerState, Depends(get_state)]):
-    return _evidence(state, await _row(state, _checked_id(event_id)), "clip")
+    """The event's own clip (an event sink's), else its source's recording around it."""
+    row = await _row(state, _checked_id(event_id))
+    if row["clip"] is not None:
+        return _evidence(state, row, "clip")
+    directory = _recording_of(row, state.settings.sink_dir)
+    if directory is None:
+        raise NotFound(f"event {row['id']} has no clip, and its source is not recorded")
+    at = row["at_ms"] / 1000
+    return await export_file(directory, at - CLIP_AROUND_S, at + CLIP_AROUND_S, f"event-{event_id}")
+
+
+def _recording_of(row: dict[str, Any], sink_dir: Path) -> Path | None:
+    directory = recording_directory(sink_dir, row["pipeline"], row["source"])
+    return directory if directory is not None and directory.is_dir() else None
