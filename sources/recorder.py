@@ -27,7 +27,7 @@ import shutil
 import threading
 import time
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
@@ -163,8 +163,15 @@ class SegmentRecorder:
     thread) marks an event for ``mode="events"``; ``close`` finishes the open segment and
     waits for the writer. Idempotent."""
 
-    def __init__(self, directory: Path, policy: RecordingPolicy = RecordingPolicy()) -> None:
+    def __init__(
+        self,
+        directory: Path,
+        policy: RecordingPolicy = RecordingPolicy(),
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        """``clock``: each packet's arrival time (the wall clock; tests give their own)."""
         self.directory = directory
+        self._clock = clock
         self.policy = policy
         directory.mkdir(parents=True, exist_ok=True)
         self._queue: queue.Queue[tuple[str, Any]] = queue.Queue(policy.queue_packets)
@@ -203,7 +210,7 @@ class SegmentRecorder:
             if not packet.is_keyframe:
                 return
             self._skip_to_keyframe = False
-        copy = _Copy(bytes(packet), packet.pts, packet.dts, packet.is_keyframe, time.time())
+        copy = _Copy(bytes(packet), packet.pts, packet.dts, packet.is_keyframe, self._clock())
         if not self._put("packet", copy):
             self._skip_to_keyframe = True  # a gap: what follows must start at a keyframe
             self._put("gap", None)
@@ -213,7 +220,7 @@ class SegmentRecorder:
 
     def trigger(self, at: float | None = None) -> None:
         """An event at ``at`` (now): ``mode="events"`` records around it."""
-        self._put("trigger", time.time() if at is None else at)
+        self._put("trigger", self._clock() if at is None else at)
 
     def _put(self, kind: str, item: Any) -> bool:
         if self._closed:
@@ -316,7 +323,7 @@ class SegmentRecorder:
             opened.decoder = av.CodecContext.create(connection.codec, "r")
             opened.stream = container.add_stream("libx264", rate=connection.rate or 30)
             opened.stream.pix_fmt = "yuv420p"
-            opened.stream.options = {"preset": "veryfast", "tune": "zerolatency"}
+            opened.stream.options = {"preset": "veryfast", "tune": "zerolatency", "crf": "20"}
             opened.stream.codec_context.time_base = _ENCODE_TIME_BASE
         self._open = opened
 
@@ -355,7 +362,14 @@ class SegmentRecorder:
                 stream.width, stream.height = frame.width, frame.height
             pts = max(round((copy.wall - opened.start) * 1000), opened.encoder_pts + 1)
             opened.encoder_pts = pts
-            image = frame.reformat(format="yuv420p")
+            # MJPEG decodes to full-range YUV ("yuvj"): said so, or swscale takes it for
+            # video range and the picture's levels shift.
+            full = frame.format.name.startswith("yuvj")
+            image = frame.reformat(
+                format="yuv420p",
+                src_color_range="JPEG" if full else None,
+                dst_color_range="MPEG" if full else None,
+            )
             image.pts, image.time_base = pts, _ENCODE_TIME_BASE
             opened.container.mux(stream.encode(image))
 
@@ -389,18 +403,19 @@ class SegmentRecorder:
             opened.hidden.unlink(missing_ok=True)
 
     def _recover(self) -> None:
-        """Hidden segments a crash left: renamed with the end their last fragment gives, or
-        removed when nothing in them can be read."""
+        """Hidden segments a crash left: what can still be read of each (up to its last
+        whole fragment) is written again as a finished segment; the rest is removed."""
         for path in list(self.directory.glob(".*.partial.mp4")):
             match = _PARTIAL.match(path.name)
             if match is None:
                 continue
-            start = int(match[1]) / 1000
-            end = _recorded_until(path, start)
+            salvaged = self.directory / f".{match[1]}.salvage.mp4"
+            end = _salvage(path, salvaged, int(match[1]) / 1000)
+            path.unlink(missing_ok=True)
             if end is None:
-                path.unlink(missing_ok=True)
+                salvaged.unlink(missing_ok=True)
                 continue
-            os.replace(path, self.directory / f"{match[1]}-{round(end * 1000)}.mp4")
+            os.replace(salvaged, self.directory / f"{match[1]}-{round(end * 1000)}.mp4")
             log.info("recording %s: recovered a segment a stop left open", path.name)
 
     def _enforce_retention(self) -> bool:
@@ -457,19 +472,32 @@ class _Discard:
         return 0
 
 
-def _recorded_until(path: Path, start: float) -> float | None:
+def _salvage(path: Path, output: Path, start: float) -> float | None:
+    """The packets of ``path`` up to the first that cannot be read, into ``output``;
+    returns when the last of them was recorded (None: none could be read)."""
+    first = last = None
+    length = path.stat().st_size
     try:
-        with av.open(str(path)) as container:
-            stream = container.streams.video[0]
-            first = last = None
-            for packet in container.demux(stream):
-                if packet.dts is None:
-                    continue
-                first = packet.dts if first is None else first
-                last = packet.dts
-            if first is None or last is None or stream.time_base is None:
+        with av.open(str(path)) as source, av.open(str(output), "w", format="mp4") as out:
+            stream = source.streams.video[0]
+            base = stream.time_base
+            target = out.add_stream_from_template(stream)
+            try:
+                for packet in source.demux(stream):
+                    if packet.dts is None or packet.size == 0:
+                        continue
+                    cut = packet.pos is not None and packet.pos + packet.size > length
+                    if cut or packet.is_corrupt:
+                        break  # cut off by the crash: its bytes are not all there
+                    first = packet.dts if first is None else first
+                    last = packet.dts
+                    packet.stream = target
+                    out.mux(packet)
+            except av.error.FFmpegError:  # the cut-off tail: everything before it is kept
+                pass
+            if first is None or last is None or base is None:
                 return None
-            return start + float((last - first) * stream.time_base)
+            return start + float((last - first) * base)
     except (av.error.FFmpegError, IndexError, OSError):
         return None
 
