@@ -49,7 +49,9 @@ log = logging.getLogger(__name__)
 
 _REMUXED = {"h264", "hevc"}
 """Codecs an MP4 carries as the camera sends them (everything else is re-encoded)."""
-_FINISHED = re.compile(r"^(\d+)-(\d+)\.mp4$")
+_FINISHED = re.compile(r"^(\d+)-(\d+)(c?)\.mp4$")
+"""``<start_ms>-<end_ms>.mp4``; a ``c`` before ``.mp4``: it continues the segment before it
+(cut for length), so nothing is missing between the two."""
 _PARTIAL = re.compile(r"^\.(\d+)\.partial\.mp4$")
 _FRAGMENTED = {"movflags": "frag_keyframe+empty_moov+default_base_moof"}
 _ENCODE_TIME_BASE = Fraction(1, 1000)
@@ -89,6 +91,9 @@ class Segment:
     """Seconds since the epoch of its first packet."""
     end: float
     size: int
+    continues: bool = False
+    """It follows the segment before it with nothing missing (a cut for length); False: a
+    new stretch (after a start, a reconnect, a gap or a pause between events)."""
 
 
 class NoRecording(LookupError):
@@ -109,7 +114,7 @@ def segments(directory: Path) -> list[Segment]:
             except FileNotFoundError:  # removed meanwhile (retention)
                 continue
             start, end = int(match[1]) / 1000, int(match[2]) / 1000
-            found.append(Segment(Path(entry.path), start, end, size))
+            found.append(Segment(Path(entry.path), start, end, size, bool(match[3])))
     return sorted(found, key=lambda s: s.start)
 
 
@@ -148,6 +153,7 @@ class _Open:
     stream: Any
     hidden: Path
     start: float
+    continues: bool = False
     origin: int | None = None
     """The first packet's dts: the segment's timestamps start at 0."""
     last_dts: int = -1
@@ -289,7 +295,7 @@ class SegmentRecorder:
                 return
             if copy.wall - current.start >= policy.segment_s:
                 self._finish()
-                self._start(copy.wall)
+                self._start(copy.wall, continues=True)
         self._write(copy)
 
     def _trim_ring(self, now: float) -> None:
@@ -309,14 +315,14 @@ class SegmentRecorder:
         while self._ring:
             self._write(self._ring.popleft())
 
-    def _start(self, wall: float) -> None:
+    def _start(self, wall: float, continues: bool = False) -> None:
         connection = self._connection
         assert connection is not None
         if self._enforce_retention():
             return  # no room: no segment
         hidden = self.directory / f".{round(wall * 1000)}.partial.mp4"
         container = av.open(str(hidden), "w", format="mp4", options=_FRAGMENTED)
-        opened = _Open(container, None, hidden, wall)
+        opened = _Open(container, None, hidden, wall, continues=continues)
         if connection.remux:
             opened.stream = container.add_stream_from_template(connection.stream)
         else:
@@ -389,7 +395,8 @@ class SegmentRecorder:
             opened.hidden.unlink(missing_ok=True)
             return
         end = max(opened.last_wall, opened.start + 0.001)
-        final = self.directory / f"{round(opened.start * 1000)}-{round(end * 1000)}.mp4"
+        mark = "c" if opened.continues else ""
+        final = self.directory / f"{round(opened.start * 1000)}-{round(end * 1000)}{mark}.mp4"
         os.replace(opened.hidden, final)
         self.written += 1
 

@@ -37,8 +37,6 @@ _TIME = Annotated[
     Query(max_length=64, description="ISO 8601 (UTC unless it says) or seconds since the epoch"),
 ]
 _OPTIONAL_TIME = Annotated[str | None, Query(max_length=64)]
-_GAP_S = 2.0
-"""Segments further apart than this are listed with a gap between them (a camera lost)."""
 
 
 def _directory(state: ServerState, pipeline: str, source: str) -> Path:
@@ -95,8 +93,9 @@ async def recording_index(
     start: _OPTIONAL_TIME = None,
     end: _OPTIONAL_TIME = None,
 ) -> dict:
-    """The segments in ``[start, end]`` (all without them), the gaps between them, and the
-    source's stored events in the same range (at most 1000, oldest first)."""
+    """The segments in ``[start, end]`` (all without them), the gaps between them (a camera
+    lost, a server stopped, a pause between events), and the source's stored events in the
+    same range (at most 1000, oldest first)."""
     directory = _directory(state, pipeline, source)
     low, high = _span(start, end)
     found = [
@@ -105,9 +104,7 @@ async def recording_index(
         if (low is None or s.end >= low) and (high is None or s.start <= high)
     ]
     gaps = [
-        {"start": a.end, "end": b.start}
-        for a, b in itertools.pairwise(found)
-        if b.start - a.end > _GAP_S
+        {"start": a.end, "end": b.start} for a, b in itertools.pairwise(found) if not b.continues
     ]
     listed: list[dict[str, Any]] = []
     if state.events is not None and found:

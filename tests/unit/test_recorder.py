@@ -93,6 +93,7 @@ def test_a_continuous_recording_is_segments_cut_at_keyframes_losing_no_frame(tmp
     kept = segments(tmp_path / "cam")
     assert len(kept) == 4 and recorder.written == 4
     assert [round(s.start - T0, 3) for s in kept] == [0, 3, 6, 9]  # each at a keyframe
+    assert [s.continues for s in kept] == [False, True, True, True]
     shades = [shade for s in kept for shade in frames_of(s.path)]
     assert len(shades) == 12 * FPS
     assert all(shade_close(shade, i % 256) for i, shade in enumerate(shades))
@@ -107,7 +108,7 @@ def test_a_reconnect_is_a_gap_between_playable_segments(tmp_path, clip):
     feed(recorder, clip, clock, seconds=3)
     recorder.close()
     first, second = segments(tmp_path / "cam")
-    assert second.start - first.end > 4.9
+    assert second.start - first.end > 4.9 and not second.continues
     assert len(frames_of(first.path)) == 4 * FPS and len(frames_of(second.path)) == 3 * FPS
 
 

@@ -1,0 +1,132 @@
+"""Recordings end to end: the real server runs a pipeline on the RTSP test camera with
+``sink_configuration.record``; the camera is killed and restarted mid-recording. The
+segments play, the gap is listed, a range across segments exports as one MP4 that plays
+from start to end, and a crossing's clip comes from the recording around it."""
+
+from __future__ import annotations
+
+import av
+import httpx
+import pytest
+
+from tests.conftest import DETECT_SPEC
+from tests.e2e.test_events import counting_with_evidence
+from tests.support.camera import RTSPCamera
+from tests.support.media import walking_back_and_forth
+from tests.support.server import ServerProcess, running_server, wait_for
+
+pytestmark = pytest.mark.e2e
+
+START_S = 120
+GOP_S = 1.0  # the test camera: a keyframe each second
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    with running_server(sink_dir=str(tmp_path_factory.mktemp("sinks"))) as server:
+        yield server
+
+
+def recorded(server: ServerProcess, pipeline_id: str) -> dict | None:
+    listing = server.get("/recordings").json()["recordings"]
+    return next((r for r in listing if r["pipeline"] == pipeline_id), None)
+
+
+def index(server: ServerProcess, pipeline_id: str) -> dict:
+    response = server.get(f"/recordings/{pipeline_id}/0/index")
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+def decoded(data: bytes, tmp_path) -> tuple[int, float]:
+    """Frames and duration (first to last frame, plus one) of an MP4."""
+    path = tmp_path / "export.mp4"
+    path.write_bytes(data)
+    with av.open(str(path)) as container:
+        stream = container.streams.video[0]
+        stamps = [frame.pts for frame in container.decode(video=0)]
+    return len(stamps), float((max(stamps) - min(stamps)) * stream.time_base)
+
+
+def test_a_recorded_camera_killed_mid_recording_gives_a_gap_and_exports_that_play(server, tmp_path):
+    record = {"mode": "continuous", "segment_seconds": 2}
+    with RTSPCamera(320, 240, fps=30, path="rec") as camera:
+        started = server.start_pipeline(
+            camera.url, DETECT_SPEC, sink_configuration={"record": record}
+        )
+        assert started.status_code == 200, started.text
+        pipeline_id = started.json()["context"]["pipeline_id"]
+        try:
+            wait_for(lambda: len(index(server, pipeline_id)["segments"]) >= 2, START_S,
+                     "two segments recorded")  # fmt: skip
+            camera.kill()
+            before = len(index(server, pipeline_id)["segments"])
+            camera.start()  # the pipeline reconnects on its own; the recording goes on
+            wait_for(lambda: index(server, pipeline_id)["gaps"], START_S, "a gap listed")
+            wait_for(lambda: len(index(server, pipeline_id)["segments"]) >= before + 2,
+                     START_S, "two segments after the gap")  # fmt: skip
+        finally:
+            server.post(f"/inference_pipelines/{pipeline_id}/terminate")
+    listing = index(server, pipeline_id)
+    segments, (gap, *_) = listing["segments"], listing["gaps"]
+    assert recorded(server, pipeline_id)["segments"] == len(segments)
+    for segment in segments:  # every one finished and playable, the last one too (SIGTERM)
+        one = server.get(f"/recordings/{pipeline_id}/0?start={segment['start']}"
+                         f"&end={segment['end']}")  # fmt: skip
+        assert one.status_code == 200 and one.headers["content-type"] == "video/mp4"
+        assert decoded(one.content, tmp_path)[0] > 0
+    # Before the gap, a range across segments: one file, from its first keyframe to its end.
+    first, second = segments[0], segments[1]
+    start, end = first["start"] + 0.5, second["end"]
+    assert second["end"] <= gap["start"]
+    whole = httpx.get(f"{server.url}/recordings/{pipeline_id}/0",
+                      params={"start": start, "end": end}, timeout=60)  # fmt: skip
+    assert whole.status_code == 200, whole.text
+    _, seconds = decoded(whole.content, tmp_path)
+    assert abs(seconds - (end - start)) <= GOP_S + 0.1, (seconds, end - start)
+    assert float(whole.headers["x-recording-start"]) <= start
+    # Range requests, so a browser seeks.
+    part = httpx.get(f"{server.url}/recordings/{pipeline_id}/0", headers={"Range": "bytes=0-9"},
+                     params={"start": start, "end": end})  # fmt: skip
+    assert part.status_code == 206 and part.content == whole.content[:10]
+
+
+def test_a_crossings_clip_comes_from_the_recording_around_it(server, person):
+    spec = counting_with_evidence()
+    spec["steps"] = [s for s in spec["steps"] if s["name"] not in ("crossing", "log")]
+    record = {"mode": "events", "pre_seconds": 2, "post_seconds": 2}
+    picture = walking_back_and_forth(person)
+    with RTSPCamera(640, 480, fps=30, path="door", picture=picture) as camera:
+        started = server.start_pipeline(camera.url, spec, sink_configuration={"record": record})
+        assert started.status_code == 200, started.text
+        pipeline_id = started.json()["context"]["pipeline_id"]
+        try:
+            crossings = wait_for(
+                lambda: server.events(pipeline=pipeline_id, kind="line_crossing"),
+                START_S, "a crossing stored",
+            )  # fmt: skip
+        finally:  # the post-roll ends with the pipeline: its segment is finished
+            server.post(f"/inference_pipelines/{pipeline_id}/terminate")
+    event = crossings[0]
+    assert event["clip_url"] == f"/events/{event['id']}/clip" and event["snapshot_url"] is None
+    clip = server.get(event["clip_url"])
+    assert clip.status_code == 200, clip.text
+    at = event["timestamp"]
+    assert float(clip.headers["x-recording-start"]) <= at <= float(clip.headers["x-recording-end"])
+    listing = index(server, pipeline_id)
+    assert any(e["id"] == event["id"] for e in listing["events"])
+
+
+@pytest.mark.parametrize(
+    ("path", "status", "words"),
+    [
+        ("/recordings/nope/0/index", 404, "no recording"),
+        ("/recordings/.hidden/0/index", 404, "no recording"),
+        ("/recordings/p/0?start=10&end=5", 404, "no recording"),
+        ("/recordings/p/0", 422, ""),
+    ],
+)
+def test_bad_recording_requests_say_what_is_wrong(server, path, status, words):
+    response = server.get(path)
+    assert response.status_code == status, response.text
+    assert words in response.json().get("message", "")
