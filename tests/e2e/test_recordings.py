@@ -130,3 +130,39 @@ def test_bad_recording_requests_say_what_is_wrong(server, path, status, words):
     response = server.get(path)
     assert response.status_code == status, response.text
     assert words in response.json().get("message", "")
+
+
+def test_a_recording_is_finished_by_sigterm_and_recovered_after_a_kill(tmp_path):
+    sinks = tmp_path / "sinks"
+    settings = {"sink_dir": str(sinks), "data_dir": str(tmp_path / "data")}
+    record = {"segment_seconds": 600}  # one long segment, open when the server stops
+
+    def open_segment(pipeline_id: str) -> bool:
+        """A hidden segment with fragments in it (a keyframe a second, each a fragment)."""
+        hidden = list((sinks / "recordings" / pipeline_id / "0").glob(".*.partial.mp4"))
+        return bool(hidden) and hidden[0].stat().st_size > 20_000
+
+    with RTSPCamera(320, 240, fps=30, path="kept") as camera:
+        with running_server(**settings) as first:
+            started = first.start_pipeline(camera.url, DETECT_SPEC,
+                                           sink_configuration={"record": record})  # fmt: skip
+            assert started.status_code == 200, started.text
+            pipeline_id = started.json()["context"]["pipeline_id"]
+            wait_for(lambda: open_segment(pipeline_id), START_S, "a segment being written")
+        # SIGTERM: the pipeline stopped with the server, its segment finished.
+        directory = sinks / "recordings" / pipeline_id / "0"
+        assert not list(directory.glob(".*")) and len(list(directory.glob("*.mp4"))) == 1
+        with running_server(**settings) as second:  # the pipeline is restored, and records
+            wait_for(lambda: open_segment(pipeline_id), START_S, "recording again")
+            second.process.kill()  # no goodbye: the open segment stays hidden
+            second.process.wait(30)
+        assert len(list(directory.glob(".*.partial.mp4"))) == 1
+        with running_server(**settings) as third:
+            # The next recorder on the directory salvages it before anything else.
+            wait_for(lambda: len(index(third, pipeline_id)["segments"]) >= 2, START_S,
+                     "the killed run's segment recovered")  # fmt: skip
+            third.post(f"/inference_pipelines/{pipeline_id}/terminate")
+            for segment in index(third, pipeline_id)["segments"]:
+                one = third.get(f"/recordings/{pipeline_id}/0?start={segment['start']}"
+                                f"&end={segment['end']}")  # fmt: skip
+                assert one.status_code == 200 and decoded(one.content, tmp_path)[0] > 0
