@@ -197,6 +197,11 @@ class SegmentRecorder:
         )
         self._thread.start()
 
+    @property
+    def thread_id(self) -> int | None:
+        """The writer thread's native id (for measuring its CPU)."""
+        return self._thread.native_id
+
     # ------------------------------------------------------------- reader thread
 
     def opened(self, stream: Any) -> None:
