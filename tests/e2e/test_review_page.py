@@ -1,0 +1,127 @@
+"""The review page in real Chromium against the real server: a counting pipeline on the RTSP
+test camera (a person walking across the line and back) with an event sink and recording
+around events. Its tile plays live with the counts, each crossing appears on the timeline,
+a click plays the event's clip, and the chart draws the buckets ``/events/summary`` gives.
+
+The delay from a crossing being stored to it showing is recorded in the screenshot's
+folder for people to read; it is measured in ``python -m benchmarks browser``, not asserted
+here (a loaded machine stretches it)."""
+
+from __future__ import annotations
+
+import json
+
+import cv2
+import numpy as np
+import pytest
+
+from tests.e2e.test_browser import ARTIFACTS, open_page
+from tests.e2e.test_events import counting_with_evidence
+from tests.support.browser import chromium
+from tests.support.camera import RTSPCamera
+from tests.support.media import walking_back_and_forth
+from tests.support.server import running_server
+
+pytestmark = pytest.mark.e2e
+
+WAIT_MS = 120_000
+
+
+def wait_state(page, condition: str, timeout_ms: int = WAIT_MS):
+    """Until ``condition`` (JavaScript over ``v``, the page's ``window.visionstream``) holds."""
+    try:
+        page.wait_for_function(f"() => {{ const v = window.visionstream; return {condition}; }}",
+                               timeout=timeout_ms)  # fmt: skip
+    except Exception as exc:
+        shown = page.evaluate("() => JSON.stringify(window.visionstream)")
+        raise AssertionError(f"{condition} never held; the page: {shown[:2000]}") from exc
+    return page.evaluate("() => window.visionstream")
+
+
+def test_the_review_page_shows_live_tiles_events_clips_and_counts(tmp_path, person):
+    spec = counting_with_evidence()
+    record = {"mode": "events", "pre_seconds": 2, "post_seconds": 2}
+    with (
+        running_server(sink_dir=str(tmp_path / "sinks")) as server,
+        RTSPCamera(640, 480, fps=30, path="door", picture=walking_back_and_forth(person)) as cam,
+        chromium() as browser,
+    ):
+        started = server.start_pipeline(cam.url, spec, sink_configuration={"record": record})
+        assert started.status_code == 200, started.text
+        pipeline_id = started.json()["context"]["pipeline_id"]
+        key = f"{pipeline_id}#0"
+        try:
+            with open_page(browser, server.url + "/review.html", camera=False) as page:
+                # The tile: the pipeline's annotated video, live, with its counts.
+                wait_state(page, f"v.tiles[{key!r}] && v.tiles[{key!r}].results > 0")
+                page.wait_for_function(
+                    "() => { const t = document.querySelector('.tile video');"
+                    " return t && t.videoWidth === 640 && !t.paused; }",
+                    timeout=WAIT_MS,
+                )
+                # Each crossing on the timeline, with the event sink's record beside it.
+                shown = wait_state(
+                    page,
+                    "v.events.some(e => e.kind === 'line_crossing') &&"
+                    " v.events.some(e => e.kind === 'event_sink' && e.clip_url)",
+                )
+                counts = shown["tiles"][key]["counts"]
+                assert set(counts) >= {"count_in", "count_out"}
+                crossing = next(e for e in shown["events"] if e["kind"] == "line_crossing")
+                stored = server.get(f"/events/{crossing['id']}").json()
+                assert stored["direction"] in ("in", "out") and stored["class_name"] == "person"
+                delay_ms = shown["shownAt"][str(crossing["id"])] - crossing["timestamp"] * 1000
+
+                # A click plays the event's clip: the player plays and its frames advance.
+                logged = next(e for e in shown["events"] if e["kind"] == "event_sink")
+                page.click(f"#timeline button[data-id='{logged['id']}']")
+                page.wait_for_function(
+                    "() => { const p = document.getElementById('player');"
+                    " return !p.paused && p.readyState >= 2 && p.currentTime > 0.2; }",
+                    timeout=WAIT_MS,
+                )  # fmt: skip
+                before = page.evaluate("() => document.getElementById('player').currentTime")
+                page.wait_for_function(
+                    f"() => document.getElementById('player').currentTime > {before}",
+                    timeout=WAIT_MS,
+                )
+                assert page.evaluate("() => window.visionstream.playing") == logged["id"]
+
+                # The chart: the buckets the API gives, each a point.
+                chart = wait_state(page, "v.chart.some(b => b.kind === 'line_crossing')")["chart"]
+                summary = server.get("/events/summary?bucket=minute&kind=line_crossing").json()
+                api = {(b["start"][:16], b["step"], b["direction"]): b["count"]
+                       for b in summary["buckets"]}  # fmt: skip
+                drawn = {(b["start"][:16], b["step"], b["direction"]): b["count"]
+                         for b in chart if b["kind"] == "line_crossing"}  # fmt: skip
+                assert drawn.items() <= api.items() or drawn == api, (drawn, api)
+                points = page.evaluate(
+                    "() => [...document.querySelectorAll('#chart circle')]"
+                    ".map(c => Number(c.dataset.count))"
+                )
+                assert sum(points) == sum(b["count"] for b in chart)
+
+                # The screenshot: a tile with a picture, a chart with its coloured series.
+                ARTIFACTS.mkdir(exist_ok=True)
+                shot = ARTIFACTS / "review-page.png"
+                page.screenshot(path=str(shot), full_page=True)
+                image = cv2.imread(str(shot))
+                tile = page.locator(".tile video").bounding_box()
+                region = image[int(tile["y"]):int(tile["y"] + tile["height"]),
+                               int(tile["x"]):int(tile["x"] + tile["width"])]  # fmt: skip
+                assert region.std() > 10  # a picture, not a black box
+                box = page.locator("#chart").bounding_box()
+                plot = image[int(box["y"]):int(box["y"] + box["height"]),
+                             int(box["x"]):int(box["x"] + box["width"])]  # fmt: skip
+                # The series' colours (#2f6fdd, #d9480f: in and out, drawn over each other
+                # where their counts are equal), as BGR.
+                drawn_pixels = sum(
+                    int(np.all(np.abs(plot.astype(int) - colour) < 40, axis=2).sum())
+                    for colour in ([221, 111, 47], [15, 72, 217])
+                )
+                assert drawn_pixels > 50
+                (ARTIFACTS / "review-page.json").write_text(
+                    json.dumps({"event_to_timeline_ms": round(delay_ms)}) + "\n"
+                )
+        finally:
+            server.post(f"/inference_pipelines/{pipeline_id}/terminate")

@@ -1,0 +1,366 @@
+// The review page: every running pipeline source as a live tile (watched over WebRTC, as the
+// stream page watches one), the event timeline (filters, thumbnails, a click plays the event's
+// clip or the recording around it), and a chart of counts per minute. Plain DOM and SVG: no
+// build step, nothing from a CDN.
+
+import { StreamError, getJson } from "./protocol.js";
+import { StreamSession } from "./session.js";
+
+const KEY_STORAGE = "visionstream.apiKey"; // shared with the stream page
+const EVENTS_EVERY_MS = 500; // new events show within about this (plus the store's 0.1 s)
+const TILES_EVERY_MS = 5000;
+const CHART_EVERY_MS = 5000;
+const LATE_WINDOW_MS = 5000; // an event committed late (another writer) is still picked up
+const PAGE = 50;
+const CHART_KINDS = new Set(["line_crossing", "zone_entry", "zone_exit"]);
+const COLOURS = ["#2f6fdd", "#d9480f", "#2b8a3e", "#ae3ec9", "#e8590c", "#1098ad", "#c2255c", "#5c940d"];
+
+const $ = (id) => document.getElementById(id);
+
+// For tests and the curious: what the page shows, and when each event appeared.
+const state = { tiles: {}, events: [], shownAt: {}, chart: [], playing: null, errors: [] };
+window.visionstream = state;
+
+const tiles = new Map(); // "pipeline#source" -> {element, session, video}
+const seen = new Set();
+let newest = null; // the newest event shown: the next poll asks from a little before it
+let olderCursor = null;
+
+function apiKey() {
+  return $("api-key").value.trim();
+}
+
+/** A URL of this server for an element that cannot send headers (img, video): the key in the query. */
+function withKey(path) {
+  const key = apiKey();
+  return key ? `${path}${path.includes("?") ? "&" : "?"}api_key=${encodeURIComponent(key)}` : path;
+}
+
+function showError(error) {
+  const message = error instanceof StreamError ? error.message : String(error?.message ?? error);
+  state.errors.push(message);
+  $("error").textContent = message;
+  $("error").hidden = false;
+}
+
+function clearError() {
+  $("error").hidden = true;
+}
+
+function localInputToIso(value) {
+  return value ? new Date(value).toISOString() : null;
+}
+
+function filters() {
+  const params = new URLSearchParams();
+  const camera = $("camera").value;
+  if (camera) {
+    const [pipeline, source] = camera.split("#");
+    params.set("pipeline", pipeline);
+    params.set("source", source);
+  }
+  if ($("kind").value) params.set("kind", $("kind").value);
+  const since = localInputToIso($("since").value);
+  const until = localInputToIso($("until").value);
+  if (since) params.set("since", since);
+  if (until) params.set("until", until);
+  return params;
+}
+
+// --- live tiles ------------------------------------------------------------------------------
+
+function tileName(pipeline, source) {
+  return `${pipeline.slice(0, 8)} · source ${source}`;
+}
+
+function renderTileCounts(tile, result) {
+  const counts = Object.entries(result?.serialized_output_data ?? {}).filter(([, v]) => typeof v === "number");
+  state.tiles[tile.key].counts = Object.fromEntries(counts);
+  tile.counts.replaceChildren(
+    ...counts.flatMap(([name, value]) => {
+      const term = document.createElement("dt");
+      term.textContent = name.replaceAll("_", " ");
+      const detail = document.createElement("dd");
+      detail.textContent = String(value);
+      return [term, detail];
+    }),
+  );
+}
+
+function addTile(pipeline, source) {
+  const key = `${pipeline}#${source}`;
+  const element = document.createElement("article");
+  element.className = "tile";
+  element.dataset.key = key;
+  const title = document.createElement("h3");
+  title.textContent = tileName(pipeline, source);
+  const video = document.createElement("video");
+  Object.assign(video, { autoplay: true, muted: true, playsInline: true });
+  video.setAttribute("aria-label", `Live video of ${tileName(pipeline, source)}`);
+  const counts = document.createElement("dl");
+  element.append(title, video, counts);
+  $("tiles").append(element);
+  const tile = { key, element, video, counts, session: null };
+  state.tiles[key] = { pipeline, source, state: "connecting", results: 0, counts: {} };
+  tile.session = new StreamSession({
+    source: { kind: "pipeline", pipelineId: pipeline, sourceId: Number(source) },
+    realtime: true,
+    apiKey: apiKey(),
+    onState: (s) => (state.tiles[key].state = s),
+    onTrack: (stream) => (video.srcObject = stream),
+    onResult: (result) => {
+      state.tiles[key].results += 1;
+      renderTileCounts(tile, result);
+    },
+    onError: (error) => (state.tiles[key].error = error.message),
+  });
+  tile.session.start().catch((error) => (state.tiles[key].error = error.message));
+  tiles.set(key, tile);
+}
+
+function removeTile(key) {
+  const tile = tiles.get(key);
+  tile.session?.close("removed");
+  tile.element.remove();
+  tiles.delete(key);
+  delete state.tiles[key];
+}
+
+async function refreshTiles() {
+  const { pipelines } = await getJson("/inference_pipelines/list", apiKey());
+  const sources = [];
+  for (const id of pipelines) {
+    const { report } = await getJson(`/inference_pipelines/${encodeURIComponent(id)}/status`, apiKey());
+    for (const meta of report?.sources_metadata ?? []) sources.push([id, String(meta.source_id)]);
+  }
+  const wanted = new Set(sources.map(([p, s]) => `${p}#${s}`));
+  for (const key of [...tiles.keys()]) if (!wanted.has(key)) removeTile(key);
+  for (const [pipeline, source] of sources) if (!tiles.has(`${pipeline}#${source}`)) addTile(pipeline, source);
+  $("no-tiles").hidden = tiles.size > 0;
+  $("tile-count").textContent = String(tiles.size);
+  const camera = $("camera");
+  const chosen = camera.value;
+  camera.replaceChildren(
+    new Option("All", ""),
+    ...sources.map(([p, s]) => new Option(tileName(p, s), `${p}#${s}`)),
+  );
+  if ([...camera.options].some((o) => o.value === chosen)) camera.value = chosen;
+}
+
+// --- the timeline ----------------------------------------------------------------------------
+
+function describe(event) {
+  const what = event.kind.replaceAll("_", " ") + (event.direction ? ` (${event.direction})` : "");
+  const object = [event.class_name, event.tracker_id != null ? `#${event.tracker_id}` : null].filter(Boolean).join(" ");
+  const state = event.payload?.new_state ? `${event.payload.previous_state} → ${event.payload.new_state}` : "";
+  return { what, detail: [object, state, event.step].filter(Boolean).join(" · ") };
+}
+
+function entry(event) {
+  const item = document.createElement("li");
+  const button = document.createElement("button");
+  button.type = "button";
+  button.dataset.id = String(event.id);
+  let thumb;
+  if (event.snapshot_url) {
+    thumb = document.createElement("img");
+    thumb.alt = "";
+    thumb.loading = "lazy";
+    thumb.src = withKey(event.snapshot_url);
+  } else {
+    thumb = document.createElement("span");
+    thumb.className = "placeholder";
+  }
+  const text = document.createElement("span");
+  const { what, detail } = describe(event);
+  const time = new Date(event.timestamp * 1000).toLocaleString();
+  text.append(what);
+  for (const line of [detail, `${time} · ${tileName(event.pipeline, event.source)}`]) {
+    const small = document.createElement("small");
+    small.textContent = line;
+    text.append(small);
+  }
+  button.append(thumb, text);
+  button.addEventListener("click", () => play(event, button));
+  item.append(button);
+  return item;
+}
+
+function show(events, { atTop }) {
+  const fresh = events.filter((e) => !seen.has(e.id));
+  if (!fresh.length) return;
+  const now = Date.now();
+  for (const event of fresh) {
+    seen.add(event.id);
+    state.shownAt[event.id] = now;
+  }
+  const items = fresh.map(entry);
+  if (atTop) $("timeline").prepend(...items.reverse()); // newest first
+  else $("timeline").append(...items);
+  state.events = atTop ? [...fresh.reverse(), ...state.events] : [...state.events, ...fresh];
+  for (const event of fresh) if (!newest || event.timestamp > newest.timestamp) newest = event;
+  $("event-count").textContent = String(state.events.length);
+}
+
+async function loadEvents() {
+  $("timeline").replaceChildren();
+  seen.clear();
+  state.events = [];
+  newest = null;
+  const params = filters();
+  params.set("limit", String(PAGE));
+  const page = await getJson(`/events?${params}`, apiKey());
+  olderCursor = page.next_cursor;
+  $("older").hidden = !olderCursor;
+  show(page.events.slice().reverse(), { atTop: true });
+}
+
+async function loadOlder() {
+  const params = filters();
+  params.set("limit", String(PAGE));
+  params.set("cursor", olderCursor);
+  const page = await getJson(`/events?${params}`, apiKey());
+  olderCursor = page.next_cursor;
+  $("older").hidden = !olderCursor;
+  show(page.events, { atTop: false });
+}
+
+async function pollEvents() {
+  if ($("until").value) return; // a closed range gets nothing new
+  const params = filters();
+  params.set("order", "asc");
+  params.set("limit", "200");
+  if (newest) params.set("since", String(newest.timestamp - LATE_WINDOW_MS / 1000));
+  const page = await getJson(`/events?${params}`, apiKey());
+  show(page.events, { atTop: true });
+  $("updated").textContent = new Date().toLocaleTimeString();
+}
+
+function play(event, button) {
+  for (const other of document.querySelectorAll('#timeline button[aria-current="true"]')) {
+    other.removeAttribute("aria-current");
+  }
+  button.setAttribute("aria-current", "true");
+  const player = $("player");
+  $("player-panel").hidden = false;
+  const { what } = describe(event);
+  if (!event.clip_url) {
+    player.removeAttribute("src");
+    player.load();
+    state.playing = null;
+    $("player-caption").textContent = `${what}: no clip (its source is not recorded).`;
+    return;
+  }
+  state.playing = event.id;
+  $("player-caption").textContent = `${what} at ${new Date(event.timestamp * 1000).toLocaleTimeString()}`;
+  player.src = withKey(event.clip_url);
+  player.play().catch((error) => {
+    if (error.name !== "AbortError") showError(new StreamError(`The clip does not play: ${error.message}`));
+  });
+}
+
+// --- the chart -------------------------------------------------------------------------------
+
+function svg(name, attributes = {}, text = null) {
+  const element = document.createElementNS("http://www.w3.org/2000/svg", name);
+  for (const [key, value] of Object.entries(attributes)) element.setAttribute(key, String(value));
+  if (text !== null) element.textContent = text;
+  return element;
+}
+
+async function refreshChart() {
+  const end = Math.ceil(Date.now() / 60000) * 60000;
+  const start = end - 60 * 60000;
+  const params = new URLSearchParams({ bucket: "minute", since: String(start / 1000) });
+  const camera = $("camera").value;
+  if (camera) {
+    const [pipeline, source] = camera.split("#");
+    params.set("pipeline", pipeline);
+    params.set("source", source);
+  }
+  const { buckets } = await getJson(`/events/summary?${params}`, apiKey());
+  const rows = buckets.filter((b) => CHART_KINDS.has(b.kind));
+  state.chart = rows;
+  const series = new Map();
+  for (const row of rows) {
+    const name = `${tileName(row.pipeline, row.source)} · ${row.step} ${row.direction ?? row.kind.replace("zone_", "")}`;
+    if (!series.has(name)) series.set(name, new Map());
+    series.get(name).set(Date.parse(row.start), row.count);
+  }
+  drawChart(series, start, end);
+}
+
+function drawChart(series, start, end) {
+  const chart = $("chart");
+  const [width, height, left, bottom, top] = [600, 260, 36, 24, 10];
+  const most = Math.max(1, ...[...series.values()].flatMap((points) => [...points.values()]));
+  const x = (t) => left + ((t - start) / (end - start)) * (width - left - 8);
+  const y = (n) => height - bottom - (n / most) * (height - bottom - top);
+  const parts = [
+    svg("line", { class: "axis", x1: left, y1: height - bottom, x2: width - 8, y2: height - bottom }),
+    svg("line", { class: "axis", x1: left, y1: top, x2: left, y2: height - bottom }),
+    svg("text", { x: 4, y: top + 8 }, String(most)),
+    svg("text", { x: 4, y: height - bottom }, "0"),
+    svg("text", { x: left, y: height - 6 }, new Date(start).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" })),
+    svg("text", { x: width - 60, y: height - 6 }, new Date(end).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" })),
+  ];
+  const legend = [];
+  [...series.entries()].forEach(([name, points], i) => {
+    const colour = COLOURS[i % COLOURS.length];
+    const minutes = [];
+    for (let t = start; t < end; t += 60000) minutes.push([t, points.get(t) ?? 0]);
+    parts.push(svg("polyline", {
+      points: minutes.map(([t, n]) => `${x(t).toFixed(1)},${y(n).toFixed(1)}`).join(" "),
+      fill: "none", stroke: colour, "stroke-width": 2, "data-series": name,
+    }));
+    for (const [t, n] of points) {
+      parts.push(svg("circle", { cx: x(t).toFixed(1), cy: y(n).toFixed(1), r: 3.5, fill: colour,
+                                 "data-series": name, "data-start": new Date(t).toISOString(), "data-count": n }));
+    }
+    const item = document.createElement("li");
+    const swatch = document.createElement("span");
+    swatch.style.background = colour;
+    item.append(swatch, name);
+    legend.push(item);
+  });
+  if (!series.size) parts.push(svg("text", { x: width / 2 - 60, y: height / 2 }, "No counts in the last hour"));
+  chart.replaceChildren(...parts);
+  $("legend").replaceChildren(...legend);
+}
+
+// --- wiring ----------------------------------------------------------------------------------
+
+function every(ms, work) {
+  const run = async () => {
+    try {
+      await work();
+      clearError();
+    } catch (error) {
+      showError(error);
+    }
+    setTimeout(run, ms); // the next look once this one is answered: never two at once
+  };
+  return run();
+}
+
+$("api-key").value = sessionStorage.getItem(KEY_STORAGE) ?? "";
+$("api-key").addEventListener("change", () => {
+  sessionStorage.setItem(KEY_STORAGE, apiKey());
+  for (const key of [...tiles.keys()]) removeTile(key);
+  loadEvents().catch(showError);
+});
+for (const id of ["camera", "kind", "since", "until"]) {
+  $(id).addEventListener("change", () => {
+    loadEvents().catch(showError);
+    refreshChart().catch(showError);
+  });
+}
+$("older").addEventListener("click", () => loadOlder().catch(showError));
+window.addEventListener("pagehide", () => {
+  for (const key of [...tiles.keys()]) removeTile(key);
+});
+
+await loadEvents().catch(showError);
+every(TILES_EVERY_MS, refreshTiles);
+every(EVENTS_EVERY_MS, pollEvents);
+every(CHART_EVERY_MS, refreshChart);
