@@ -1,6 +1,7 @@
 // The page: controls -> StreamSession -> video, detections panel, status bar. Live figures are
 // kept in window.visionstream.stats for people debugging and for the browser tests.
 
+import { numbersOf, renderCounts } from "./counts.js";
 import { StreamError, getJson } from "./protocol.js";
 import { StreamSession } from "./session.js";
 
@@ -151,7 +152,7 @@ function renderDetections() {
   $("detections").hidden = rows.length === 0;
   $("no-detections").hidden = rows.length > 0;
   $("no-detections").textContent = predictions === null ? "None yet." : "Nothing detected in this frame.";
-  renderCounts();
+  showCounts();
   const errors = latestResult?.errors ?? [];
   if (errors.length) showError(new StreamError(`The server reported: ${errors.join("; ")}`));
 }
@@ -178,23 +179,11 @@ function onResult(result, latencyMs) {
 }
 
 // Numbers among the outputs (a line's count_in and count_out, a property's count), live.
-function renderCounts() {
-  const counts = {};
-  for (const [name, value] of Object.entries(latestResult?.serialized_output_data ?? {})) {
-    if (typeof value === "number") counts[name] = value;
-  }
+function showCounts() {
+  const counts = numbersOf(latestResult);
   window.visionstream.counts = counts;
-  const entries = Object.entries(counts);
-  $("counts-panel").hidden = entries.length === 0;
-  $("counts").replaceChildren(
-    ...entries.flatMap(([name, value]) => {
-      const term = document.createElement("dt");
-      term.textContent = name.replaceAll("_", " ");
-      const detail = document.createElement("dd");
-      detail.textContent = String(value);
-      return [term, detail];
-    }),
-  );
+  $("counts-panel").hidden = Object.keys(counts).length === 0;
+  renderCounts($("counts"), counts);
 }
 
 // --- drawing a line or a zone on the video ----------------------------------------------------

@@ -3,6 +3,7 @@
 // clip or the recording around it), and a chart of counts per minute. Plain DOM and SVG: no
 // build step, nothing from a CDN.
 
+import { numbersOf, renderCounts } from "./counts.js";
 import { StreamError, getJson } from "./protocol.js";
 import { StreamSession } from "./session.js";
 
@@ -73,18 +74,10 @@ function tileName(pipeline, source) {
   return `${pipeline.slice(0, 8)} · source ${source}`;
 }
 
-function renderTileCounts(tile, result) {
-  const counts = Object.entries(result?.serialized_output_data ?? {}).filter(([, v]) => typeof v === "number");
-  state.tiles[tile.key].counts = Object.fromEntries(counts);
-  tile.counts.replaceChildren(
-    ...counts.flatMap(([name, value]) => {
-      const term = document.createElement("dt");
-      term.textContent = name.replaceAll("_", " ");
-      const detail = document.createElement("dd");
-      detail.textContent = String(value);
-      return [term, detail];
-    }),
-  );
+function showTileCounts(tile, result) {
+  const counts = numbersOf(result);
+  state.tiles[tile.key].counts = counts;
+  renderCounts(tile.counts, counts);
 }
 
 function addTile(pipeline, source) {
@@ -110,7 +103,7 @@ function addTile(pipeline, source) {
     onTrack: (stream) => (video.srcObject = stream),
     onResult: (result) => {
       state.tiles[key].results += 1;
-      renderTileCounts(tile, result);
+      showTileCounts(tile, result);
     },
     onError: (error) => (state.tiles[key].error = error.message),
   });

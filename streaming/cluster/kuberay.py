@@ -13,7 +13,13 @@ RAY_VERSION = "2.60.0"
 
 
 def manifest(
-    image: str, workers: int, replicas: str, max_replicas: int, gpu_share: float, port: int
+    image: str,
+    workers: int,
+    replicas: str,
+    max_replicas: int,
+    gpu_share: float,
+    port: int,
+    evidence_size: str = "100Gi",
 ) -> str:
     try:
         ray_version = metadata.version("ray")
@@ -28,4 +34,5 @@ def manifest(
         gpu_share=gpu_share,
         port=port,
         ray_version=ray_version,
+        evidence_size=evidence_size,
     )

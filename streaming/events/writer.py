@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.exc import InterfaceError, OperationalError, SQLAlchemyError
 
 from ..config import Settings
 from ..metrics import Metrics
@@ -165,8 +165,12 @@ class EventWriter:
                 self.store.migrate()
                 self.store.insert(pending)
             except Exception as exc:  # the database's, or ours: logged, retried, never fatal
-                if not isinstance(exc, SQLAlchemyError | OSError):
-                    log.exception("event store write failed")
+                if not _unreachable(exc):
+                    # Not the database being away: an event it refuses (a payload that does
+                    # not serialise) would be retried for ever and hold up every other.
+                    pending = self._insert_each(pending)
+                    if not pending:
+                        continue
                 if self.error is None:
                     log.warning(
                         "event store %s unreachable, %d events waiting: %s",
@@ -190,12 +194,32 @@ class EventWriter:
                 log.info("event store %s reachable again", self.store.shown)
                 self.error = None
             retry_s = 0.1
-            self.written += len(pending)
-            if self._metrics is not None:
-                self._metrics.events_written.inc(len(pending))
-                self._metrics.events_queued.set(self.queued)
-            self._settle(len(pending))
+            self._written(len(pending))
             pending = []
+
+    def _written(self, count: int) -> None:
+        self.written += count
+        if self._metrics is not None:
+            self._metrics.events_written.inc(count)
+            self._metrics.events_queued.set(self.queued)
+        self._settle(count)
+
+    def _insert_each(self, batch: list[EventRecord]) -> list[EventRecord]:
+        """A refused batch, one event at a time: what the database refuses is dropped and
+        counted (``invalid``); returns what is left when it became unreachable meanwhile."""
+        for i, event in enumerate(batch):
+            try:
+                self.store.insert([event])
+            except Exception as exc:
+                if _unreachable(exc):
+                    return batch[i:]
+                log.error("event %s of %s refused by the store, dropped: %s",
+                          event.kind, event.pipeline, _first_line(exc))  # fmt: skip
+                self._drop(1, "invalid")
+                self._settle(1)
+                continue
+            self._written(1)
+        return []
 
     def _next(self, until: float | None) -> EventRecord | None:
         """The next event, waiting until ``until`` (monotonic; None: not at all); None when
@@ -266,6 +290,12 @@ class EventWriter:
         self._queue.put(None)
         self._thread.join(self._close_timeout_s + 5)
         self.store.close()
+
+
+def _unreachable(exc: BaseException) -> bool:
+    """The database is away (down, restarting, unreachable, the disk gone), as against an
+    event it refuses: worth retrying."""
+    return isinstance(exc, OperationalError | InterfaceError | OSError)
 
 
 def _first_line(exc: BaseException) -> str:

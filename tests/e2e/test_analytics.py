@@ -16,7 +16,12 @@ from inference_sdk.webrtc import StreamConfig, VideoFileSource
 
 from streaming.workflows.library import people_counting, zone_occupancy
 from tests.support.camera import RTSPCamera
-from tests.support.media import walker_scene, walking_back_and_forth, write_clip
+from tests.support.media import (
+    there_and_back_clip,
+    walker_scene,
+    walking_back_and_forth,
+    write_clip,
+)
 from tests.support.mqtt import Subscriber, mosquitto
 from tests.support.server import ServerProcess, running_server, wait_for
 from tests.support.webhook import WebhookReceiver
@@ -113,10 +118,7 @@ def file_server(events_dir):
 @pytest.fixture(scope="module")
 def there_and_back(person, tmp_path_factory) -> Path:
     """The person walks across the line at x=320 and back: one crossing each way."""
-    half = person.shape[1] // 2 + 1
-    there = list(range(half, 640 - half, 12))
-    frames = (walker_scene(person, x) for x in there + there[::-1])
-    return write_clip(tmp_path_factory.mktemp("clips") / "walk.mp4", frames)
+    return there_and_back_clip(person, tmp_path_factory.mktemp("clips") / "walk.mp4")
 
 
 def run_through(server: ServerProcess, clip: Path, spec: dict) -> str:

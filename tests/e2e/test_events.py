@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from tests.e2e.test_analytics import run_through
-from tests.support.media import walker_scene, write_clip
+from tests.support.media import there_and_back_clip
 from tests.support.postgres import PostgresServer, postgres_available
 from tests.support.server import ServerProcess, running_server
 from tests.support.workflows import crossing_events
@@ -21,10 +21,8 @@ pytestmark = pytest.mark.e2e
 
 @pytest.fixture(scope="module")
 def there_and_back(person, tmp_path_factory) -> Path:
-    half = person.shape[1] // 2 + 1
-    there = list(range(half, 640 - half, 12))
-    frames = (walker_scene(person, x) for x in there + there[::-1])
-    return write_clip(tmp_path_factory.mktemp("clips") / "walk.mp4", frames)
+    """The person walks across the line at x=320 and back: one crossing each way."""
+    return there_and_back_clip(person, tmp_path_factory.mktemp("clips") / "walk.mp4")
 
 
 def counting_with_evidence() -> dict:

@@ -3,9 +3,9 @@ test camera (a person walking across the line and back) with an event sink and r
 around events. Its tile plays live with the counts, each crossing appears on the timeline,
 a click plays the event's clip, and the chart draws the buckets ``/events/summary`` gives.
 
-The delay from a crossing being stored to it showing is recorded in the screenshot's
-folder for people to read; it is measured in ``python -m benchmarks browser``, not asserted
-here (a loaded machine stretches it)."""
+The delay from a crossing being stored to it showing is written beside the screenshot
+(``tests/artifacts/review-page.json``) for people to read, not asserted: a loaded machine
+stretches it."""
 
 from __future__ import annotations
 

@@ -116,3 +116,11 @@ def walking_back_and_forth(person, step: int = 4):
     there = list(range(half, 640 - half, step))
     path = there + there[::-1]
     return lambda index: walker_scene(person, path[index % len(path)])
+
+
+def there_and_back_clip(person, path: Path) -> Path:
+    """A clip of the person walking across the line at x=320 and back, 12 px a frame: one
+    crossing each way."""
+    half = person.shape[1] // 2 + 1
+    there = list(range(half, 640 - half, 12))
+    return write_clip(path, (walker_scene(person, x) for x in there + there[::-1]))

@@ -74,9 +74,16 @@ class PostgresServer:
 
     def stop(self) -> None:
         """Stops the server (fast shutdown: clients are disconnected). Idempotent."""
+        # SIGINT is PostgreSQL's fast shutdown (SIGTERM's "smart" one waits for clients).
+        self._halt(signal.SIGINT)
+
+    def kill(self) -> None:
+        """Stops it at once, as a crash would (SIGQUIT: no checkpoint)."""
+        self._halt(signal.SIGQUIT)
+
+    def _halt(self, how: signal.Signals) -> None:
         if self._process is not None:
-            # SIGINT is PostgreSQL's fast shutdown (SIGTERM's "smart" one waits for clients).
-            self._process.process.send_signal(signal.SIGINT)
+            self._process.process.send_signal(how)
             self._process.process.wait(60)
             self._process.stop()
             self._process = None
@@ -91,11 +98,3 @@ class PostgresServer:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-    def kill(self) -> None:
-        """Stops it at once, as a crash would (SIGQUIT: no checkpoint)."""
-        if self._process is not None:
-            self._process.process.send_signal(signal.SIGQUIT)
-            self._process.process.wait(30)
-            self._process.stop()
-            self._process = None

@@ -260,3 +260,19 @@ def test_sqlite_runs_in_wal_mode(tmp_path: Path):
     with store.engine.connect() as connection:
         assert connection.execute(text("PRAGMA journal_mode")).scalar() == "wal"
     store.close()
+
+
+def test_an_event_the_database_refuses_is_dropped_and_the_others_are_written(tmp_path):
+    metrics = Metrics()
+    writer = EventWriter(EventStore(f"sqlite:///{tmp_path / 'e.sqlite3'}"), metrics=metrics)
+    try:
+        writer.record(crossing(T0))
+        writer.record(crossing(T0 + 1, payload={"not json": object()}))
+        writer.record(crossing(T0 + 2))
+        assert writer.flush(WAIT_S)
+        assert (writer.written, writer.dropped) == (2, 1)
+        assert writer.store.count() == 2
+        refused = {"reason": "invalid"}
+        assert metrics.registry.get_sample_value("visionstream_events_dropped_total", refused) == 1
+    finally:
+        writer.close()

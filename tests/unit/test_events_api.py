@@ -12,10 +12,14 @@ import cv2
 import httpx
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from streaming.config import Settings
+from streaming.errors import InvalidRequest
 from streaming.events import EventRecord
 from streaming.server.app import create_app
+from streaming.server.events import milliseconds
 from tests.support.media import write_clip
 from tests.support.onnx_models import YOLO_ROWS, model_directory
 from tests.support.server import free_port
@@ -174,3 +178,13 @@ async def test_a_server_that_keeps_no_events_says_so(tmp_path):
         response = await http.get("/events")
         assert response.status_code == 404
         assert "STREAMING_STORE_EVENTS" in response.json()["message"]
+
+
+@given(st.text(max_size=64))
+def test_a_time_parameter_is_parsed_or_refused_by_name(text):
+    try:
+        parsed = milliseconds("since", text)
+    except InvalidRequest as exc:
+        assert str(exc).startswith("since ")
+    else:
+        assert isinstance(parsed, int) and -1e14 < parsed < 1e14

@@ -19,7 +19,9 @@ def test_the_printed_rayservice_builds_our_app_with_settings_replicas_accept(mon
          "--workers", "3", "--replicas", "6"],
         check=True, capture_output=True, text=True,
     ).stdout  # fmt: skip
-    service = yaml.safe_load(printed)
+    claim, service = yaml.safe_load_all(printed)
+    assert claim["kind"] == "PersistentVolumeClaim"
+    assert claim["spec"]["accessModes"] == ["ReadWriteMany"]  # every pod writes evidence
     assert service["kind"] == "RayService"
     cluster = service["spec"]["rayClusterConfig"]
     (workers,) = cluster["workerGroupSpecs"]
@@ -34,8 +36,13 @@ def test_the_printed_rayservice_builds_our_app_with_settings_replicas_accept(mon
     module, _, name = app["import_path"].partition(":")
     assert app["args"] == {"replicas": "6"}
     for variable in container["env"]:
-        monkeypatch.setenv(variable["name"], str(variable["value"]))
+        if "value" in variable:  # the events URL comes from a Secret
+            monkeypatch.setenv(variable["name"], str(variable["value"]))
+    mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
+    assert {v["name"] for v in pod["volumes"]} == set(mounts)
+    assert next(v for v in container["env"] if v["name"] == "STREAMING_EVENTS_URL")["valueFrom"]
     settings = Settings()
+    assert str(settings.sink_dir) == mounts["evidence"]
     assert settings.ray_replica_resources == {"CPU": 1, "GPU": 0.0625}
     built = getattr(importlib.import_module(module), name)(app["args"])
     assert isinstance(built, Application)
