@@ -126,6 +126,8 @@ class RecordConfiguration(_Lenient):
     max_age_hours: float | None = Field(default=168.0, gt=0)
     max_gigabytes: float | None = Field(default=20.0, gt=0)
     """This source's recordings at most; the oldest segments go first."""
+    source_ids: list[int] | None = None
+    """The sources recorded (their ids, as ``sources`` numbers them); None: every camera."""
 
 
 class SinkConfiguration(_Lenient):

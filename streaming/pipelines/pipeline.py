@@ -169,8 +169,9 @@ class Pipeline:
         )
         if source.reference.kind != "file":  # cameras and devices, shared
             feed.subscribe(self._hub)
-            if self._recording is not None and (live := source.live) is not None:
-                source.recorder = self._recording.start(source.source_id, live)
+            recording, live = self._recording, source.live  # live: a camera URL, not a device
+            if recording is not None and live is not None and recording.records(source.source_id):
+                source.recorder = recording.start(source.source_id, live)
         else:
             self._spawn(feed.read_file())
         source.task = self._tasks.spawn(self._process(source))

@@ -69,6 +69,7 @@ class Recording:
     ) -> None:
         self._directory = sink_dir / "recordings" / pipeline_id
         self._triggers = triggers
+        self._sources = set(config.source_ids) if config.source_ids is not None else None
         gigabytes = config.max_gigabytes
         hours = config.max_age_hours
         self._policy = RecordingPolicy(
@@ -80,6 +81,9 @@ class Recording:
             max_bytes=int(gigabytes * (1 << 30)) if gigabytes is not None else None,
             min_free_bytes=min_free_bytes,
         )
+
+    def records(self, source_id: int) -> bool:
+        return self._sources is None or source_id in self._sources
 
     def start(self, source_id: int, live: LiveSource) -> SegmentRecorder:
         recorder = SegmentRecorder(self._directory / str(source_id), self._policy)

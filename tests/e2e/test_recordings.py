@@ -49,10 +49,11 @@ def decoded(data: bytes, tmp_path) -> tuple[int, float]:
 
 
 def test_a_recorded_camera_killed_mid_recording_gives_a_gap_and_exports_that_play(server, tmp_path):
-    record = {"mode": "continuous", "segment_seconds": 2}
+    # Two sources on the same camera, only the first recorded.
+    record = {"mode": "continuous", "segment_seconds": 2, "source_ids": [0]}
     with RTSPCamera(320, 240, fps=30, path="rec") as camera:
         started = server.start_pipeline(
-            camera.url, DETECT_SPEC, sink_configuration={"record": record}
+            [camera.url, camera.url], DETECT_SPEC, sink_configuration={"record": record}
         )
         assert started.status_code == 200, started.text
         pipeline_id = started.json()["context"]["pipeline_id"]
@@ -70,6 +71,7 @@ def test_a_recorded_camera_killed_mid_recording_gives_a_gap_and_exports_that_pla
     listing = index(server, pipeline_id)
     segments, (gap, *_) = listing["segments"], listing["gaps"]
     assert recorded(server, pipeline_id)["segments"] == len(segments)
+    assert server.get(f"/recordings/{pipeline_id}/1/index").status_code == 404
     for segment in segments:  # every one finished and playable, the last one too (SIGTERM)
         one = server.get(f"/recordings/{pipeline_id}/0?start={segment['start']}"
                          f"&end={segment['end']}")  # fmt: skip
