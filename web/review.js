@@ -19,7 +19,9 @@ const COLOURS = ["#2f6fdd", "#d9480f", "#2b8a3e", "#ae3ec9", "#e8590c", "#1098ad
 const $ = (id) => document.getElementById(id);
 
 // For tests and the curious: what the page shows, and when each event appeared.
-const state = { tiles: {}, events: [], shownAt: {}, chart: [], playing: null, errors: [] };
+// `playback`: the clip chosen last, whether its video played, and how many of its frames were
+// presented (so a test sees the frames advance however short the clip).
+const state = { tiles: {}, events: [], shownAt: {}, chart: [], playing: null, playback: null, errors: [] };
 window.visionstream = state;
 
 const tiles = new Map(); // "pipeline#source" -> {element, session, video}
@@ -245,11 +247,27 @@ function play(event, button) {
     return;
   }
   state.playing = event.id;
+  state.playback = { id: event.id, playing: false, frames: 0 };
   $("player-caption").textContent = `${what} at ${new Date(event.timestamp * 1000).toLocaleTimeString()}`;
   player.src = withKey(event.clip_url);
   player.play().catch((error) => {
     if (error.name !== "AbortError") showError(new StreamError(`The clip does not play: ${error.message}`));
   });
+}
+
+function watchPlayback() {
+  const player = $("player");
+  player.addEventListener("playing", () => {
+    if (state.playback) state.playback.playing = true;
+  });
+  player.addEventListener("error", () => {
+    if (state.playing !== null) showError(new StreamError("The clip could not be loaded."));
+  });
+  const presented = () => {
+    if (state.playback && !player.paused) state.playback.frames += 1;
+    player.requestVideoFrameCallback(presented);
+  };
+  player.requestVideoFrameCallback(presented);
 }
 
 // --- the chart -------------------------------------------------------------------------------
@@ -353,6 +371,7 @@ window.addEventListener("pagehide", () => {
   for (const key of [...tiles.keys()]) removeTile(key);
 });
 
+watchPlayback();
 await loadEvents().catch(showError);
 every(TILES_EVERY_MS, refreshTiles);
 every(EVENTS_EVERY_MS, pollEvents);

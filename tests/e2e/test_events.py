@@ -34,8 +34,8 @@ def counting_with_evidence() -> dict:
     gate["next_steps"] = ["$steps.log"]
     spec["steps"].append({
         "type": "visionstream/event_sink@v1", "name": "log", "file": "{pipeline}-crossings",
-        "image": "$steps.line_drawing.image", "clip_seconds_before": 0.5,
-        "clip_seconds_after": 0.5,
+        "image": "$steps.line_drawing.image", "clip_seconds_before": 1,
+        "clip_seconds_after": 1,
         "payload": {"count_in": "$steps.counter.count_in",
                     "count_out": "$steps.counter.count_out"},
     })  # fmt: skip

@@ -20,7 +20,7 @@ from tests.e2e.test_events import counting_with_evidence
 from tests.support.browser import chromium
 from tests.support.camera import RTSPCamera
 from tests.support.media import walking_back_and_forth
-from tests.support.server import running_server
+from tests.support.server import running_server, wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -73,19 +73,14 @@ def test_the_review_page_shows_live_tiles_events_clips_and_counts(tmp_path, pers
                 delay_ms = shown["shownAt"][str(crossing["id"])] - crossing["timestamp"] * 1000
 
                 # A click plays the event's clip: the player plays and its frames advance.
+                # (The sink writes the clip after its post-roll: clicked once it is there.)
                 logged = next(e for e in shown["events"] if e["kind"] == "event_sink")
+                wait_for(lambda: server.get(logged["clip_url"]).status_code == 200, 60,
+                         "the event sink's clip written")  # fmt: skip
                 page.click(f"#timeline button[data-id='{logged['id']}']")
-                page.wait_for_function(
-                    "() => { const p = document.getElementById('player');"
-                    " return !p.paused && p.readyState >= 2 && p.currentTime > 0.2; }",
-                    timeout=WAIT_MS,
-                )  # fmt: skip
-                before = page.evaluate("() => document.getElementById('player').currentTime")
-                page.wait_for_function(
-                    f"() => document.getElementById('player').currentTime > {before}",
-                    timeout=WAIT_MS,
-                )
-                assert page.evaluate("() => window.visionstream.playing") == logged["id"]
+                played = wait_state(page, "v.playback && v.playback.playing &&"
+                                          " v.playback.frames >= 2")["playback"]  # fmt: skip
+                assert played["id"] == logged["id"]
 
                 # The chart: the buckets the API gives, each a point.
                 chart = wait_state(page, "v.chart.some(b => b.kind === 'line_crossing')")["chart"]
