@@ -32,6 +32,9 @@ from .base import SourceError
 __all__ = ["RELAY", "SRTRelay", "relay_missing"]
 
 RELAY = "srt-live-transmit"
+_REPORT_GRACE_S = 1.0
+"""Beyond the relay's own connection timeout, how long it has to report before it is
+taken for hung."""
 _STOP_GRACE_S = 2.0
 # What srt-live-transmit prints as its SRT side comes and goes (not localised).
 _CONNECTED = ("SRT source connected", "Accepted SRT source connection")
@@ -140,11 +143,20 @@ class SRTRelay:
                     self._run.stop()
                 self._run = _Run(self._url)
             run = self._run
-        # Outside the lock: close() stops the process, which ends this wait at once.
-        if not run.wait_connected(timeout):
+        # Outside the lock: close() stops the process, which ends this wait at once. The
+        # relay's own connection timeout is ``timeout`` too: the grace lets it say why first.
+        if not run.wait_connected(timeout + _REPORT_GRACE_S):
             with run.changed:
-                if not run.ended:
-                    raise SourceError(f"no SRT connection within {timeout:g} s")
+                hung = not run.ended
+            if hung:
+                # Neither connected nor ended past its own timeout: a relay in that state was
+                # seen never to end (a loaded CI machine), and reusing it kept every later
+                # attempt failing. The next attempt starts a fresh one.
+                with self._lock:
+                    if self._run is run:
+                        self._run = None
+                run.stop()
+                raise SourceError(f"no SRT connection within {timeout:g} s")
             raise SourceError(run.state())
         return run.target
 
