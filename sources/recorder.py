@@ -28,7 +28,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
 from typing import Any, Literal, Protocol
@@ -160,8 +160,6 @@ class _Open:
     last_wall: float = 0.0
     decoder: Any = None
     encoder_pts: int = -1
-    gops: int = 0
-    extra: list[Any] = field(default_factory=list)
 
 
 class SegmentRecorder:
