@@ -38,7 +38,17 @@ class Settings(BaseSettings):
     """Fetch and convert the default model on start when it is missing."""
 
     ice_servers: Annotated[list[str], NoDecode] = Field(default_factory=list)
-    """STUN/TURN URLs the server peer uses (comma-separated). Empty: nothing leaves the machine."""
+    """STUN/TURN URLs the server peer uses (comma-separated): ``turn:host:3478`` (UDP),
+    ``turn:host:3478?transport=tcp``, ``turns:host:5349`` (TLS). Empty: nothing leaves the
+    machine. aiortc uses the first TURN and the first STUN URL it supports."""
+    ice_username: str | None = None
+    """Long-term credential user name for the TURN URLs of ``ice_servers``."""
+    ice_credential: SecretStr | None = None
+    """Long-term credential password for those TURN URLs (never logged or shown)."""
+    ice_transport_policy: Literal["all", "relay"] = "all"
+    """``relay``: the server peer uses only relayed candidates, so it never exposes a host
+    address; a session then needs a TURN server (ours or the client's) or is refused (502
+    ``turn_unavailable``, saying why)."""
     ice_host_addresses: Annotated[list[str], NoDecode] = Field(default_factory=list)
     """Host addresses ICE candidates are restricted to (comma-separated); empty: all interfaces."""
     allow_client_ice_servers: bool = True

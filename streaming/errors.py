@@ -15,6 +15,7 @@ __all__ = [
     "NotFound",
     "NotReady",
     "Notice",
+    "RelayUnavailable",
     "RequestTooLarge",
     "ShuttingDown",
     "SourceUnavailable",
@@ -169,6 +170,13 @@ class SourceUnavailable(StreamingError):
 
     status = 502
     code = "source_unavailable"
+
+
+class RelayUnavailable(StreamingError):
+    """A relay-only peer got no relay candidate: no TURN server, or one that refused it."""
+
+    status = 502
+    code = "turn_unavailable"
 
 
 class UpstreamTimeout(StreamingError):

@@ -225,6 +225,10 @@ class WebRTCSession:
         return runner.call(self._core.video_bytes(), _CLOSE_S)
 
     @property
+    def candidate_types(self) -> dict[str, set[str]]:
+        return self._core.candidate_types
+
+    @property
     def termination_reason(self) -> str | None:
         return self._core.termination_reason
 

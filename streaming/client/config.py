@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 __all__ = ["StreamConfig"]
 
@@ -24,6 +24,9 @@ class StreamConfig:
     """Nominal fps for sources that cannot tell (sources that can take precedence)."""
     turn_server: dict[str, str] | None = None
     """``{"urls": ..., "username": ..., "credential": ...}``, used by both peers."""
+    ice_transport_policy: Literal["all", "relay"] = "all"
+    """Ours: ``relay`` makes our peer use only ``turn_server``'s relayed candidates (it never
+    exposes a host address); a TURN server that gives none fails the session at once."""
     workflow_parameters: dict[str, Any] = field(default_factory=dict)
     requested_plan: str | None = None
     requested_region: str | None = None

@@ -23,7 +23,7 @@ from aiortc import MediaStreamTrack, RTCPeerConnection, RTCSessionDescription
 from sources import SourceError
 
 from ..protocol.messages import SIGNALING_PATH, IceServer
-from ..rtc.ice import build_configuration
+from ..rtc.ice import build_configuration, candidate_types, relay_problem
 from ..rtc.jitter import releasing_on_marker
 from ..rtc.track import received_frames
 from ..tasks import Closer, TaskOwner
@@ -124,6 +124,9 @@ class AsyncWebRTCSession:
         self._state_changed = asyncio.Event()
         self._closed = asyncio.Event()
         self.receives_video = False
+        self.candidate_types: dict[str, set[str]] = {"local": set(), "remote": set()}
+        """The ICE candidate types (host, srflx, relay) each side offered, once connected:
+        only ``relay`` on either side means every packet goes through a TURN relay."""
 
     # ------------------------------------------------------------------ handlers
 
@@ -223,7 +226,8 @@ class AsyncWebRTCSession:
 
     async def _connect(self) -> None:
         ice = [IceServer.model_validate(self.config.turn_server)] if self.config.turn_server else []
-        pc = RTCPeerConnection(build_configuration([], ice))
+        configuration = build_configuration([], ice, policy=self.config.ice_transport_policy)
+        pc = RTCPeerConnection(configuration)
         self._pc = pc
         pc.on("connectionstatechange", self._on_connection_state)
         pc.on("track", self._on_track)
@@ -232,6 +236,8 @@ class AsyncWebRTCSession:
         self._receiver.channel = channel
         await self.source.attach(pc, self._spawn)
         await pc.setLocalDescription(await pc.createOffer())
+        if problem := await relay_problem(configuration, pc.localDescription.sdp):
+            raise SessionStartError(f"cannot connect to {self.url}: {problem}", url=self.url)
         request = offer_request(
             pc.localDescription.sdp, self.config, self.source, self._workflow_config,
             self._image_input, self._api_key,
@@ -252,6 +258,10 @@ class AsyncWebRTCSession:
             ) from None
         self._spawn(self._receiver.run())
         await self._wait_connected(pc)
+        self.candidate_types = {
+            "local": candidate_types(pc.localDescription.sdp),
+            "remote": candidate_types(pc.remoteDescription.sdp),
+        }
         await self.source.start(self._spawn)
 
     async def _wait_connected(self, pc: RTCPeerConnection) -> None:

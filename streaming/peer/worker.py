@@ -27,7 +27,7 @@ from aiortc import RTCDataChannel, RTCPeerConnection, RTCSessionDescription
 from sources.hub import SourceHub
 
 from ..config import Settings
-from ..errors import InvalidOffer, UpstreamTimeout
+from ..errors import InvalidOffer, RelayUnavailable, UpstreamTimeout
 from ..metrics import Metrics
 from ..pipelines.pipeline import WatchedPipeline
 from ..protocol.messages import (
@@ -37,7 +37,7 @@ from ..protocol.messages import (
 )
 from ..protocol.notices import NoticeCode
 from ..protocol.upload import UPLOAD_CHANNEL
-from ..rtc.ice import build_configuration
+from ..rtc.ice import IcePolicy, build_configuration, relay_problem
 from ..rtc.release import releases_frames
 from ..tasks import Closer, TaskOwner
 from ..workflows.runner import FrameFacts
@@ -100,6 +100,9 @@ class SessionConfig:
     """The settings one session obeys, and nothing else of the server's."""
 
     ice_servers: tuple[str, ...]
+    ice_username: str | None
+    ice_credential: str | None
+    ice_policy: IcePolicy
     allow_client_ice_servers: bool
     ice_gathering_timeout_s: float
     connect_timeout_s: float
@@ -117,6 +120,11 @@ class SessionConfig:
     def of(cls, settings: Settings, upload_dir: Path | None = None) -> SessionConfig:
         return cls(
             ice_servers=tuple(settings.ice_servers),
+            ice_username=settings.ice_username,
+            ice_credential=(
+                settings.ice_credential.get_secret_value() if settings.ice_credential else None
+            ),
+            ice_policy=settings.ice_transport_policy,
             allow_client_ice_servers=settings.allow_client_ice_servers,
             ice_gathering_timeout_s=settings.ice_gathering_timeout_s,
             connect_timeout_s=settings.connect_timeout_s,
@@ -190,8 +198,13 @@ class PeerWorker:
         if offer.type != "offer":
             raise InvalidOffer(f"webrtc_offer.type must be 'offer', got '{offer.type}'")
         check_offer_sdp(offer.sdp)
-        servers = self._request.ice_servers() if self._config.allow_client_ice_servers else []
-        pc = RTCPeerConnection(build_configuration(self._config.ice_servers, servers))
+        config = self._config
+        servers = self._request.ice_servers() if config.allow_client_ice_servers else []
+        ice = build_configuration(
+            config.ice_servers, servers, username=config.ice_username,
+            credential=config.ice_credential, policy=config.ice_policy,
+        )  # fmt: skip
+        pc = RTCPeerConnection(ice)
         self._pc = pc
         _peer_connections.add(pc)
         pc.on("connectionstatechange", self._on_connection_state)
@@ -222,6 +235,8 @@ class PeerWorker:
             raise UpstreamTimeout("ICE gathering did not complete in time") from None
         except Exception as exc:
             raise InvalidOffer(f"cannot answer this offer: {exc}") from None
+        if problem := await relay_problem(ice, pc.localDescription.sdp):
+            raise RelayUnavailable(problem)
         self._drop_track_nobody_receives(pc)
         self._control.video_out = self._out_track is not None
         if self._out_track is not None:

@@ -8,6 +8,8 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST
 
+from sources.urls import mask_url
+
 from ..metrics import merge_workers
 from ..peer.worker import open_peer_connections
 from .docs import ERROR_RESPONSES
@@ -27,6 +29,7 @@ async def healthz(state: ServerState = Depends(get_state)) -> dict:
         "peer_connections": open_peer_connections(),
         "max_sessions": state.settings.max_sessions,
         "models": _models(state),
+        "ice": _ice(state),
         # One entry per camera being read, however many sessions and pipelines watch it.
         "sources": state.hub.stats(),
         # The event store's writer: written, dropped, waiting, and why the database is not
@@ -39,6 +42,18 @@ async def healthz(state: ServerState = Depends(get_state)) -> dict:
         ),
         # Which worker answered: behind Ray Serve's proxy, where its router sent this request.
         "served_by": state.deployment.worker if state.deployment is not None else "embedded",
+    }
+
+
+def _ice(state: ServerState) -> dict:
+    """The server peer's ICE settings, the TURN password masked."""
+    settings = state.settings
+    return {
+        "servers": [mask_url(url) for url in settings.ice_servers],
+        "username": settings.ice_username,
+        "credential": "***" if settings.ice_credential is not None else None,
+        "policy": settings.ice_transport_policy,
+        "client_servers_allowed": settings.allow_client_ice_servers,
     }
 
 

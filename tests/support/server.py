@@ -120,10 +120,16 @@ class LoggedProcess:
 class ServerProcess(LoggedProcess):
     """``visionstream serve`` with extra ``STREAMING_*`` settings; waits for its ready lines."""
 
-    def __init__(self, serve: list[str] | None = None, **settings: str) -> None:
+    def __init__(
+        self,
+        serve: list[str] | None = None,
+        environment: dict[str, str] | None = None,
+        **settings: str,
+    ) -> None:
         """``serve``: the Python arguments that start the server (``-m streaming.cli serve``
-        unless a harness wraps it). Without a ``data_dir`` setting the server gets a data
-        directory of its own, removed by ``stop`` (pipelines it kept die with it)."""
+        unless a harness wraps it); ``environment``: other variables (``SSL_CERT_FILE``).
+        Without a ``data_dir`` setting the server gets a data directory of its own, removed
+        by ``stop`` (pipelines it kept die with it)."""
         self.port = free_port()
         self._own_data_dir = None
         if "data_dir" not in settings:
@@ -137,6 +143,7 @@ class ServerProcess(LoggedProcess):
             "STREAMING_ALLOWED_NETWORKS": LOOPBACK_ALLOWED,
         }
         env.update({f"STREAMING_{k.upper()}": v for k, v in settings.items()})
+        env.update(environment or {})
         self.closed_sessions = 0
         self.connected_sessions = 0
         self._seen: set[str] = set()
@@ -267,9 +274,11 @@ def ray_server_process(address: str, replicas: str, **settings: str) -> ServerPr
 
 
 @contextmanager
-def running_server(**settings: str) -> Iterator[ServerProcess]:
+def running_server(
+    environment: dict[str, str] | None = None, **settings: str
+) -> Iterator[ServerProcess]:
     """A ready ``ServerProcess`` for the ``with`` block (fixtures yield from it)."""
-    process = ServerProcess(**settings)
+    process = ServerProcess(environment=environment, **settings)
     try:
         process.wait_ready()
         yield process
