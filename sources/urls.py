@@ -5,7 +5,11 @@ from __future__ import annotations
 import re
 from urllib.parse import urlsplit, urlunsplit
 
-__all__ = ["has_scheme_and_host", "mask_credentials", "mask_url"]
+__all__ = ["PUBLISHED_SCHEME", "has_scheme_and_host", "mask_credentials", "mask_url"]
+
+PUBLISHED_SCHEME = "whip://"
+"""URLs of streams published to this server (a WHIP publisher's ``whip://<resource id>``):
+the hub opens them as it opens cameras; nobody else may name one."""
 
 _MASK = "***"
 # user:password@ inside any scheme://... (also inside longer text such as FFmpeg messages).

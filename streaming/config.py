@@ -107,6 +107,11 @@ class Settings(BaseSettings):
     230 kbps at 320x240); below it the bitrate follows what the receiver estimates (aiortc:
     500 kbps to 1.5 Mbps). 0: no cap. Server-wide, set at start (``rtc/encoder.py``)."""
 
+    whip_idle_timeout_s: float = Field(default=10.0, gt=0)
+    """A WHIP publisher that sends no video for this long is treated as gone: its pipeline
+    source stops and its peer closes (one killed without a goodbye stays "connected" to
+    ICE for much longer)."""
+
     ack_window: int = Field(default=8, ge=1)
     """Processed-but-unacknowledged frames allowed in non-realtime mode once ACKs flow."""
     input_queue_frames: int = Field(default=120, ge=1)

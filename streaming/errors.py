@@ -14,6 +14,7 @@ __all__ = [
     "ModelError",
     "NotFound",
     "NotReady",
+    "NotSupportedHere",
     "Notice",
     "RelayUnavailable",
     "RequestTooLarge",
@@ -24,6 +25,7 @@ __all__ = [
     "TooManyAttempts",
     "TooManySessions",
     "Unauthorized",
+    "UnsupportedMediaType",
     "UpstreamTimeout",
     "WorkflowCompilationError",
     "WorkflowRunError",
@@ -114,6 +116,20 @@ class Conflict(StreamingError):
 
     status = 409
     code = "conflict"
+
+
+class UnsupportedMediaType(StreamingError):
+    """A body of a type this route does not take (WHIP and WHEP take ``application/sdp``)."""
+
+    status = 415
+    code = "unsupported_media_type"
+
+
+class NotSupportedHere(StreamingError):
+    """A route this deployment cannot serve (WHIP ingest into Ray-hosted pipelines)."""
+
+    status = 501
+    code = "not_supported"
 
 
 class RequestTooLarge(StreamingError):

@@ -49,7 +49,7 @@ from .processor import FrameJob, FrameProcessor
 from .result_channel import ResultChannel
 from .tracks import OutboundVideoTrack
 
-__all__ = ["PeerWorker", "check_offer_sdp", "open_peer_connections"]
+__all__ = ["PeerWorker", "check_offer_sdp", "open_peer_connections", "track_peer_connection"]
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +67,11 @@ MAX_MEDIA_SECTIONS = 8
 # Every server peer connection this process made, for ``open_peer_connections``; weak, so
 # it keeps none alive.
 _peer_connections: weakref.WeakSet[RTCPeerConnection] = weakref.WeakSet()
+
+
+def track_peer_connection(pc: RTCPeerConnection) -> None:
+    """Counted by ``open_peer_connections`` until closed (a WHIP publisher's, say)."""
+    _peer_connections.add(pc)
 
 
 def open_peer_connections() -> int:
@@ -175,6 +180,8 @@ class PeerWorker:
         self._closer = Closer(self.close, f"session-{self.session_id[:8]}:close")
         self._ender = Closer(self._end_after_failure, f"session-{self.session_id[:8]}:fail")
         self._completion_sent = False
+        self._data_expected = True
+        """The offer has a data-channel section; a WHEP player's has none: nothing is sent."""
         self._notices = Notices()
         self._input = SessionInput(
             self.session_id[:8], realtime, config.input, metrics,
@@ -198,6 +205,9 @@ class PeerWorker:
         if offer.type != "offer":
             raise InvalidOffer(f"webrtc_offer.type must be 'offer', got '{offer.type}'")
         check_offer_sdp(offer.sdp)
+        self._data_expected = any(
+            line.startswith("m=application") for line in offer.sdp.splitlines()
+        )
         config = self._config
         servers = self._request.ice_servers() if config.allow_client_ice_servers else []
         ice = build_configuration(
@@ -206,7 +216,7 @@ class PeerWorker:
         )  # fmt: skip
         pc = RTCPeerConnection(ice)
         self._pc = pc
-        _peer_connections.add(pc)
+        track_peer_connection(pc)
         pc.on("connectionstatechange", self._on_connection_state)
         pc.on("track", self._input.on_track)
         pc.on("datachannel", self._on_datachannel)
@@ -416,6 +426,8 @@ class PeerWorker:
                 self._metrics.stage_ms.labels(stage).observe(ms)
             if self._out_track is not None and processed.video_frame is not None:
                 await self._out_track.publish(processed.video_frame)
+            if not self._data_expected:
+                continue
             if frame_id == 1:
                 await self._results.wait_attached(_FIRST_RESULT_CHANNEL_WAIT_S)
             sent_at = time.perf_counter()
@@ -431,6 +443,9 @@ class PeerWorker:
         reason = self._termination_reason
         if self._out_track is not None:
             await self._out_track.finish()
+        if not self._data_expected:  # a player: the video ending is all it hears; no goodbye
+            self._spawn_close()
+            return
         await self._results.wait_attached(_FIRST_RESULT_CHANNEL_WAIT_S)
         last_id = frames
         if errors := self._notices.at_end():

@@ -7,13 +7,14 @@ import logging
 import socket
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Container
 from concurrent.futures import Executor
 from typing import Any, Protocol
 
 from pydantic import ValidationError
 
 from sources.hub import SourceHub
+from sources.urls import PUBLISHED_SCHEME
 
 from ..config import Settings
 from ..errors import NotFound, StreamingError, TooManySessions
@@ -135,17 +136,23 @@ class PipelineManager:
         return pipeline
 
     async def initialise(
-        self, payload: InitialisePipelinePayload, pipeline_id: str | None = None
+        self,
+        payload: InitialisePipelinePayload,
+        pipeline_id: str | None = None,
+        *,
+        published: Container[str] = (),
+        keep: bool = True,
     ) -> str:
-        """Starts a pipeline (under ``pipeline_id`` when restoring one) and saves its request;
-        returns its id."""
+        """Starts a pipeline (under ``pipeline_id`` when restoring one) and saves its request
+        (unless not ``keep``: a WHIP publisher's, which a restart cannot bring back); returns
+        its id. ``published``: stream URLs of this server's publishers it may read."""
         settings = self._settings
         if len(self._pipelines) + self._starting >= settings.max_pipelines:
             raise TooManySessions(
                 f"{settings.max_pipelines} pipelines are running (STREAMING_MAX_PIPELINES)"
             )
         references = resolve_references(
-            payload.video_configuration.video_reference, settings.allow_local_sources
+            payload.video_configuration.video_reference, settings.allow_local_sources, published
         )
         config = payload.processing_configuration
         specification = self._library.specification(config)
@@ -189,10 +196,8 @@ class PipelineManager:
         self._analytics[pipeline.pipeline_id] = analytics
         # Listed before the save awaits: whatever happens next, close_all finds it.
         self._pipelines[pipeline.pipeline_id] = pipeline
-        try:
-            await asyncio.to_thread(self._store.save, pipeline.pipeline_id, payload)
-        except OSError as exc:  # the pipeline runs; only a restart would lose it
-            log.error("pipeline %s: request not saved: %s", pipeline.pipeline_id[:8], exc)
+        if keep:
+            await self._save(pipeline)
         if payload.consumption_timeout is not None:
             expiry = self._expire_unconsumed(pipeline, payload.consumption_timeout)
             self._timers.spawn(expiry, f"expire-{pipeline.pipeline_id[:8]}")
@@ -235,12 +240,15 @@ class PipelineManager:
         )
         return await compile_config(config, spec, context)
 
-    async def add_source(self, pipeline_id: str, reference: str | int) -> int:
+    async def add_source(
+        self, pipeline_id: str, reference: str | int, *, published: Container[str] = ()
+    ) -> int:
         """Starts one more source on a running pipeline; returns its id. The stored request
         lists it, so a restarted server starts it again (numbered afresh: ids follow the
-        list)."""
+        list); a publisher's stream (in ``published``) is not stored."""
         pipeline = self.get(pipeline_id)
-        (resolved,) = resolve_references(reference, self._settings.allow_local_sources)
+        allow_local = self._settings.allow_local_sources
+        (resolved,) = resolve_references(reference, allow_local, published)
         source = SourceReference(pipeline.next_source_id, resolved.reference, resolved.kind)
         series = (
             SourceMetrics(self._metrics, pipeline_id, source.source_id)
@@ -279,11 +287,17 @@ class PipelineManager:
         await self._save(pipeline)
 
     async def _save(self, pipeline: Pipeline) -> None:
-        """The request as it now stands (its sources as they now are), for a restart."""
-        video = pipeline.payload.video_configuration
-        video.video_reference = pipeline.references
+        """The request as it now stands (its sources as they now are, but for publishers'
+        streams, which end with the server), for a restart."""
+        pipeline.payload.video_configuration.video_reference = pipeline.references
+        payload = pipeline.payload.model_copy(deep=True)
+        payload.video_configuration.video_reference = [
+            r for r in pipeline.references if not str(r).startswith(PUBLISHED_SCHEME)
+        ]
+        if not payload.video_configuration.video_reference:
+            return  # a publisher's own pipeline: nothing a restart could read
         try:
-            await asyncio.to_thread(self._store.save, pipeline.pipeline_id, pipeline.payload)
+            await asyncio.to_thread(self._store.save, pipeline.pipeline_id, payload)
         except OSError as exc:  # the pipeline runs; only a restart would lose the change
             log.error("pipeline %s: request not saved: %s", pipeline.pipeline_id[:8], exc)
 

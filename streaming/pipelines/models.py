@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Container
 from dataclasses import dataclass
 from typing import Literal
 from urllib.parse import urlsplit, urlunsplit
@@ -208,11 +209,15 @@ def _check_reference(reference: object) -> None:
 
 
 def resolve_references(
-    value: str | int | list[str | int], allow_local: bool
+    value: str | int | list[str | int], allow_local: bool, published: Container[str] = ()
 ) -> list[SourceReference]:
-    """Classify each reference; local ones are refused unless the server allows them."""
+    """Classify each reference; local ones are refused unless the server allows them.
+    ``published``: the server's own stream URLs (a WHIP publisher's), read as cameras are."""
     resolved = []
     for source_id, reference in enumerate(value if isinstance(value, list) else [value]):
+        if isinstance(reference, str) and reference in published:
+            resolved.append(SourceReference(source_id, reference, "camera"))
+            continue
         if isinstance(reference, int) or is_device(reference):
             kind: Literal["camera", "file", "device"] = "device"
         elif urlsplit(reference).scheme.lower() in _NETWORK_SCHEMES and "://" in reference:

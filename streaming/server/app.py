@@ -23,6 +23,7 @@ from ..inference.default_model import DEFAULT_MODEL_ID, ensure_default_model
 from ..inference.registry import ModelRegistry
 from ..memory import MemoryTrimmer
 from ..metrics import Metrics
+from ..peer.publisher import Publishers
 from ..peer.sessions import SessionRegistry
 from ..pipelines import PipelineManager, Pipelines, PipelineStore
 from ..rtc import install_for_server
@@ -38,6 +39,7 @@ from . import (
     recordings,
     v2,
     webrtc,
+    whip,
     workflow_runs,
     workflows,
 )
@@ -123,7 +125,8 @@ class _Parts:
 def _build_state(settings: Settings, metrics: Metrics, parts: _Parts) -> ServerState:
     registry = ModelRegistry(settings, metrics, parts.model_opener)
     executor = ThreadPoolExecutor(settings.workflow_threads, thread_name_prefix="workflow")
-    hub = SourceHub(camera_factory(settings, parts.capture_factory))
+    publishers = Publishers(settings.max_sessions)
+    hub = SourceHub(publishers.factory(camera_factory(settings, parts.capture_factory)))
     library = WorkflowLibrary(settings.workflows_dir, settings.default_model)
     trimmer = MemoryTrimmer(settings.malloc_trim)
     events = event_writer(settings, metrics)
@@ -136,6 +139,7 @@ def _build_state(settings: Settings, metrics: Metrics, parts: _Parts) -> ServerS
         metrics=metrics,
         executor=executor,
         hub=hub,
+        publishers=publishers,
         pipelines=parts.pipeline_factory(
             settings, registry, hub, executor, library, metrics, events
         ),
@@ -171,6 +175,7 @@ def _lifespan(
         finally:
             await startup.close()
             await drain(state)  # done already when a signal started the shutdown
+            await state.publishers.close_all()  # their pipeline sources stop first
             await state.pipelines.close_all()
             await asyncio.to_thread(state.hub.close)
             state.executor.shutdown(wait=True, cancel_futures=True)
@@ -218,6 +223,7 @@ def create_app(
     install_error_handlers(app)
     app.include_router(health.router)
     app.include_router(webrtc.router)
+    app.include_router(whip.router)
     app.include_router(pipelines.router)
     app.include_router(workflows.router)
     app.include_router(v2.router)

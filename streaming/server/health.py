@@ -27,6 +27,7 @@ async def healthz(state: ServerState = Depends(get_state)) -> dict:
         "ready": state.ready.is_set(),
         "sessions": len(state.sessions),
         "peer_connections": open_peer_connections(),
+        "publishers": len(state.publishers),
         "max_sessions": state.settings.max_sessions,
         "models": _models(state),
         "ice": _ice(state),

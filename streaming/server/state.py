@@ -18,6 +18,7 @@ from ..events.writer import EventWriter
 from ..inference.registry import ModelRegistry
 from ..memory import MemoryTrimmer
 from ..metrics import Metrics
+from ..peer.publisher import Publishers
 from ..peer.sessions import SessionRegistry
 from ..pipelines import Pipelines
 from ..workflows.library import WorkflowLibrary
@@ -71,6 +72,8 @@ class ServerState:
     """Where callers may make this server connect (cameras, webhooks, ICE servers)."""
     trimmer: MemoryTrimmer
     """Gives freed memory back to the system after sessions end."""
+    publishers: Publishers = field(default_factory=lambda: Publishers(1))
+    """WHIP publishers, each a pipeline source read through ``hub`` (``whip://<id>``)."""
     events: EventWriter | None = None
     """The event store's writer (``GET /events`` reads its store); None: events not kept."""
     ready: asyncio.Event = field(default_factory=asyncio.Event)

@@ -8,6 +8,7 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
+from aiortc import RTCSessionDescription
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
 from pydantic import ValidationError
@@ -17,6 +18,7 @@ from sources.urls import has_scheme_and_host, mask_url
 from ..errors import InvalidRequest, RequestTooLarge, error_body
 from ..peer.processor import FrameProcessor, OutputSelection
 from ..peer.worker import PeerWorker, SessionConfig
+from ..pipelines.pipeline import WatchedPipeline
 from ..protocol.messages import SIGNALING_PATH, InitializeWebRTCResponse, WebRTCWorkerRequest
 from ..workflows import CompiledWorkflow, workflow_urls
 from ..workflows.blocks.base import BuildContext
@@ -25,7 +27,7 @@ from .auth import body_api_key, client_address
 from .docs import ERROR_RESPONSES, json_body
 from .state import ServerState, get_state
 
-__all__ = ["read_limited_body", "router"]
+__all__ = ["open_session", "read_limited_body", "router"]
 
 router = APIRouter(responses=ERROR_RESPONSES)
 
@@ -107,11 +109,33 @@ async def initialise_webrtc_worker(
         for where, url in workflow_urls(specification, config.workflows_parameters):
             await state.egress.check_url(url, where)
 
-    address = client_address(request)
+    _, answer = await open_session(
+        state, payload, client_address(request), request.headers.get("user-agent", ""),
+        watched=watched, specification=specification, camera_url=camera_url,
+    )  # fmt: skip
+    response = InitializeWebRTCResponse(sdp=answer.sdp, type=answer.type)
+    return JSONResponse(response.model_dump())
+
+
+async def open_session(
+    state: ServerState,
+    payload: WebRTCWorkerRequest,
+    address: str,
+    user_agent: str,
+    *,
+    watched: WatchedPipeline | None = None,
+    specification: dict[str, Any] | None = None,
+    camera_url: str | None = None,
+) -> tuple[PeerWorker, RTCSessionDescription]:
+    """A session, its slot reserved for ``address``, started on ``payload``'s offer: it shows
+    ``watched``'s results, or runs ``specification`` on the client's video or on
+    ``camera_url``. Returns it and its answer; on failure nothing of it is left."""
+    settings = state.settings
     state.sessions.reserve(address)
     worker: PeerWorker | None = None
     workflow: CompiledWorkflow | None = None
     session_id = uuid.uuid4().hex  # its events' pipeline before the worker exists
+    config = payload.workflow_configuration
     try:
         if watched is not None:
             outputs: WorkflowOutputs = watched.outputs  # the pipeline runs its workflow
@@ -146,7 +170,7 @@ async def initialise_webrtc_worker(
             worker.attach_pipeline(watched, payload.pipeline_source_id)
         elif camera_url is not None:
             await worker.attach_camera(state.hub, camera_url, settings.camera_first_frame_s)
-        answer = await worker.start(payload.webrtc_offer, request.headers.get("user-agent", ""))
+        answer = await worker.start(payload.webrtc_offer, user_agent)
     except BaseException:
         if worker is None:
             state.sessions.release(address)
@@ -155,5 +179,4 @@ async def initialise_webrtc_worker(
         else:
             await worker.close()  # releases its slot, closes its workflow
         raise
-    response = InitializeWebRTCResponse(sdp=answer.sdp, type=answer.type)
-    return JSONResponse(response.model_dump())
+    return worker, answer

@@ -56,8 +56,13 @@ class LoggedProcess:
     """A subprocess whose output lines are kept, so tests wait on what it says."""
 
     def __init__(
-        self, command: list[str], env: dict[str, str] | None = None, cwd: str | None = None
+        self,
+        command: list[str],
+        env: dict[str, str] | None = None,
+        cwd: str | None = None,
+        stdin: int | None = None,
     ) -> None:
+        """``stdin``: ``subprocess.PIPE`` for a process told to end by its stdin closing."""
         self.output: deque[str] = deque(maxlen=400)
         self.lines: list[str] = []  # every line, for wait_for_output
         self._lines = threading.Condition()
@@ -69,6 +74,7 @@ class LoggedProcess:
             stderr=subprocess.STDOUT,
             text=True,
             cwd=cwd,
+            stdin=stdin,
         )
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
@@ -113,8 +119,9 @@ class LoggedProcess:
                 self.process.kill()
                 self.process.wait()
         self._reader.join(5)
-        if self.process.stdout is not None:
-            self.process.stdout.close()
+        for pipe in (self.process.stdout, self.process.stdin):
+            if pipe is not None:
+                pipe.close()
 
 
 class ServerProcess(LoggedProcess):
