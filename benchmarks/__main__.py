@@ -21,6 +21,8 @@ NAMES = {
     "batching": "8 sessions with and without the dynamic batcher",
     "inference": "the default model on every backend, no server around",
     "encoder": "aiortc's VP8 encoder vs ours (denoiser off): time, bitrate, PSNR",
+    "codecs": "VP8 vs H.264, aiortc's and ours: CPU per frame to encode and decode, 480p, 720p",
+    "reach": "TURN relay vs host candidates (connect, latency); WHIP publish -> WHEP latency",
     "stages": "where a frame's time goes, stage by stage",
     "clients": "our client vs inference-sdk on the same live feed",
     "upload": "uploaded files: the whole path vs decode + inference alone",

@@ -7,7 +7,7 @@ import ipaddress
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 __all__ = ["ClientSettings", "Settings"]
@@ -111,6 +111,23 @@ class Settings(BaseSettings):
     """A WHIP publisher that sends no video for this long is treated as gone: its pipeline
     source stops and its peer closes (one killed without a goodbye stays "connected" to
     ICE for much longer)."""
+
+    video_start_kbps: int = Field(default=500, ge=50)
+    """Where the returned video's bitrate starts (VP8 and H.264); the receiver's REMB then
+    moves it between ``video_min_kbps`` and ``video_max_kbps``."""
+    video_min_kbps: int = Field(default=250, ge=50)
+    """Lowest bitrate of the returned video, whatever the receiver's REMB says."""
+    video_max_kbps: int = Field(default=1500, ge=50)
+    """Highest bitrate of the returned video (also capped by ``video_kbps_per_megapixel``)."""
+    video_codec: Literal["auto", "vp8", "h264"] = "auto"
+    """The returned video's codec: ``auto`` follows the client's offer (its first codec we
+    have: VP8 from Chrome, Firefox and aiortc, H.264 from Safari); ``vp8`` or ``h264`` is
+    chosen whenever the offer has it. One m-line carries both directions, so the client's
+    video is received in the same codec."""
+    video_receive_max_kbps: int = Field(default=1000, ge=0)
+    """Highest bitrate the server's REMB lets a client send its video at (0: aiortc's
+    estimate, unbounded). A client on the same machine or LAN would otherwise be raised to
+    its encoder's maximum, and every packet costs the server Python time."""
 
     ack_window: int = Field(default=8, ge=1)
     """Processed-but-unacknowledged frames allowed in non-realtime mode once ACKs flow."""
@@ -251,6 +268,16 @@ class Settings(BaseSettings):
     it RSS creeps up with session churn (``benchmarks churn``)."""
     workflow_threads: int = Field(default=4, ge=1)
     """Threads that run workflows (preprocess, inference, annotate, serialize) for all sessions."""
+
+    @model_validator(mode="after")
+    def _bitrates_in_order(self) -> Settings:
+        if not self.video_min_kbps <= self.video_start_kbps <= self.video_max_kbps:
+            raise ValueError(
+                "video bitrates must be ordered: video_min_kbps <= video_start_kbps <= "
+                f"video_max_kbps (got {self.video_min_kbps}, {self.video_start_kbps}, "
+                f"{self.video_max_kbps})"
+            )
+        return self
 
     @field_validator(
         "ice_servers", "ice_host_addresses", "onnx_providers", "allowed_networks", mode="before"

@@ -229,6 +229,10 @@ class WebRTCSession:
         return self._core.candidate_types
 
     @property
+    def video_codec(self) -> str | None:
+        return self._core.video_codec
+
+    @property
     def termination_reason(self) -> str | None:
         return self._core.termination_reason
 

@@ -24,6 +24,9 @@ class StreamConfig:
     """Nominal fps for sources that cannot tell (sources that can take precedence)."""
     turn_server: dict[str, str] | None = None
     """``{"urls": ..., "username": ..., "credential": ...}``, used by both peers."""
+    video_codec: Literal["vp8", "h264"] | None = None
+    """Ours: the codec our offer prefers for the video both ways (None: aiortc's order, VP8
+    first); the server follows it unless it is set to prefer another."""
     ice_transport_policy: Literal["all", "relay"] = "all"
     """Ours: ``relay`` makes our peer use only ``turn_server``'s relayed candidates (it never
     exposes a host address); a TURN server that gives none fails the session at once."""

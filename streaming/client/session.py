@@ -23,6 +23,7 @@ from aiortc import MediaStreamTrack, RTCPeerConnection, RTCSessionDescription
 from sources import SourceError
 
 from ..protocol.messages import SIGNALING_PATH, IceServer
+from ..rtc.codecs import negotiated_video_codec, preferring
 from ..rtc.ice import build_configuration, candidate_types, relay_problem
 from ..rtc.jitter import releasing_on_marker
 from ..rtc.track import received_frames
@@ -124,6 +125,8 @@ class AsyncWebRTCSession:
         self._state_changed = asyncio.Event()
         self._closed = asyncio.Event()
         self.receives_video = False
+        self.video_codec: str | None = None
+        """The video codec the server answered with (``VP8``, ``H264``), once connected."""
         self.candidate_types: dict[str, set[str]] = {"local": set(), "remote": set()}
         """The ICE candidate types (host, srflx, relay) each side offered, once connected:
         only ``relay`` on either side means every packet goes through a TURN relay."""
@@ -235,6 +238,10 @@ class AsyncWebRTCSession:
         channel.on("message", self._receiver.receive)
         self._receiver.channel = channel
         await self.source.attach(pc, self._spawn)
+        if self.config.video_codec is not None:
+            for transceiver in pc.getTransceivers():
+                if transceiver.kind == "video":
+                    transceiver.setCodecPreferences(preferring(self.config.video_codec))
         await pc.setLocalDescription(await pc.createOffer())
         if problem := await relay_problem(configuration, pc.localDescription.sdp):
             raise SessionStartError(f"cannot connect to {self.url}: {problem}", url=self.url)
@@ -262,6 +269,7 @@ class AsyncWebRTCSession:
             "local": candidate_types(pc.localDescription.sdp),
             "remote": candidate_types(pc.remoteDescription.sdp),
         }
+        self.video_codec = negotiated_video_codec(pc.remoteDescription.sdp)
         await self.source.start(self._spawn)
 
     async def _wait_connected(self, pc: RTCPeerConnection) -> None:

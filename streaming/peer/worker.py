@@ -37,6 +37,7 @@ from ..protocol.messages import (
 )
 from ..protocol.notices import NoticeCode
 from ..protocol.upload import UPLOAD_CHANNEL
+from ..rtc.codecs import VideoCodec, negotiated_video_codec, preferring
 from ..rtc.ice import IcePolicy, build_configuration, relay_problem
 from ..rtc.release import releases_frames
 from ..tasks import Closer, TaskOwner
@@ -108,6 +109,7 @@ class SessionConfig:
     ice_username: str | None
     ice_credential: str | None
     ice_policy: IcePolicy
+    video_codec: VideoCodec
     allow_client_ice_servers: bool
     ice_gathering_timeout_s: float
     connect_timeout_s: float
@@ -130,6 +132,7 @@ class SessionConfig:
                 settings.ice_credential.get_secret_value() if settings.ice_credential else None
             ),
             ice_policy=settings.ice_transport_policy,
+            video_codec=settings.video_codec,
             allow_client_ice_servers=settings.allow_client_ice_servers,
             ice_gathering_timeout_s=settings.ice_gathering_timeout_s,
             connect_timeout_s=settings.connect_timeout_s,
@@ -225,8 +228,13 @@ class PeerWorker:
                 self._out_track = OutboundVideoTrack(
                     "latest" if self.realtime else "wait", self._config.output_queue_frames
                 )
-                # Added before the offer is applied so it binds to the client's video m-line.
-                pc.addTrack(self._out_track)
+                # Added before the offer is applied so it binds to the client's video m-line,
+                # with the codec the server prefers (the offer's order unless set).
+                sender = pc.addTrack(self._out_track)
+                if preferred := preferring(config.video_codec):
+                    for transceiver in pc.getTransceivers():
+                        if transceiver.sender is sender:
+                            transceiver.setCodecPreferences(preferred)
             else:  # aiortc cannot answer a track with no m-line to carry it
                 self._notices.report(
                     NoticeCode.OUTPUT_SWITCH_IGNORED,
@@ -370,7 +378,8 @@ class PeerWorker:
         assert self._pc is not None
         state = self._pc.connectionState
         if state == "connected":
-            log.info("session %s connected", self.session_id[:8])
+            codec = negotiated_video_codec(self._pc.localDescription.sdp) or "no video"
+            log.info("session %s connected (%s)", self.session_id[:8], codec)
         else:
             log.debug("session %s connection %s", self.session_id[:8], state)
         if state in ("failed", "closed"):

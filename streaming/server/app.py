@@ -26,7 +26,7 @@ from ..metrics import Metrics
 from ..peer.publisher import Publishers
 from ..peer.sessions import SessionRegistry
 from ..pipelines import PipelineManager, Pipelines, PipelineStore
-from ..rtc import install_for_server
+from ..rtc import BitrateLimits, install_for_server
 from ..tasks import TaskOwner
 from ..workflows.library import WorkflowLibrary
 from . import (
@@ -209,7 +209,15 @@ def create_app(
     if install_rtc:
         # ICE on the configured addresses, frames released on their marker packet, VP8
         # without the denoiser: process-wide, which the server's process is for.
-        install_for_server(settings.ice_host_addresses, settings.video_kbps_per_megapixel)
+        limits = BitrateLimits(
+            settings.video_start_kbps * 1000,
+            settings.video_min_kbps * 1000,
+            settings.video_max_kbps * 1000,
+        )
+        install_for_server(
+            settings.ice_host_addresses, settings.video_kbps_per_megapixel, limits,
+            settings.video_receive_max_kbps * 1000,
+        )  # fmt: skip
     metrics = Metrics()
 
     parts = _Parts(deployment, pipeline_factory, model_opener, capture_factory)

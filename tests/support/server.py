@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -19,6 +20,7 @@ from typing import Any
 import httpx
 
 READY_MARKERS = ("ready:", "Uvicorn running on")
+_CONNECTED = re.compile(r"session \w+ connected( \(|$)")  # "connected (VP8)", say
 LOOPBACK_ALLOWED = "127.0.0.0/8,::1/128,0.0.0.0/0,::/0"
 # Between looks at state only reachable over HTTP (a Ray deployment's replicas report every s).
 POLL_S = 0.25
@@ -169,7 +171,7 @@ class ServerProcess(LoggedProcess):
     def _on_line(self, line: str) -> None:
         if "session " in line and " closed after " in line:
             self.closed_sessions += 1
-        if "session " in line and line.rstrip().endswith(" connected"):
+        if _CONNECTED.search(line):
             self.connected_sessions += 1
         for marker in READY_MARKERS:
             if marker in line:

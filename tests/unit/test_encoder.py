@@ -1,16 +1,18 @@
-"""Our VP8 encoder: aiortc's, denoiser off, reopened exactly when aiortc would reopen it, capped
-by frame size."""
+"""Our VP8 and H.264 encoders: aiortc's, VP8's denoiser off and H.264 at a real-time preset,
+reopened exactly when aiortc would reopen them, within the bitrate limits and capped by frame
+size."""
 
 from __future__ import annotations
 
 import av
 from aiortc import rtcrtpsender
 from aiortc.codecs import get_encoder
+from aiortc.codecs.h264 import h264_depayload
 from aiortc.codecs.vpx import vp8_depayload
 from aiortc.rtcrtpparameters import RTCRtpCodecParameters
 
 from streaming.rtc import encoder as encoder_module
-from streaming.rtc.encoder import Vp8Encoder, bitrate_cap, install
+from streaming.rtc.encoder import BitrateLimits, H264Encoder, Vp8Encoder, bitrate_cap, install
 from tests.support.media import video_frames
 
 
@@ -18,7 +20,7 @@ def test_it_encodes_without_the_denoiser_and_reopens_on_a_bitrate_change_or_new_
     monkeypatch,
 ):
     opened, options = [], []  # every codec our encoder opened, and its options (PyAV clears
-    original = encoder_module._open  # them once libvpx has taken them)
+    original = encoder_module._open_vp8  # them once libvpx has taken them)
 
     def recording_open(*args):
         codec = original(*args)
@@ -26,7 +28,7 @@ def test_it_encodes_without_the_denoiser_and_reopens_on_a_bitrate_change_or_new_
         options.append(dict(codec.options))
         return codec
 
-    monkeypatch.setattr(encoder_module, "_open", recording_open)
+    monkeypatch.setattr(encoder_module, "_open_vp8", recording_open)
     encoder = Vp8Encoder()
     decoder = av.CodecContext.create("libvpx", "r")
     for i, frame in enumerate(video_frames(12) + video_frames(3, size=(256, 192))):
@@ -53,13 +55,49 @@ def test_a_small_bitrate_change_keeps_the_encoder():
     assert encoder.codec is codec
 
 
-def test_install_makes_aiortc_senders_build_it_for_vp8_only():
+def test_install_makes_aiortc_senders_build_ours_for_video_and_aiortcs_for_audio():
     install()
-    install()  # idempotent
+    install(limits=BitrateLimits(400_000, 300_000, 600_000))  # idempotent; new limits
     vp8 = RTCRtpCodecParameters(mimeType="video/VP8", clockRate=90000, payloadType=96)
     h264 = RTCRtpCodecParameters(mimeType="video/H264", clockRate=90000, payloadType=102)
+    opus = RTCRtpCodecParameters(mimeType="audio/opus", clockRate=48000, payloadType=111)
     assert isinstance(rtcrtpsender.get_encoder(vp8), Vp8Encoder)
-    assert type(rtcrtpsender.get_encoder(h264)) is type(get_encoder(h264))
+    built = rtcrtpsender.get_encoder(h264)
+    assert isinstance(built, H264Encoder) and built.target_bitrate == 400_000
+    assert type(rtcrtpsender.get_encoder(opus)) is type(get_encoder(opus))
+    install()
+
+
+def test_h264_opens_libx264_at_a_real_time_preset_and_decodes(monkeypatch):
+    options = []
+    original = encoder_module._open_h264
+
+    def recording_open(*args):
+        codec = original(*args)
+        options.append(dict(codec.options))
+        return codec
+
+    monkeypatch.setattr(encoder_module, "_open_h264", recording_open)
+    encoder = H264Encoder()
+    decoder = av.CodecContext.create("h264", "r")
+    decoded = 0
+    for i, frame in enumerate(video_frames(8)):
+        payloads, _ = encoder.encode(frame, force_keyframe=i == 0)
+        assert encoder.codec.bit_rate == encoder.target_bitrate == 500_000
+        data = b"".join(b"\x00\x00\x00\x01" + h264_depayload(p) for p in payloads if p)
+        decoded += len(decoder.decode(av.Packet(data))) if data else 0
+    assert [o["preset"] for o in options] == ["veryfast"]  # opened once, by us
+    assert decoded >= 1
+
+
+def test_remb_moves_the_bitrate_only_within_the_limits():
+    limits = BitrateLimits(start=800_000, minimum=300_000, maximum=2_500_000)
+    for encoder in (Vp8Encoder(limits=limits), H264Encoder(limits)):
+        assert encoder.target_bitrate == 800_000
+        encoder.target_bitrate = 100_000  # a receiver asking for less than the minimum
+        assert encoder.target_bitrate == 300_000
+        encoder.target_bitrate = 9_000_000  # past aiortc's own 1.5 / 3 Mbps maxima too
+        assert encoder.target_bitrate == 2_500_000
 
 
 def test_the_cap_scales_with_frame_size_and_zero_means_none():

@@ -10,10 +10,10 @@ import textwrap
 
 import numpy as np
 import pytest
-from aiortc import rtcrtpreceiver, rtcrtpsender
+from aiortc import rtcrtpreceiver, rtcrtpsender, rtp
 from aiortc.mediastreams import MediaStreamError
 
-from streaming.rtc import RtcInstallError, encoder, jitter, releasing_on_marker
+from streaming.rtc import RtcInstallError, encoder, jitter, releasing_on_marker, remb
 from tests.support.peer import QueuedVideoTrack, loopback_peer
 
 WAIT_S = 30.0
@@ -133,3 +133,16 @@ async def test_a_frame_arrives_on_its_own_marker_packet_between_real_peers():
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def test_the_remb_ceiling_lowers_what_receivers_ask_clients_for(monkeypatch):
+    monkeypatch.setattr(rtcrtpreceiver, "pack_remb_fci", rtp.pack_remb_fci)
+    remb.install(1_000_000)
+    remb.install(800_000)  # idempotent; the new ceiling
+    assert rtp.unpack_remb_fci(rtcrtpreceiver.pack_remb_fci(5_000_000, [7])) == (800_000, [7])
+    assert rtp.unpack_remb_fci(rtcrtpreceiver.pack_remb_fci(300_000, [7])) == (300_000, [7])
+    remb.install(0)  # none: aiortc's estimate as it is
+    assert rtp.unpack_remb_fci(rtcrtpreceiver.pack_remb_fci(5_000_000, [7]))[0] > 4_000_000
+    monkeypatch.setattr(rtcrtpreceiver, "pack_remb_fci", lambda *a: b"")
+    with pytest.raises(RtcInstallError, match="REMB"):
+        remb.install(1)
