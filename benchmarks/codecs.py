@@ -45,7 +45,7 @@ def encoders(bitrate: int) -> dict[str, tuple[object, str]]:
 def depayload(name: str, payloads: list[bytes]) -> bytes:
     if name.startswith("VP8"):
         return b"".join(vpx.vp8_depayload(p) for p in payloads)
-    return b"".join(b"\x00\x00\x00\x01" + h264.h264_depayload(p) for p in payloads if p)
+    return b"".join(h264.h264_depayload(p) for p in payloads)  # Annex B, start codes in
 
 
 def run(name: str, encoder, decoder_name: str, images: list[np.ndarray], bitrate: int) -> dict:

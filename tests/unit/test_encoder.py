@@ -84,10 +84,10 @@ def test_h264_opens_libx264_at_a_real_time_preset_and_decodes(monkeypatch):
     for i, frame in enumerate(video_frames(8)):
         payloads, _ = encoder.encode(frame, force_keyframe=i == 0)
         assert encoder.codec.bit_rate == encoder.target_bitrate == 500_000
-        data = b"".join(b"\x00\x00\x00\x01" + h264_depayload(p) for p in payloads if p)
+        data = b"".join(h264_depayload(p) for p in payloads)  # Annex B, start codes in
         decoded += len(decoder.decode(av.Packet(data))) if data else 0
     assert [o["preset"] for o in options] == ["veryfast"]  # opened once, by us
-    assert decoded >= 1
+    assert decoded >= 7  # every frame but what the decoder still holds
 
 
 def test_remb_moves_the_bitrate_only_within_the_limits():
