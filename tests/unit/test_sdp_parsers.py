@@ -1,0 +1,59 @@
+"""What we read out of SDP ourselves (the codec an answer settled on, the candidate types a
+description offers): exact on real descriptions, and never an exception on anything else."""
+
+from __future__ import annotations
+
+import asyncio
+
+from aiortc import RTCPeerConnection
+from hypothesis import given
+from hypothesis import strategies as st
+
+from streaming.rtc.codecs import negotiated_video_codec, preferring
+from streaming.rtc.ice import build_configuration, candidate_types, relay_problem
+
+SDP_LINES = st.lists(
+    st.one_of(
+        st.text(max_size=40),
+        st.sampled_from(["m=video 9 UDP/TLS/RTP/SAVPF 96", "m=video", "a=rtpmap:96 VP8/90000",
+                         "a=rtpmap:96", "a=candidate:1 1 udp 1 127.0.0.1 9 typ", "m=audio 9 x 0",
+                         "a=candidate:1 1 udp 1 127.0.0.1 9 typ relay"]),
+    ),
+    max_size=12,
+)  # fmt: skip
+
+
+@given(SDP_LINES)
+def test_the_parsers_never_raise_on_any_text(lines):
+    sdp = "\r\n".join(lines)
+    codec = negotiated_video_codec(sdp)
+    assert codec is None or any(line.startswith("a=rtpmap:") for line in lines)
+    kinds = candidate_types(sdp)
+    assert all(isinstance(kind, str) for kind in kinds)
+
+
+def test_a_real_offer_with_h264_preferred_names_it_and_its_host_candidates():
+    async def offer() -> str:
+        pc = RTCPeerConnection(build_configuration([], []))
+        transceiver = pc.addTransceiver("video")
+        transceiver.setCodecPreferences(preferring("h264"))
+        await pc.setLocalDescription(await pc.createOffer())
+        sdp = pc.localDescription.sdp
+        await pc.close()
+        return sdp
+
+    sdp = asyncio.run(offer())
+    assert negotiated_video_codec(sdp) == "H264"
+    assert candidate_types(sdp) == {"host"}
+    assert preferring("auto") == []
+    assert preferring("vp8")[0].mimeType == "video/VP8"
+
+
+def test_relay_only_without_a_turn_server_says_so_and_all_is_never_a_problem():
+    relay = build_configuration([], [], policy="relay")
+    sdp = "v=0\r\nm=video 9 x 96\r\n"
+    message = asyncio.run(relay_problem(relay, sdp))
+    assert message is not None and "no TURN server" in message
+    assert asyncio.run(relay_problem(build_configuration([], []), sdp)) is None
+    with_relay = sdp + "a=candidate:1 1 udp 1 127.0.0.1 9 typ relay raddr 0.0.0.0 rport 0\r\n"
+    assert asyncio.run(relay_problem(relay, with_relay)) is None
