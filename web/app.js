@@ -2,8 +2,9 @@
 // kept in window.visionstream.stats for people debugging and for the browser tests.
 
 import { numbersOf, renderCounts } from "./counts.js";
-import { StreamError, getJson } from "./protocol.js";
+import { StreamError, getJson, iceConfiguration } from "./protocol.js";
 import { StreamSession } from "./session.js";
+import { WhipSession } from "./whip.js";
 
 const $ = (id) => document.getElementById(id);
 const form = $("controls");
@@ -26,6 +27,7 @@ const SESSION_STATS = {
   uploadPercent: 0,
   startToFirstFrameMs: null,
   detections: 0,
+  path: null, // the candidate pair in use: "host → host", "relay → host"
 };
 const stats = {
   ...SESSION_STATS,
@@ -77,7 +79,7 @@ function setPhase(phase) {
   $("stop").disabled = !running;
   if (running && focused === $("start")) $("stop").focus();
   if (!running && focused === $("stop")) $("start").focus();
-  for (const element of form.querySelectorAll("fieldset, .mode-panel, #workflow, #every-frame")) {
+  for (const element of form.querySelectorAll("fieldset, .mode-panel, #workflow, #every-frame, #network-box input")) {
     element.disabled = running;
   }
   renderStatus();
@@ -91,6 +93,7 @@ function renderStatus() {
     stats.latencyMs === null
       ? "–"
       : `${Math.round(stats.latencyMs)} ms${stats.latencyBasis === "server" ? " (from the server's receipt)" : ""}`;
+  $("path").textContent = stats.path ?? "–";
   $("dropped").textContent = String(stats.dropped);
   $("results").textContent = String(stats.resultsReceived);
 }
@@ -357,11 +360,22 @@ async function begin() {
   const [workspace_name, workflow_id] = $("workflow").value.split("/");
   try {
     const source = await sourceForMode();
-    session = new StreamSession({
+    const Session = source.kind === "webcam" && $("whip").checked ? WhipSession : StreamSession;
+    session = new Session({
       source,
       workflow: { workspace_name, workflow_id },
       realtime: !$("every-frame").checked,
       apiKey: apiKey(),
+      ice: iceConfiguration({
+        turnUrl: $("turn-url").value.trim(),
+        username: $("turn-username").value.trim(),
+        credential: $("turn-credential").value,
+        relayOnly: $("relay-only").checked,
+      }),
+      onPath: (path) => {
+        stats.path = path;
+        renderStatus();
+      },
       parameters: parameters(),
       onState: (phase) => setPhase(phase),
       onConnection: (state) => {

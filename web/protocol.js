@@ -238,3 +238,57 @@ export async function uploadFile(channel, file, { onProgress, signal } = {}) {
     onProgress?.(index + 1, total);
   }
 }
+
+/**
+ * WHIP/WHEP (RFC 9725): POSTs the complete offer as application/sdp, the API key as the
+ * bearer token; returns the answer and the resource's URL (DELETE there ends it).
+ */
+export async function exchangeSdp(path, offerSdp, apiKey) {
+  const response = await send(path, {
+    method: "POST",
+    headers: authHeaders(apiKey, { "Content-Type": "application/sdp" }),
+    body: offerSdp,
+  });
+  if (response.status !== 201) await readJson(path, response); // throws, in words
+  const resource = new URL(response.headers.get("Location"), globalThis.location.origin).href;
+  return { sdp: await response.text(), location: resource };
+}
+
+/** DELETE a WHIP or WHEP resource; best effort (the server also notices a peer going). */
+export async function deleteResource(url, apiKey) {
+  try {
+    await fetch(url, { method: "DELETE", headers: authHeaders(apiKey) });
+  } catch {
+    // the server is gone; nothing to end
+  }
+}
+
+/** The ICE configuration for a page's settings: a TURN server (or none), relay-only or not. */
+export function iceConfiguration({ turnUrl = "", username = "", credential = "", relayOnly = false } = {}) {
+  const iceServers = turnUrl ? [{ urls: turnUrl, username, credential }] : [];
+  return { iceServers, iceTransportPolicy: relayOnly ? "relay" : "all" };
+}
+
+/**
+ * The candidate pair in use, as "<local type> → <remote type>" (host, srflx, prflx, relay),
+ * from the browser's own statistics; null before one is selected.
+ */
+export async function candidatePath(pc) {
+  const stats = await pc.getStats();
+  let pair = null;
+  stats.forEach((report) => {
+    if (report.type === "transport" && report.selectedCandidatePairId) {
+      pair = stats.get(report.selectedCandidatePairId);
+    }
+  });
+  if (pair === null) {
+    stats.forEach((report) => {
+      if (report.type === "candidate-pair" && report.nominated && report.state === "succeeded") pair = report;
+    });
+  }
+  if (pair === null) return null;
+  const local = stats.get(pair.localCandidateId);
+  const remote = stats.get(pair.remoteCandidateId);
+  if (!local || !remote) return null;
+  return `${local.candidateType} → ${remote.candidateType}`;
+}

@@ -5,6 +5,7 @@
 import {
   ResultAssembler,
   StreamError,
+  candidatePath,
   decodeResult,
   iceGathered,
   negotiate,
@@ -12,6 +13,11 @@ import {
   uploadFile,
   waitForEvent,
 } from "./protocol.js";
+
+export const ICE_FAILED =
+  "The video connection (ICE) failed: this browser and the server could not reach each other's " +
+  "media ports. A firewall or NAT may be in the way: set a TURN server under “Network”, or the " +
+  "server's STREAMING_ICE_SERVERS; STREAMING_ICE_HOST_ADDRESSES controls what it offers.";
 
 const SENT_TIMES_KEPT = 600; // ~20 s of 30 fps: results come back long before that
 const PAIRING_RESULTS = 30; // results without a paired send time before falling back
@@ -51,8 +57,11 @@ export class StreamSession {
    *   workflow: {workspace_name, workflow_id} (not needed to watch a pipeline)
    *   parameters: the workflow's parameters (e.g. a line the user drew), or none
    *   realtime: drop frames to keep up (false: every frame, with ACKs)
+   *   ice: {iceServers, iceTransportPolicy} (iceConfiguration()): used here and sent to the
+   *        server, which then relays through the same TURN server
    *   apiKey, and callbacks onState(state), onTrack(MediaStream), onResult(result, latencyMs),
-   *   onUpload(sent, total), onComplete(reason), onError(StreamError)
+   *   onUpload(sent, total), onComplete(reason), onError(StreamError), onPath(text): the
+   *   candidate pair in use ("host → host", "relay → host")
    */
   constructor(options) {
     this.options = options;
@@ -93,7 +102,8 @@ export class StreamSession {
     const { source, realtime, apiKey } = this.options;
     const encoded =
       source.kind === "webcam" && typeof RTCRtpSender.prototype.createEncodedStreams === "function";
-    const pc = new RTCPeerConnection({ iceServers: [], encodedInsertableStreams: encoded });
+    const ice = this.options.ice ?? { iceServers: [], iceTransportPolicy: "all" };
+    const pc = new RTCPeerConnection({ ...ice, encodedInsertableStreams: encoded });
     this.pc = pc;
     pc.addEventListener("connectionstatechange", () => this.#onConnectionState());
     pc.addEventListener("track", (event) => {
@@ -151,6 +161,8 @@ export class StreamSession {
       stream_output: null, // the workflow's first image output, drawn by the server
     };
     if (apiKey) body.api_key = apiKey;
+    const servers = this.options.ice?.iceServers ?? [];
+    if (servers.length) body.webrtc_config = { iceServers: servers };
     if (source.kind === "pipeline") {
       body.pipeline_id = source.pipelineId;
       body.pipeline_source_id = source.sourceId ?? 0;
@@ -178,14 +190,13 @@ export class StreamSession {
     if (state === "connected") {
       this.#connected = true;
       if (this.state === "connecting") this.#setState("connected");
+      candidatePath(this.pc).then((path) => path && this.options.onPath?.(path), () => {});
     } else if (state === "failed") {
       this.#fail(
         new StreamError(
           this.#connected
             ? "The connection to the server was lost."
-            : "The video connection (ICE) failed: this browser and the server could not reach " +
-                "each other's media ports. A firewall or NAT may be in the way; the server's " +
-                "STREAMING_ICE_SERVERS and STREAMING_ICE_HOST_ADDRESSES control what it offers.",
+            : ICE_FAILED,
         ),
       );
     }

@@ -20,7 +20,8 @@ from tests.conftest import DETECT_SPEC, load_photo
 from tests.support.browser import chromium
 from tests.support.camera import RTSPCamera
 from tests.support.media import outline_difference, write_clip, write_y4m
-from tests.support.server import ServerProcess, free_port
+from tests.support.server import ServerProcess, free_port, wait_for
+from tests.support.turn import PASSWORD, USER, TurnServer
 
 pytestmark = pytest.mark.e2e
 
@@ -105,7 +106,7 @@ def test_page_and_its_files_come_from_this_server(server):
     response = server.get("/")
     assert response.status_code == 200 and "<title>visionstream</title>" in response.text
     assert "default-src 'self'" in response.headers["content-security-policy"]
-    for name in ("app.js", "session.js", "protocol.js", "style.css", "favicon.svg"):
+    for name in ("app.js", "session.js", "protocol.js", "whip.js", "style.css", "favicon.svg"):
         assert server.get(f"/{name}").status_code == 200, name
     assert "http" not in "".join(
         line for line in response.text.splitlines() if "src=" in line or "href=" in line
@@ -397,3 +398,48 @@ def test_a_denied_camera_is_a_readable_error(browser, server):
         assert "Camera permission was denied" in shown_error(page)
         wait_stats(page, 's.phase === "failed"')
     assert server.sessions() == 0
+
+
+# --- beyond our own protocol: WHIP/WHEP and a TURN relay ---------------------------------
+
+
+def health(server) -> dict:
+    return server.get("/healthz").json()
+
+
+def test_the_page_publishes_over_whip_and_plays_the_annotated_output_over_whep(page, server):
+    page.get_by_label("Send with WHIP").check()
+    page.get_by_role("button", name="Start", exact=True).click()
+    stats = wait_stats(page, 's.state === "connected" && s.framesReceived >= 15 && s.path')
+    assert stats["path"] == "host → host"
+    assert "host → host" in page.get_by_role("status").inner_text()
+    assert health(server)["publishers"] == 1  # the webcam, as a WHIP publisher
+    assert page.evaluate("() => document.getElementById('output').videoWidth") > 0
+    screenshot(page, "whip")
+    page.get_by_role("button", name="Stop", exact=True).click()
+    wait_stats(page, 's.phase === "stopped"')
+    # Stop sends DELETE for the player's and the publisher's resources.
+    wait_for(
+        lambda: (h := health(server))["publishers"] == 0 and h["sessions"] == 0,
+        30,
+        "the WHIP resource and the WHEP session ended",
+    )
+
+
+def test_the_page_relays_through_turn_when_told_and_shows_the_relayed_path(page, server, tmp_path):
+    turn = TurnServer(tmp_path / "turn")
+    try:
+        allocations = turn.allocations()
+        page.get_by_text("Network (TURN)").click()
+        page.get_by_label("TURN server").fill(turn.url("udp"))
+        page.get_by_label("User name").fill(USER)
+        page.get_by_label("Password").fill(PASSWORD)
+        page.get_by_label("Relay only").check()
+        page.get_by_role("button", name="Start", exact=True).click()
+        stats = wait_stats(page, 's.state === "connected" && s.framesReceived >= 10 && s.path')
+        assert stats["path"].startswith("relay → "), stats["path"]
+        assert turn.allocations() >= allocations + 1
+        page.get_by_role("button", name="Stop", exact=True).click()
+        wait_stats(page, 's.phase === "stopped"')
+    finally:
+        turn.stop()
