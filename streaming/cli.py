@@ -238,6 +238,19 @@ def _add_stream_arguments(parser: argparse.ArgumentParser) -> None:
         type=float,
         help="seconds to set up the session (default: VISIONSTREAM_CONNECT_TIMEOUT_S, else 30)",
     )
+    parser.add_argument(
+        "--turn", metavar="URL", help="a TURN server both peers use: turn:host:3478[?transport=tcp]"
+    )
+    parser.add_argument("--turn-user", help="its user name")
+    parser.add_argument(
+        "--turn-password", help="its password (or set VISIONSTREAM_TURN_PASSWORD; never logged)"
+    )
+    parser.add_argument(
+        "--relay-only", action="store_true", help="use only the TURN relay (no host addresses)"
+    )
+    parser.add_argument(
+        "--video-codec", choices=["vp8", "h264"], help="the codec to prefer (default: VP8 first)"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import signal
 import sys
@@ -254,6 +255,9 @@ def _run(args: argparse.Namespace) -> int:
         ),
         data_output=list(args.data_output),
         realtime_processing=live if args.realtime is None else args.realtime,
+        turn_server=_turn_server(args),
+        ice_transport_policy="relay" if args.relay_only else "all",
+        video_codec=args.video_codec,
     )
     client = Client(args.api_url, args.api_key, connect_timeout=args.connect_timeout)
     session = client.webrtc.stream(source, workflow=workflow, workspace=workspace, config=config)
@@ -384,3 +388,12 @@ def _start_failure(exc: SessionStartError) -> str:
     if exc.status is None and str(exc).startswith("cannot reach"):
         return f"{exc}\nIs the server running? Start one with: visionstream serve"
     return str(exc)
+
+
+def _turn_server(args: argparse.Namespace) -> dict[str, str] | None:
+    """``--turn`` and its credentials as an ``iceServers`` entry; the password may come from
+    the environment, so it is in no shell history."""
+    if not args.turn:
+        return None
+    password = args.turn_password or os.environ.get("VISIONSTREAM_TURN_PASSWORD", "")
+    return {"urls": args.turn, "username": args.turn_user or "", "credential": password}

@@ -8,6 +8,7 @@ credentials must fail at once with a message that says so, never at the connect 
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 
 import httpx
@@ -151,3 +152,103 @@ def _offer_sdp() -> str:
         return sdp
 
     return asyncio.run(offer())
+
+
+def test_a_whip_publisher_learns_the_relay_from_the_link_header_and_publishes_through_it(turn):
+    """WHIP's way to hand a publisher the ICE servers: ``Link: <turn:...>; rel="ice-server"``
+    with credentials. A relay-only publisher must use them: the server is relay-only too."""
+    with running_server(
+        ice_servers=turn.url("udp"),
+        ice_username=USER,
+        ice_credential=PASSWORD,
+        ice_transport_policy="relay",
+    ) as server:
+        results, links = asyncio.run(_publish_through_relay(server.url, turn))
+    assert results, "no result of the relayed stream"
+    (link,) = links
+    assert link["url"] == turn.url("udp") and link["username"] == USER
+    assert link["credential"] == PASSWORD  # to the key holder only: this server has no key
+
+
+async def _publish_through_relay(url: str, turn: TurnServer) -> tuple[list, list[dict]]:
+    from aiortc import RTCPeerConnection, RTCSessionDescription
+
+    from sources import SyntheticSource
+    from streaming.protocol.messages import IceServer
+    from streaming.rtc.ice import build_configuration
+    from streaming.rtc.track import FrameSourceTrack
+
+    async with httpx.AsyncClient(base_url=url, timeout=60) as http:
+        # An OPTIONS-less publisher: the first POST's Link header is where it learns the
+        # relay; a relay-only publisher then offers again with it.
+        learner = RTCPeerConnection(build_configuration([], []))
+        learner.addTransceiver("video", direction="sendonly")
+        await learner.setLocalDescription(await learner.createOffer())
+        first = await http.post(
+            "/whip/workflows/local/image-blur",
+            content=learner.localDescription.sdp,
+            headers={"Content-Type": "application/sdp"},
+        )
+        await learner.close()
+        assert first.status_code == 201, first.text
+        await http.delete(first.headers["location"])
+        links = [_parse_link(value) for value in first.headers["link"].split(", ")]
+        servers = [IceServer(urls=[k["url"]], username=k["username"], credential=k["credential"])
+                   for k in links]  # fmt: skip
+        publisher = RTCPeerConnection(build_configuration([], servers, policy="relay"))
+        track = FrameSourceTrack(SyntheticSource(320, 240, fps=15, frames=None))
+        try:
+            publisher.addTransceiver(track, direction="sendonly")
+            await publisher.setLocalDescription(await publisher.createOffer())
+            sdp = publisher.localDescription.sdp
+            assert {line.split()[7] for line in sdp.splitlines() if " typ " in line} == {"relay"}
+            response = await http.post(
+                "/whip/workflows/local/image-blur",
+                content=sdp,
+                headers={"Content-Type": "application/sdp"},
+            )
+            assert response.status_code == 201, response.text
+            await publisher.setRemoteDescription(RTCSessionDescription(response.text, "answer"))
+            pipeline_id = (await http.get("/inference_pipelines/list")).json()["pipelines"][0]
+            consumed = await http.request(
+                "GET", f"/inference_pipelines/{pipeline_id}/consume", json={"wait_seconds": 20}
+            )
+            await http.delete(response.headers["location"])
+            return consumed.json()["outputs"], links
+        finally:
+            await publisher.close()
+            track.stop()
+
+
+def _parse_link(value: str) -> dict[str, str]:
+    url, *params = [part.strip() for part in value.split(";")]
+    fields = dict(p.split("=", 1) for p in params)
+    assert fields["rel"] == '"ice-server"'
+    return {
+        "url": url.strip("<>"),
+        "username": fields["username"].strip('"'),
+        "credential": fields["credential"].strip('"'),
+    }
+
+
+def test_the_command_line_relays_through_turn_and_says_when_the_password_is_wrong(turn):
+    import os
+    import subprocess
+    import sys
+
+    def stream(password: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "streaming.cli", "stream", "--source", "synthetic:320x240@15",
+             "--frames", "5", "--no-realtime", "--api-url", server.url,
+             "--turn", turn.url("tcp"), "--turn-user", USER, "--relay-only"],
+            env={**os.environ, "VISIONSTREAM_TURN_PASSWORD": password},
+            capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+
+    with running_server(ice_transport_policy="relay") as server:
+        done = stream(PASSWORD)
+        refused = stream("not-it")
+    assert done.returncode == 0, done.stderr
+    assert "frames 5" in done.stderr
+    assert refused.returncode == 1 and "refused the credentials" in refused.stderr
+    assert "Traceback" not in refused.stderr and "not-it" not in refused.stderr
