@@ -65,7 +65,7 @@ def main() -> None:
     clip = stamped_clip(work / "clip.mp4", frames=8, size=(320, 240))
     serve = ["benchmarks/traced_serve.py"] if args.tracemalloc else None
     settings = {"upload_dir": str(uploads), "connect_timeout_s": "3", "max_sessions": "32",
-                "max_sessions_per_address": "32",
+                "max_sessions_per_address": "32", "whip_idle_timeout_s": "2",
                 "malloc_trim": str(args.malloc_trim).lower()}  # fmt: skip
     rounds, backs = [], []
     with RTSPCamera(320, 240, fps=30) as camera:

@@ -108,6 +108,7 @@ class Publisher:
         self.reason = "deleted"
         self._idle_timeout_s = idle_timeout_s
         self._pc: RTCPeerConnection | None = None
+        self._video = False
         self._tasks = TaskOwner(f"whip-{self.resource_id[:8]}", self._on_task_failure)
 
     async def answer(
@@ -144,8 +145,11 @@ class Publisher:
         return pc.localDescription.sdp
 
     def _on_track(self, track: MediaStreamTrack) -> None:
-        reading = self._read(track) if track.kind == "video" else self._discard(track)
-        self._tasks.spawn(reading)
+        if track.kind == "video" and not self._video:
+            self._video = True
+            self._tasks.spawn(self._read(track))
+        else:
+            self._tasks.spawn(self._discard(track))
 
     async def _read(self, track: MediaStreamTrack) -> None:
         while True:
@@ -162,7 +166,8 @@ class Publisher:
                 return
 
     async def _discard(self, track: MediaStreamTrack) -> None:
-        # Audio (OBS sends it) is not used; read so aiortc's queue stays empty.
+        # Audio (OBS sends it) and any second video are not used; read so aiortc's queue
+        # stays empty.
         try:
             while True:
                 await track.recv()
@@ -180,6 +185,8 @@ class Publisher:
         await asyncio.sleep(timeout)  # a timer: the deadline itself is what we wait for
         if self._pc is not None and self._pc.connectionState != "connected":
             self._end(f"it did not connect within {timeout:g} s")
+        elif not self._video:
+            self._end(f"it sent no video track within {timeout:g} s")
 
     def _on_task_failure(self, name: str, exc: BaseException) -> None:
         self._end(f"internal error in {name} ({type(exc).__name__})")

@@ -24,7 +24,13 @@ from typing import Any
 
 from fastapi import APIRouter, Depends, Request, Response
 
-from ..errors import InvalidOffer, NotFound, NotSupportedHere, UnsupportedMediaType
+from ..errors import (
+    InvalidOffer,
+    NotFound,
+    NotSupportedHere,
+    StreamingError,
+    UnsupportedMediaType,
+)
 from ..peer.publisher import Publisher
 from ..pipelines import PipelineManager
 from ..pipelines.manager import PipelineNotFound
@@ -55,6 +61,17 @@ _SDP_BODY = {
 
 class ResourceNotFound(NotFound):
     """No WHIP resource or WHEP session by that id (ended, or never there)."""
+
+
+class TrickleUnsupported(StreamingError):
+    """``PATCH`` on a WHIP resource: trickle ICE and ICE restarts are not supported."""
+
+    status = 405
+    code = "method_not_allowed"
+
+    @property
+    def headers(self) -> dict[str, str] | None:
+        return {"Allow": "DELETE"}
 
 
 async def _offer(request: Request, state: ServerState) -> str:
@@ -240,7 +257,10 @@ async def whip_patch(
     """Trickle ICE and ICE restarts are not supported: the answer carries every candidate."""
     state.auth.check(request)
     _publisher(state, resource_id)
-    return Response(status_code=405, headers={"Allow": "DELETE"})
+    raise TrickleUnsupported(
+        "this server does not take trickle ICE or ICE restarts: its answer carried every "
+        "candidate; publish again to restart"
+    )
 
 
 async def _play(

@@ -1,6 +1,7 @@
 """A short churn soak (the benchmark runs 1,000): sessions of every kind opened and ended,
-some clients killed without a goodbye, some aborted mid-handshake; afterwards the server's
-threads, file descriptors, open peer connections, upload files and sessions are back at
+WHIP publishers and WHEP players (GStreamer's webrtcbin) among them, some clients killed
+without a goodbye, some aborted mid-handshake; afterwards the server's threads, file
+descriptors, open peer connections, WHIP publishers, upload files and sessions are back at
 their baseline."""
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ def test_fifty_sessions_of_every_kind_leave_nothing_behind(tmp_path, camera):
         connect_timeout_s="3",
         max_sessions="32",
         max_sessions_per_address="32",
+        whip_idle_timeout_s="2",
     )
     try:
         server.wait_ready()

@@ -145,6 +145,9 @@ def test_a_publisher_that_vanishes_is_noticed_and_everything_of_it_released(whip
         wait_for(lambda: set(pipelines(whip_server)) - before, 30, "its pipeline")
         player = WebrtcbinPeer("play", f"{whip_server.url}/whep/resources/{resource}", "vp8", KEY)
         player.wait_frames(5)
+        trickle = call(whip_server, "PATCH", f"/whip/resources/{resource}")
+        assert trickle.status_code == 405 and trickle.headers["allow"] == "DELETE"
+        assert "trickle" in trickle.json()["message"]
         publisher.vanish()  # no DELETE, no DTLS close: only the silence tells
         h = settled(whip_server)
         assert h["publishers"] == 0 and h["peer_connections"] == 0

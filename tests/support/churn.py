@@ -10,7 +10,11 @@ Used by ``tests/e2e/test_churn.py`` (a short round in CI) and ``benchmarks/churn
 - ``camera``: our client asking the server to read an RTSP camera;
 - ``watcher``: our client watching a running pipeline;
 - ``aborted``: an offer posted, then the peer closed before it ever connected;
-- ``vanished``: a client process killed with SIGKILL mid-stream (no goodbye).
+- ``vanished``: a client process killed with SIGKILL mid-stream (no goodbye);
+- ``whip``: GStreamer's webrtcbin publishing over WHIP into the running pipeline, then
+  ``DELETE``; ``whep``: webrtcbin playing that pipeline's source over WHEP, then ``DELETE``;
+  ``whip_vanished``: a WHIP publisher killed with SIGKILL (gone after the server's
+  ``whip_idle_timeout_s``).
 """
 
 from __future__ import annotations
@@ -33,11 +37,17 @@ from streaming.client import PipelineSource, RTSPSource
 from tests.conftest import DETECT_SPEC
 from tests.support.peer import loopback_peer
 from tests.support.sdk import LoopManualSource
-from tests.support.server import LoggedProcess, ServerProcess
+from tests.support.server import LoggedProcess, ServerProcess, wait_for
+from tests.support.webrtcbin import WebrtcbinPeer
 
 __all__ = ["KINDS", "POOL_GROWTH", "Churn", "Resources", "plan"]
 
-KINDS = ("sdk", "ours", "upload", "camera", "watcher", "aborted", "vanished")
+KINDS = (
+    "sdk", "ours", "upload", "camera", "watcher", "aborted", "vanished",
+    "whip", "whep", "whip_vanished",
+)  # fmt: skip
+# Kinds that are no session of the server's (a WHIP publisher is a pipeline source).
+_NOT_SESSIONS = ("whip", "whip_vanished")
 CONFIG = StreamConfig(stream_output=["annotated"], data_output=["predictions"])
 IMAGE = np.full((240, 320, 3), 80, np.uint8)
 # A session that never comes back is a failure, not a wait: far above the ~1 s each takes.
@@ -55,6 +65,7 @@ class Resources:
         return (
             self.sessions == 0
             and self.peer_connections == 0
+            and self.publishers == 0
             and self.upload_files == 0
             and self.fds <= baseline.fds
             and self.threads <= baseline.threads + POOL_GROWTH
@@ -64,6 +75,7 @@ class Resources:
     fds: int
     sessions: int
     peer_connections: int
+    publishers: int
     upload_files: int
     rss_mb: float
 
@@ -84,6 +96,7 @@ class Resources:
             fds=fds,
             sessions=health["sessions"],
             peer_connections=health["peer_connections"],
+            publishers=health["publishers"],
             upload_files=sum(1 for p in uploads.rglob("*") if p.is_file() and p.name != ".lock"),
             rss_mb=rss_kb / 1024,
         )
@@ -110,12 +123,19 @@ class Churn:
         (or, for ``aborted`` and ``vanished``, once it was left behind)."""
         for kind in kinds:
             getattr(self, f"_{kind}")()
-            self.opened += 1
+            if kind not in _NOT_SESSIONS:
+                self.opened += 1
 
     def wait_all_closed(self, timeout: float) -> None:
         """Until the server has torn down every session opened so far (the vanished ones
-        take ICE consent's ~30 s), plus those of the pipeline watcher's own."""
+        take ICE consent's ~30 s), plus those of the pipeline watcher's own, and every WHIP
+        publisher is gone."""
         self.server.wait_sessions_closed(self.opened, timeout=timeout)
+        wait_for(
+            lambda: self.server.get("/healthz").json()["publishers"] == 0,
+            timeout,
+            "WHIP publishers gone",
+        )
 
     # ------------------------------------------------------------------- kinds
 
@@ -174,6 +194,36 @@ class Churn:
         finally:
             program.stop()
 
+    def _whip(self) -> None:
+        url = f"{self.server.url}/whip/pipelines/{self.pipeline_id}"
+        publisher = WebrtcbinPeer("publish", url, "vp8")
+        try:
+            publisher.location()
+            publisher.wait_connected()
+            assert publisher.end() == 200
+        finally:
+            publisher.stop()
+
+    def _whep(self) -> None:
+        player = WebrtcbinPeer(
+            "play", f"{self.server.url}/whep/pipelines/{self.pipeline_id}/0", "vp8"
+        )
+        try:
+            player.wait_frames(5)
+            assert player.end() == 200
+        finally:
+            player.stop()
+
+    def _whip_vanished(self) -> None:
+        url = f"{self.server.url}/whip/pipelines/{self.pipeline_id}"
+        publisher = WebrtcbinPeer("publish", url, "vp8")
+        try:
+            publisher.location()
+            publisher.wait_connected()
+            publisher.vanish()
+        finally:
+            publisher.stop()
+
 
 async def _post_offer_then_vanish(url: str) -> None:
     pc = loopback_peer()
@@ -198,6 +248,7 @@ async def _post_offer_then_vanish(url: str) -> None:
 def plan(count: int) -> list[str]:
     """``count`` sessions cycling through the kinds, vanishing ones first (they take longest
     to be noticed, so their waits overlap the rest)."""
-    cycle = [k for k in KINDS if k != "vanished"]
+    cycle = [k for k in KINDS if k not in ("vanished", "whip_vanished")]
     vanished = max(1, count // 25)
-    return ["vanished"] * vanished + [cycle[i % len(cycle)] for i in range(count - vanished)]
+    first = ["vanished", "whip_vanished"] * vanished
+    return first + [cycle[i % len(cycle)] for i in range(count - len(first))]
