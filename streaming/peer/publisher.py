@@ -25,17 +25,16 @@ from fractions import Fraction
 from typing import Any
 
 import av
-from aiortc import MediaStreamTrack, RTCConfiguration, RTCPeerConnection, RTCSessionDescription
+from aiortc import MediaStreamTrack, RTCConfiguration, RTCPeerConnection
 from aiortc.mediastreams import MediaStreamError
 
 from sources import FrameSource, SourceFrame
 from sources.hub import SourceFactory
 from sources.urls import PUBLISHED_SCHEME
 
-from ..errors import InvalidOffer, RelayUnavailable, TooManySessions, UpstreamTimeout
-from ..rtc.ice import relay_problem
+from ..errors import InvalidOffer, TooManySessions
 from ..tasks import TaskOwner
-from .worker import check_offer_sdp, track_peer_connection
+from .worker import answer_offer, check_offer_sdp, track_peer_connection
 
 __all__ = ["PUBLISHED_SCHEME", "PublishedFrames", "Publisher", "Publishers"]
 
@@ -127,22 +126,9 @@ class Publisher:
         track_peer_connection(pc)
         pc.on("track", self._on_track)
         pc.on("connectionstatechange", self._on_connection_state)
-        try:
-            await pc.setRemoteDescription(RTCSessionDescription(sdp=offer_sdp, type="offer"))
-        except Exception as exc:
-            raise InvalidOffer(f"the WHIP offer is not a valid SDP offer: {exc}") from None
-        try:
-            await asyncio.wait_for(
-                pc.setLocalDescription(await pc.createAnswer()), gathering_timeout_s
-            )
-        except TimeoutError:
-            raise UpstreamTimeout("ICE gathering did not complete in time") from None
-        except Exception as exc:
-            raise InvalidOffer(f"cannot answer this WHIP offer: {exc}") from None
-        if problem := await relay_problem(ice, pc.localDescription.sdp):
-            raise RelayUnavailable(problem)
+        answer = await answer_offer(pc, offer_sdp, ice, gathering_timeout_s, "the WHIP offer")
         self._tasks.spawn(self._expire_unless_connected(connect_timeout_s))
-        return pc.localDescription.sdp
+        return answer
 
     def _on_track(self, track: MediaStreamTrack) -> None:
         if track.kind == "video" and not self._video:

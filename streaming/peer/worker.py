@@ -22,7 +22,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from aiortc import RTCDataChannel, RTCPeerConnection, RTCSessionDescription
+from aiortc import RTCConfiguration, RTCDataChannel, RTCPeerConnection, RTCSessionDescription
 
 from sources.hub import SourceHub
 
@@ -50,7 +50,13 @@ from .processor import FrameJob, FrameProcessor
 from .result_channel import ResultChannel
 from .tracks import OutboundVideoTrack
 
-__all__ = ["PeerWorker", "check_offer_sdp", "open_peer_connections", "track_peer_connection"]
+__all__ = [
+    "PeerWorker",
+    "answer_offer",
+    "check_offer_sdp",
+    "open_peer_connections",
+    "track_peer_connection",
+]
 
 log = logging.getLogger(__name__)
 
@@ -99,6 +105,31 @@ def check_offer_sdp(sdp: str) -> None:
             f"webrtc_offer.sdp has {sections} media sections; at most {MAX_MEDIA_SECTIONS} "
             "are accepted (a session needs a video and a data-channel section)"
         )
+
+
+async def answer_offer(
+    pc: RTCPeerConnection,
+    sdp: str,
+    ice: RTCConfiguration,
+    gathering_timeout_s: float,
+    named: str,
+) -> str:
+    """Apply an offer (``named`` in errors) and make the complete answer (every candidate
+    gathered): 400 for an offer aiortc cannot take, 504 when gathering outlasts its timeout,
+    502 when a relay-only peer got no relay (saying why)."""
+    try:
+        await pc.setRemoteDescription(RTCSessionDescription(sdp=sdp, type="offer"))
+    except Exception as exc:
+        raise InvalidOffer(f"{named} is not a valid SDP offer: {exc}") from None
+    try:
+        await asyncio.wait_for(pc.setLocalDescription(await pc.createAnswer()), gathering_timeout_s)
+    except TimeoutError:
+        raise UpstreamTimeout("ICE gathering did not complete in time") from None
+    except Exception as exc:
+        raise InvalidOffer(f"cannot answer this offer: {exc}") from None
+    if problem := await relay_problem(ice, pc.localDescription.sdp):
+        raise RelayUnavailable(problem)
+    return str(pc.localDescription.sdp)
 
 
 @dataclass(frozen=True)
@@ -240,21 +271,7 @@ class PeerWorker:
                     NoticeCode.OUTPUT_SWITCH_IGNORED,
                     "stream_output ignored: the offer has no video section to carry it",
                 )
-        try:
-            await pc.setRemoteDescription(RTCSessionDescription(sdp=offer.sdp, type="offer"))
-        except Exception as exc:
-            raise InvalidOffer(f"webrtc_offer.sdp is not a valid SDP offer: {exc}") from None
-        try:
-            answer = await pc.createAnswer()
-            await asyncio.wait_for(
-                pc.setLocalDescription(answer), self._config.ice_gathering_timeout_s
-            )
-        except TimeoutError:
-            raise UpstreamTimeout("ICE gathering did not complete in time") from None
-        except Exception as exc:
-            raise InvalidOffer(f"cannot answer this offer: {exc}") from None
-        if problem := await relay_problem(ice, pc.localDescription.sdp):
-            raise RelayUnavailable(problem)
+        await answer_offer(pc, offer.sdp, ice, config.ice_gathering_timeout_s, "webrtc_offer.sdp")
         self._drop_track_nobody_receives(pc)
         self._control.video_out = self._out_track is not None
         if self._out_track is not None:

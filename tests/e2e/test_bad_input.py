@@ -13,18 +13,9 @@ import pytest
 
 from streaming.workflows.library import people_counting, zone_occupancy
 from tests.conftest import DETECT_SPEC, load_photo
-from tests.support.peer import LoopbackPeer, loopback_peer
+from tests.support.peer import LoopbackPeer, data_channel_offer
 
 pytestmark = pytest.mark.e2e
-
-
-async def _offer_sdp() -> str:
-    pc = loopback_peer()
-    pc.createDataChannel("inference")
-    await pc.setLocalDescription(await pc.createOffer())
-    sdp = pc.localDescription.sdp
-    await pc.close()
-    return sdp
 
 
 def _spec(**changes) -> dict:
@@ -78,7 +69,7 @@ async def test_bad_requests_fail_precisely_and_a_live_session_keeps_streaming(se
     feeder = asyncio.create_task(_stream(live, load_photo(photos, "person.jpg"), stop))
     try:
         await live.wait_for(lambda: len(live.results) >= 3)
-        sdp = await _offer_sdp()
+        sdp = await data_channel_offer()
         url = server.url + "/initialise_webrtc_worker"
         cases = [
             ("malformed JSON", {"content": b"{not json"}, 422, "invalid request: body"),

@@ -17,6 +17,7 @@ import pytest
 from streaming import Client, SessionStartError, StreamConfig
 from tests.conftest import DETECT_SPEC
 from tests.e2e.test_client import synthetic
+from tests.support.peer import data_channel_offer
 from tests.support.server import running_server
 from tests.support.turn import PASSWORD, USER, TurnServer
 
@@ -129,29 +130,13 @@ def test_a_relay_only_server_with_no_turn_server_refuses_the_session_saying_why(
             server.url + "/initialise_webrtc_worker",
             json={
                 "workflow_configuration": {"workflow_specification": DETECT_SPEC},
-                "webrtc_offer": {"type": "offer", "sdp": _offer_sdp()},
+                "webrtc_offer": {"type": "offer", "sdp": asyncio.run(data_channel_offer())},
             },
             timeout=30,
         )
     assert response.status_code == 502
     assert response.json()["code"] == "turn_unavailable"
     assert "no TURN server is configured or was sent" in response.json()["message"]
-
-
-def _offer_sdp() -> str:
-    import asyncio
-
-    from aiortc import RTCPeerConnection
-
-    async def offer() -> str:
-        pc = RTCPeerConnection()
-        pc.createDataChannel("inference")
-        await pc.setLocalDescription(await pc.createOffer())
-        sdp = pc.localDescription.sdp
-        await pc.close()
-        return sdp
-
-    return asyncio.run(offer())
 
 
 def test_a_whip_publisher_learns_the_relay_from_the_link_header_and_publishes_through_it(turn):

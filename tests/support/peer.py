@@ -31,6 +31,16 @@ def loopback_peer() -> RTCPeerConnection:
     return RTCPeerConnection(RTCConfiguration(iceServers=[]))
 
 
+async def data_channel_offer() -> str:
+    """A loopback peer's offer with only the results channel (the peer closed after)."""
+    pc = loopback_peer()
+    pc.createDataChannel("inference")
+    await pc.setLocalDescription(await pc.createOffer())
+    sdp = pc.localDescription.sdp
+    await pc.close()
+    return sdp
+
+
 class QueuedVideoTrack(MediaStreamTrack):
     """Sends queued images at most at 30 fps on the RTP clock, as aiortc's own tracks pace.
 
