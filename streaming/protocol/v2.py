@@ -68,9 +68,13 @@ def _tensor(spec: dict[str, Any], raw: memoryview | None) -> tuple[str, np.ndarr
     if datatype == "FP16":
         raise V2Error(f"input {name}: FP16 needs the binary tensor extension")
     try:
-        array = np.asarray(spec.get("data"), dtype=dtype).reshape(-1)
+        # A float beyond FP32's range would otherwise become inf with only a warning.
+        with np.errstate(over="raise", invalid="raise"):
+            array = np.asarray(spec.get("data"), dtype=dtype).reshape(-1)
     except (TypeError, ValueError, OverflowError) as exc:  # OverflowError: -1 as UINT8
         raise V2Error(f"input {name}: data is not a {datatype} list: {exc}") from exc
+    except FloatingPointError as exc:
+        raise V2Error(f"input {name}: a value is out of {datatype}'s range") from exc
     if array.size != count:
         raise V2Error(f"input {name}: {array.size} values for shape {shape}")
     return name, _shaped(array, shape, name)

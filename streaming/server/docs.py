@@ -53,7 +53,6 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
         404: "no such pipeline, workflow, model or pipeline source",
         408: "the request body stalled",
         409: "the request contradicts what runs (removing a pipeline's only source)",
-        405: "a method this resource does not take (WHIP trickle: PATCH)",
         413: "the request body is over its limit",
         415: "the body is not of the type the route takes (WHIP and WHEP: application/sdp)",
         422: "the request body is not what the route takes",

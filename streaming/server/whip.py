@@ -11,8 +11,8 @@
   ``Location: /whep/sessions/{id}``, ``DELETE`` there ends playback.
 
 The API key is the bearer token (``Authorization: Bearer <key>``), as WHIP and WHEP have it.
-ICE is gathered before answering, so publishers need no trickle: ``PATCH`` is answered 405,
-which RFC 9725 has publishers accept.
+ICE is gathered before answering, so publishers need no trickle: ``PATCH`` has no route and
+is answered 405 (``Allow: DELETE``), which RFC 9725 has publishers accept.
 """
 
 from __future__ import annotations
@@ -28,7 +28,6 @@ from ..errors import (
     InvalidOffer,
     NotFound,
     NotSupportedHere,
-    StreamingError,
     UnsupportedMediaType,
 )
 from ..peer.publisher import Publisher
@@ -61,17 +60,6 @@ _SDP_BODY = {
 
 class ResourceNotFound(NotFound):
     """No WHIP resource or WHEP session by that id (ended, or never there)."""
-
-
-class TrickleUnsupported(StreamingError):
-    """``PATCH`` on a WHIP resource: trickle ICE and ICE restarts are not supported."""
-
-    status = 405
-    code = "method_not_allowed"
-
-    @property
-    def headers(self) -> dict[str, str] | None:
-        return {"Allow": "DELETE"}
 
 
 async def _offer(request: Request, state: ServerState) -> str:
@@ -248,19 +236,6 @@ async def whip_delete(
     state.auth.check(request)
     await state.publishers.delete(_publisher(state, resource_id))
     return Response(status_code=200)
-
-
-@router.patch("/whip/resources/{resource_id}")
-async def whip_patch(
-    resource_id: str, request: Request, state: ServerState = Depends(get_state)
-) -> Response:
-    """Trickle ICE and ICE restarts are not supported: the answer carries every candidate."""
-    state.auth.check(request)
-    _publisher(state, resource_id)
-    raise TrickleUnsupported(
-        "this server does not take trickle ICE or ICE restarts: its answer carried every "
-        "candidate; publish again to restart"
-    )
 
 
 async def _play(

