@@ -282,14 +282,19 @@ async def whep_resource(
 
 @router.post("/whep/pipelines/{pipeline_id}/{source_id}", status_code=201, openapi_extra=_SDP_BODY)
 async def whep_pipeline(
-    pipeline_id: str, source_id: int, request: Request, state: ServerState = Depends(get_state)
+    pipeline_id: str, source_id: str, request: Request, state: ServerState = Depends(get_state)
 ) -> Response:
     """Play the annotated output of one source of a running pipeline (a publisher's source:
     playback ends with it)."""
+    # A text path parameter, read after the key check: a typed one would answer a caller
+    # without the key (422) before it was asked for the key.
     offer = await _offer(request, state)
+    if not source_id.isdigit() or len(source_id) > 9:
+        raise SourceNotFound(f"pipeline {pipeline_id} has no source {source_id!r}")
+    source = int(source_id)
     stream_output = request.query_params.get("stream_output")
-    response, worker = await _play(request, state, offer, pipeline_id, source_id, stream_output)
-    if (publisher := state.publishers.of_source(pipeline_id, source_id)) is not None:
+    response, worker = await _play(request, state, offer, pipeline_id, source, stream_output)
+    if (publisher := state.publishers.of_source(pipeline_id, source)) is not None:
         publisher.viewers.add(worker)
     return response
 
