@@ -286,10 +286,18 @@ def test_a_pipeline_runs_on_after_its_node_is_removed(cluster, ray_server, camer
         body = wait_for(lambda: ray_server.fresh_result(pipeline_id), WAIT_S, "a first result")
         assert set(body["outputs"][0]) == {"annotated", "predictions"}
         # The actor's source series reach the cluster's /metrics, labelled with the actor.
+        # The series appears at 0 when the source starts; a later report of the actor's
+        # metrics carries the frames it processed: wait for a counted frame, not the series.
+        worker = f"pipeline-{pipeline_id[:8]}"
         frames = wait_for(
-            lambda: pipeline_frames_in_metrics(ray_server, pipeline_id), WAIT_S, "its metrics"
+            lambda: (
+                (seen := pipeline_frames_in_metrics(ray_server, pipeline_id)).get(worker, 0) >= 1
+                and seen
+            ),
+            WAIT_S,
+            "its metrics, a frame counted",
         )
-        assert frames[f"pipeline-{pipeline_id[:8]}"] >= 1
+        assert frames[worker] >= 1
         # A source added to (and removed from) the running pipeline, in its actor.
         sources = f"{ray_server.url}/inference_pipelines/{pipeline_id}/sources"
         added = httpx.post(sources, json={"video_reference": camera.url}, timeout=30)
