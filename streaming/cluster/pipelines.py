@@ -32,7 +32,7 @@ from ..inference.registry import ModelRegistry
 from ..metrics import Metrics
 from ..pipelines import InitialisePipelinePayload, PipelineManager, PipelineNotFound
 from ..pipelines.models import ConsumePayload, resolve_references
-from ..pipelines.pipeline import PipelineResult, Watcher
+from ..pipelines.pipeline import Ended, PipelineResult, Watcher
 from ..pipelines.status import PipelineStatus
 from ..server.app import camera_factory
 from ..tasks import TaskOwner
@@ -102,6 +102,7 @@ class PipelineActor:
         )
         self._latest: PipelineResult | None = None
         self._sequence = 0
+        self._ended: dict[int, str] = {}  # the sources that stopped, and why
         self._changed = asyncio.Event()
         loop = asyncio.get_running_loop()
         self._started: asyncio.Future[None] = loop.create_future()
@@ -120,7 +121,7 @@ class PipelineActor:
             raise
         self._started.set_result(None)
         pipeline = self._manager.get(self._id)
-        pipeline.watch(self._keep_latest)
+        pipeline.watch(self._keep_latest, self._keep_ended)
         log.info("pipeline %s runs on node %s", self._id[:8], self._node[:8])
         # A consumption timeout terminates the pipeline inside the manager: the actor goes too.
         await pipeline.wait_terminated()
@@ -140,6 +141,11 @@ class PipelineActor:
         self._latest = result
         self._sequence += 1
         self._changed.set()
+
+    def _keep_ended(self, source_id: int | None, why: str) -> None:
+        if source_id is not None:
+            self._ended[source_id] = why
+            self._changed.set()
 
     async def started(self) -> BaseException | None:
         """None once the pipeline runs, else why it could not start (returned, so that the
@@ -198,14 +204,18 @@ class PipelineActor:
         await asyncio.shield(self._started)
         return OutputNames.of(self._manager.get(self._id).outputs)
 
-    async def next_result(self, after: int, wait_s: float) -> tuple[int, PipelineResult | None]:
+    async def next_result(
+        self, after: int, wait_s: float
+    ) -> tuple[int, PipelineResult | None, dict[int, str]]:
         """The latest result once it is newer than ``after`` (a result count), waiting up to
-        ``wait_s``; a watcher that falls behind gets the newest, as a realtime viewer should."""
+        ``wait_s``; a watcher that falls behind gets the newest, as a realtime viewer should.
+        Also the sources that stopped, and why (a viewer of one of them ends)."""
         if self._sequence <= after:
             self._changed.clear()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._changed.wait(), wait_s)
-        return self._sequence, self._latest if self._sequence > after else None
+        latest = self._latest if self._sequence > after else None
+        return self._sequence, latest, dict(self._ended)
 
     async def terminate(self) -> None:
         """Stops the pipeline (sinks flushed); the caller then removes the actor."""
@@ -214,6 +224,10 @@ class PipelineActor:
         await asyncio.to_thread(self._hub.close)
         self._executor.shutdown(wait=False, cancel_futures=True)
         self._models.close()
+
+
+def _unheard(source_id: int | None, why: str) -> None:
+    """A watcher that does not ask when sources stop."""
 
 
 class RemotePipeline:
@@ -230,8 +244,8 @@ class RemotePipeline:
         self._actor = actor
         self._tasks = TaskOwner(f"watch-{pipeline_id[:8]}")
 
-    def watch(self, watcher: Watcher) -> Callable[[], None]:
-        task = self._tasks.spawn(self._poll(watcher), "poll")
+    def watch(self, watcher: Watcher, ended: Ended | None = None) -> Callable[[], None]:
+        task = self._tasks.spawn(self._poll(watcher, ended or _unheard), "poll")
 
         def stop() -> None:
             if task is not None:
@@ -239,20 +253,29 @@ class RemotePipeline:
 
         return stop
 
-    async def _poll(self, watcher: Watcher) -> None:
+    async def _poll(self, watcher: Watcher, ended: Ended) -> None:
         seen = 0
+        told: set[int] = set()
         while True:
             try:
-                sequence, result = await self._actor.next_result.remote(seen, _WATCH_POLL_S)
+                sequence, result, stopped = await self._actor.next_result.remote(
+                    seen, _WATCH_POLL_S
+                )
             except RayActorError:
                 # Unreachable for now (Ray restarts it elsewhere), or terminated for good.
                 if not await self._exists():
+                    ended(None, f"pipeline {self.pipeline_id} was terminated")
                     return
                 await asyncio.sleep(_WATCH_POLL_S / 4)  # a pause between polls, not a wait
                 continue
             except Exception as exc:  # the session shows what it has; nothing to retry
                 log.warning("pipeline %s: watching ended: %s", self.pipeline_id[:8], exc)
+                ended(None, f"watching pipeline {self.pipeline_id} failed: {exc}")
                 return
+            for source_id, why in stopped.items():
+                if source_id not in told:
+                    told.add(source_id)
+                    ended(source_id, why)
             if sequence < seen:  # a restarted actor counts from 0 again
                 seen = 0
                 continue

@@ -93,6 +93,7 @@ class SessionInput:
         self._camera: Subscription | None = None
         self._stop_watching: Callable[[], None] | None = None
         self._frame_too_large_reported = False
+        self._source_ended = False
         self._closing = False
 
     # ------------------------------------------------------------ the session loop's side
@@ -114,6 +115,13 @@ class SessionInput:
         if why is not None:
             self._notices.report_at_end(why)
         await self.current().close()
+
+    async def source_ended(self, why: str) -> None:
+        """The watched source stopped for good: the session ends, saying ``why`` once."""
+        if not self._source_ended:
+            self._source_ended = True
+            log.info("session %s: %s", self._session, why)
+            await self.end(Notice(NoticeCode.SOURCE_ENDED, why))
 
     async def close(self) -> None:
         """Stop the source and discard what is buffered; idempotent."""
@@ -177,7 +185,11 @@ class SessionInput:
                 self._metrics.frames_received.inc()
                 self._spawn(feed.put(FedFrame.now(result.frame, result.outputs)))
 
-        self._stop_watching = pipeline.watch(watch)
+        def ended(stopped: int | None, why: str) -> None:  # on our loop too
+            if stopped is None or stopped == source_id:
+                self._spawn(self.source_ended(why))
+
+        self._stop_watching = pipeline.watch(watch, ended)
         log.info("session %s watches pipeline %s", self._session, pipeline.pipeline_id[:8])
 
     def on_track(self, track: MediaStreamTrack) -> None:

@@ -292,6 +292,11 @@ class PeerWorker:
         """Show a running pipeline's results for one of its sources (before ``start``)."""
         self._input.attach_pipeline(pipeline, source_id)
 
+    async def source_ended(self, why: str) -> None:
+        """The watched source stopped for good (the pipeline says so itself; a WHIP
+        publisher's end is told here too): the session ends once, saying ``why``."""
+        await self._input.source_ended(why)
+
     def _drop_track_nobody_receives(self, pc: RTCPeerConnection) -> None:
         # A client that does not receive video never pulls the track; waiting on it would
         # stall a non-realtime session forever.

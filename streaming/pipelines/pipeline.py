@@ -39,8 +39,8 @@ from .recording import Recording
 from .sinks import SinkFanOut
 from .status import PipelineStatus, Severity, SourceSlot, SourceState
 
-__all__ = ["LastSource", "Pipeline", "PipelineResult", "SourceNotFound", "WatchedPipeline",
-           "Watcher"]  # fmt: skip
+__all__ = ["Ended", "LastSource", "Pipeline", "PipelineResult", "SourceNotFound",
+           "WatchedPipeline", "Watcher"]  # fmt: skip
 
 log = logging.getLogger(__name__)
 
@@ -78,6 +78,16 @@ class PipelineResult:
 Watcher = Callable[[PipelineResult], None]
 """Called on the event loop with every result; must not block."""
 
+Ended = Callable[[int | None, str], None]
+"""Called on the event loop when a source will give no more results: its id (None: every
+source of the pipeline) and why, in words; must not block."""
+
+
+@dataclass(eq=False)
+class _Watching:
+    results: Watcher
+    ended: Ended | None
+
 
 class WatchedPipeline(Protocol):
     """A pipeline as a WebRTC session shows it: here (``Pipeline``) or in a Ray actor."""
@@ -91,8 +101,10 @@ class WatchedPipeline(Protocol):
     @property
     def source_ids(self) -> list[int]: ...
 
-    def watch(self, watcher: Watcher) -> Callable[[], None]:
-        """``watcher`` gets results from now on until the returned function is called."""
+    def watch(self, watcher: Watcher, ended: Ended | None = None) -> Callable[[], None]:
+        """``watcher`` gets results from now on until the returned function is called;
+        ``ended`` hears of each source that stops (removed, its file ended, the pipeline
+        terminated), so a viewer need not wait on frames that will never come."""
 
 
 class Pipeline:
@@ -130,7 +142,7 @@ class Pipeline:
         self._running.set()
         self._tasks = TaskOwner(f"pipeline-{self.pipeline_id[:8]}", self._on_task_failure)
         self._terminator = Closer(self.terminate, f"pipeline-{self.pipeline_id[:8]}:terminate")
-        self._watchers: list[Watcher] = []
+        self._watchers: list[_Watching] = []
         self._terminated = False
         self._terminated_event = asyncio.Event()
         self._results_changed = asyncio.Event()
@@ -236,6 +248,26 @@ class Pipeline:
             await asyncio.to_thread(self._recording.stop, slot.source_id, slot.live, recorder)
 
     async def _process(self, source: SourceSlot) -> None:
+        try:
+            await self._process_frames(source)
+        finally:  # however it stopped (removed, its file ended, terminated, failed)
+            self._tell_ended(source.source_id, self._why_ended(source))
+
+    def _why_ended(self, source: SourceSlot) -> str:
+        if self._terminated:
+            return f"pipeline {self.pipeline_id} was terminated"
+        if source not in self._sources:
+            return f"source {source.source_id} was removed from pipeline {self.pipeline_id}"
+        if source.reference.kind == "file":
+            return f"the video of source {source.source_id} of pipeline {self.pipeline_id} ended"
+        return f"source {source.source_id} of pipeline {self.pipeline_id} stopped"
+
+    def _tell_ended(self, source_id: int, why: str) -> None:
+        for watching in list(self._watchers):
+            if watching.ended is not None:
+                self._sinks.guarded("watcher", watching.ended, source_id, why)
+
+    async def _process_frames(self, source: SourceSlot) -> None:
         loop = asyncio.get_running_loop()
         source_id = source.reference.source_id
         while True:
@@ -297,8 +329,8 @@ class Pipeline:
     async def _dispatch(self, result: PipelineResult) -> None:
         self.memory.write(result)
         self._results_changed.set()
-        for watcher in list(self._watchers):
-            self._sinks.guarded("watcher", watcher, result)
+        for watching in list(self._watchers):
+            self._sinks.guarded("watcher", watching.results, result)
         if self._sinks.any:
             await asyncio.get_running_loop().run_in_executor(
                 self._executor, self._sinks.write, result
@@ -333,13 +365,15 @@ class Pipeline:
 
     # ----------------------------------------------------------------- control
 
-    def watch(self, watcher: Watcher) -> Callable[[], None]:
-        """Receive every result from now on; returns the function that stops it."""
-        self._watchers.append(watcher)
+    def watch(self, watcher: Watcher, ended: Ended | None = None) -> Callable[[], None]:
+        """Receive every result from now on, and (``ended``) each source that stops;
+        returns the function that stops it."""
+        watching = _Watching(watcher, ended)
+        self._watchers.append(watching)
 
         def stop() -> None:
-            if watcher in self._watchers:
-                self._watchers.remove(watcher)
+            if watching in self._watchers:
+                self._watchers.remove(watching)
 
         return stop
 

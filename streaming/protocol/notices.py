@@ -16,6 +16,9 @@ class NoticeCode(StrEnum):
     # The session's source
     SOURCE_ERROR = "source_error"
     """The camera or uploaded file failed; the message says why."""
+    SOURCE_ENDED = "source_ended"
+    """The watched pipeline source stopped (removed, its file ended, its publisher left, the
+    pipeline terminated); the message says which, and the session ends."""
     FRAME_TOO_LARGE = "frame_too_large"
     """The client's frames exceed ``STREAMING_MAX_FRAME_PIXELS``; they are dropped."""
     INPUT_DROPPED = "input_dropped"

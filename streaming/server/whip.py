@@ -156,7 +156,7 @@ async def _stop_source(state: ServerState, publisher: Publisher) -> None:
     its source in the pipeline it joined."""
     for viewer in list(publisher.viewers):
         if not viewer.closed.is_set():
-            await viewer.terminate("source_ended")
+            await viewer.source_ended(f"WHIP resource {publisher.resource_id} ended")
     pipeline_id, manager = publisher.pipeline_id, _local_pipelines(state)
     if pipeline_id is None or publisher.source_id is None:
         return

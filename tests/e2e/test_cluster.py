@@ -332,9 +332,20 @@ def test_a_pipeline_runs_on_after_its_node_is_removed(cluster, ray_server, camer
         assert report["sources_metadata"][0]["state"] == "RUNNING"
         # Watched over WebRTC from a replica, which gets the frames from the actor.
         config = ClientStreamConfig(stream_output=["annotated"], data_output=["predictions"])
+        notices: list[tuple[str, str]] = []
         with Client(ray_server.url).webrtc.stream(PipelineSource(pipeline_id), config=config) as w:
+            w.on_error(
+                lambda errors, metadata: notices.extend(
+                    zip(metadata.error_codes, errors, strict=True)
+                )
+            )
             frame, metadata = next(iter(w.video()))
             assert decode_stamp(frame) is not None and metadata.pts is not None
+            # Terminated, the actor goes: the viewer is told, not left waiting.
+            ended = ray_server.post(f"/inference_pipelines/{pipeline_id}/terminate")
+            assert ended.status_code == 200, ended.text
+            w.wait(timeout=60)
+            assert notices == [("source_ended", f"pipeline {pipeline_id} was terminated")]
     finally:
         ray_server.post(f"/inference_pipelines/{pipeline_id}/terminate")
     assert pipeline_id not in ray_server.pipeline_nodes()

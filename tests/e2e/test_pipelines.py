@@ -13,6 +13,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from sources import decode_stamp
 from streaming.client import Client, PipelineSource, RTSPSource, StreamConfig
+from streaming.protocol.notices import NoticeCode
 from streaming.workflows.library import people_counting
 from tests.conftest import DETECT_SPEC
 from tests.support.camera import RTSPCamera
@@ -200,6 +201,43 @@ def test_two_viewers_and_a_pipeline_share_one_camera_connection(server, camera):
         assert camera.clients == connections + 1
     finally:
         terminate(server, pipeline_id)
+
+
+def test_a_viewer_ends_when_its_source_is_removed_or_its_pipeline_terminated(server, camera):
+    second = RTSPCamera(320, 240, fps=30, path="ending")
+    pipeline_id = start(server, [camera.url, second.url])
+    client = Client(server.url)
+    notices: dict[int, list[tuple[str, str]]] = {0: [], 1: []}
+    try:
+        viewers = [
+            client.webrtc.stream(PipelineSource(pipeline_id, n), config=CONFIG) for n in (0, 1)
+        ]
+        for n, viewer in enumerate(viewers):
+            viewer.on_error(
+                lambda errors, metadata, n=n: notices[n].extend(
+                    zip(metadata.error_codes, errors, strict=True)
+                )
+            )
+        with viewers[0], viewers[1]:
+            for viewer in viewers:
+                next(iter(viewer.video()))
+            removed = httpx.delete(f"{server.url}/inference_pipelines/{pipeline_id}/sources/0")
+            assert removed.status_code == 200, removed.text
+            # Told why, then the completion: not left waiting for frames that never come.
+            viewers[0].wait(timeout=60)
+            assert viewers[0].completed and viewers[0].termination_reason is None
+            assert notices[0] == [
+                (NoticeCode.SOURCE_ENDED, f"source 0 was removed from pipeline {pipeline_id}")
+            ]
+            assert not viewers[1].completed and notices[1] == []  # the other source goes on
+            terminate(server, pipeline_id)
+            viewers[1].wait(timeout=60)
+            terminated = f"pipeline {pipeline_id} was terminated"
+            assert notices[1] == [(NoticeCode.SOURCE_ENDED, terminated)]
+        wait_for(lambda: server.get("/healthz").json()["sessions"] == 0, 30, "sessions closed")
+    finally:
+        second.close()
+        server.post(f"/inference_pipelines/{pipeline_id}/terminate")
 
 
 def test_two_cameras_in_one_pipeline_are_tagged_by_source(server, camera):

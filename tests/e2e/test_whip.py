@@ -89,9 +89,9 @@ def test_webrtcbin_publishes_a_workflow_over_whip_and_plays_it_annotated_over_wh
     assert set(pipelines(whip_server)) == before  # the workflow's pipeline ended with it
 
 
-def test_a_publisher_joins_a_running_pipeline_and_whep_plays_that_source(whip_server, camera):
+def camera_pipeline(server: ServerProcess, camera) -> str:
     started = call(
-        whip_server, "POST", "/inference_pipelines/initialise",
+        server, "POST", "/inference_pipelines/initialise",
         json={
             "video_configuration": {"type": "VideoConfiguration", "video_reference": camera.url},
             "processing_configuration": {
@@ -100,7 +100,11 @@ def test_a_publisher_joins_a_running_pipeline_and_whep_plays_that_source(whip_se
         },
     )  # fmt: skip
     assert started.status_code == 200, started.text
-    pipeline_id = started.json()["context"]["pipeline_id"]
+    return started.json()["context"]["pipeline_id"]
+
+
+def test_a_publisher_joins_a_running_pipeline_and_whep_plays_that_source(whip_server, camera):
+    pipeline_id = camera_pipeline(whip_server, camera)
     publisher = WebrtcbinPeer(
         "publish", f"{whip_server.url}/whip/pipelines/{pipeline_id}", "vp8", KEY
     )
@@ -133,6 +137,20 @@ def test_a_publisher_joins_a_running_pipeline_and_whep_plays_that_source(whip_se
             player.stop()
         call(whip_server, "POST", f"/inference_pipelines/{pipeline_id}/terminate")
     settled(whip_server)
+
+
+def test_a_whep_player_of_a_camera_source_ends_with_its_pipeline(whip_server, camera):
+    pipeline_id = camera_pipeline(whip_server, camera)
+    player = WebrtcbinPeer("play", f"{whip_server.url}/whep/pipelines/{pipeline_id}/0", "vp8", KEY)
+    try:
+        player.wait_frames(5)
+        ended = call(whip_server, "POST", f"/inference_pipelines/{pipeline_id}/terminate")
+        assert ended.status_code == 200, ended.text
+        settled(whip_server)  # the pipeline told its player's session, which closed
+        assert player.end() == 404
+    finally:
+        player.stop()
+        call(whip_server, "POST", f"/inference_pipelines/{pipeline_id}/terminate")
 
 
 def test_a_publisher_that_vanishes_is_noticed_and_everything_of_it_released(whip_server):

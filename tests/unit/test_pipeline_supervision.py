@@ -4,7 +4,7 @@ Pipeline on a local file; the fault is injected where results fan out to sinks).
 from __future__ import annotations
 
 import asyncio
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor, ThreadPoolExecutor
 
 import numpy as np
 import pytest
@@ -30,7 +30,8 @@ class BrokenPipeline(Pipeline):
         await super()._dispatch(result)
 
 
-async def test_a_failed_pipeline_task_stops_the_pipeline_and_says_why(tmp_path, caplog):
+def file_pipeline(kind: type[Pipeline], tmp_path, executor: Executor) -> Pipeline:
+    """A pipeline blurring a 30-frame clip, with a JSONL sink."""
     images = (np.full((96, 128, 3), i, np.uint8) for i in range(30))
     clip = write_clip(tmp_path / "clip.mp4", images)
     spec = image_blur()
@@ -44,11 +45,15 @@ async def test_a_failed_pipeline_task_stops_the_pipeline_and_says_why(tmp_path, 
     references = resolve_references(str(clip), allow_local=True)
     workflow = compile_workflow(parse_spec(spec), BuildContext(None))
     hub = SourceHub(lambda url: None)  # a file source never goes through the hub
+    return kind(
+        payload, references, [workflow], hub=hub, executor=executor,
+        sink_dir=tmp_path, jpeg_quality=80,
+    )  # fmt: skip
+
+
+async def test_a_failed_pipeline_task_stops_the_pipeline_and_says_why(tmp_path, caplog):
     with ThreadPoolExecutor(1) as executor:
-        pipeline = BrokenPipeline(
-            payload, references, [workflow], hub=hub, executor=executor,
-            sink_dir=tmp_path, jpeg_quality=80,
-        )  # fmt: skip
+        pipeline = file_pipeline(BrokenPipeline, tmp_path, executor)
         try:
             await pipeline.start()
             await asyncio.wait_for(pipeline.wait_terminated(), WAIT_S)
@@ -63,6 +68,28 @@ async def test_a_failed_pipeline_task_stops_the_pipeline_and_says_why(tmp_path, 
     assert report["completion_statistics"]["sources"][0]["completed_frames"] == 3
     assert (tmp_path / "results.jsonl").read_text().count("\n") == 2  # sinks closed, flushed
     assert "a bug in dispatching" in caplog.text
+
+
+async def test_a_watcher_hears_when_its_source_ends(tmp_path):
+    """The clip ends: a viewer of that source is told so, once, and why."""
+    results: list[int] = []
+    ended: list[tuple[int | None, str]] = []
+    heard = asyncio.Event()
+
+    def on_ended(source_id: int | None, why: str) -> None:
+        ended.append((source_id, why))
+        heard.set()
+
+    with ThreadPoolExecutor(1) as executor:
+        pipeline = file_pipeline(Pipeline, tmp_path, executor)
+        pipeline.watch(lambda result: results.append(result.frame_id), on_ended)
+        try:
+            await pipeline.start()
+            await asyncio.wait_for(heard.wait(), WAIT_S)
+        finally:
+            await pipeline.terminate()
+    assert results == list(range(1, 31))  # every frame came before the end was told
+    assert ended == [(0, f"the video of source 0 of pipeline {pipeline.pipeline_id} ended")]
 
 
 def test_srt_references_need_the_relay_installed(monkeypatch, tmp_path):
