@@ -48,8 +48,15 @@ RECEIVE = {
 }
 
 
+_SAYING = threading.Lock()
+
+
 def say(line: str) -> None:
-    print(line, flush=True)
+    """One whole line: frames are counted on GStreamer's streaming thread while the main
+    loop says the rest, and two ``print`` calls at once interleaved ("DELETED 200FRAMES 5")."""
+    with _SAYING:
+        sys.stdout.write(line + "\n")
+        sys.stdout.flush()
 
 
 class Peer:
