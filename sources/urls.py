@@ -12,6 +12,8 @@ PUBLISHED_SCHEME = "whip://"
 the hub opens them as it opens cameras; nobody else may name one."""
 
 _MASK = "***"
+# Schemes whose path ends in a stream key (``rtmp://host/app/KEY``): a publishing secret.
+_KEYED_PATH_SCHEMES = frozenset({"rtmp", "rtmps", "rtmpt", "rtmpe", "rtmpte", "rtmpts"})
 # user:password@ inside any scheme://... (also inside longer text such as FFmpeg messages).
 _USERINFO = re.compile(r"(?P<scheme>[a-zA-Z][a-zA-Z0-9+.-]*://)(?P<userinfo>[^/@\s]+)@")
 
@@ -26,30 +28,32 @@ def has_scheme_and_host(url: str, schemes: tuple[str, ...]) -> bool:
 
 
 def mask_url(url: str) -> str:
-    """``rtsp://admin:secret@cam/stream`` -> ``rtsp://admin:***@cam/stream``; a password in
-    the query (``?password=...``, SRT's ``?passphrase=...``) is masked too."""
+    """A URL as it may be shown: ``rtmp://admin:secret@cam/live/KEY?sig=S`` ->
+    ``rtmp://***@cam/live/***?sig=***``. The user and password, every query value (tokens
+    and signatures go by any name) and stream keys in paths (an RTMP path's last segment
+    after the application, any SRT path) are masked; scheme, host, port and query names stay."""
     try:
         parts = urlsplit(url)
     except ValueError:
         return mask_credentials(url)
     netloc = parts.netloc
     if "@" in netloc:
-        userinfo, _, host = netloc.rpartition("@")
-        user = userinfo.partition(":")[0]
-        netloc = f"{user}:{_MASK}@{host}" if user else f"{_MASK}@{host}"
-    query = re.sub(
-        r"(?i)((?:^|&)(?:password|passwd|pwd|pass|passphrase|token|key|secret|auth|api_key|apikey|access_token)=)[^&]*",
-        rf"\1{_MASK}",
-        parts.query,
-    )
-    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+        netloc = f"{_MASK}@{netloc.rpartition('@')[2]}"
+    query = re.sub(r"=[^&]*", f"={_MASK}", parts.query)
+    path = parts.path
+    scheme = parts.scheme.lower()
+    if scheme in _KEYED_PATH_SCHEMES:
+        application, _, key = path.strip("/").rpartition("/")
+        if application and key:
+            path = f"/{application}/{_MASK}"
+    elif scheme == "srt" and path.strip(
+        "/"
+    ):  # SRT keeps its stream id in the query; a path is a key too
+        path = f"/{_MASK}"
+    return urlunsplit((parts.scheme, netloc, path, query, parts.fragment))
 
 
 def mask_credentials(text: str) -> str:
-    """Every ``scheme://user:password@`` in free text, with the password masked."""
-
-    def masked(match: re.Match[str]) -> str:
-        user = match["userinfo"].partition(":")[0]
-        return f"{match['scheme']}{user}:{_MASK}@" if user else f"{match['scheme']}{_MASK}@"
-
-    return _USERINFO.sub(masked, text)
+    """Every ``scheme://user:password@`` in free text (FFmpeg's messages), user and
+    password masked."""
+    return _USERINFO.sub(lambda match: f"{match['scheme']}{_MASK}@", text)

@@ -10,6 +10,7 @@ from prometheus_client import CONTENT_TYPE_LATEST
 
 from sources.urls import mask_url
 
+from ..errors import TooManyAttempts, Unauthorized
 from ..metrics import merge_workers
 from ..peer.worker import open_peer_connections
 from .docs import ERROR_RESPONSES
@@ -21,8 +22,8 @@ router = APIRouter()
 
 
 @router.get("/healthz")
-async def healthz(state: ServerState = Depends(get_state)) -> dict:
-    return {
+async def healthz(request: Request, state: ServerState = Depends(get_state)) -> dict:
+    health = {
         "status": "ok",
         "ready": state.ready.is_set(),
         "sessions": len(state.sessions),
@@ -44,6 +45,31 @@ async def healthz(state: ServerState = Depends(get_state)) -> dict:
         # Which worker answered: behind Ray Serve's proxy, where its router sent this request.
         "served_by": state.deployment.worker if state.deployment is not None else "embedded",
     }
+    return health if _authorized(request, state) else _public(health)
+
+
+def _authorized(request: Request, state: ServerState) -> bool:
+    """The caller presents the API key (or the server has none). A wrong key counts towards
+    the address's throttle as anywhere else; health itself always answers."""
+    try:
+        state.auth.check(request)
+    except (Unauthorized, TooManyAttempts):
+        return False
+    return True
+
+
+def _public(health: dict) -> dict:
+    """Health for a caller without the key: counts and states, no address of anything (the
+    cameras, the event database, the ICE servers), since URLs carry names, keys and tokens."""
+    sources = [{k: v for k, v in s.items() if k not in _ADDRESSED} for s in health["sources"]]
+    events = health["events"]
+    if events is not None:
+        events = {k: v for k, v in events.items() if k not in _ADDRESSED}
+    return {**{k: v for k, v in health.items() if k != "ice"}, "sources": sources, "events": events}
+
+
+# Fields of health entries that name an address (or hold a message that does).
+_ADDRESSED = frozenset({"url", "last_error", "database", "error"})
 
 
 def _ice(state: ServerState) -> dict:

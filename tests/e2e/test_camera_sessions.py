@@ -86,7 +86,7 @@ def test_unmodified_sdk_rtsp_source(server, camera):
         (
             "rtsp://admin:hunter2@127.0.0.1:9/cam",
             502,
-            "cannot connect to rtsp://admin:***@127.0.0.1:9/cam",
+            "cannot connect to rtsp://***@127.0.0.1:9/cam",
         ),
         ("file:///etc/passwd", 400, "rtsp_url must be a rtsp:// or rtsps:// URL with a host"),
     ],

@@ -51,9 +51,9 @@ def test_a_narrower_list_refuses_the_rest():
 
 
 async def test_urls_are_checked_by_host_with_credentials_masked():
-    with pytest.raises(EgressRefused, match=r"rtsp://admin:\*\*\*@127.0.0.1/live.*loopback") as e:
+    with pytest.raises(EgressRefused, match=r"rtsp://\*\*\*@127.0.0.1/live.*loopback") as e:
         await DEFAULT.check_url("rtsp://admin:hunter2@127.0.0.1/live", "rtsp_url")
-    assert "hunter2" not in str(e.value)
+    assert "hunter2" not in str(e.value) and "admin" not in str(e.value)
     with pytest.raises(EgressRefused, match="loopback"):
         await DEFAULT.check_url("http://localhost:8080/hook", "webhook url")  # resolved
     with pytest.raises(EgressRefused, match="loopback"):
