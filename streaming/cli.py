@@ -69,17 +69,24 @@ def _serve(args: argparse.Namespace) -> int:
     from .server import create_app
     from .server.connections import BodyTimeout, guarded_protocol
     from .server.shutdown import DrainingServer
+    from .storage import private_process
 
     settings = _serve_settings(args)
+    private_process(settings)
     app = create_app(settings)
     print(f"visionstream listening on http://{settings.host}:{settings.port}", flush=True)
     config = uvicorn.Config(
         # Outermost: its 408 replaces whatever the app makes of a stalled body.
-        BodyTimeout(app, settings.http_body_timeout_s),
+        BodyTimeout(app, settings.http_body_timeout_s, settings.http_body_deadline_s),
         host=settings.host,
         port=settings.port,
         log_level=args.log_level,
         http=guarded_protocol(settings.http_header_timeout_s),
+        limit_concurrency=settings.max_connections,
+        # uvicorn believes X-Forwarded-For from 127.0.0.1 by default: a local client could
+        # then pick the address its throttle and session cap count against.
+        proxy_headers=bool(settings.trusted_proxies),
+        forwarded_allow_ips=settings.trusted_proxies or [],
     )
     # SIGTERM or Ctrl-C drains the sessions first (server/shutdown.py); a second one hurries.
     DrainingServer(config, app).run()

@@ -61,6 +61,9 @@ class Settings(BaseSettings):
     multicast addresses stay refused unless a listed network lies inside them
     (``127.0.0.0/8`` for cameras on this machine)."""
 
+    max_remote_candidates: int = Field(default=48, ge=1)
+    """ICE candidates one offer may carry (a browser on a busy machine offers a dozen or
+    two); more is answered 400 before any is parsed."""
     max_sessions: int = Field(default=16, ge=1)
     """Concurrent WebRTC sessions; one more is answered 429."""
     max_sessions_per_address: int = Field(default=8, ge=0)
@@ -70,6 +73,16 @@ class Settings(BaseSettings):
     and slowloris connections)."""
     http_body_timeout_s: float = Field(default=15.0, gt=0)
     """A request body whose next part takes longer is answered 408."""
+    http_body_deadline_s: float = Field(default=60.0, gt=0)
+    """A request body not complete this long after the request began is answered 408,
+    however steadily it trickles in."""
+    max_connections: int = Field(default=512, ge=1)
+    """Concurrent HTTP connections (and requests in progress); past it new requests are
+    answered 503 at once (uvicorn's ``limit_concurrency``)."""
+    trusted_proxies: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    """Addresses or networks of reverse proxies whose ``X-Forwarded-For``/``-Proto`` are
+    believed (uvicorn's ``forwarded_allow_ips``); none by default, so a client cannot pick the
+    address its throttle and session cap count against."""
     max_request_bytes: int = Field(default=1024 * 1024, ge=1024)
     """Largest accepted signaling request body; larger is answered 413."""
     max_infer_request_bytes: int = Field(default=64 * 1024 * 1024, ge=1024)
@@ -176,6 +189,9 @@ class Settings(BaseSettings):
     )
     """The server's own state: ``pipelines/`` holds the requests of running pipelines, so a
     restarted server restarts them (one server per directory)."""
+    data_group_readable: bool = False
+    """Let the owner's group read what the server stores (``data_dir``, ``sink_dir``): by
+    default only the server's own user can (directories 0700, files 0600)."""
     store_events: bool = True
     """Keep events (line crossings, zone entries and exits, event sinks, sources' states,
     failures) in the event store, for ``GET /events``."""
@@ -280,13 +296,14 @@ class Settings(BaseSettings):
         return self
 
     @field_validator(
-        "ice_servers", "ice_host_addresses", "onnx_providers", "allowed_networks", mode="before"
-    )
+        "ice_servers", "ice_host_addresses", "onnx_providers", "allowed_networks",
+        "trusted_proxies", mode="before",
+    )  # fmt: skip
     @classmethod
     def _csv(cls, value: object) -> object:
         return _split_csv(value)
 
-    @field_validator("allowed_networks")
+    @field_validator("allowed_networks", "trusted_proxies")
     @classmethod
     def _networks(cls, value: list[str]) -> list[str]:
         for network in value:

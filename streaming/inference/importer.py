@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -12,12 +11,10 @@ import onnx
 
 from ..errors import ModelError
 from .decoders import get_decoder
-from .manifest import DecoderName, ModelManifest
+from .manifest import MODEL_NAME, DecoderName, ModelManifest
 from .onnx_session import OnnxRuntimeSession
 
 __all__ = ["add_model"]
-
-_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
 
 
 def _input_size(model: onnx.ModelProto) -> tuple[int, int] | None:
@@ -41,7 +38,7 @@ def add_model(
 ) -> ModelManifest:
     """Copy ``source`` into ``models_dir/name`` with a manifest, after checking that it loads
     and that ``decoder`` can read its outputs; nothing is left behind when it cannot."""
-    if not _NAME.fullmatch(name):
+    if not MODEL_NAME.fullmatch(name):
         raise ModelError(f"model name {name!r}: letters, digits, '.', '_', '-' only")
     try:
         model = onnx.load(str(source), load_external_data=False)

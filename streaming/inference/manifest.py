@@ -3,14 +3,24 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, Field, model_validator
 
-__all__ = ["MANIFEST_FILE", "TASK_OF_DECODER", "ModelManifest", "RemoteModel", "Task"]
+__all__ = [
+    "MANIFEST_FILE",
+    "MODEL_NAME",
+    "TASK_OF_DECODER",
+    "ModelManifest",
+    "RemoteModel",
+    "Task",
+]
 
 MANIFEST_FILE = "manifest.json"
+MODEL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
+"""A model's name in the models directory (its folder's name): nothing a path could escape by."""
 
 
 DecoderName = Literal[

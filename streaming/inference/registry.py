@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import re
 import threading
 from collections import Counter
 from collections.abc import Iterator
@@ -11,21 +12,43 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from ..config import Settings
-from ..errors import Conflict, ModelError
+from ..errors import Conflict, InvalidRequest, ModelError
 from ..metrics import Metrics
 from .aliases import names_for
 from .backends import SessionOpener, batch_size_for, choose_backend, open_session
 from .batcher import DynamicBatcher
-from .manifest import MANIFEST_FILE, ModelManifest
+from .manifest import MANIFEST_FILE, MODEL_NAME, ModelManifest
 from .model import DetectionModel
 
-__all__ = ["ModelInUse", "ModelRegistry", "UnknownModel"]
+__all__ = ["InvalidModelId", "ModelInUse", "ModelRegistry", "UnknownModel", "check_model_id"]
 
 log = logging.getLogger(__name__)
 
 
 class UnknownModel(KeyError):
     """No manifest in the models directory has this name."""
+
+
+class InvalidModelId(InvalidRequest):
+    """A model id no model could have: too long, or with characters ids never have (400)."""
+
+    code = "invalid_model_id"
+
+
+# Our names, and the reference's platform ids (``workspace/project/3``, ``coco/3``).
+# Each part starts with a letter or digit: no part is '.' or '..'.
+_MODEL_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*(?:/[A-Za-z0-9][A-Za-z0-9_.-]*){0,2}")
+_MODEL_ID_MAX = 256
+
+
+def check_model_id(model_id: str) -> None:
+    """Raises ``InvalidModelId`` for an id no model could have, before it reaches a path."""
+    if len(model_id) > _MODEL_ID_MAX or not _MODEL_ID.fullmatch(model_id):
+        shown = model_id if len(model_id) <= 64 else f"{model_id[:64]}... ({len(model_id)} chars)"
+        raise InvalidModelId(
+            f"model id {shown!r} is not a model id: at most {_MODEL_ID_MAX} characters of "
+            "letters, digits, '.', '_' and '-', in up to three parts split by '/'"
+        )
 
 
 class ModelInUse(Conflict):
@@ -122,10 +145,12 @@ class ModelRegistry:
 
     def resolve(self, model_id: str) -> str:
         """The id ``model_id`` is served under here: itself, or the reference's other name
-        for it (``coco/3`` -> ``yolov8n-640``); ``UnknownModel`` when none is."""
+        for it (``coco/3`` -> ``yolov8n-640``); ``UnknownModel`` when none is, and
+        ``InvalidModelId`` for an id no model could have."""
+        check_model_id(model_id)
         for name in names_for(model_id):
             if name in self._models or (
-                "/" not in name and (self._dir / name / MANIFEST_FILE).is_file()
+                MODEL_NAME.fullmatch(name) and (self._dir / name / MANIFEST_FILE).is_file()
             ):
                 return name
         raise UnknownModel(model_id)

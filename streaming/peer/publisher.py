@@ -34,6 +34,7 @@ from sources.urls import PUBLISHED_SCHEME
 
 from ..errors import InvalidOffer, TooManySessions
 from ..tasks import TaskOwner
+from .candidates import CandidateScreen
 from .worker import answer_offer, check_offer_sdp, track_peer_connection
 
 __all__ = ["PUBLISHED_SCHEME", "PublishedFrames", "Publisher", "Publishers"]
@@ -116,9 +117,13 @@ class Publisher:
         ice: RTCConfiguration,
         gathering_timeout_s: float,
         connect_timeout_s: float,
+        candidates: CandidateScreen,
+        caller: str,
     ) -> str:
-        """Apply the publisher's offer and return the complete answer (ICE gathered)."""
+        """Apply the publisher's offer and return the complete answer (ICE gathered); its
+        candidates screened for ``caller`` (the publisher's address)."""
         check_offer_sdp(offer_sdp)
+        offer_sdp = candidates.screen(offer_sdp, caller, "the WHIP offer")
         if not any(line.startswith("m=video") for line in offer_sdp.splitlines()):
             raise InvalidOffer("the WHIP offer has no video section: nothing to process")
         pc = RTCPeerConnection(ice)

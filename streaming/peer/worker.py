@@ -43,6 +43,7 @@ from ..rtc.release import releases_frames
 from ..tasks import Closer, TaskOwner
 from ..workflows.runner import FrameFacts
 from .ack import AckGate
+from .candidates import CandidateScreen
 from .control import ControlChannel
 from .inputs import InputLimits, SessionInput
 from .notices import Notices
@@ -153,6 +154,7 @@ class SessionConfig:
     datachannel_low_water_bytes: int
     datachannel_drain_timeout_s: float
     input: InputLimits
+    candidates: CandidateScreen
 
     @classmethod
     def of(cls, settings: Settings, upload_dir: Path | None = None) -> SessionConfig:
@@ -176,6 +178,7 @@ class SessionConfig:
             datachannel_low_water_bytes=settings.datachannel_low_water_bytes,
             datachannel_drain_timeout_s=settings.datachannel_drain_timeout_s,
             input=InputLimits.of(settings, upload_dir),
+            candidates=CandidateScreen.of(settings),
         )
 
 
@@ -233,15 +236,17 @@ class PeerWorker:
 
     # ----------------------------------------------------------------- lifecycle
 
-    async def start(self, offer: WebRTCOffer, user_agent: str = "") -> RTCSessionDescription:
+    async def start(
+        self, offer: WebRTCOffer, user_agent: str = "", caller: str = ""
+    ) -> RTCSessionDescription:
         """Apply the offer, gather ICE, start the session; returns the complete answer.
-        ``user_agent`` (the request's) tells our own client, which releases frames itself."""
+        ``user_agent`` (the request's) tells our own client, which releases frames itself;
+        ``caller`` is the client's address (its own loopback candidates are its to offer)."""
         if offer.type != "offer":
             raise InvalidOffer(f"webrtc_offer.type must be 'offer', got '{offer.type}'")
         check_offer_sdp(offer.sdp)
-        self._data_expected = any(
-            line.startswith("m=application") for line in offer.sdp.splitlines()
-        )
+        sdp = self._config.candidates.screen(offer.sdp, caller, "webrtc_offer.sdp")
+        self._data_expected = any(line.startswith("m=application") for line in sdp.splitlines())
         config = self._config
         servers = self._request.ice_servers() if config.allow_client_ice_servers else []
         ice = build_configuration(
@@ -255,7 +260,7 @@ class PeerWorker:
         pc.on("track", self._input.on_track)
         pc.on("datachannel", self._on_datachannel)
         if self._processor.selection.stream_output is not None:
-            if any(line.startswith("m=video") for line in offer.sdp.splitlines()):
+            if any(line.startswith("m=video") for line in sdp.splitlines()):
                 self._out_track = OutboundVideoTrack(
                     "latest" if self.realtime else "wait", self._config.output_queue_frames
                 )
@@ -271,12 +276,12 @@ class PeerWorker:
                     NoticeCode.OUTPUT_SWITCH_IGNORED,
                     "stream_output ignored: the offer has no video section to carry it",
                 )
-        await answer_offer(pc, offer.sdp, ice, config.ice_gathering_timeout_s, "webrtc_offer.sdp")
+        await answer_offer(pc, sdp, ice, config.ice_gathering_timeout_s, "webrtc_offer.sdp")
         self._drop_track_nobody_receives(pc)
         self._control.video_out = self._out_track is not None
         if self._out_track is not None:
             self._out_track.release_held_frames = releases_frames(
-                self._config.release_frames, offer.sdp, pc.localDescription.sdp, user_agent
+                self._config.release_frames, sdp, pc.localDescription.sdp, user_agent
             )
         self._spawn(self._session_loop())
         self._spawn(self._expire_at_deadline())

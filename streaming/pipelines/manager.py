@@ -17,6 +17,7 @@ from sources.hub import SourceHub
 from sources.urls import PUBLISHED_SCHEME
 
 from ..config import Settings
+from ..egress import EgressPolicy
 from ..errors import NotFound, StreamingError, TooManySessions
 from ..events import EventRecorder
 from ..inference.registry import ModelRegistry
@@ -112,6 +113,9 @@ class PipelineManager:
         events: EventRecorder | None = None,
     ) -> None:
         self._settings = settings
+        # Each source's workflow passes it when compiled (its webhook URLs), whatever
+        # started the pipeline: the API, a WHIP publisher, a restart, a Ray actor.
+        self._egress = EgressPolicy(settings.allowed_networks)
         self._events = events
         self._store = store or PipelineStore(None)
         self._library = library
@@ -238,7 +242,7 @@ class PipelineManager:
             self._settings.sink_dir,
             events,
         )
-        return await compile_config(config, spec, context)
+        return await compile_config(config, spec, context, egress=self._egress)
 
     async def add_source(
         self, pipeline_id: str, reference: str | int, *, published: Container[str] = ()

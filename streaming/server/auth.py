@@ -55,20 +55,19 @@ class ApiKeyGuard:
             return
         address = client_address(request)
         self._throttle(address)
-        header = request.headers.get("authorization", "")
-        scheme, _, token = header.partition(" ")
-        presented = (
-            token.strip()
-            if scheme.lower() == "bearer" and token.strip()
-            # inference-sdk's default ("legacy") transport puts it in the query of its GETs
-            # (masked in the access log: server/access_log.py)
-            else body_key or request.query_params.get("api_key")
-        )
+        presented = _bearer(request) or body_key or request.query_params.get("api_key")
         if not presented:
             raise Unauthorized("this server requires an API key (api_key or Authorization: Bearer)")
         if not hmac.compare_digest(presented.encode(), self._expected):
             self._fail(address)
             raise Unauthorized("invalid API key")
+
+    def presented_outside_body(self, request: Request) -> bool:
+        """The request carries a key in its header or query (checked before its body is
+        read), or the server needs none."""
+        return self._expected is None or bool(
+            _bearer(request) or request.query_params.get("api_key")
+        )
 
     def _recent(self, address: str) -> deque[float]:
         failures = self._failures.get(address)
@@ -100,6 +99,13 @@ class ApiKeyGuard:
             self._failures.popitem(last=False)
 
 
+def _bearer(request: Request) -> str | None:
+    """The key of ``Authorization: Bearer``. (inference-sdk's default "legacy" transport
+    puts it in the query of its GETs instead: masked in the access log, access_log.py.)"""
+    scheme, _, token = request.headers.get("authorization", "").partition(" ")
+    return token.strip() or None if scheme.lower() == "bearer" else None
+
+
 def body_api_key(raw: bytes) -> str | None:
     """``api_key`` of a JSON object body, read before the body is validated: a caller
     without the key learns nothing from validation errors."""
@@ -107,7 +113,7 @@ def body_api_key(raw: bytes) -> str | None:
         return None
     try:
         body = json.loads(raw)
-    except ValueError:
+    except (ValueError, RecursionError):  # nested past the parser's depth: no key found
         return None
     key = body.get("api_key") if isinstance(body, dict) else None
     return key if isinstance(key, str) else None

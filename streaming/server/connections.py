@@ -8,13 +8,17 @@ stops halfway through a body, holds its connection (and a file descriptor) forev
   closing a connection whose next request head is not complete within
   ``STREAMING_HTTP_HEADER_TIMEOUT_S`` of the connection opening or of the last response.
 - ``BodyTimeout``: ASGI middleware answering 408 when a request body's next part takes longer
-  than ``STREAMING_HTTP_BODY_TIMEOUT_S``.
+  than ``STREAMING_HTTP_BODY_TIMEOUT_S``, or the whole body longer than
+  ``STREAMING_HTTP_BODY_DEADLINE_S`` (a byte a second would pass the first).
+- ``STREAMING_MAX_CONNECTIONS`` (uvicorn's ``limit_concurrency``, set in ``cli.py``) caps the
+  connections one process holds at all.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import math
 from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -88,30 +92,40 @@ def guarded_protocol(header_timeout_s: float) -> type:
 
 
 class BodyTimeout:
-    """408 when a request body stalls; the app sees a disconnect and its answer is dropped.
+    """408 when a request body stalls (its next part takes longer than ``timeout_s``) or
+    trickles (it is not complete ``deadline_s`` after the request began); the app sees a
+    disconnect and its answer is dropped.
 
     Only the body is timed: once it is complete, ``receive`` waits as long as the app likes
     (that is how apps learn of a disconnect)."""
 
-    def __init__(self, app: ASGIApp, timeout_s: float) -> None:
+    def __init__(self, app: ASGIApp, timeout_s: float, deadline_s: float = math.inf) -> None:
         self.app = app
         self.timeout_s = timeout_s
+        self.deadline_s = deadline_s
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         body_done = False
-        stalled = False
+        stalled: str | None = None
+        deadline = asyncio.get_running_loop().time() + self.deadline_s
 
         async def timed_receive() -> Message:
             nonlocal body_done, stalled
             if body_done:
                 return await receive()
+            left = deadline - asyncio.get_running_loop().time()
             try:
-                message = await asyncio.wait_for(receive(), self.timeout_s)
+                message = await asyncio.wait_for(receive(), min(self.timeout_s, max(left, 0)))
             except TimeoutError:
-                stalled = body_done = True
+                body_done = True
+                stalled = (
+                    f"the request body stalled for {self.timeout_s:g} s"
+                    if left > self.timeout_s
+                    else f"the request body was not complete within {self.deadline_s:g} s"
+                )
                 return {"type": "http.disconnect"}
             if message["type"] != "http.request" or not message.get("more_body", False):
                 body_done = True
@@ -122,9 +136,8 @@ class BodyTimeout:
                 await send(message)
 
         await self.app(scope, timed_receive, guarded_send)
-        if stalled:
-            message = f"the request body stalled for {self.timeout_s:g} s"
-            body = json.dumps(error_body(message, "body_timeout", "BodyTimeout")).encode()
+        if stalled is not None:
+            body = json.dumps(error_body(stalled, "body_timeout", "BodyTimeout")).encode()
             await send(
                 {
                     "type": "http.response.start",

@@ -31,13 +31,12 @@ from ..inference.registry import UnknownModel
 from ..protocol.messages import WorkflowConfiguration
 from ..workflows.blocks.base import WorkflowImage
 from ..workflows.serialization import serialize_detections
-from .auth import body_api_key
+from .bodies import guarded_body
 from .docs import ERROR_RESPONSES, json_body
 from .images import ImageLimits, load_images
 from .models import unknown_model
 from .runs import compiled, run_images
 from .state import ServerState, get_state
-from .webrtc import read_limited_body
 
 __all__ = ["InferenceRequest", "image_limits", "legacy_router", "router"]
 
@@ -170,8 +169,7 @@ async def _infer(
 
 @router.post("/infer/{task}", openapi_extra=json_body(InferenceRequest))
 async def infer(task: str, request: Request, state: ServerState = Depends(get_state)) -> Any:
-    raw = await read_limited_body(request, state.settings.max_infer_request_bytes)
-    state.auth.check(request, body_api_key(raw))
+    raw = await guarded_body(request, state, state.settings.max_infer_request_bytes)
     if task not in _ROUTE_TASKS:
         raise NotFound(f"no /infer/{task} here; there are /infer/{', /infer/'.join(_ROUTE_TASKS)}")
     body = InferenceRequest.model_validate_json(raw)  # a ValidationError is the app's 422
@@ -204,8 +202,9 @@ async def infer_v0(
     """The reference's v0 form (inference-sdk's ``HTTPClientMode.V0``): the model id in the
     path (``coco/3``), the image as the body's base64, a multipart ``file``, or an
     ``image`` URL in the query; answers JSON, or with ``format=image`` the drawn JPEG."""
-    raw = await read_limited_body(request, state.settings.max_infer_request_bytes)
-    state.auth.check(request)
+    raw = await guarded_body(
+        request, state, state.settings.max_infer_request_bytes, key_in_body=False
+    )
     if format not in ("json", "image"):
         raise InvalidRequest(f"format: 'json' or 'image', not {format!r}")
     given = await _v0_image(request, raw, image, image_type)

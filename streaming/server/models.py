@@ -18,10 +18,9 @@ from ..errors import NotFound
 from ..inference.aliases import REFERENCE_ALIASES, suggested_name
 from ..inference.model import DetectionModel
 from ..inference.registry import UnknownModel
-from .auth import body_api_key
+from .bodies import guarded_body
 from .docs import ERROR_RESPONSES, json_body
 from .state import ServerState, get_state
-from .webrtc import read_limited_body
 
 __all__ = ["describe_model", "router", "unknown_model"]
 
@@ -83,8 +82,7 @@ async def loaded_models(request: Request, state: ServerState = Depends(get_state
 
 
 async def _model_request(request: Request, state: ServerState) -> ModelRequest:
-    body = await read_limited_body(request, state.settings.max_request_bytes)
-    state.auth.check(request, body_api_key(body))
+    body = await guarded_body(request, state, state.settings.max_request_bytes)
     return ModelRequest.model_validate_json(body)  # a ValidationError is the app's 422
 
 

@@ -13,11 +13,9 @@ from pydantic import BaseModel
 from ..pipelines import InitialisePipelinePayload
 from ..pipelines.models import AddSourcePayload, ConsumePayload
 from ..pipelines.pipeline import SourceNotFound
-from ..workflows import workflow_urls
-from .auth import body_api_key
+from .bodies import guarded_body
 from .docs import ERROR_RESPONSES, json_body
 from .state import ServerState, get_state
-from .webrtc import read_limited_body
 
 __all__ = ["restore_pipelines", "router"]
 
@@ -41,8 +39,7 @@ def _success(pipeline_id: str | None, **fields: Any) -> dict[str, Any]:
 async def _body(request: Request, state: ServerState, model: type[BaseModel]) -> Any:
     """The JSON body (the SDK sends one even on GET) validated by ``model``, API key checked.
     ``ValidationError`` propagates: a 422."""
-    raw = await read_limited_body(request, state.settings.max_request_bytes)
-    state.auth.check(request, body_api_key(raw))
+    raw = await guarded_body(request, state, state.settings.max_request_bytes)
     return model.model_validate_json(raw or b"{}")
 
 
@@ -54,10 +51,7 @@ async def _check_egress(state: ServerState, payload: InitialisePipelinePayload) 
     webhook = payload.sink_configuration.webhook if payload.sink_configuration else None
     if webhook is not None:
         await state.egress.check_url(webhook.url, "webhook url")
-    config = payload.processing_configuration
-    for where, url in workflow_urls(state.workflows.specification(config),
-                                    config.workflows_parameters):  # fmt: skip
-        await state.egress.check_url(url, where)
+    # The workflow's own URLs are checked where every workflow is compiled (compile_config).
 
 
 async def _check_reference(state: ServerState, reference: str | int) -> None:

@@ -16,7 +16,7 @@ import numpy as np
 
 from ..errors import WorkflowRunError
 from ..protocol.messages import WorkflowConfiguration
-from ..workflows import CompiledWorkflow, workflow_urls
+from ..workflows import CompiledWorkflow
 from ..workflows.blocks.base import BuildContext
 from ..workflows.runner import FrameFacts, FrameRun, compile_config, run_frame
 from .state import ServerState
@@ -33,10 +33,8 @@ async def compiled(
 ) -> AsyncIterator[CompiledWorkflow]:
     """``specification`` compiled for one request (its URLs checked against the egress
     policy first), closed when the request is done with it."""
-    for where, url in workflow_urls(specification, config.workflows_parameters):
-        await state.egress.check_url(url, where)
     context = BuildContext(state.models, sink_dir=state.settings.sink_dir)
-    workflow = await compile_config(config, specification, context)
+    workflow = await compile_config(config, specification, context, egress=state.egress)
     try:
         yield workflow
     finally:

@@ -22,9 +22,9 @@ from ..inference.model import DetectionModel
 from ..inference.registry import UnknownModel
 from ..protocol.v2 import HEADER_LENGTH, V2Error, encode_response, parse_request
 from .auth import require_api_key
+from .bodies import read_limited_body
 from .docs import ERROR_RESPONSES, json_body
 from .state import ServerState, get_state
-from .webrtc import read_limited_body
 
 __all__ = ["V2Failure", "failure_response", "router"]
 

@@ -15,34 +15,22 @@ from pydantic import ValidationError
 
 from sources.urls import has_scheme_and_host, mask_url
 
-from ..errors import InvalidRequest, RequestTooLarge, error_body
+from ..errors import InvalidRequest, error_body
 from ..peer.processor import FrameProcessor, OutputSelection
 from ..peer.worker import PeerWorker, SessionConfig
 from ..pipelines.pipeline import WatchedPipeline
 from ..protocol.messages import SIGNALING_PATH, InitializeWebRTCResponse, WebRTCWorkerRequest
-from ..workflows import CompiledWorkflow, workflow_urls
+from ..workflows import CompiledWorkflow
 from ..workflows.blocks.base import BuildContext
 from ..workflows.runner import WorkflowOutputs, compile_config
-from .auth import body_api_key, client_address
+from .auth import client_address
+from .bodies import guarded_body
 from .docs import ERROR_RESPONSES, json_body
 from .state import ServerState, get_state
 
-__all__ = ["open_session", "read_limited_body", "router"]
+__all__ = ["open_session", "router"]
 
 router = APIRouter(responses=ERROR_RESPONSES)
-
-
-async def read_limited_body(request: Request, limit: int) -> bytes:
-    """The body, refusing (413) anything over ``limit`` bytes without reading it all."""
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise RequestTooLarge(f"request body of {declared} bytes exceeds the limit of {limit}")
-    body = bytearray()
-    async for chunk in request.stream():
-        body += chunk
-        if len(body) > limit:
-            raise RequestTooLarge(f"request body exceeds the limit of {limit} bytes")
-    return bytes(body)
 
 
 def validation_response(errors: Sequence[Any]) -> JSONResponse:
@@ -85,8 +73,7 @@ async def initialise_webrtc_worker(
     request: Request, state: ServerState = Depends(get_state)
 ) -> JSONResponse:
     settings = state.settings
-    body = await read_limited_body(request, settings.max_request_bytes)
-    state.auth.check(request, body_api_key(body))
+    body = await guarded_body(request, state, settings.max_request_bytes)
     try:
         payload = WebRTCWorkerRequest.model_validate_json(body)
     except ValidationError as exc:
@@ -106,8 +93,6 @@ async def initialise_webrtc_worker(
     if watched is None:
         assert config is not None  # the request model requires one when no pipeline is named
         specification = state.workflows.specification(config)
-        for where, url in workflow_urls(specification, config.workflows_parameters):
-            await state.egress.check_url(url, where)
 
     _, answer = await open_session(
         state, payload, client_address(request), request.headers.get("user-agent", ""),
@@ -145,7 +130,9 @@ async def open_session(
             context = BuildContext(
                 state.models, stream=stream, sink_dir=settings.sink_dir, events=state.events
             )
-            workflow = outputs = await compile_config(config, specification, context)
+            workflow = outputs = await compile_config(
+                config, specification, context, egress=state.egress
+            )
         selection = OutputSelection.from_request(
             outputs, payload.stream_output, payload.data_output
         )
@@ -170,7 +157,7 @@ async def open_session(
             worker.attach_pipeline(watched, payload.pipeline_source_id)
         elif camera_url is not None:
             await worker.attach_camera(state.hub, camera_url, settings.camera_first_frame_s)
-        answer = await worker.start(payload.webrtc_offer, user_agent)
+        answer = await worker.start(payload.webrtc_offer, user_agent, address)
     except BaseException:
         if worker is None:
             state.sessions.release(address)

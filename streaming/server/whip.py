@@ -30,6 +30,7 @@ from ..errors import (
     NotSupportedHere,
     UnsupportedMediaType,
 )
+from ..peer.candidates import CandidateScreen
 from ..peer.publisher import Publisher
 from ..pipelines import PipelineManager
 from ..pipelines.manager import PipelineNotFound
@@ -38,9 +39,10 @@ from ..pipelines.pipeline import LastSource, SourceNotFound
 from ..protocol.messages import WebRTCOffer, WebRTCWorkerRequest, WorkflowConfiguration
 from ..rtc.ice import build_configuration
 from .auth import client_address
+from .bodies import guarded_body
 from .docs import ERROR_RESPONSES
 from .state import ServerState, get_state
-from .webrtc import open_session, read_limited_body
+from .webrtc import open_session
 
 __all__ = ["router"]
 
@@ -64,8 +66,7 @@ class ResourceNotFound(NotFound):
 
 async def _offer(request: Request, state: ServerState) -> str:
     """The request's SDP offer, once the caller is allowed and the server takes one."""
-    body = await read_limited_body(request, state.settings.max_request_bytes)
-    state.auth.check(request)
+    body = await guarded_body(request, state, state.settings.max_request_bytes, key_in_body=False)
     media_type = request.headers.get("content-type", "").partition(";")[0].strip().lower()
     if media_type != SDP:
         raise UnsupportedMediaType(
@@ -122,6 +123,7 @@ def _parameter(value: str) -> Any:
 
 async def _publish(
     state: ServerState,
+    request: Request,
     offer: str,
     stream_output: str | None,
     attach: Callable[[Publisher], Awaitable[None]],
@@ -139,8 +141,9 @@ async def _publish(
     publisher.stream_output = stream_output
     try:
         answer = await publisher.answer(
-            offer, ice, settings.ice_gathering_timeout_s, settings.connect_timeout_s
-        )
+            offer, ice, settings.ice_gathering_timeout_s, settings.connect_timeout_s,
+            CandidateScreen.of(settings), client_address(request),
+        )  # fmt: skip
         await attach(publisher)
     except BaseException:
         await state.publishers.discard(publisher)
@@ -201,7 +204,7 @@ async def whip_workflow(
         )
         publisher.source_id, publisher.owns_pipeline = 0, True
 
-    return await _publish(state, offer, stream_output, start_pipeline)
+    return await _publish(state, request, offer, stream_output, start_pipeline)
 
 
 @router.post("/whip/pipelines/{pipeline_id}", status_code=201, openapi_extra=_SDP_BODY)
@@ -218,7 +221,8 @@ async def whip_pipeline(
         publisher.source_id = await manager.add_source(pipeline_id, url, published={url})
         publisher.pipeline_id = pipeline_id
 
-    return await _publish(state, offer, request.query_params.get("stream_output"), join)
+    stream_output = request.query_params.get("stream_output")
+    return await _publish(state, request, offer, stream_output, join)
 
 
 def _publisher(state: ServerState, resource_id: str) -> Publisher:

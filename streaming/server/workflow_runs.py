@@ -39,13 +39,12 @@ from ..workflows.blocks.base import (
 from ..workflows.library import WorkflowNotFound
 from ..workflows.serialization import SerializationError, serialize_value
 from ..workflows.spec import IMAGE_INPUT_TYPES, VIDEO_METADATA_INPUT_TYPES
-from .auth import body_api_key
+from .bodies import guarded_body
 from .docs import ERROR_RESPONSES, json_body
 from .images import load_images
 from .infer import image_limits
 from .runs import compiled, run_images
 from .state import ServerState, get_state
-from .webrtc import read_limited_body
 
 __all__ = ["DescribeInterfaceRequest", "WorkflowRunRequest", "router"]
 
@@ -66,8 +65,7 @@ class WorkflowRunRequest(BaseModel):
 
 
 async def _body(request: Request, state: ServerState) -> WorkflowRunRequest:
-    raw = await read_limited_body(request, state.settings.max_infer_request_bytes)
-    state.auth.check(request, body_api_key(raw))
+    raw = await guarded_body(request, state, state.settings.max_infer_request_bytes)
     return WorkflowRunRequest.model_validate_json(raw)  # a ValidationError is the app's 422
 
 
@@ -181,8 +179,7 @@ def _input_kinds(specification: dict[str, Any]) -> dict[str, list[str]]:
 
 @router.post("/workflows/validate")
 async def validate(request: Request, state: ServerState = Depends(get_state)) -> dict:
-    raw = await read_limited_body(request, state.settings.max_request_bytes)
-    state.auth.check(request)  # the body is the specification: the key goes in the header
+    raw = await guarded_body(request, state, state.settings.max_request_bytes, key_in_body=False)
     specification = _SPECIFICATION.validate_json(raw)  # a ValidationError is the app's 422
     async with compiled(state, WorkflowConfiguration(), specification):
         pass  # compiled (its models found and loaded), then closed
@@ -191,8 +188,7 @@ async def validate(request: Request, state: ServerState = Depends(get_state)) ->
 
 @router.post("/workflows/describe_interface", openapi_extra=json_body(DescribeInterfaceRequest))
 async def describe_interface(request: Request, state: ServerState = Depends(get_state)) -> dict:
-    raw = await read_limited_body(request, state.settings.max_request_bytes)
-    state.auth.check(request, body_api_key(raw))
+    raw = await guarded_body(request, state, state.settings.max_request_bytes)
     specification = DescribeInterfaceRequest.model_validate_json(raw).specification
     async with compiled(state, WorkflowConfiguration(), specification) as workflow:
         outputs = {name: [kind] for name, kind in workflow.output_kinds.items()}

@@ -21,9 +21,10 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from ..egress import EgressPolicy
 from ..protocol.messages import WorkflowConfiguration
 from .blocks.base import BuildContext, FrameState
-from .engine import CompiledWorkflow, compile_workflow
+from .engine import CompiledWorkflow, compile_workflow, workflow_urls
 from .spec import WorkflowSpec, parse_spec
 
 __all__ = [
@@ -40,10 +41,18 @@ async def compile_config(
     config: WorkflowConfiguration,
     specification: dict[str, Any] | WorkflowSpec,
     context: BuildContext,
+    *,
+    egress: EgressPolicy,
 ) -> CompiledWorkflow:
     """``specification`` (already resolved from ``config``: inline or the library's),
-    compiled with ``config``'s input names and parameters; raises the compiler's 400s."""
+    compiled with ``config``'s input names and parameters; raises the compiler's 400s.
+
+    Every URL its steps would connect to (a webhook's, literal, a stored default or a
+    parameter from whatever the request came through) passes ``egress`` first: the one
+    check of workflow URLs, since every way to run a workflow compiles it here."""
     spec = specification if isinstance(specification, WorkflowSpec) else parse_spec(specification)
+    for where, url in workflow_urls(spec.model_dump(), config.workflows_parameters):
+        await egress.check_url(url, where)
     return await asyncio.to_thread(
         compile_workflow,
         spec,

@@ -57,7 +57,7 @@ async def test_a_failed_session_task_sends_a_completion_and_frees_the_slot(caplo
             lambda _: closed.set(),
         )
         try:
-            answer = await worker.start(WebRTCOffer(**body["webrtc_offer"]))
+            answer = await worker.start(WebRTCOffer(**body["webrtc_offer"]), caller="127.0.0.1")
             await client.pc.setRemoteDescription(RTCSessionDescription(answer.sdp, answer.type))
             assert client.track is not None
             for _ in range(5):
