@@ -35,6 +35,7 @@ from ..pipelines.models import ConsumePayload, resolve_references
 from ..pipelines.pipeline import Ended, PipelineResult, Watcher
 from ..pipelines.status import PipelineStatus
 from ..server.app import camera_factory
+from ..storage import private_process
 from ..tasks import TaskOwner
 from ..workflows.library import WorkflowLibrary
 from ..workflows.runner import OutputNames
@@ -81,6 +82,7 @@ class PipelineActor:
 
     def __init__(self, settings: Settings, pipeline_id: str, request: dict[str, Any]) -> None:
         # An async actor: this runs on the actor's event loop, which runs every method too.
+        private_process(settings)  # this process is the server's: its evidence is private
         self._id = pipeline_id
         self._node = ray.get_runtime_context().get_node_id()
         self._executor = ThreadPoolExecutor(settings.workflow_threads, "workflow")

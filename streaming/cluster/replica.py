@@ -22,6 +22,7 @@ from ..config import Settings
 from ..inference.registry import ModelRegistry
 from ..server import create_app
 from ..server.state import ServerState
+from ..storage import private_process
 from ..workflows.library import WorkflowLibrary
 from .autoscale import sessions_policy
 from .directory import METRICS_PERIOD_S, STATS_PERIOD_S, directory
@@ -81,6 +82,8 @@ def media_app(settings: Settings, replicas: int | None, max_replicas: int = 1) -
     deployed = deployed_models(settings)
 
     def build() -> FastAPI:  # runs on the replica
+        private_process(settings)  # the replica's process is the server's
+
         def cluster_pipelines(
             settings: Settings,
             _models: ModelRegistry,

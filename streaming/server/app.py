@@ -27,6 +27,7 @@ from ..peer.publisher import Publishers
 from ..peer.sessions import SessionRegistry
 from ..pipelines import PipelineManager, Pipelines, PipelineStore
 from ..rtc import BitrateLimits, install_for_server
+from ..storage import private_directories
 from ..tasks import TaskOwner
 from ..workflows.library import WorkflowLibrary
 from . import (
@@ -164,6 +165,7 @@ def _lifespan(
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        private_directories(settings)  # before anything is written there
         state = _build_state(settings, metrics, parts)
         app.state.server = state
         startup = TaskOwner("server")
