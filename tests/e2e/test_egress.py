@@ -3,22 +3,35 @@ kind that would make it connect to itself or to link-local addresses. Nothing is
 
 from __future__ import annotations
 
+import base64
 import copy
+import json
 
+import cv2
+import numpy as np
 import pytest
 
 from tests.conftest import DETECT_SPEC
 from tests.support.peer import loopback_peer
 from tests.support.server import running_server
+from tests.support.webrtcbin import WebrtcbinPeer
 
 pytestmark = pytest.mark.e2e
 
 WORKFLOW = {"type": "WorkflowConfiguration", "workflow_specification": DETECT_SPEC}
 
 
+HOOK = "http://127.0.0.1:9/x"  # never reached: every request below is refused before it
+
+
 @pytest.fixture(scope="module")
-def default_server():
-    with running_server(allowed_networks="0.0.0.0/0,::/0") as process:
+def default_server(tmp_path_factory):
+    """The default egress policy; stored workflows whose webhook URL is a parameter
+    (``hook``) or a parameter's stored default (``hook-default``: this server itself)."""
+    stored = tmp_path_factory.mktemp("workflows")
+    (stored / "hook.json").write_text(json.dumps(_with_webhook(None)))
+    (stored / "hook-default.json").write_text(json.dumps(_with_webhook(HOOK)))
+    with running_server(allowed_networks="0.0.0.0/0,::/0", workflows_dir=str(stored)) as process:
         yield process
 
 
@@ -36,7 +49,7 @@ async def offer_sdp() -> str:
 @pytest.mark.parametrize(
     ("fields", "needle"),
     [
-        ({"rtsp_url": "rtsp://user:pw@127.0.0.1:8554/cam"}, "rtsp_url rtsp://user:***@127.0.0.1"),
+        ({"rtsp_url": "rtsp://user:pw@127.0.0.1:8554/cam"}, "rtsp_url rtsp://***@127.0.0.1"),
         ({"mjpeg_url": "http://localhost:8080/mjpeg"}, "mjpeg_url http://localhost:8080"),
         ({"rtsp_url": "rtsp://169.254.169.254/latest"}, "link-local"),
         (
@@ -80,7 +93,7 @@ def test_pipelines_may_not_point_the_server_at_itself(default_server, reference,
     assert listed["pipelines"] == []
 
 
-def _with_webhook(url: str) -> dict:
+def _with_webhook(url: str | None) -> dict:
     spec = copy.deepcopy(DETECT_SPEC)
     spec["inputs"].append({"type": "WorkflowParameter", "name": "hook", "default_value": url})
     spec["steps"].append({"type": "roboflow_core/webhook_sink@v1", "name": "event",
@@ -106,3 +119,70 @@ async def test_a_workflows_webhook_may_not_point_the_server_at_itself(default_se
         },
     )  # fmt: skip
     assert pipeline.status_code == 400 and "loopback" in pipeline.json()["message"]
+
+
+def _named(workflow_id: str, parameters: dict | None = None) -> dict:
+    return {"type": "WorkflowConfiguration", "workspace_name": "local",
+            "workflow_id": workflow_id, "workflows_parameters": parameters}  # fmt: skip
+
+
+def _refused_for_the_hook(response) -> None:
+    assert response.status_code == 400, response.text
+    message = response.json()["message"]
+    assert f"step 'event' url {HOOK}" in message and "STREAMING_ALLOWED_NETWORKS" in message
+
+
+def test_a_published_streams_workflow_parameters_pass_the_egress_policy(default_server):
+    """The attacker's WHIP publisher set a stored workflow's webhook to this server through
+    the query, and was answered 201; now it is refused like every other way in."""
+    url = f"{default_server.url}/whip/workflows/local/hook?hook={HOOK}"
+    publisher = WebrtcbinPeer("publish", url, "vp8")
+    try:
+        status, body = publisher.refusal()
+    finally:
+        publisher.stop()
+    assert status == 400, body
+    assert f"step 'event' url {HOOK}" in body and "loopback" in body
+    assert default_server.get("/healthz").json()["publishers"] == 0
+
+
+async def test_stored_workflows_pass_the_egress_policy_every_way_they_are_run(default_server):
+    """A parameter from the request, or a stored default: sessions and HTTP runs (pipelines
+    and WHIP above) are refused the same way."""
+    hooked = {"hook": HOOK}
+    sdp = await offer_sdp()
+    for configuration in (_named("hook", hooked), _named("hook-default")):
+        session = default_server.post("/initialise_webrtc_worker", json={
+            "webrtc_offer": {"type": "offer", "sdp": sdp},
+            "workflow_configuration": configuration,
+        })  # fmt: skip
+        _refused_for_the_hook(session)
+    _, jpeg = cv2.imencode(".jpg", np.zeros((32, 32, 3), np.uint8))
+    image = {"type": "base64", "value": base64.b64encode(jpeg.tobytes()).decode()}
+    for workflow, parameters in (("hook", hooked), ("hook-default", {})):
+        run = default_server.post(
+            f"/local/workflows/{workflow}", json={"inputs": {"image": image, **parameters}}
+        )
+        _refused_for_the_hook(run)
+
+
+def _only_candidate(sdp: str, address: str) -> str:
+    kept = [line for line in sdp.splitlines() if not line.startswith("a=candidate:")]
+    at = next(i for i, line in enumerate(kept) if line.startswith("m=")) + 1
+    kept.insert(at, f"a=candidate:1 1 udp 2130706431 {address} 9 typ host")
+    return "\r\n".join(kept) + "\r\n"
+
+
+@pytest.mark.parametrize("address", ["169.254.169.254", "224.0.0.251", "0.0.0.0"])
+async def test_an_offers_candidates_pass_the_egress_policy(default_server, address):
+    """The caller (127.0.0.1) may offer its own loopback address, never link-local,
+    multicast or unspecified ones: those are refused before aiortc sees the offer."""
+    body = {
+        "webrtc_offer": {"type": "offer", "sdp": _only_candidate(await offer_sdp(), address)},
+        "workflow_configuration": WORKFLOW,
+    }
+    response = default_server.post("/initialise_webrtc_worker", json=body)
+    assert response.status_code == 400, response.text
+    message = response.json()["message"]
+    assert f"every ICE candidate of webrtc_offer.sdp is refused: {address} is" in message
+    assert "STREAMING_ALLOWED_NETWORKS" in message
