@@ -12,7 +12,7 @@ from hypothesis import settings
 from streaming.inference.session import nvidia_driver_present
 from streaming.rtc.ice import restrict_host_addresses
 from tests.support.camera import RTSPCamera
-from tests.support.server import running_server
+from tests.support.server import ServerProcess, running_server
 
 # The test process runs client peers too: keep their candidates on loopback as well.
 restrict_host_addresses(["127.0.0.1"])
@@ -33,6 +33,16 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_call(item):
+    """Every running server a test is handed is idle when the test starts (its fixtures set
+    up): no session or publisher of an earlier test is still being torn down, so what a test
+    counts on the server is its own doing, in any order."""
+    for value in getattr(item, "funcargs", {}).values():
+        if isinstance(value, ServerProcess) and value.process.poll() is None:
+            value.wait_idle()
 
 
 PHOTO_DIRS = [

@@ -236,6 +236,18 @@ class ServerProcess(LoggedProcess):
     def sessions(self) -> int:
         return self.get("/healthz").json()["sessions"]
 
+    def wait_idle(self, timeout: float = 60) -> None:
+        """Until no session or WHIP publisher is open (an earlier test's may still be
+        closing): a test that counts the server's sessions starts from none."""
+
+        def idle() -> bool:
+            health = self.get("/healthz").json()
+            workers = health.get("workers") or []
+            return (health["sessions"] == 0 and health.get("publishers", 0) == 0
+                    and all(w.get("sessions", 0) == 0 for w in workers))  # fmt: skip
+
+        wait_for(idle, timeout, "the server idle (no sessions, no publishers)")
+
     def pipeline_nodes(self) -> dict[str, str | None]:
         """Each pipeline's node (``list``'s placements); empty while the answer is an error
         (a Ray replica being replaced: Serve's 5xx for requests it had sent there)."""
