@@ -92,11 +92,18 @@ def _options(scheme: str, url: str) -> tuple[str | None, dict[str, str]]:
 _HLS: tuple[str, dict[str, str]] = ("hls", {"live_start_index": "-1"})
 
 
+class Redirected(SourceError):
+    """An HTTP camera answered with a redirect: never followed (the server checked the
+    camera's own address against its egress policy, not wherever it points)."""
+
+
 def _http_kind(url: str, timeout: float) -> tuple[str | None, dict[str, str]] | None:
     """An HTTP stream's demuxer and options from its content type: MJPEG, HLS, or FFmpeg's
-    probe (None, {}); None when the camera cannot be asked now."""
+    probe (None, {}); None when the camera cannot be asked now; ``Redirected`` when it
+    points elsewhere."""
     try:
-        with httpx.stream("GET", url, timeout=timeout, follow_redirects=True) as answer:
+        with httpx.stream("GET", url, timeout=timeout, follow_redirects=False) as answer:
+            _refuse_redirect(answer)
             kind = answer.headers.get("content-type", "").lower()
     except httpx.HTTPError:
         return None  # asked again on the next attempt; FFmpeg will say why this one fails
@@ -105,6 +112,28 @@ def _http_kind(url: str, timeout: float) -> tuple[str | None, dict[str, str]] | 
     if "mpegurl" in kind:
         return _HLS
     return None, {}
+
+
+def _redirect_of(url: str, timeout: float) -> str | None:
+    """Why FFmpeg could not open an HTTP camera, when the reason is a redirect (it is told
+    to follow none, and then says only 'Input/output error')."""
+    try:
+        with httpx.stream("GET", url, timeout=timeout, follow_redirects=False) as answer:
+            _refuse_redirect(answer)
+    except httpx.HTTPError:
+        return None
+    except Redirected as exc:
+        return str(exc)
+    return None
+
+
+def _refuse_redirect(answer: httpx.Response) -> None:
+    if answer.is_redirect:
+        target = mask_url(answer.headers.get("location", ""))
+        raise Redirected(
+            f"it redirects ({answer.status_code}) to {target or 'nowhere'}: redirects are not "
+            "followed for cameras; give the URL it redirects to"
+        )
 
 
 class LiveSource(FrameSource):
@@ -133,7 +162,8 @@ class LiveSource(FrameSource):
         self._relay = SRTRelay(url, read_timeout) if scheme == "srt" else None
         self._format, self._options = _options(scheme, url)
         # An HTTP URL that does not say what it is: its answer's content type tells, once.
-        self._sniff = scheme.startswith("http") and self._format is None
+        self._http = scheme.startswith("http")
+        self._sniff = self._http and self._format is None
         self.read_timeout = read_timeout
         self.max_backoff = max_backoff
         self.initial_backoff = initial_backoff
@@ -200,7 +230,12 @@ class LiveSource(FrameSource):
         if self._backoff and self._closed.wait(self._backoff):
             return False  # closed while waiting
         opening = time.monotonic()
-        if self._sniff and (kind := _http_kind(self.url, self.read_timeout)) is not None:
+        try:
+            kind = _http_kind(self.url, self.read_timeout) if self._sniff else None
+        except Redirected as exc:
+            self._failed(f"cannot connect to {self.masked_url}: {exc}")
+            return False
+        if kind is not None:
             # Once known, kept: a camera does not change what it serves.
             (self._format, self._options), self._sniff = kind, False
         url = self.url
@@ -220,7 +255,8 @@ class LiveSource(FrameSource):
             container = av.open(
                 url,
                 format=self._format,
-                options=self._options,
+                # FFmpeg follows HTTP redirects wherever they point unless told not to.
+                options={**self._options, "max_redirects": "0"} if self._http else self._options,
                 # Measured: a stalled RTSP read ends only at PyAV's second read timeout (FFmpeg
                 # retries once), so half the budget each makes the whole wait read_timeout.
                 timeout=(self.read_timeout, self.read_timeout / 2),
@@ -231,6 +267,8 @@ class LiveSource(FrameSource):
                 reason = f"nothing to read within {self.read_timeout:g} s"
             if self._relay is not None:  # FFmpeg saw the loopback side only: say the SRT one
                 reason = f"{reason} ({self._relay.state()})"
+            elif self._http and (redirect := _redirect_of(self.url, self.read_timeout)):
+                reason = redirect
             self._failed(f"cannot connect to {self.masked_url}: {reason}")
             return False
         if not container.streams.video:

@@ -6,6 +6,8 @@ from __future__ import annotations
 import base64
 import copy
 import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import cv2
 import numpy as np
@@ -186,3 +188,59 @@ async def test_an_offers_candidates_pass_the_egress_policy(default_server, addre
     message = response.json()["message"]
     assert f"every ICE candidate of webrtc_offer.sdp is refused: {address} is" in message
     assert "STREAMING_ALLOWED_NETWORKS" in message
+
+
+class _Redirector:
+    """An HTTP server at ``host`` answering every GET with a 302 to ``target``; it counts
+    the requests it got (the refused side of a redirect must get none)."""
+
+    def __init__(self, host: str, target: str | None = None) -> None:
+        self.paths: list[str] = []
+        redirector = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                redirector.paths.append(self.path)
+                if target is None:
+                    self.send_response(404)
+                else:
+                    self.send_response(302)
+                    self.send_header("Location", target)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *_: object) -> None:
+                pass
+
+        self.http = ThreadingHTTPServer((host, 0), Handler)
+        self.url = f"http://{host}:{self.http.server_address[1]}"
+        threading.Thread(target=self.http.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.http.shutdown()
+        self.http.server_close()
+
+
+@pytest.mark.parametrize("path", ["/cam", "/live.m3u8"], ids=["probed", "hls"])
+async def test_a_cameras_redirect_is_never_followed(path):
+    """The camera's address is allowed (127.0.0.2), and it redirects to one that is not
+    (127.0.0.1): the session is refused saying so, and the target never hears a request
+    (neither from our probe of the camera nor from FFmpeg)."""
+    target = _Redirector("127.0.0.1")
+    camera = _Redirector("127.0.0.2", f"{target.url}/latest?token=s3cr3t")
+    try:
+        with running_server(allowed_networks="127.0.0.2/32", camera_first_frame_s="8") as server:
+            body = {
+                "webrtc_offer": {"type": "offer", "sdp": await offer_sdp()},
+                "workflow_configuration": WORKFLOW,
+                "mjpeg_url": camera.url + path,
+            }
+            response = server.post("/initialise_webrtc_worker", json=body)
+    finally:
+        camera.close()
+        target.close()
+    assert response.status_code == 502, response.text
+    message = response.json()["message"]
+    assert f"it redirects (302) to {target.url}/latest?token=***" in message, message
+    assert "redirects are not followed for cameras" in message
+    assert camera.paths and target.paths == []
