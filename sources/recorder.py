@@ -53,7 +53,14 @@ _FINISHED = re.compile(r"^(\d+)-(\d+)(c?)\.mp4$")
 """``<start_ms>-<end_ms>.mp4``; a ``c`` before ``.mp4``: it continues the segment before it
 (cut for length), so nothing is missing between the two."""
 _PARTIAL = re.compile(r"^\.(\d+)\.partial\.mp4$")
-_FRAGMENTED = {"movflags": "frag_keyframe+empty_moov+default_base_moof"}
+# A fragment at each keyframe and at least every second, each written through to the file as
+# it is made (flush_packets: the muxer's 256 KiB buffer held seconds of a low-rate camera, and
+# a kill -9 lost them all): what a crash leaves is playable up to its last whole fragment.
+_FRAGMENTED = {
+    "movflags": "frag_keyframe+empty_moov+default_base_moof",
+    "frag_duration": "1000000",
+    "flush_packets": "1",
+}
 _ENCODE_TIME_BASE = Fraction(1, 1000)
 
 
@@ -420,13 +427,18 @@ class SegmentRecorder:
             if match is None:
                 continue
             salvaged = self.directory / f".{match[1]}.salvage.mp4"
-            end = _salvage(path, salvaged, int(match[1]) / 1000)
+            start = int(match[1]) / 1000
+            size = path.stat().st_size
+            end = _salvage(path, salvaged, start)
             path.unlink(missing_ok=True)
             if end is None:
                 salvaged.unlink(missing_ok=True)
+                log.warning("recording %s: a segment a stop left open had nothing readable "
+                            "(%d bytes): removed", self.directory, size)  # fmt: skip
                 continue
             os.replace(salvaged, self.directory / f"{match[1]}-{round(end * 1000)}.mp4")
-            log.info("recording %s: recovered a segment a stop left open", path.name)
+            log.info("recording %s: recovered %.1f s of a segment a stop left open (%d bytes)",
+                     self.directory, end - start, size)  # fmt: skip
 
     def _enforce_retention(self) -> bool:
         """Removes old segments as the policy says; True when the disk is still too full."""

@@ -12,7 +12,7 @@ import pytest
 from tests.conftest import DETECT_SPEC
 from tests.e2e.test_events import counting_with_evidence
 from tests.support.camera import RTSPCamera
-from tests.support.media import walking_back_and_forth
+from tests.support.media import on_disk_seconds, walking_back_and_forth
 from tests.support.server import ServerProcess, running_server, wait_for
 
 pytestmark = pytest.mark.e2e
@@ -156,6 +156,9 @@ def test_a_recording_is_finished_by_sigterm_and_recovered_after_a_kill(tmp_path)
         assert not list(directory.glob(".*")) and len(list(directory.glob("*.mp4"))) == 1
         with running_server(**settings) as second:  # the pipeline is restored, and records
             wait_for(lambda: open_segment(pipeline_id), START_S, "recording again")
+            (partial,) = directory.glob(".*.partial.mp4")
+            # Fragments are written through as they are made: 2 s are on disk soon.
+            wait_for(lambda: on_disk_seconds(partial) >= 2.0, 60, "2 s of it on disk")
             second.process.kill()  # no goodbye: the open segment stays hidden
             second.process.wait(30)
         assert len(list(directory.glob(".*.partial.mp4"))) == 1
@@ -163,6 +166,9 @@ def test_a_recording_is_finished_by_sigterm_and_recovered_after_a_kill(tmp_path)
             # The next recorder on the directory salvages it before anything else.
             wait_for(lambda: len(index(third, pipeline_id)["segments"]) >= 2, START_S,
                      "the killed run's segment recovered")  # fmt: skip
+            third.wait_for_output("of a segment a stop left open")
+            killed = index(third, pipeline_id)["segments"][1]
+            assert killed["end"] - killed["start"] >= 1.9, killed
             third.post(f"/inference_pipelines/{pipeline_id}/terminate")
             for segment in index(third, pipeline_id)["segments"]:
                 one = third.get(f"/recordings/{pipeline_id}/0?start={segment['start']}"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Iterable
 from fractions import Fraction
 from pathlib import Path
@@ -124,3 +125,19 @@ def there_and_back_clip(person, path: Path) -> Path:
     half = person.shape[1] // 2 + 1
     there = list(range(half, 640 - half, 12))
     return write_clip(path, (walker_scene(person, x) for x in there + there[::-1]))
+
+
+def on_disk_seconds(path: Path) -> float:
+    """How much video a copy of ``path`` as it is on disk now holds (what a kill -9 leaves:
+    the process's own buffers are lost, what it wrote is not)."""
+    copy = path.with_name("copy-" + path.name.lstrip("."))
+    shutil.copyfile(path, copy)
+    try:
+        with av.open(str(copy)) as container:
+            stream = container.streams.video[0]
+            stamps = [p.dts for p in container.demux(stream) if p.dts is not None and p.size]
+        return float((max(stamps) - min(stamps)) * stream.time_base) if stamps else 0.0
+    except (av.error.FFmpegError, IndexError):
+        return 0.0
+    finally:
+        copy.unlink()

@@ -21,6 +21,8 @@ from sources.recorder import (
     export,
     segments,
 )
+from tests.support.media import on_disk_seconds
+from tests.support.server import wait_for
 
 FPS = 30
 T0 = float(int(time.time()))  # recent: within the recordings' default retention
@@ -49,8 +51,15 @@ class Clock:
         return self.now
 
 
-def feed(recorder: SegmentRecorder, clip: Path, clock: Clock, seconds: float | None = None):
-    """Hands the clip's packets over as a reader would, the clock at each one's own time."""
+def feed(
+    recorder: SegmentRecorder,
+    clip: Path,
+    clock: Clock,
+    seconds: float | None = None,
+    lose: bool = True,
+):
+    """Hands the clip's packets over as a reader would, the clock at each one's own time;
+    then the connection is lost (unless not ``lose``: the camera still streaming)."""
     with av.open(str(clip)) as container:
         stream = container.streams.video[0]
         recorder.opened(stream)
@@ -63,8 +72,9 @@ def feed(recorder: SegmentRecorder, clip: Path, clock: Clock, seconds: float | N
                 break
             clock.now = start + at
             recorder.packet(packet)
-    clock.now += 1 / FPS
-    recorder.lost()
+    if lose:
+        clock.now += 1 / FPS
+        recorder.lost()
 
 
 def frames_of(path: Path) -> list[int]:
@@ -186,6 +196,28 @@ def test_a_segment_left_open_by_a_crash_is_recovered_up_to_its_last_fragment(tmp
     count = len(frames_of(recovered.path))
     assert 5 * FPS <= count < 12 * FPS
     assert recovered.end - recovered.start == pytest.approx((count - 1) / FPS, abs=1.0)
+
+
+def test_a_low_rate_cameras_open_segment_is_on_disk_within_a_second_or_so(tmp_path, clip):
+    """The clip is a few KiB a second: the muxer's buffer held all of its first 3.3 s, and a
+    kill -9 then left a 28-byte file and a 12.8 s gap. Each fragment is written through."""
+    clock = Clock()
+    directory = tmp_path / "cam"
+    recorder = SegmentRecorder(directory, RecordingPolicy(segment_s=60), clock)
+    try:
+        feed(recorder, clip, clock, seconds=3.3, lose=False)  # still streaming
+        wait_for(lambda: len(list(directory.glob(".*.partial.mp4"))) == 1, 30, "a segment")
+        (partial,) = directory.glob(".*.partial.mp4")
+        wait_for(lambda: on_disk_seconds(partial) >= 2.9, 30, "3 s of it on disk")
+        crashed = tmp_path / "crashed"
+        crashed.mkdir()
+        shutil.copyfile(partial, crashed / partial.name)  # the server killed here
+    finally:
+        recorder.close()
+    SegmentRecorder(crashed, RecordingPolicy()).close()
+    (recovered,) = segments(crashed)
+    assert recovered.end - recovered.start >= 2.9
+    assert len(frames_of(recovered.path)) >= 3 * FPS
 
 
 def test_a_camera_that_sends_mjpeg_is_recorded_as_h264(tmp_path):
