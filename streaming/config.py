@@ -61,6 +61,9 @@ class Settings(BaseSettings):
     multicast addresses stay refused unless a listed network lies inside them
     (``127.0.0.0/8`` for cameras on this machine)."""
 
+    ready_wait_s: float = Field(default=60.0, ge=0)
+    """An offer or pipeline that arrives while the models are still being prepared waits
+    this long for them before it is answered 503 (0: answered at once)."""
     max_remote_candidates: int = Field(default=48, ge=1)
     """ICE candidates one offer may carry (a browser on a busy machine offers a dozen or
     two); more is answered 400 before any is parsed."""

@@ -9,6 +9,7 @@ any replica's ``/healthz`` reads to list them all.
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import os
 import time
@@ -27,12 +28,17 @@ from ..workflows.library import WorkflowLibrary
 from .autoscale import sessions_policy
 from .directory import METRICS_PERIOD_S, STATS_PERIOD_S, directory
 from .models import deployed_models, model_deployment, session_opener
+from .names import APP_NAME
 from .pipelines import ClusterPipelines
 from .resources import actor_resources
 from .router import FewestSessionsRouter
 
 __all__ = ["media_app"]
 
+
+_DEPLOYMENT = "media"
+# Replica states (Serve's) of a replica that will take requests but cannot yet.
+_COMING_UP = frozenset({"STARTING", "UPDATING", "RECOVERING"})
 
 # The app this replica's process serves (one replica per actor process), built by Serve's
 # ingress builder and read by the replica's stats.
@@ -66,6 +72,24 @@ class _RayDeployment:
 
     async def workers(self) -> list[dict[str, Any]]:
         return list(await self._directory.workers.remote())
+
+    async def unready(self) -> str | None:
+        # Serve's own count of the deployment's replicas: one still being started is in no
+        # report yet, and one loading its models reports itself not ready.
+        overview = await asyncio.to_thread(serve.status)
+        app = overview.applications.get(APP_NAME)
+        deployment = app.deployments.get(_DEPLOYMENT) if app is not None else None
+        if deployment is None:
+            return "the media deployment is not running yet"
+        states = {getattr(k, "value", str(k)): n for k, n in deployment.replica_states.items()}
+        starting = {k: n for k, n in states.items() if k in _COMING_UP and n}
+        if starting:
+            return f"replicas still coming up: {starting}"
+        running = states.get("RUNNING", 0)
+        ready = sum(1 for w in await self.workers() if w.get("ready"))
+        if ready < running:
+            return f"{ready} of {running} replicas ready; the rest are still loading models"
+        return None
 
     async def metrics(self) -> dict[str, str]:
         return dict(await self._directory.metrics.remote())
@@ -122,7 +146,7 @@ def media_app(settings: Settings, replicas: int | None, max_replicas: int = 1) -
         }
 
     @serve.deployment(
-        name="media",
+        name=_DEPLOYMENT,
         **scaling,
         # Offers are short requests; sessions are not requests at all once answered.
         max_ongoing_requests=64,

@@ -8,15 +8,17 @@ load); the directory's has a session from the moment its offer reached the repli
 router ranks by the newer of the two, reading the directory at most every
 ``_DIRECTORY_TTL_S`` (whenever it cannot be read, Serve's copy ranks alone).
 
-Replicas are ranked in tiers: ready with room; then not ready (still loading its models, or
-ready since a report the router has not seen yet); then full or draining, which will refuse
-whatever it gets. Within a tier, the fewest sessions plus requests in flight first: the
-router counts a request from the moment it chooses a replica for it (moved if Serve routes
-it elsewhere) until Serve says it completed. So two offers made at the same moment go to two
-replicas, and an offer counts until its session is in the report. Counting recent requests
-instead did not do this (health checks counted as much as offers, and two simultaneous
-offers tied: the second got its 429), and neither did Serve's own count of requests in
-flight, which rises only when a request is sent, after both were routed.
+Replicas are ranked in tiers: ready with room; then not ready (still loading its models, not
+reported yet, or ready since a report the router has not seen yet); then full or draining,
+which will refuse whatever it gets. An offer that reaches a replica still loading waits there
+for its models (``STREAMING_READY_WAIT_S``) rather than being refused. Within a tier, the
+fewest sessions plus requests in flight first: the router counts a request from the moment
+it chooses a replica for it (moved if Serve routes it elsewhere) until Serve says it
+completed. So two offers made at the same moment go to two replicas, and an offer counts
+until its session is in the report. Counting recent requests instead did not do this (health
+checks counted as much as offers, and two simultaneous offers tied: the second got its 429),
+and neither did Serve's own count of requests in flight, which rises only when a request is
+sent, after both were routed.
 
 No replica is left out: when every replica is full the request still reaches one, which
 answers the embedded server's own 429 (or 503).
@@ -56,13 +58,13 @@ _FORGET_AFTER_S = 120.0
 def replica_load(stats: dict[str, Any], in_flight: int = 0) -> tuple[int, int]:
     """Sort key: the tier (0 ready with room, 1 not ready, 2 full or draining), then the
     fewest sessions plus requests in flight. A replica that has not reported yet counts as
-    empty and ready."""
+    empty and not ready: it may well be loading its models still."""
     sessions = int(stats.get("sessions", 0))
     limit = stats.get("max_sessions")
     if stats.get("draining", False) or (limit is not None and sessions >= int(limit)):
         tier = 2
     else:
-        tier = 0 if stats.get("ready", True) else 1
+        tier = 0 if stats.get("ready", False) else 1
     return tier, sessions + in_flight
 
 

@@ -74,9 +74,11 @@ async def _prepare_models(state: ServerState) -> None:
     except Exception as exc:
         state.startup_error = f"default model unavailable: {exc}"
         log.error("%s", state.startup_error)
+        state.prepared.set()
         return
     log.info("ready: %s on %s", model.name, model.session.device)
     state.ready.set()
+    state.prepared.set()
 
 
 async def _restore_after(preparing: asyncio.Task[None], state: ServerState) -> None:

@@ -105,12 +105,13 @@ def _models(state: ServerState) -> dict:
 async def readyz(state: ServerState = Depends(get_state)) -> JSONResponse:
     if state.draining:
         return JSONResponse({"status": "shutting down", "message": "draining"}, status_code=503)
-    if state.ready.is_set():
+    unready = await state.deployment.unready() if state.deployment is not None else None
+    if state.ready.is_set() and unready is None:
         models = _models(state)
         # Still serving, but on less than asked for (say, CUDA requested and CPU in use).
         degraded = any(m["degraded"] for m in models.values())
         return JSONResponse({"status": "degraded" if degraded else "ready", "models": models})
-    message = state.startup_error or "models are still loading"
+    message = state.startup_error or unready or "models are still loading"
     return JSONResponse({"status": "not ready", "message": message}, status_code=503)
 
 

@@ -73,7 +73,7 @@ async def restore_pipelines(state: ServerState) -> None:
 @router.post("/initialise", openapi_extra=json_body(InitialisePipelinePayload))
 async def initialise(request: Request, state: ServerState = Depends(get_state)) -> JSONResponse:
     payload = await _body(request, state, InitialisePipelinePayload)
-    state.check_accepting()
+    await state.check_accepting()
     await _check_egress(state, payload)
     pipeline_id = await state.pipelines.initialise(payload)
     return JSONResponse(_success(pipeline_id))
@@ -129,7 +129,7 @@ async def add_source(
     """Ours: one more source on a running pipeline (checked as ``initialise`` checks them);
     the answer's ``source_id`` tags its results and names it for removal."""
     payload = await _body(request, state, AddSourcePayload)
-    state.check_accepting()
+    await state.check_accepting()
     await _check_reference(state, payload.video_reference)
     source_id = await state.pipelines.add_source(pipeline_id, payload.video_reference)
     return _success(pipeline_id, source_id=source_id)

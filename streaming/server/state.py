@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
@@ -49,6 +50,10 @@ class Deployment(Protocol):
     async def metrics(self) -> dict[str, str]:
         """Every worker's Prometheus exposition, by worker id (``/metrics``)."""
 
+    async def unready(self) -> str | None:
+        """Why some worker requests may be routed to cannot take a session now (starting,
+        or loading its models); None when every one can (``/readyz``)."""
+
 
 @dataclass
 class ServerState:
@@ -77,6 +82,8 @@ class ServerState:
     events: EventWriter | None = None
     """The event store's writer (``GET /events`` reads its store); None: events not kept."""
     ready: asyncio.Event = field(default_factory=asyncio.Event)
+    prepared: asyncio.Event = field(default_factory=asyncio.Event)
+    """Model preparation is over: ``ready`` is set, or ``startup_error`` says why not."""
     startup_error: str | None = None
     draining: bool = False
     """Set on SIGTERM: live sessions are being ended; new ones are refused (503)."""
@@ -94,10 +101,18 @@ class ServerState:
             "draining": self.draining,
         }
 
-    def check_accepting(self) -> None:
-        """Raises 503 unless new sessions and pipelines may start now."""
+    async def check_accepting(self) -> None:
+        """Raises 503 unless new sessions and pipelines may start now. A request that comes
+        while the models are still being prepared waits for them, up to
+        ``STREAMING_READY_WAIT_S`` (a replica just added, an offer routed before the replica
+        said it was loading): a moment's wait, not a refusal the caller must retry."""
         if self.draining:
             raise ShuttingDown("the server is shutting down; try another server or later")
+        if not self.ready.is_set() and self.startup_error is None:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.prepared.wait(), self.settings.ready_wait_s)
+            if self.draining:
+                raise ShuttingDown("the server is shutting down; try another server or later")
         if not self.ready.is_set():
             raise NotReady(self.startup_error or "the server is still preparing its models")
 

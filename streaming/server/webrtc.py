@@ -78,7 +78,7 @@ async def initialise_webrtc_worker(
         payload = WebRTCWorkerRequest.model_validate_json(body)
     except ValidationError as exc:
         return validation_response(exc.errors(include_url=False, include_context=False))
-    state.check_accepting()
+    await state.check_accepting()
     camera = camera_of(payload)
     camera_url = camera[1] if camera is not None else None
     if camera is not None:

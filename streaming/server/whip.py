@@ -76,7 +76,7 @@ async def _offer(request: Request, state: ServerState) -> str:
         offer = body.decode("utf-8")
     except UnicodeDecodeError:
         raise InvalidOffer("the SDP offer is not UTF-8 text") from None
-    state.check_accepting()
+    await state.check_accepting()
     return offer
 
 

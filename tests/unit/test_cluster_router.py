@@ -26,8 +26,10 @@ def test_only_its_report_makes_a_replica_full_and_full_ones_come_last_but_stay()
     # A full one refuses for certain, a loading one may be ready since its report.
     draining = {"sessions": 0, "max_sessions": 4, "ready": False, "draining": True}
     assert rank({"draining": draining, "loading": loading}) == ["loading", "draining"]
-    # A replica that has not reported yet is taken as empty and ready.
-    assert rank({"busy": busy, "new": {}}) == ["new", "busy"]
+    # A replica that has not reported yet may be loading still: a ready one goes first, and
+    # it comes before a full one.
+    assert rank({"new": {}, "busy": busy}) == ["busy", "new"]
+    assert rank({"full": full, "new": {}}) == ["new", "full"]
 
 
 def test_the_newer_of_serves_stats_and_the_pushed_report_ranks():
@@ -78,7 +80,7 @@ async def test_requests_count_from_their_choice_until_serve_says_they_completed(
     counted there; a completed one no longer counts."""
     router = object.__new__(FewestSessionsRouter)  # Serve builds it with its own arguments
     router.initialize_state(read_directory=False)
-    idle = {"sessions": 0, "max_sessions": 2, "reported_at": 1.0}
+    idle = {"sessions": 0, "max_sessions": 2, "ready": True, "reported_at": 1.0}
     a, b = Replica(Id("a"), idle), Replica(Id("b"), idle)
 
     async def first_choice(request: str) -> str:
@@ -91,5 +93,5 @@ async def test_requests_count_from_their_choice_until_serve_says_they_completed(
     assert await first_choice("offer-3") == chosen[0]
     router.on_request_routed(pending("offer-3"), Id(chosen[1]), None)  # sent elsewhere
     assert await first_choice("offer-4") == chosen[0]
-    full = {"sessions": 2, "max_sessions": 2, "reported_at": 1.0}
+    full = {"sessions": 2, "max_sessions": 2, "ready": True, "reported_at": 1.0}
     assert replica_load(full, 0)[0] == 2 and replica_load(idle, 5)[0] == 0  # never fills one

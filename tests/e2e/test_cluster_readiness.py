@@ -1,0 +1,59 @@
+"""Readiness of a Ray deployment, as a user scaling out meets it: ``/readyz`` answers 200 only
+once every replica Serve routes to can take a session, and a burst of inference-sdk sessions
+offered the moment it does all stream, spread over the replicas. (Before: ``/readyz`` said
+ready when the replica answering it was, a replica that had not reported was taken as ready,
+and an offer that reached a replica still loading its model was refused 503.)
+
+Run on a fresh deployment each time, since what it checks happens while one starts."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from ray.cluster_utils import Cluster
+
+from tests.conftest import DETECT_SPEC
+from tests.support.sdk import SdkSession
+from tests.support.server import ray_server_process, wait_for
+
+pytestmark = pytest.mark.e2e
+
+# A loaded 2-core machine starts a Ray cluster and two replicas' models: generous.
+START_S = 240
+WAIT_S = 60
+BURST = 4
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[Cluster]:
+    """Two nodes on 127.0.0.1 with one CPU each: one media replica on each."""
+    node = {"num_cpus": 1, "node_ip_address": "127.0.0.1"}
+    cluster = Cluster(initialize_head=True, head_node_args={**node, "include_dashboard": False})
+    try:
+        cluster.add_node(**node)
+        cluster.wait_for_nodes()
+        yield cluster
+    finally:
+        cluster.shutdown()
+
+
+def test_a_burst_offered_when_readyz_says_ready_streams_spread_over_every_replica(cluster):
+    server = ray_server_process(cluster.address, "2", max_sessions=str(BURST))
+    try:
+        wait_for(lambda: server.get("/readyz").status_code == 200, START_S, "/readyz 200")
+        workers = server.workers()
+        assert len(workers) == 2 and all(w["ready"] for w in workers), workers
+        sessions = [SdkSession(server.url, DETECT_SPEC) for _ in range(BURST)]  # at once
+        try:
+            for session in sessions:
+                session.wait_streaming()  # none refused, none stuck
+            wait_for(lambda: sorted(w["sessions"] for w in server.workers()) == [2, 2],
+                     WAIT_S, "two sessions on each replica")  # fmt: skip
+        finally:
+            for session in sessions:
+                session.close()
+        refused = [line for line in server.lines if "still preparing" in line]
+        assert refused == []
+    finally:
+        server.stop()
