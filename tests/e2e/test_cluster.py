@@ -25,6 +25,7 @@ from streaming.client import StreamConfig as ClientStreamConfig
 from tests.conftest import DETECT_SPEC, load_photo
 from tests.e2e.test_browser import open_page, wait_stats
 from tests.support.browser import chromium
+from tests.support.cluster import loopback_cluster
 from tests.support.media import write_y4m
 from tests.support.postgres import PostgresServer, postgres_available
 from tests.support.sdk import LoopManualSource, SdkSession
@@ -40,15 +41,9 @@ FPS = 15
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[Cluster]:
-    node = {"num_cpus": 1, "node_ip_address": "127.0.0.1"}
-    cluster = Cluster(initialize_head=True, head_node_args={**node, "include_dashboard": False})
-    try:
-        cluster.add_node(**node, resources={"pipelines": 1})
-        cluster.add_node(**{**node, "num_cpus": 0}, resources={"pipelines": 1})
-        cluster.wait_for_nodes()
-        yield cluster
-    finally:
-        cluster.shutdown()
+    pipelines = {"resources": {"pipelines": 1}}
+    with loopback_cluster(1, {"num_cpus": 1, **pipelines}, {"num_cpus": 0, **pipelines}) as nodes:
+        yield nodes
 
 
 @pytest.fixture(scope="module")

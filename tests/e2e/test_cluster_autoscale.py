@@ -8,9 +8,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from ray.cluster_utils import Cluster
 
 from tests.conftest import DETECT_SPEC
+from tests.support.cluster import loopback_cluster
 from tests.support.sdk import SdkSession
 from tests.support.server import ServerProcess, ray_server_process, wait_for
 
@@ -21,12 +21,7 @@ START_S = 240
 
 @pytest.fixture(scope="module")
 def autoscaled() -> Iterator[ServerProcess]:
-    cluster = Cluster(
-        initialize_head=True,
-        head_node_args={"num_cpus": 2, "node_ip_address": "127.0.0.1", "include_dashboard": False},
-    )
-    server = None
-    try:
+    with loopback_cluster(2) as cluster:
         server = ray_server_process(
             cluster.address,
             "auto",
@@ -34,12 +29,11 @@ def autoscaled() -> Iterator[ServerProcess]:
             ray_models="deployment",
             ray_model_resources='{"CPU": 0}',  # both CPUs for the replicas
         )
-        server.wait_for_output("autoscaled", timeout=START_S)
-        yield server
-    finally:
-        if server is not None:
+        try:
+            server.wait_for_output("autoscaled", timeout=START_S)
+            yield server
+        finally:
             server.stop()
-        cluster.shutdown()
 
 
 def served_by(server: ServerProcess) -> str:

@@ -14,6 +14,7 @@ import pytest
 from ray.cluster_utils import Cluster
 
 from tests.conftest import DETECT_SPEC
+from tests.support.cluster import loopback_cluster
 from tests.support.sdk import SdkSession
 from tests.support.server import ray_server_process, wait_for
 
@@ -27,15 +28,9 @@ BURST = 4
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[Cluster]:
-    """Two nodes on 127.0.0.1 with one CPU each: one media replica on each."""
-    node = {"num_cpus": 1, "node_ip_address": "127.0.0.1"}
-    cluster = Cluster(initialize_head=True, head_node_args={**node, "include_dashboard": False})
-    try:
-        cluster.add_node(**node)
-        cluster.wait_for_nodes()
-        yield cluster
-    finally:
-        cluster.shutdown()
+    """Two nodes with one CPU each: one media replica on each."""
+    with loopback_cluster(1, {"num_cpus": 1}) as nodes:
+        yield nodes
 
 
 def test_a_burst_offered_when_readyz_says_ready_streams_spread_over_every_replica(cluster):
