@@ -8,7 +8,7 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from sources.urls import mask_url
+from sources.urls import mask_credentials
 
 from ..errors import TooManyAttempts, Unauthorized
 from ..metrics import merge_workers
@@ -76,7 +76,9 @@ def _ice(state: ServerState) -> dict:
     """The server peer's ICE settings, the TURN password masked."""
     settings = state.settings
     return {
-        "servers": [mask_url(url) for url in settings.ice_servers],
+        # turn:host:port?transport=udp: its query names a transport, never a secret (the
+        # credentials are settings of their own, masked below).
+        "servers": [mask_credentials(url) for url in settings.ice_servers],
         "username": settings.ice_username,
         "credential": "***" if settings.ice_credential is not None else None,
         "policy": settings.ice_transport_policy,
