@@ -49,7 +49,9 @@ def test_a_killed_publisher_is_a_disconnect_and_frames_flow_again_when_it_return
         reader.source.wait_for(lambda s: s.frames >= 10, timeout=30)
         stream.publisher.kill()
         lost = reader.source.wait_for(lambda s: s.disconnects >= 1, timeout=30)
-        assert lost.state == "reconnecting" and lost.last_error.startswith(f"lost {stream.url}")
+        assert lost.state == "reconnecting" and lost.last_error.startswith(
+            f"lost {mask_url(stream.url)}"
+        )
         stream.publisher.start()
         before = lost.frames
         back = reader.source.wait_for(lambda s: s.frames > before + 5, timeout=60)
