@@ -35,14 +35,19 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_runtest_call(item):
-    """Every running server a test is handed is idle when the test starts (its fixtures set
-    up): no session or publisher of an earlier test is still being torn down, so what a test
-    counts on the server is its own doing, in any order."""
-    for value in getattr(item, "funcargs", {}).values():
-        if isinstance(value, ServerProcess) and value.process.poll() is None:
-            value.wait_idle()
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item, nextitem):
+    """Every server a test was handed is idle once the test and its own fixtures are done
+    (a witness session, say): no session or publisher of it is still being torn down when
+    the next test starts, so what that test counts on the server is its own doing, in any
+    order. A test that leaves one open errors here, naming what is left."""
+    servers = [v for v in (getattr(item, "funcargs", None) or {}).values()
+               if isinstance(v, ServerProcess)]  # fmt: skip
+    result = yield
+    for server in servers:
+        if server.process.poll() is None:  # a module's server stops with its last test
+            server.wait_idle()
+    return result
 
 
 PHOTO_DIRS = [
