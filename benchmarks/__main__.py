@@ -31,6 +31,7 @@ NAMES = {
     "http-api": "inference-sdk's infer and run_workflow: rps, p50/p95 at 1/4/16 callers vs V2",
     "events": "the event store: inserts/s, per-frame cost kept or not, /events p95 at 1M events",
     "recording": "a camera read with and without recording its packets: CPU per camera",
+    "hostile": "the attacker's requests (20,000 candidates, deep JSON, trickle) before and after",
     "ab": "this checkout's server vs an earlier commit's, alternated (setup, blur, CPU, pipeline)",
     "plots": "PNG plots from the results",
 }

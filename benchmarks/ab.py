@@ -24,6 +24,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -113,34 +114,46 @@ def measure(server_root: Path, results: Path) -> dict[str, Any]:
     }
 
 
+def alternated(
+    before: str, rounds: int, measure: Callable[[Path], dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """``measure(server_root)`` for the commit ``before`` (a temporary worktree) and for this
+    checkout, the order swapped every round; each round's figures, printed as they come."""
+    figures: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory(prefix="visionstream-ab-") as scratch:
+        earlier = Path(scratch) / "before"
+        subprocess.run(["git", "worktree", "add", "--detach", str(earlier), before],
+                       cwd=ROOT, check=True, capture_output=True)  # fmt: skip
+        try:
+            for number in range(1, rounds + 1):
+                order = [("before", earlier), ("after", ROOT)]
+                if number % 2 == 0:
+                    order.reverse()
+                for code, root in order:
+                    figures.append({"round": number, "code": code, **measure(root)})
+                    print(json.dumps(figures[-1]), flush=True)
+        finally:
+            subprocess.run(["git", "worktree", "remove", "--force", str(earlier)], cwd=ROOT,
+                           check=False, capture_output=True)  # fmt: skip
+    return figures
+
+
+def head() -> str:
+    return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
+                          capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="benchmarks ab", description=__doc__.splitlines()[0])
     parser.add_argument("--before", required=True, help="the earlier commit")
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--out", default="refactor-ab")
     args = parser.parse_args(argv)
-    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
-                          capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
-    with tempfile.TemporaryDirectory(prefix="visionstream-ab-") as scratch:
-        before = Path(scratch) / "before"
-        results = Path(scratch) / "results"
-        subprocess.run(["git", "worktree", "add", "--detach", str(before), args.before],
-                       cwd=ROOT, check=True, capture_output=True)  # fmt: skip
-        rounds = []
-        try:
-            for number in range(1, args.rounds + 1):
-                order = [("before", before), ("after", ROOT)]
-                if number % 2 == 0:
-                    order.reverse()
-                for code, root in order:
-                    figures = measure(root, results)
-                    rounds.append({"round": number, "code": code, **figures})
-                    print(json.dumps(rounds[-1]), flush=True)
-        finally:
-            subprocess.run(["git", "worktree", "remove", "--force", str(before)], cwd=ROOT,
-                           check=False, capture_output=True)  # fmt: skip
+    with tempfile.TemporaryDirectory(prefix="visionstream-ab-results-") as scratch:
+        results = Path(scratch)
+        rounds = alternated(args.before, args.rounds, lambda root: measure(root, results))
     path = write_result(args.out, {
-        "what": f"server at {args.before} (before) vs {head} (after), alternated",
+        "what": f"server at {args.before} (before) vs {head()} (after), alternated",
         "rounds": rounds,
     })  # fmt: skip
     print(f"wrote {path}")
