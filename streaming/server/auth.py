@@ -103,7 +103,9 @@ def _bearer(request: Request) -> str | None:
     """The key of ``Authorization: Bearer``. (inference-sdk's default "legacy" transport
     puts it in the query of its GETs instead: masked in the access log, access_log.py.)"""
     scheme, _, token = request.headers.get("authorization", "").partition(" ")
-    return token.strip() or None if scheme.lower() == "bearer" else None
+    if scheme.lower() != "bearer":
+        return None
+    return token.strip() or None
 
 
 def body_api_key(raw: bytes) -> str | None:
