@@ -9,6 +9,9 @@ from aiortc import RTCPeerConnection
 from hypothesis import given
 from hypothesis import strategies as st
 
+from streaming.egress import EgressPolicy
+from streaming.errors import InvalidOffer
+from streaming.peer.candidates import CandidateScreen
 from streaming.rtc.codecs import negotiated_video_codec, preferring
 from streaming.rtc.ice import build_configuration, candidate_types, relay_problem
 
@@ -57,3 +60,41 @@ def test_relay_only_without_a_turn_server_says_so_and_all_is_never_a_problem():
     assert asyncio.run(relay_problem(build_configuration([], []), sdp)) is None
     with_relay = sdp + "a=candidate:1 1 udp 1 127.0.0.1 9 typ relay raddr 0.0.0.0 rport 0\r\n"
     assert asyncio.run(relay_problem(relay, with_relay)) is None
+
+
+CANDIDATE_LINES = st.lists(
+    st.one_of(
+        st.text(max_size=40),
+        st.builds("a=candidate:1 1 udp 1 {} 9 typ host".format,
+                  st.one_of(st.ip_addresses().map(str), st.text(max_size=12))),
+        st.sampled_from(["a=candidate:", "a=candidate:1 1 udp", "a=candidate:x y z w [::1] 9",
+                         "m=application 9 UDP/DTLS/SCTP webrtc-datachannel"]),
+    ),
+    max_size=12,
+)  # fmt: skip
+SCREEN = CandidateScreen(EgressPolicy(["0.0.0.0/0", "::/0"]), limit=6)
+
+
+@given(CANDIDATE_LINES, st.sampled_from(["127.0.0.1", "192.0.2.7", "unknown", ""]))
+def test_screening_candidates_keeps_lines_in_order_or_says_why(lines, caller):
+    """Whatever an offer holds, the screen returns some of its lines in their order, or a
+    400 (too many, or none left); never another exception."""
+    sdp = "\r\n".join(lines) + "\r\n"
+    try:
+        screened = SCREEN.screen(sdp, caller, "the offer")
+    except InvalidOffer as exc:
+        assert "ICE candidate" in str(exc)
+        return
+    kept = screened.splitlines()
+    assert kept == [line for line in sdp.splitlines() if line in kept]
+    assert all(line in kept for line in sdp.splitlines() if not line.startswith("a=candidate:"))
+
+
+def test_a_callers_own_loopback_is_kept_and_metadata_addresses_are_not():
+    sdp = ("v=0\r\nm=application 9 x\r\na=candidate:1 1 udp 1 127.0.0.1 9 typ host\r\n"
+           "a=candidate:2 1 udp 1 169.254.169.254 9 typ host\r\n"
+           "a=candidate:3 1 udp 1 host.local 9 typ host\r\n")  # fmt: skip
+    kept = SCREEN.screen(sdp, "127.0.0.1", "the offer")
+    assert "127.0.0.1" in kept and "host.local" in kept and "169.254.169.254" not in kept
+    remote = SCREEN.screen(sdp, "198.51.100.4", "the offer")  # not this machine's loopback
+    assert "127.0.0.1" not in remote and "host.local" in remote
