@@ -116,19 +116,18 @@ def test_a_body_trickled_a_byte_at_a_time_is_cut_off_at_its_deadline(keyed_serve
 
 
 def test_a_wrong_key_in_the_header_is_refused_before_the_body_is_read(keyed_server):
+    """The body never comes: a server that waited for it would answer 408 when it stalled
+    (2 s here); the 401 is the key judged from the header alone."""
     with _socket(keyed_server, "127.0.0.9") as sock:  # its own address: its own throttle
         sock.sendall(
             b"POST /workflows/run HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer guess\r\n"
             b"Content-Type: application/json\r\nContent-Length: 50000\r\n\r\n{"
         )
-        started = time.monotonic()
         answer = sock.recv(4096)
-        answered_in = time.monotonic() - started
         while b"}" not in answer and (more := sock.recv(4096)):  # the body, when apart
             answer += more
     assert answer.startswith(b"HTTP/1.1 401"), answer[:300]
     assert b"invalid API key" in answer
-    assert answered_in < 2  # not after the 2 s stall of a body it waited for
 
 
 def test_connections_past_the_cap_are_answered_503_and_the_rest_served():
