@@ -43,8 +43,12 @@ def test_a_burst_offered_when_readyz_says_ready_streams_spread_over_every_replic
         try:
             for session in sessions:
                 session.wait_streaming()  # none refused, none stuck
-            wait_for(lambda: sorted(w["sessions"] for w in server.workers()) == [2, 2],
-                     WAIT_S, "two sessions on each replica")  # fmt: skip
+            # Spread, not piled on one replica. Exactly two each is not promised: an offer
+            # answered is counted from its replica's next report, and under load a
+            # following offer can be routed before that report arrives.
+            wait_for(lambda: (counts := [w["sessions"] for w in server.workers()])
+                     and sum(counts) == BURST and min(counts) >= 1,
+                     WAIT_S, "the burst's sessions on both replicas")  # fmt: skip
         finally:
             for session in sessions:
                 session.close()
