@@ -32,11 +32,11 @@ from ..inference.registry import ModelRegistry
 from ..metrics import Metrics
 from ..pipelines import InitialisePipelinePayload, PipelineManager, PipelineNotFound
 from ..pipelines.models import ConsumePayload, resolve_references
-from ..pipelines.pipeline import Ended, PipelineResult, Watcher
 from ..pipelines.status import PipelineStatus
 from ..server.app import camera_factory
 from ..storage import private_process
 from ..tasks import TaskOwner
+from ..watching import Ended, PipelineResult, Watcher
 from ..workflows.library import WorkflowLibrary
 from ..workflows.runner import OutputNames
 from .directory import METRICS_PERIOD_S, directory

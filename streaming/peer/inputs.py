@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from aiortc import MediaStreamTrack, RTCDataChannel
-from aiortc.mediastreams import MediaStreamError
 
 from sources import FileSource, LiveSource, SourceError, SourceFrame
 from sources.hub import SourceHub, Subscription
@@ -27,10 +26,9 @@ from ..config import Settings
 from ..errors import InvalidRequest, SourceUnavailable
 from ..feed import FedFrame, FrameFeed, Spawn
 from ..metrics import Metrics
-from ..pipelines import PipelineResult
-from ..pipelines.pipeline import WatchedPipeline
 from ..protocol.notices import Notice, NoticeCode
-from ..rtc.track import received_frames
+from ..rtc.track import discard, received_frames
+from ..watching import PipelineResult, WatchedPipeline
 from .notices import Notices
 from .upload import UploadError, UploadReceiver, UploadStatus
 
@@ -199,7 +197,7 @@ class SessionInput:
             self.attached = True
             self._spawn(self._read_track(track, self._live_feed()))
         else:
-            self._spawn(self._discard(track))
+            self._spawn(discard(track))
 
     def on_upload_channel(self, channel: RTCDataChannel) -> None:
         """The file arrives on ``channel``; once complete it becomes the source."""
@@ -308,20 +306,13 @@ class SessionInput:
         """An upload that stops sending (a client that hangs halfway) is abandoned after
         ``upload_idle_timeout_s``: its file deleted, the session told why."""
         timeout = self._limits.upload_idle_timeout_s
-        while not (receiver.complete or receiver.failed):
-            progress.clear()
-            try:
-                await asyncio.wait_for(progress.wait(), timeout)
-            except TimeoutError:
-                log.info("session %s: upload stalled", self._session)
-                receiver.abort()
-                channel.close()
-                stalled = (
-                    f"the upload stalled: no chunk for {timeout:g} s "
-                    "(STREAMING_UPLOAD_IDLE_TIMEOUT_S)"
-                )
-                await self.end(Notice(NoticeCode.UPLOAD_STALLED, stalled))
-                return
+        if await receiver.stalls(progress, timeout):
+            log.info("session %s: upload stalled", self._session)
+            channel.close()
+            stalled = (
+                f"the upload stalled: no chunk for {timeout:g} s (STREAMING_UPLOAD_IDLE_TIMEOUT_S)"
+            )
+            await self.end(Notice(NoticeCode.UPLOAD_STALLED, stalled))
 
     async def _play_upload(self, receiver: UploadReceiver) -> None:
         """Decode the uploaded file on a thread: at its own rate dropping late frames
@@ -351,14 +342,6 @@ class SessionInput:
         except BufferClosed:
             return  # the session is ending
         await self.end(Notice(NoticeCode.SOURCE_ERROR, error) if error else None)
-
-    @staticmethod
-    async def _discard(track: MediaStreamTrack) -> None:
-        try:
-            while True:
-                await track.recv()
-        except MediaStreamError:
-            pass
 
     def _refuse_large_frame(self, width: int, height: int) -> None:
         self._metrics.frames_dropped.labels("frame_too_large").inc()

@@ -33,9 +33,9 @@ from sources.hub import SourceFactory
 from sources.urls import PUBLISHED_SCHEME
 
 from ..errors import InvalidOffer, TooManySessions
+from ..rtc.candidates import CandidateScreen
+from ..rtc.offer import answer_offer, check_offer_sdp, track_peer_connection
 from ..tasks import TaskOwner
-from .candidates import CandidateScreen
-from .worker import answer_offer, check_offer_sdp, track_peer_connection
 
 __all__ = ["PUBLISHED_SCHEME", "PublishedFrames", "Publisher", "Publishers"]
 

@@ -8,6 +8,7 @@ the first chunk. Not wired into the session yet (issue 4).
 
 from __future__ import annotations
 
+import asyncio
 import os
 import tempfile
 from enum import Enum
@@ -119,6 +120,18 @@ class UploadReceiver:
     def abort(self) -> None:
         """Give up on the upload (it stalled): further chunks are refused, the file deleted."""
         self._fail()
+
+    async def stalls(self, progress: asyncio.Event, timeout_s: float) -> bool:
+        """Until the upload ends: True (and aborted) when ``progress`` (set on every chunk)
+        stays unset for ``timeout_s``, a client that hangs halfway; False once it ended."""
+        while not (self.complete or self.failed):
+            progress.clear()
+            try:
+                await asyncio.wait_for(progress.wait(), timeout_s)
+            except TimeoutError:
+                self.abort()
+                return True
+        return False
 
     def _fail(self) -> None:
         self.failed = True

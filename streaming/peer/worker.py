@@ -14,22 +14,16 @@ import asyncio
 import logging
 import time
 import uuid
-import weakref
 from collections.abc import Callable, Coroutine
 from concurrent.futures import Executor
-from dataclasses import dataclass
-from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
-from aiortc import RTCConfiguration, RTCDataChannel, RTCPeerConnection, RTCSessionDescription
+from aiortc import RTCDataChannel, RTCPeerConnection, RTCSessionDescription
 
 from sources.hub import SourceHub
 
-from ..config import Settings
-from ..errors import InvalidOffer, RelayUnavailable, UpstreamTimeout
+from ..errors import InvalidOffer
 from ..metrics import Metrics
-from ..pipelines.pipeline import WatchedPipeline
 from ..protocol.messages import (
     ResultMessage,
     WebRTCOffer,
@@ -37,27 +31,23 @@ from ..protocol.messages import (
 )
 from ..protocol.notices import NoticeCode
 from ..protocol.upload import UPLOAD_CHANNEL
-from ..rtc.codecs import VideoCodec, negotiated_video_codec, preferring
-from ..rtc.ice import IcePolicy, build_configuration, relay_problem
+from ..rtc.codecs import add_video_track, negotiated_video_codec
+from ..rtc.ice import build_configuration
+from ..rtc.offer import answer_offer, check_offer_sdp, is_sent, track_peer_connection
 from ..rtc.release import releases_frames
 from ..tasks import Closer, TaskOwner
+from ..watching import WatchedPipeline
 from ..workflows.runner import FrameFacts
 from .ack import AckGate
-from .candidates import CandidateScreen
 from .control import ControlChannel
-from .inputs import InputLimits, SessionInput
+from .inputs import SessionInput
 from .notices import Notices
 from .processor import FrameJob, FrameProcessor
 from .result_channel import ResultChannel
+from .session_config import SessionConfig
 from .tracks import OutboundVideoTrack
 
-__all__ = [
-    "PeerWorker",
-    "answer_offer",
-    "check_offer_sdp",
-    "open_peer_connections",
-    "track_peer_connection",
-]
+__all__ = ["PeerWorker"]
 
 log = logging.getLogger(__name__)
 
@@ -65,121 +55,6 @@ _FIRST_RESULT_CHANNEL_WAIT_S = 2.0
 _COMPLETION_FLUSH_S = 2.0
 # After one of the session's tasks failed: time to tell the client before closing anyway.
 _FAILURE_GOODBYE_S = 6.0
-
-
-# A session uses a video section, the data channel and perhaps an upload channel (which
-# shares the data section); browsers add audio. Far above that is not a client of ours.
-MAX_MEDIA_SECTIONS = 8
-
-
-# Every server peer connection this process made, for ``open_peer_connections``; weak, so
-# it keeps none alive.
-_peer_connections: weakref.WeakSet[RTCPeerConnection] = weakref.WeakSet()
-
-
-def track_peer_connection(pc: RTCPeerConnection) -> None:
-    """Counted by ``open_peer_connections`` until closed (a WHIP publisher's, say)."""
-    _peer_connections.add(pc)
-
-
-def open_peer_connections() -> int:
-    """Server peer connections not closed yet (a leak shows here and in the fds)."""
-    return sum(pc.connectionState != "closed" for pc in list(_peer_connections))
-
-
-def check_offer_sdp(sdp: str) -> None:
-    """Reject what is plainly not an SDP offer before aiortc sees it.
-
-    aiortc parses leniently: text that is not SDP at all yields an empty description and an
-    obscure error later, so the basic shape (RFC 8866: v=0 first, at least one m= section)
-    is checked here to give the caller a precise message.
-    """
-    lines = sdp.strip().splitlines()
-    if not lines or lines[0].strip() != "v=0":
-        raise InvalidOffer("webrtc_offer.sdp is not SDP: it must start with 'v=0'")
-    sections = sum(line.startswith("m=") for line in lines)
-    if not sections:
-        raise InvalidOffer("webrtc_offer.sdp has no media or data-channel section (m=)")
-    if sections > MAX_MEDIA_SECTIONS:
-        # aiortc would build a transceiver (and its tasks) for each: bounded before it sees it.
-        raise InvalidOffer(
-            f"webrtc_offer.sdp has {sections} media sections; at most {MAX_MEDIA_SECTIONS} "
-            "are accepted (a session needs a video and a data-channel section)"
-        )
-
-
-async def answer_offer(
-    pc: RTCPeerConnection,
-    sdp: str,
-    ice: RTCConfiguration,
-    gathering_timeout_s: float,
-    named: str,
-) -> str:
-    """Apply an offer (``named`` in errors) and make the complete answer (every candidate
-    gathered): 400 for an offer aiortc cannot take, 504 when gathering outlasts its timeout,
-    502 when a relay-only peer got no relay (saying why)."""
-    try:
-        await pc.setRemoteDescription(RTCSessionDescription(sdp=sdp, type="offer"))
-    except Exception as exc:
-        raise InvalidOffer(f"{named} is not a valid SDP offer: {exc}") from None
-    try:
-        await asyncio.wait_for(pc.setLocalDescription(await pc.createAnswer()), gathering_timeout_s)
-    except TimeoutError:
-        raise UpstreamTimeout("ICE gathering did not complete in time") from None
-    except Exception as exc:
-        raise InvalidOffer(f"cannot answer this offer: {exc}") from None
-    if problem := await relay_problem(ice, pc.localDescription.sdp):
-        raise RelayUnavailable(problem)
-    return str(pc.localDescription.sdp)
-
-
-@dataclass(frozen=True)
-class SessionConfig:
-    """The settings one session obeys, and nothing else of the server's."""
-
-    ice_servers: tuple[str, ...]
-    ice_username: str | None
-    ice_credential: str | None
-    ice_policy: IcePolicy
-    video_codec: VideoCodec
-    allow_client_ice_servers: bool
-    ice_gathering_timeout_s: float
-    connect_timeout_s: float
-    session_timeout_s: float
-    max_session_timeout_s: float
-    ack_window: int
-    output_queue_frames: int
-    release_frames: str
-    datachannel_high_water_bytes: int
-    datachannel_low_water_bytes: int
-    datachannel_drain_timeout_s: float
-    input: InputLimits
-    candidates: CandidateScreen
-
-    @classmethod
-    def of(cls, settings: Settings, upload_dir: Path | None = None) -> SessionConfig:
-        return cls(
-            ice_servers=tuple(settings.ice_servers),
-            ice_username=settings.ice_username,
-            ice_credential=(
-                settings.ice_credential.get_secret_value() if settings.ice_credential else None
-            ),
-            ice_policy=settings.ice_transport_policy,
-            video_codec=settings.video_codec,
-            allow_client_ice_servers=settings.allow_client_ice_servers,
-            ice_gathering_timeout_s=settings.ice_gathering_timeout_s,
-            connect_timeout_s=settings.connect_timeout_s,
-            session_timeout_s=settings.session_timeout_s,
-            max_session_timeout_s=settings.max_session_timeout_s,
-            ack_window=settings.ack_window,
-            output_queue_frames=settings.output_queue_frames,
-            release_frames=settings.release_frames,
-            datachannel_high_water_bytes=settings.datachannel_high_water_bytes,
-            datachannel_low_water_bytes=settings.datachannel_low_water_bytes,
-            datachannel_drain_timeout_s=settings.datachannel_drain_timeout_s,
-            input=InputLimits.of(settings, upload_dir),
-            candidates=CandidateScreen.of(settings),
-        )
 
 
 class PeerWorker:
@@ -264,13 +139,7 @@ class PeerWorker:
                 self._out_track = OutboundVideoTrack(
                     "latest" if self.realtime else "wait", self._config.output_queue_frames
                 )
-                # Added before the offer is applied so it binds to the client's video m-line,
-                # with the codec the server prefers (the offer's order unless set).
-                sender = pc.addTrack(self._out_track)
-                if preferred := preferring(config.video_codec):
-                    for transceiver in pc.getTransceivers():
-                        if transceiver.sender is sender:
-                            transceiver.setCodecPreferences(preferred)
+                add_video_track(pc, self._out_track, config.video_codec)
             else:  # aiortc cannot answer a track with no m-line to carry it
                 self._notices.report(
                     NoticeCode.OUTPUT_SWITCH_IGNORED,
@@ -305,14 +174,8 @@ class PeerWorker:
     def _drop_track_nobody_receives(self, pc: RTCPeerConnection) -> None:
         # A client that does not receive video never pulls the track; waiting on it would
         # stall a non-realtime session forever.
-        if self._out_track is None:
+        if self._out_track is None or is_sent(pc, self._out_track):
             return
-        for transceiver in pc.getTransceivers():
-            if transceiver.sender.track is self._out_track and transceiver.currentDirection in (
-                "sendrecv",
-                "sendonly",
-            ):
-                return
         self._out_track.stop()
         self._out_track = None
 
@@ -372,18 +235,7 @@ class PeerWorker:
         await self._acks.close()
 
     async def _expire_at_deadline(self) -> None:
-        config, request = self._config, self._request
-        lifetime = (
-            request.processing_timeout
-            if request.processing_timeout is not None
-            else config.session_timeout_s
-        )
-        lifetime = min(lifetime, config.max_session_timeout_s)
-        if request.processing_session_started is not None:
-            started = request.processing_session_started
-            if started.tzinfo is None:
-                started = started.astimezone()
-            lifetime -= (datetime.now(UTC) - started).total_seconds()
+        lifetime = self._config.lifetime_s(self._request)
         if lifetime > 0:
             await asyncio.sleep(lifetime)  # a timer: nothing else can tell us the time is up
         log.info("session %s reached its deadline", self.session_id[:8])

@@ -1,8 +1,9 @@
 """Headless monitoring pipelines (inference-sdk's ``inference_pipelines`` API)."""
 
+from ..watching import PipelineResult
 from .manager import PipelineManager, PipelineNotFound, Pipelines
 from .models import InitialisePipelinePayload
-from .pipeline import Pipeline, PipelineResult
+from .pipeline import Pipeline
 from .store import PipelineStore
 
 __all__ = [

@@ -24,6 +24,7 @@ from ..inference.registry import ModelRegistry
 from ..metrics import Metrics, SourceMetrics
 from ..protocol.messages import WorkflowConfiguration
 from ..tasks import TaskOwner
+from ..watching import WatchedPipeline
 from ..workflows import parse_spec
 from ..workflows.blocks.base import BuildContext
 from ..workflows.engine import CompiledWorkflow
@@ -36,7 +37,7 @@ from .models import (
     SourceReference,
     resolve_references,
 )
-from .pipeline import Pipeline, WatchedPipeline
+from .pipeline import Pipeline
 from .recording import Recording, SourceTriggers
 from .store import PipelineStore
 

@@ -17,9 +17,8 @@ import uuid
 from collections.abc import Callable, Coroutine, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from sinks import MemorySink
 from sources import SourceFrame
@@ -29,6 +28,7 @@ from ..errors import Conflict, NotFound
 from ..events import EventRecorder
 from ..metrics import SourceMetrics
 from ..tasks import Closer, TaskOwner
+from ..watching import Ended, PipelineResult, Watcher
 from ..workflows.blocks.base import WorkflowImage
 from ..workflows.engine import CompiledWorkflow
 from ..workflows.runner import FrameFacts, WorkflowOutputs, run_frame
@@ -39,8 +39,7 @@ from .recording import Recording
 from .sinks import SinkFanOut
 from .status import PipelineStatus, Severity, SourceSlot, SourceState
 
-__all__ = ["Ended", "LastSource", "Pipeline", "PipelineResult", "SourceNotFound",
-           "WatchedPipeline", "Watcher"]  # fmt: skip
+__all__ = ["LastSource", "Pipeline", "SourceNotFound"]
 
 log = logging.getLogger(__name__)
 
@@ -57,54 +56,10 @@ class LastSource(Conflict):
     code = "last_source"
 
 
-@dataclass
-class PipelineResult:
-    """One processed frame, as the sinks and watchers get it."""
-
-    source_id: int
-    frame_id: int
-    frame_timestamp: datetime
-    frame: SourceFrame
-    outputs: dict[str, Any]
-
-    def metadata(self) -> dict[str, Any]:
-        return {
-            "frame_timestamp": self.frame_timestamp.isoformat(),
-            "frame_id": self.frame_id,
-            "source_id": self.source_id,
-        }
-
-
-Watcher = Callable[[PipelineResult], None]
-"""Called on the event loop with every result; must not block."""
-
-Ended = Callable[[int | None, str], None]
-"""Called on the event loop when a source will give no more results: its id (None: every
-source of the pipeline) and why, in words; must not block."""
-
-
 @dataclass(eq=False)
 class _Watching:
     results: Watcher
     ended: Ended | None
-
-
-class WatchedPipeline(Protocol):
-    """A pipeline as a WebRTC session shows it: here (``Pipeline``) or in a Ray actor."""
-
-    pipeline_id: str
-
-    @property
-    def outputs(self) -> WorkflowOutputs:
-        """What the session selects its outputs from; the pipeline runs the workflow."""
-
-    @property
-    def source_ids(self) -> list[int]: ...
-
-    def watch(self, watcher: Watcher, ended: Ended | None = None) -> Callable[[], None]:
-        """``watcher`` gets results from now on until the returned function is called;
-        ``ended`` hears of each source that stops (removed, its file ended, the pipeline
-        terminated), so a viewer need not wait on frames that will never come."""
 
 
 class Pipeline:

@@ -16,7 +16,7 @@ from ..workflows.blocks.base import WorkflowImage
 from .models import SinkConfiguration
 
 if TYPE_CHECKING:
-    from .pipeline import PipelineResult
+    from ..watching import PipelineResult
 
 __all__ = ["SinkFanOut"]
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from aiortc import RTCRtpCodecCapability, RTCRtpSender
+from aiortc import MediaStreamTrack, RTCPeerConnection, RTCRtpCodecCapability, RTCRtpSender
 
-__all__ = ["VideoCodec", "negotiated_video_codec", "preferring"]
+__all__ = ["VideoCodec", "add_video_track", "negotiated_video_codec", "preferring"]
 
 VideoCodec = Literal["auto", "vp8", "h264"]
 
@@ -24,6 +24,16 @@ def preferring(codec: VideoCodec) -> list[RTCRtpCodecCapability]:
     codecs = RTCRtpSender.getCapabilities("video").codecs
     first = [c for c in codecs if c.mimeType.lower() == _MIME[codec]]
     return first + [c for c in codecs if c not in first]
+
+
+def add_video_track(pc: RTCPeerConnection, track: MediaStreamTrack, codec: VideoCodec) -> None:
+    """Send ``track`` on ``pc`` preferring ``codec``: before the offer is applied, so it binds
+    to the offer's video m-line with the codec the server prefers (the offer's order if auto)."""
+    sender = pc.addTrack(track)
+    if preferred := preferring(codec):
+        for transceiver in pc.getTransceivers():
+            if transceiver.sender is sender:
+                transceiver.setCodecPreferences(preferred)
 
 
 def negotiated_video_codec(sdp: str) -> str | None:

@@ -17,7 +17,7 @@ from aiortc.mediastreams import MediaStreamError
 
 from sources.base import FrameSource, SourceFrame
 
-__all__ = ["FrameSourceTrack", "received_frames", "tail_flush_frame"]
+__all__ = ["FrameSourceTrack", "discard", "received_frames", "tail_flush_frame"]
 
 
 def tail_flush_frame(last: av.VideoFrame) -> av.VideoFrame:
@@ -42,6 +42,15 @@ def _is_tail_flush(previous_pts: int | None, frame: av.VideoFrame) -> bool:
     if previous_pts is None or frame.pts is None or frame.time_base is None:
         return False
     return 0 < frame.pts - previous_pts <= _flush_offset(Fraction(frame.time_base))
+
+
+async def discard(track: MediaStreamTrack) -> None:
+    """Receive and drop every frame of a track nobody uses, so aiortc's queue stays empty."""
+    try:
+        while True:
+            await track.recv()
+    except MediaStreamError:
+        pass
 
 
 async def received_frames(track: MediaStreamTrack) -> AsyncIterator[av.VideoFrame]:

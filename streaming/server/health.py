@@ -12,7 +12,7 @@ from sources.urls import mask_credentials
 
 from ..errors import TooManyAttempts, Unauthorized
 from ..metrics import merge_workers
-from ..peer.worker import open_peer_connections
+from ..rtc.offer import open_peer_connections
 from .docs import ERROR_RESPONSES
 from .state import ServerState, get_state
 

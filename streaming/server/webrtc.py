@@ -17,9 +17,10 @@ from sources.urls import has_scheme_and_host, mask_url
 
 from ..errors import InvalidRequest, error_body
 from ..peer.processor import FrameProcessor, OutputSelection
-from ..peer.worker import PeerWorker, SessionConfig
-from ..pipelines.pipeline import WatchedPipeline
+from ..peer.session_config import SessionConfig
+from ..peer.worker import PeerWorker
 from ..protocol.messages import SIGNALING_PATH, InitializeWebRTCResponse, WebRTCWorkerRequest
+from ..watching import WatchedPipeline
 from ..workflows import CompiledWorkflow
 from ..workflows.blocks.base import BuildContext
 from ..workflows.runner import WorkflowOutputs, compile_config

@@ -30,13 +30,13 @@ from ..errors import (
     NotSupportedHere,
     UnsupportedMediaType,
 )
-from ..peer.candidates import CandidateScreen
 from ..peer.publisher import Publisher
 from ..pipelines import PipelineManager
 from ..pipelines.manager import PipelineNotFound
 from ..pipelines.models import InitialisePipelinePayload, VideoConfiguration
 from ..pipelines.pipeline import LastSource, SourceNotFound
 from ..protocol.messages import WebRTCOffer, WebRTCWorkerRequest, WorkflowConfiguration
+from ..rtc.candidates import CandidateScreen
 from ..rtc.ice import build_configuration
 from .auth import client_address
 from .bodies import guarded_body

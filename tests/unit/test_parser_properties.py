@@ -18,11 +18,11 @@ from hypothesis import strategies as st
 from streaming.egress import EgressPolicy
 from streaming.errors import InvalidOffer, InvalidRequest, RequestTooLarge, StreamingError
 from streaming.peer.upload import UploadError, UploadReceiver, UploadStatus
-from streaming.peer.worker import check_offer_sdp
 from streaming.protocol.chunking import Reassembler, iter_chunks, maybe_gunzip
 from streaming.protocol.messages import MAX_CONTROL_MESSAGE_BYTES, parse_control_message
 from streaming.protocol.upload import UPLOAD_HEADER, iter_upload_chunks
 from streaming.protocol.v2 import V2Error, parse_request
+from streaming.rtc.offer import check_offer_sdp
 from streaming.server.images import ImageLimits, load_images
 from streaming.workflows.spec import parse_spec
 

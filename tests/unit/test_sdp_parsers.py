@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from streaming.egress import EgressPolicy
 from streaming.errors import InvalidOffer
-from streaming.peer.candidates import CandidateScreen
+from streaming.rtc.candidates import CandidateScreen
 from streaming.rtc.codecs import negotiated_video_codec, preferring
 from streaming.rtc.ice import build_configuration, candidate_types, relay_problem
 

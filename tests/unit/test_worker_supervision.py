@@ -12,7 +12,8 @@ from aiortc import RTCSessionDescription
 from streaming.config import Settings
 from streaming.metrics import Metrics
 from streaming.peer.processor import FrameJob, FrameProcessor, OutputSelection, ProcessedFrame
-from streaming.peer.worker import PeerWorker, SessionConfig
+from streaming.peer.session_config import SessionConfig
+from streaming.peer.worker import PeerWorker
 from streaming.protocol.messages import WebRTCOffer, WebRTCWorkerRequest
 from streaming.rtc.ice import restrict_host_addresses
 from streaming.workflows import compile_workflow, parse_spec
