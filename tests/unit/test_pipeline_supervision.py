@@ -12,7 +12,8 @@ import pytest
 from sources.hub import SourceHub
 from streaming.errors import InvalidRequest
 from streaming.pipelines.models import InitialisePipelinePayload, resolve_references
-from streaming.pipelines.pipeline import Pipeline, PipelineResult
+from streaming.pipelines.pipeline import Pipeline
+from streaming.watching import PipelineResult
 from streaming.workflows import compile_workflow, parse_spec
 from streaming.workflows.blocks.base import BuildContext
 from streaming.workflows.library import image_blur
