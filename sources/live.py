@@ -35,11 +35,9 @@ from .recorder import PacketSink
 from .srt import SRTRelay, relay_missing
 from .urls import mask_credentials, mask_url
 
-__all__ = ["LIVE_SCHEMES", "LiveSource", "LiveState", "LiveStats"]
+__all__ = ["LiveSource", "LiveState", "LiveStats"]
 
 log = logging.getLogger(__name__)
-
-LIVE_SCHEMES = ("rtsp", "rtsps", "http", "https", "rtmp", "rtmps", "udp", "srt")
 
 
 class LiveState(Enum):
@@ -149,12 +147,8 @@ class LiveSource(FrameSource):
         initial_backoff: float = 0.25,
         healthy_after: float = 10.0,
     ) -> None:
+        # Which schemes are cameras is ``sources.kinds``' to say; this reads what FFmpeg opens.
         scheme = url.partition("://")[0].lower()
-        if scheme not in LIVE_SCHEMES or "://" not in url:
-            raise SourceError(
-                "not a camera URL (rtsp://, http(s):// MJPEG or HLS, rtmp(s)://, udp://, "
-                f"srt://): {mask_url(url)}"
-            )
         if scheme == "srt" and (missing := relay_missing()):
             raise SourceError(missing)
         self.url = url

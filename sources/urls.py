@@ -5,26 +5,13 @@ from __future__ import annotations
 import re
 from urllib.parse import urlsplit, urlunsplit
 
-__all__ = ["PUBLISHED_SCHEME", "has_scheme_and_host", "mask_credentials", "mask_url"]
-
-PUBLISHED_SCHEME = "whip://"
-"""URLs of streams published to this server (a WHIP publisher's ``whip://<resource id>``):
-the hub opens them as it opens cameras; nobody else may name one."""
+__all__ = ["mask_credentials", "mask_url"]
 
 _MASK = "***"
 # Schemes whose path ends in a stream key (``rtmp://host/app/KEY``): a publishing secret.
 _KEYED_PATH_SCHEMES = frozenset({"rtmp", "rtmps", "rtmpt", "rtmpe", "rtmpte", "rtmpts"})
 # user:password@ inside any scheme://... (also inside longer text such as FFmpeg messages).
 _USERINFO = re.compile(r"(?P<scheme>[a-zA-Z][a-zA-Z0-9+.-]*://)(?P<userinfo>[^/@\s]+)@")
-
-
-def has_scheme_and_host(url: str, schemes: tuple[str, ...]) -> bool:
-    """``url`` is ``scheme://host...`` with one of ``schemes`` (what a camera URL must be)."""
-    try:
-        parts = urlsplit(url)
-        return parts.scheme.lower() in schemes and bool(parts.hostname)
-    except ValueError:  # e.g. a port that is not a number
-        return False
 
 
 def mask_url(url: str) -> str:

@@ -14,7 +14,7 @@ import numpy as np
 from aiortc import RTCDataChannel, RTCPeerConnection
 
 from sources import CameraSource, FrameSource, ManualFrames
-from sources.urls import has_scheme_and_host
+from sources.kinds import MJPEG_SCHEMES, RTSP_SCHEMES, has_scheme_and_host
 from sources.webcam import CaptureFactory
 from streaming.rtc.track import FrameSourceTrack
 
@@ -162,7 +162,7 @@ class RTSPSource(_ServerPulled):
     field_name = "rtsp_url"
 
     def __init__(self, url: str) -> None:
-        super().__init__(_check_url(url, ("rtsp", "rtsps"), "RTSP"))
+        super().__init__(_check_url(url, RTSP_SCHEMES, "RTSP"))
 
 
 class MJPEGSource(_ServerPulled):
@@ -171,7 +171,7 @@ class MJPEGSource(_ServerPulled):
     field_name = "mjpeg_url"
 
     def __init__(self, url: str) -> None:
-        super().__init__(_check_url(url, ("http", "https"), "MJPEG"))
+        super().__init__(_check_url(url, MJPEG_SCHEMES, "MJPEG"))
 
 
 class PipelineSource(_ServerPulled):

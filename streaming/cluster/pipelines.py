@@ -24,6 +24,7 @@ import ray
 from ray.exceptions import ActorUnavailableError, GetTimeoutError, RayActorError
 
 from sources.hub import SourceHub
+from sources.kinds import Opening, opener
 
 from ..config import Settings
 from ..errors import NotReady, TooManySessions
@@ -33,7 +34,6 @@ from ..metrics import Metrics
 from ..pipelines import InitialisePipelinePayload, PipelineManager, PipelineNotFound
 from ..pipelines.models import ConsumePayload, resolve_references
 from ..pipelines.status import PipelineStatus
-from ..server.app import camera_factory
 from ..storage import private_process
 from ..tasks import TaskOwner
 from ..watching import Ended, PipelineResult, Watcher
@@ -86,7 +86,10 @@ class PipelineActor:
         self._id = pipeline_id
         self._node = ray.get_runtime_context().get_node_id()
         self._executor = ThreadPoolExecutor(settings.workflow_threads, "workflow")
-        self._hub = SourceHub(camera_factory(settings))
+        opening = Opening(
+            read_timeout=settings.rtsp_read_timeout, max_backoff=settings.rtsp_max_backoff
+        )
+        self._hub = SourceHub(opener(opening))
         self._metrics = Metrics()
         # The cluster's event store (STREAMING_EVENTS_URL: PostgreSQL every node reaches).
         self._events = event_writer(settings, self._metrics)

@@ -2,7 +2,7 @@
 
 A publisher's first video track is read on the loop and its frames queued, newest kept, in
 ``PublishedFrames``: a ``FrameSource`` the hub reads as it reads a camera, under the URL
-``whip://<resource id>`` (``Publishers.factory`` opens it), converting to BGR on the hub's
+``whip://<resource id>`` (``Publishers.open`` opens it), converting to BGR on the hub's
 thread. So a published stream reaches a pipeline exactly as a camera does, and the pipeline
 is what runs the workflow, feeds its sinks and shows it to WHEP players.
 
@@ -28,16 +28,15 @@ import av
 from aiortc import MediaStreamTrack, RTCConfiguration, RTCPeerConnection
 from aiortc.mediastreams import MediaStreamError
 
-from sources import FrameSource, SourceFrame
-from sources.hub import SourceFactory
-from sources.urls import PUBLISHED_SCHEME
+from sources import FrameSource, SourceError, SourceFrame
+from sources.kinds import PUBLISHED_SCHEME
 
 from ..errors import InvalidOffer, TooManySessions
 from ..rtc.candidates import CandidateScreen
 from ..rtc.offer import answer_offer, check_offer_sdp, track_peer_connection
 from ..tasks import TaskOwner
 
-__all__ = ["PUBLISHED_SCHEME", "PublishedFrames", "Publisher", "Publishers"]
+__all__ = ["PublishedFrames", "Publisher", "Publishers"]
 
 log = logging.getLogger(__name__)
 
@@ -204,8 +203,8 @@ Cleanup = Callable[[Publisher], Awaitable[None]]
 
 
 class Publishers:
-    """This server's WHIP resources by id, at most ``limit``; ``factory`` opens their
-    ``whip://`` URLs for the hub and anything else with ``fallback``."""
+    """This server's WHIP resources by id, at most ``limit``; ``open`` opens their
+    ``whip://`` URLs for the hub."""
 
     def __init__(self, limit: int) -> None:
         self._limit = limit
@@ -215,16 +214,12 @@ class Publishers:
     def __len__(self) -> int:
         return len(self._by_id)
 
-    def factory(self, fallback: SourceFactory) -> SourceFactory:
-        def open_source(url: str) -> FrameSource:
-            if url.startswith(PUBLISHED_SCHEME):
-                publisher = self._by_id.get(url.removeprefix(PUBLISHED_SCHEME))
-                if publisher is None or publisher.frames.closed:
-                    raise ValueError(f"{url} is not a live WHIP resource")
-                return publisher.frames
-            return fallback(url)
-
-        return open_source
+    def open(self, url: str) -> FrameSource:
+        """The frames of ``whip://<resource id>``, for the hub (``sources.kinds``)."""
+        publisher = self._by_id.get(url.removeprefix(PUBLISHED_SCHEME))
+        if publisher is None or publisher.frames.closed:
+            raise SourceError(f"{url} is not a live WHIP resource")
+        return publisher.frames
 
     def get(self, resource_id: str) -> Publisher | None:
         return self._by_id.get(resource_id)

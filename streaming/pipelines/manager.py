@@ -14,7 +14,7 @@ from typing import Any, Protocol
 from pydantic import ValidationError
 
 from sources.hub import SourceHub
-from sources.urls import PUBLISHED_SCHEME
+from sources.kinds import PUBLISHED_SCHEME
 
 from ..config import Settings
 from ..egress import EgressPolicy

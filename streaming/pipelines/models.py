@@ -10,9 +10,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from sources import is_device
-from sources.live import LIVE_SCHEMES
-from sources.srt import relay_missing
+from sources.kinds import CAMERA, DEVICE, FOREIGN_SCHEMES, KINDS, kind_of, schemes_text
 from sources.urls import mask_url
 
 from ..buffering import Consumption, Filling
@@ -30,9 +28,11 @@ __all__ = [
     "resolve_references",
 ]
 
-_NETWORK_SCHEMES = LIVE_SCHEMES
-# Schemes the reference accepts that name something on this machine or that we do not read.
-_KNOWN_SCHEMES = (*_NETWORK_SCHEMES, "rtspt", "rtspst", "rtp", "tcp", "file", "csi")
+# Schemes a caller may write: every kind's that callers may name, and the reference's others.
+_KNOWN_SCHEMES = (
+    *(scheme for kind in KINDS if kind.named_by_callers for scheme in kind.schemes),
+    *FOREIGN_SCHEMES,
+)
 _EXPLICIT_PATH = re.compile(r"^(/|\./|\.\./|\.\\|\.\.\\|[A-Za-z]:[\\/])")
 _SINK_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 
@@ -218,20 +218,18 @@ def resolve_references(
         if isinstance(reference, str) and reference in published:
             resolved.append(SourceReference(source_id, reference, "camera"))
             continue
-        if isinstance(reference, int) or is_device(reference):
-            kind: Literal["camera", "file", "device"] = "device"
-        elif urlsplit(reference).scheme.lower() in _NETWORK_SCHEMES and "://" in reference:
-            kind = "camera"
-            if urlsplit(reference).scheme.lower() == "srt" and (missing := relay_missing()):
-                raise InvalidRequest(f"video_reference {mask_url(reference)}: {missing}")
-        elif "://" in reference and urlsplit(reference).scheme.lower() != "file":
+        source_kind = kind_of(reference)
+        if source_kind is None or not source_kind.named_by_callers:
             raise InvalidRequest(
-                f"video_reference {mask_url(reference)}: this server reads "
-                f"{', '.join(s + '://' for s in LIVE_SCHEMES)} streams"
+                f"video_reference {mask_url(str(reference))}: this server reads "
+                f"{schemes_text(CAMERA.schemes)} streams"
             )
-        else:
-            kind = "file"
-        if kind != "camera" and not allow_local:
+        if problem := source_kind.problem(str(reference)):
+            raise InvalidRequest(f"video_reference {mask_url(str(reference))}: {problem}")
+        kind: Literal["camera", "file", "device"] = (
+            "camera" if source_kind is CAMERA else "device" if source_kind is DEVICE else "file"
+        )
+        if source_kind.local and not allow_local:
             what = "device" if kind == "device" else "local file"
             raise LocalSourceRefused(
                 f"video_reference {reference!r} is a {what} on the server: refused "

@@ -11,8 +11,9 @@ from dataclasses import dataclass
 
 from fastapi import FastAPI
 
-from sources import CameraSource, CaptureFactory, FrameSource, LiveSource, is_device
+from sources import CaptureFactory
 from sources.hub import SourceHub
+from sources.kinds import Opening, opener
 
 from ..config import Settings
 from ..egress import EgressPolicy
@@ -53,7 +54,7 @@ from .shutdown import drain
 from .state import Deployment, ServerState
 from .uploads import UploadDirectory
 
-__all__ = ["PipelineFactory", "camera_factory", "create_app"]
+__all__ = ["PipelineFactory", "create_app"]
 
 PipelineFactory = Callable[
     [Settings, ModelRegistry, SourceHub, Executor, WorkflowLibrary, Metrics, EventRecorder | None],
@@ -101,20 +102,6 @@ def local_pipelines(
     return PipelineManager(settings, models, hub, executor, library, store, metrics, events)
 
 
-def camera_factory(settings: Settings, capture_factory: CaptureFactory | None = None):
-    """Opens what the hub shares: a camera URL, or a local device (``0``, ``/dev/video0``;
-    pipelines name one only where ``STREAMING_ALLOW_LOCAL_SOURCES`` is set)."""
-
-    def open_camera(url: str) -> FrameSource:
-        if is_device(url):
-            return CameraSource(int(url) if url.isdigit() else url, None, capture_factory)
-        return LiveSource(
-            url, read_timeout=settings.rtsp_read_timeout, max_backoff=settings.rtsp_max_backoff
-        )
-
-    return open_camera
-
-
 @dataclass(frozen=True)
 class _Parts:
     """What a deployment plugs into the app: ``create_app``'s keyword arguments."""
@@ -129,7 +116,13 @@ def _build_state(settings: Settings, metrics: Metrics, parts: _Parts) -> ServerS
     registry = ModelRegistry(settings, metrics, parts.model_opener)
     executor = ThreadPoolExecutor(settings.workflow_threads, thread_name_prefix="workflow")
     publishers = Publishers(settings.max_sessions)
-    hub = SourceHub(publishers.factory(camera_factory(settings, parts.capture_factory)))
+    opening = Opening(
+        read_timeout=settings.rtsp_read_timeout,
+        max_backoff=settings.rtsp_max_backoff,
+        capture_factory=parts.capture_factory,
+        published=publishers.open,
+    )
+    hub = SourceHub(opener(opening))
     library = WorkflowLibrary(settings.workflows_dir, settings.default_model)
     trimmer = MemoryTrimmer(settings.malloc_trim)
     events = event_writer(settings, metrics)

@@ -10,6 +10,8 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 
+from sources.kinds import FILE, kind_of, scheme_of
+
 from ..pipelines import InitialisePipelinePayload
 from ..pipelines.models import AddSourcePayload, ConsumePayload
 from ..pipelines.pipeline import SourceNotFound
@@ -55,7 +57,8 @@ async def _check_egress(state: ServerState, payload: InitialisePipelinePayload) 
 
 
 async def _check_reference(state: ServerState, reference: str | int) -> None:
-    if isinstance(reference, str) and "://" in reference and not reference.startswith("file:"):
+    # Any URL but a local file's is somewhere the server would connect (refused later or not).
+    if isinstance(reference, str) and scheme_of(reference) and kind_of(reference) is not FILE:
         await state.egress.check_url(reference, "video_reference")
 
 

@@ -13,7 +13,8 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 
-from sources.urls import has_scheme_and_host, mask_url
+from sources.kinds import MJPEG_SCHEMES, RTSP_SCHEMES, has_scheme_and_host
+from sources.urls import mask_url
 
 from ..errors import InvalidRequest, error_body
 from ..peer.processor import FrameProcessor, OutputSelection
@@ -52,8 +53,8 @@ def camera_of(payload: WebRTCWorkerRequest) -> tuple[str, str] | None:
     """``(field, url)`` of the camera the server should pull (``rtsp_url`` wins over
     ``mjpeg_url``), checked."""
     for field, url, schemes in (
-        ("rtsp_url", payload.rtsp_url, ("rtsp", "rtsps")),
-        ("mjpeg_url", payload.mjpeg_url, ("http", "https")),
+        ("rtsp_url", payload.rtsp_url, RTSP_SCHEMES),
+        ("mjpeg_url", payload.mjpeg_url, MJPEG_SCHEMES),
     ):
         if url:
             if not has_scheme_and_host(url, schemes):
