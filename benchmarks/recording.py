@@ -20,7 +20,8 @@ from pathlib import Path
 
 from benchmarks.common import write_result
 from sources.live import LiveSource
-from sources.recorder import RecordingPolicy, SegmentRecorder, segments
+from sources.recorder import RecordingPolicy, SegmentRecorder
+from sources.segments import segments
 from tests.support.camera import RTSPCamera
 
 

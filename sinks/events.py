@@ -16,7 +16,6 @@ import os
 import queue
 import secrets
 import threading
-import time
 from collections import deque
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -27,6 +26,7 @@ import cv2
 import numpy as np
 
 from .jsonl import JsonLinesWriter
+from .retention import Kept, Limits, remove_oldest
 from .video import VideoRecorder
 
 __all__ = ["EventLog", "Retention"]
@@ -166,20 +166,14 @@ class EventLog:
         except OSError:
             return
         events: dict[str, list[tuple[float, int, Path]]] = {}
-        for item in files:
+        for item in files:  # an event's snapshot and clip go together
             events.setdefault(item[2].stem, []).append(item)
-        ordered = sorted(events.values(), key=lambda group: min(f[0] for f in group))
-        total = sum(f[1] for f in files)
-        oldest_kept = time.time() - self._retention.max_age_s
+        kept = [
+            Kept(min(f[0] for f in group), sum(f[1] for f in group), tuple(f[2] for f in group))
+            for group in events.values()
+        ]
         limits = self._retention
-        while ordered and (
-            len(ordered) > limits.max_events
-            or total > limits.max_bytes
-            or min(f[0] for f in ordered[0]) < oldest_kept
-        ):
-            for _, size, path in ordered.pop(0):
-                path.unlink(missing_ok=True)
-                total -= size
+        remove_oldest(kept, Limits(limits.max_events, limits.max_age_s, limits.max_bytes))
 
     def close(self) -> None:
         """Clips still waiting for their post-roll are written with what they have; waits

@@ -25,15 +25,14 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any
-from urllib.parse import urlsplit
 
 import av
-import httpx
 
 from .base import RTP_CLOCK, FrameSource, SourceError, SourceFrame
-from .recorder import PacketSink
+from .demuxing import Redirected, demuxer_for, http_demuxer, reason_of, redirect_of
+from .packets import PacketSink, PacketTap
 from .srt import SRTRelay, relay_missing
-from .urls import mask_credentials, mask_url
+from .urls import mask_url
 
 __all__ = ["LiveSource", "LiveState", "LiveStats"]
 
@@ -70,70 +69,6 @@ class LiveStats:
         return dict(self.__dict__)
 
 
-def _options(scheme: str, url: str) -> tuple[str | None, dict[str, str]]:
-    """FFmpeg's demuxer (None: probe) and options for a stream of ``scheme``."""
-    if scheme.startswith("rtsp"):
-        return None, {"rtsp_transport": "tcp", "analyzeduration": "100000"}
-    if scheme.startswith("rtmp"):
-        # No ``nobuffer``: it drops the probed packets, keyframe included, and the first frame
-        # then waits a whole GOP more (measured: 2.0 s to the first frame instead of 1.0 s).
-        return "flv", {"rtmp_live": "live", "analyzeduration": "100000"}
-    if scheme in ("udp", "srt"):  # SRT arrives as MPEG-TS over UDP from its relay
-        # A burst larger than the socket buffer is dropped, not fatal.
-        return "mpegts", {"fifo_size": "1000000", "overrun_nonfatal": "1"}
-    if urlsplit(url).path.lower().endswith((".m3u8", ".m3u")):
-        return _HLS
-    return None, {}  # decided when connecting, from the answer's content type
-
-
-# Start at the newest segment, not FFmpeg's default of three back: a monitor wants now.
-_HLS: tuple[str, dict[str, str]] = ("hls", {"live_start_index": "-1"})
-
-
-class Redirected(SourceError):
-    """An HTTP camera answered with a redirect: never followed (the server checked the
-    camera's own address against its egress policy, not wherever it points)."""
-
-
-def _http_kind(url: str, timeout: float) -> tuple[str | None, dict[str, str]] | None:
-    """An HTTP stream's demuxer and options from its content type: MJPEG, HLS, or FFmpeg's
-    probe (None, {}); None when the camera cannot be asked now; ``Redirected`` when it
-    points elsewhere."""
-    try:
-        with httpx.stream("GET", url, timeout=timeout, follow_redirects=False) as answer:
-            _refuse_redirect(answer)
-            kind = answer.headers.get("content-type", "").lower()
-    except httpx.HTTPError:
-        return None  # asked again on the next attempt; FFmpeg will say why this one fails
-    if "multipart/x-mixed-replace" in kind:
-        return "mpjpeg", {}
-    if "mpegurl" in kind:
-        return _HLS
-    return None, {}
-
-
-def _redirect_of(url: str, timeout: float) -> str | None:
-    """Why FFmpeg could not open an HTTP camera, when the reason is a redirect (it is told
-    to follow none, and then says only 'Input/output error')."""
-    try:
-        with httpx.stream("GET", url, timeout=timeout, follow_redirects=False) as answer:
-            _refuse_redirect(answer)
-    except httpx.HTTPError:
-        return None
-    except Redirected as exc:
-        return str(exc)
-    return None
-
-
-def _refuse_redirect(answer: httpx.Response) -> None:
-    if answer.is_redirect:
-        target = mask_url(answer.headers.get("location", ""))
-        raise Redirected(
-            f"it redirects ({answer.status_code}) to {target or 'nowhere'}: redirects are not "
-            "followed for cameras; give the URL it redirects to"
-        )
-
-
 class LiveSource(FrameSource):
     """A camera or stream read through PyAV on a thread of its own, reconnecting with backoff
     whenever it fails; listeners hear every state change."""
@@ -154,7 +89,7 @@ class LiveSource(FrameSource):
         self.url = url
         self.masked_url = mask_url(url)
         self._relay = SRTRelay(url, read_timeout) if scheme == "srt" else None
-        self._format, self._options = _options(scheme, url)
+        self._format, self._options = demuxer_for(scheme, url)
         # An HTTP URL that does not say what it is: its answer's content type tells, once.
         self._http = scheme.startswith("http")
         self._sniff = self._http and self._format is None
@@ -179,8 +114,7 @@ class LiveSource(FrameSource):
         self._arrivals: deque[float] = deque(maxlen=30)
         self._origin: float | None = None
         self._listeners: list[Callable[[str, str, LiveStats], None]] = []
-        self._packet_sinks: dict[PacketSink, bool] = {}
-        """Each sink, and whether it has this connection's ``opened`` yet."""
+        self._packets = PacketTap()
         # State changes wait here, made under the lock, until it is released: a listener
         # may then call ``stats()`` (or anything else that takes the lock) without deadlock.
         self._unannounced: deque[tuple[str, str, LiveStats]] = deque()
@@ -204,7 +138,7 @@ class LiveSource(FrameSource):
                     self._lost(f"no data for {self.read_timeout:g} s")
                     continue
                 except av.error.FFmpegError as exc:
-                    self._lost(self._stall_or(_reason(exc, "stopped sending")))
+                    self._lost(self._stall_or(reason_of(exc, "stopped sending")))
                     continue
                 return self._frame(decoded)
             self._disconnect()
@@ -225,7 +159,7 @@ class LiveSource(FrameSource):
             return False  # closed while waiting
         opening = time.monotonic()
         try:
-            kind = _http_kind(self.url, self.read_timeout) if self._sniff else None
+            kind = http_demuxer(self.url, self.read_timeout) if self._sniff else None
         except Redirected as exc:
             self._failed(f"cannot connect to {self.masked_url}: {exc}")
             return False
@@ -256,12 +190,12 @@ class LiveSource(FrameSource):
                 timeout=(self.read_timeout, self.read_timeout / 2),
             )
         except (av.error.FFmpegError, OSError) as exc:
-            reason = _reason(exc, "failed")
+            reason = reason_of(exc, "failed")
             if isinstance(exc, av.error.ExitError):  # FFmpeg's words for our open timeout
                 reason = f"nothing to read within {self.read_timeout:g} s"
             if self._relay is not None:  # FFmpeg saw the loopback side only: say the SRT one
                 reason = f"{reason} ({self._relay.state()})"
-            elif self._http and (redirect := _redirect_of(self.url, self.read_timeout)):
+            elif self._http and (redirect := redirect_of(self.url, self.read_timeout)):
                 reason = redirect
             self._failed(f"cannot connect to {self.masked_url}: {reason}")
             return False
@@ -271,7 +205,7 @@ class LiveSource(FrameSource):
             return False
         stream = container.streams.video[0]
         stream.thread_type = "SLICE"
-        self._container, self._frames = container, self._decoded(container, stream)
+        self._container, self._frames = container, self._packets.decoded(container, stream)
         self._connected_at = time.monotonic()
         log.info("connected to %s in %.2f s", self.masked_url, self._connected_at - opening)
         with self._changing():
@@ -340,39 +274,18 @@ class LiveSource(FrameSource):
             if listener in self._listeners:
                 self._listeners.remove(listener)
 
-    def _decoded(self, container: Any, stream: Any) -> Iterator[av.VideoFrame]:
-        """``container.decode(stream)``, with each packet shown to the packet sinks first
-        (recorders: the camera's own encoding, written without decoding)."""
-        for packet in container.demux(stream):
-            with self._changed:
-                sinks = list(self._packet_sinks.items())
-            for sink, opened in sinks:
-                if not opened:  # new, or after a reconnect: this connection's parameters
-                    sink.opened(stream)
-                    with self._changed:
-                        if sink in self._packet_sinks:
-                            self._packet_sinks[sink] = True
-                sink.packet(packet)
-            yield from packet.decode()
-
     def add_packet_sink(self, sink: PacketSink) -> None:
         """``sink`` gets every video packet read from now on (on the reader thread), from the
         current or next connection's parameters (``opened``) on."""
-        with self._changed:
-            self._packet_sinks[sink] = False
+        self._packets.add(sink)
 
     def remove_packet_sink(self, sink: PacketSink) -> None:
-        with self._changed:
-            self._packet_sinks.pop(sink, None)
+        self._packets.remove(sink)
 
     def _disconnect(self) -> None:
         if self._container is not None:
             self._container.close()
-            with self._changed:
-                told = [sink for sink, opened in self._packet_sinks.items() if opened]
-                self._packet_sinks = dict.fromkeys(self._packet_sinks, False)
-            for sink in told:
-                sink.lost()
+            self._packets.lost()
         self._container, self._frames = None, None
 
     def _frame(self, decoded: av.VideoFrame) -> SourceFrame:
@@ -439,8 +352,3 @@ class LiveSource(FrameSource):
                 self._disconnect()
             finally:
                 self._reading.release()
-
-
-def _reason(exc: Exception, fallback: str) -> str:
-    text = getattr(exc, "strerror", None) or str(exc) or fallback
-    return mask_credentials(text)

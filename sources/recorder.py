@@ -22,37 +22,28 @@ from __future__ import annotations
 import logging
 import os
 import queue
-import re
 import shutil
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
 import av
 
-__all__ = [
-    "NoRecording",
-    "PacketSink",
-    "RecordingPolicy",
-    "Segment",
-    "SegmentRecorder",
-    "export",
-    "segments",
-]
+from sinks.retention import Limits
+
+from .segments import enforce_retention, finished_name, partial_name, recover
+
+__all__ = ["RecordingPolicy", "SegmentRecorder"]
 
 log = logging.getLogger(__name__)
 
 _REMUXED = {"h264", "hevc"}
 """Codecs an MP4 carries as the camera sends them (everything else is re-encoded)."""
-_FINISHED = re.compile(r"^(\d+)-(\d+)(c?)\.mp4$")
-"""``<start_ms>-<end_ms>.mp4``; a ``c`` before ``.mp4``: it continues the segment before it
-(cut for length), so nothing is missing between the two."""
-_PARTIAL = re.compile(r"^\.(\d+)\.partial\.mp4$")
 # A fragment at each keyframe and at least every second, each written through to the file as
 # it is made (flush_packets: the muxer's 256 KiB buffer held seconds of a low-rate camera, and
 # a kill -9 lost them all): what a crash leaves is playable up to its last whole fragment.
@@ -62,18 +53,6 @@ _FRAGMENTED = {
     "flush_packets": "1",
 }
 _ENCODE_TIME_BASE = Fraction(1, 1000)
-
-
-class PacketSink(Protocol):
-    """What a camera reader hands its packets to, on its own thread; keep each call short."""
-
-    def opened(self, stream: Any) -> None:
-        """A connection's video stream (its codec and parameters); packets follow."""
-
-    def packet(self, packet: av.Packet) -> None: ...
-
-    def lost(self) -> None:
-        """The connection ended; the next ``opened`` starts a new one."""
 
 
 @dataclass(frozen=True)
@@ -89,40 +68,6 @@ class RecordingPolicy:
     min_free_bytes: int = 1 << 30
     queue_packets: int = 3000
     """Packets waiting for the disk at most (about 100 s at 30 fps)."""
-
-
-@dataclass(frozen=True)
-class Segment:
-    path: Path
-    start: float
-    """Seconds since the epoch of its first packet."""
-    end: float
-    size: int
-    continues: bool = False
-    """It follows the segment before it with nothing missing (a cut for length); False: a
-    new stretch (after a start, a reconnect, a gap or a pause between events)."""
-
-
-class NoRecording(LookupError):
-    """Nothing recorded in the range asked for."""
-
-
-def segments(directory: Path) -> list[Segment]:
-    """The finished segments in ``directory``, oldest first (read from their names)."""
-    found = []
-    try:
-        entries = list(os.scandir(directory))
-    except FileNotFoundError:
-        return []
-    for entry in entries:
-        if (match := _FINISHED.match(entry.name)) is not None:
-            try:
-                size = entry.stat().st_size
-            except FileNotFoundError:  # removed meanwhile (retention)
-                continue
-            start, end = int(match[1]) / 1000, int(match[2]) / 1000
-            found.append(Segment(Path(entry.path), start, end, size, bool(match[3])))
-    return sorted(found, key=lambda s: s.start)
 
 
 @dataclass
@@ -252,7 +197,7 @@ class SegmentRecorder:
     # ------------------------------------------------------------- writer thread
 
     def _run(self) -> None:
-        self._recover()
+        recover(self.directory)
         self._enforce_retention()
         next_retention = time.monotonic() + 60.0
         while True:
@@ -330,7 +275,7 @@ class SegmentRecorder:
         assert connection is not None
         if self._enforce_retention():
             return  # no room: no segment
-        hidden = self.directory / f".{round(wall * 1000)}.partial.mp4"
+        hidden = self.directory / partial_name(wall)
         container = av.open(str(hidden), "w", format="mp4", options=_FRAGMENTED)
         opened = _Open(container, None, hidden, wall, continues=continues)
         if connection.remux:
@@ -405,8 +350,7 @@ class SegmentRecorder:
             opened.hidden.unlink(missing_ok=True)
             return
         end = max(opened.last_wall, opened.start + 0.001)
-        mark = "c" if opened.continues else ""
-        final = self.directory / f"{round(opened.start * 1000)}-{round(end * 1000)}{mark}.mp4"
+        final = self.directory / finished_name(opened.start, end, opened.continues)
         os.replace(opened.hidden, final)
         self.written += 1
 
@@ -419,51 +363,22 @@ class SegmentRecorder:
                 log.debug("closing an abandoned segment failed", exc_info=True)
             opened.hidden.unlink(missing_ok=True)
 
-    def _recover(self) -> None:
-        """Hidden segments a crash left: what can still be read of each (up to its last
-        whole fragment) is written again as a finished segment; the rest is removed."""
-        for path in list(self.directory.glob(".*.partial.mp4")):
-            match = _PARTIAL.match(path.name)
-            if match is None:
-                continue
-            salvaged = self.directory / f".{match[1]}.salvage.mp4"
-            start = int(match[1]) / 1000
-            size = path.stat().st_size
-            end = _salvage(path, salvaged, start)
-            path.unlink(missing_ok=True)
-            if end is None:
-                salvaged.unlink(missing_ok=True)
-                log.warning("recording %s: a segment a stop left open had nothing readable "
-                            "(%d bytes): removed", self.directory, size)  # fmt: skip
-                continue
-            os.replace(salvaged, self.directory / f"{match[1]}-{round(end * 1000)}.mp4")
-            log.info("recording %s: recovered %.1f s of a segment a stop left open (%d bytes)",
-                     self.directory, end - start, size)  # fmt: skip
-
     def _enforce_retention(self) -> bool:
         """Removes old segments as the policy says; True when the disk is still too full."""
         policy = self.policy
-        found = segments(self.directory)
-        total = sum(s.size for s in found)
-        now = time.time()
-        while found:
-            oldest = found[0]
-            too_old = policy.max_age_s is not None and now - oldest.end > policy.max_age_s
-            too_big = policy.max_bytes is not None and total > policy.max_bytes
-            if not (too_old or too_big or self._free() < policy.min_free_bytes):
-                break
-            oldest.path.unlink(missing_ok=True)
-            total -= oldest.size
-            found.pop(0)
-        low = self._free() < policy.min_free_bytes
+
+        def too_full() -> bool:
+            return shutil.disk_usage(self.directory).free < policy.min_free_bytes
+
+        enforce_retention(
+            self.directory, Limits(None, policy.max_age_s, policy.max_bytes, too_full)
+        )
+        low = too_full()
         if low and not self.low_space:
             log.warning("recording %s: paused, less than %d MB free", self.directory,
                         policy.min_free_bytes >> 20)  # fmt: skip
         self.low_space = low
         return low
-
-    def _free(self) -> int:
-        return shutil.disk_usage(self.directory).free
 
     def close(self) -> None:
         if self._closed:
@@ -492,107 +407,3 @@ class _Discard:
 
     def tell(self) -> int:
         return 0
-
-
-def _salvage(path: Path, output: Path, start: float) -> float | None:
-    """The packets of ``path`` up to the first that cannot be read, into ``output``;
-    returns when the last of them was recorded (None: none could be read)."""
-    first = last = None
-    length = path.stat().st_size
-    try:
-        with av.open(str(path)) as source, av.open(str(output), "w", format="mp4") as out:
-            stream = source.streams.video[0]
-            base = stream.time_base
-            target = out.add_stream_from_template(stream)
-            try:
-                for packet in source.demux(stream):
-                    if packet.dts is None or packet.size == 0:
-                        continue
-                    cut = packet.pos is not None and packet.pos + packet.size > length
-                    if cut or packet.is_corrupt:
-                        break  # cut off by the crash: its bytes are not all there
-                    first = packet.dts if first is None else first
-                    last = packet.dts
-                    packet.stream = target
-                    out.mux(packet)
-            except av.error.FFmpegError:  # the cut-off tail: everything before it is kept
-                pass
-            if first is None or last is None or base is None:
-                return None
-            return start + float((last - first) * base)
-    except (av.error.FFmpegError, IndexError, OSError):
-        return None
-
-
-@dataclass(frozen=True)
-class Exported:
-    start: float
-    """Where the file starts: the keyframe at or before the start asked for."""
-    end: float
-    segments: int
-    truncated: bool
-    """A later segment's picture size differed (the camera changed it): the file ends there."""
-
-
-def export(directory: Path, start: float, end: float, output: Path) -> Exported:
-    """``[start, end]`` of the recording in ``directory`` as one MP4 (no re-encoding), from
-    the keyframe at or before ``start``; a gap stays a gap in its timestamps."""
-    chosen = [s for s in segments(directory) if s.end >= start and s.start <= end]
-    if not chosen:
-        raise NoRecording(f"nothing recorded between {start:.3f} and {end:.3f}")
-    truncated = False
-    first_wall: float | None = None
-    last_wall = start
-    used = 0
-    with av.open(str(output), "w", format="mp4", options={"movflags": "+faststart"}) as out:
-        target: Any = None
-        size: tuple[int, int] | None = None
-        last_dts = -1
-        for segment in chosen:
-            with av.open(str(segment.path)) as source:
-                stream = source.streams.video[0]
-                shape = (stream.codec_context.width, stream.codec_context.height)
-                if target is None:
-                    target, size = out.add_stream_from_template(stream), shape
-                elif shape != size:
-                    truncated = True
-                    break
-                base = stream.time_base
-                assert base is not None
-                used += 1
-                for packet in _range(source.demux(stream), segment.start, start, end, base):
-                    assert packet.dts is not None  # _range passes only timed packets
-                    wall = segment.start + float(packet.dts * base)
-                    first_wall = wall if first_wall is None else first_wall
-                    last_wall = wall
-                    shift = round((segment.start - first_wall) / base)
-                    dts = max(packet.dts + shift, last_dts + 1)
-                    packet.pts = max((packet.pts if packet.pts is not None else dts) + shift, dts)
-                    packet.dts = last_dts = dts
-                    packet.stream = target
-                    out.mux(packet)
-        if first_wall is None:
-            raise NoRecording(f"nothing recorded between {start:.3f} and {end:.3f}")
-    return Exported(first_wall, last_wall, used, truncated)
-
-
-def _range(
-    packets: Iterator[av.Packet], segment_start: float, start: float, end: float, base: Fraction
-) -> Iterator[av.Packet]:
-    """The packets from the last keyframe at or before ``start`` up to ``end``."""
-    waiting: list[av.Packet] = []
-    for packet in packets:
-        if packet.dts is None or packet.size == 0:
-            continue
-        wall = segment_start + float(packet.dts * base)
-        if wall > end:
-            return
-        if wall < start:
-            if packet.is_keyframe:
-                waiting = [packet]
-            elif waiting:
-                waiting.append(packet)
-            continue
-        yield from waiting
-        waiting = []
-        yield packet

@@ -11,7 +11,8 @@ from pathlib import Path
 from fastapi.responses import FileResponse
 from starlette.background import BackgroundTask
 
-from sources.recorder import NoRecording, export
+from sources.export import export
+from sources.segments import NoRecording
 
 from ..errors import NotFound
 

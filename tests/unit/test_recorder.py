@@ -14,13 +14,9 @@ import av
 import numpy as np
 import pytest
 
-from sources.recorder import (
-    NoRecording,
-    RecordingPolicy,
-    SegmentRecorder,
-    export,
-    segments,
-)
+from sources.export import export
+from sources.recorder import RecordingPolicy, SegmentRecorder
+from sources.segments import NoRecording, segments
 from tests.support.media import on_disk_seconds
 from tests.support.server import wait_for
 
