@@ -13,9 +13,7 @@ from __future__ import annotations
 
 import logging
 import os
-import queue
 import secrets
-import threading
 from collections import deque
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -28,6 +26,7 @@ import numpy as np
 from .jsonl import JsonLinesWriter
 from .retention import Kept, Limits, remove_oldest
 from .video import VideoRecorder
+from .worker import QueueWorker
 
 __all__ = ["EventLog", "Retention"]
 
@@ -82,8 +81,9 @@ class EventLog:
         self._ring: deque[tuple[float, bytes]] = deque(maxlen=max_ring_frames)
         self._pending: list[_Clip] = []
         self._max_pending = max_pending_clips
-        self._jobs: queue.Queue[tuple[str, Path, Any] | None] = queue.Queue()
-        self._writer: threading.Thread | None = None
+        self._jobs: QueueWorker[tuple[str, Path, Any]] = QueueWorker(
+            f"events {name}", self._write_job, lazy=True
+        )
         self._closed = False
         self.written = 0
         """Evidence files written (for tests and stats)."""
@@ -130,31 +130,25 @@ class EventLog:
         return line
 
     def _submit(self, kind: str, path: Path, data: Any) -> None:
-        if self._writer is None:
-            self._writer = threading.Thread(
-                target=self._write_jobs, name=f"events {self.name}", daemon=True
-            )
-            self._writer.start()
         self._jobs.put((kind, path, data))
 
-    def _write_jobs(self) -> None:
-        while (job := self._jobs.get()) is not None:
-            kind, path, data = job
-            hidden = path.with_name(f".{path.name}")
-            try:
-                if kind == "snapshot":
-                    ok, encoded = cv2.imencode(".jpg", data, [cv2.IMWRITE_JPEG_QUALITY, 90])
-                    if not ok:
-                        raise ValueError("the image could not be encoded")
-                    hidden.write_bytes(encoded.tobytes())
-                else:
-                    _write_clip(hidden, data)
-                os.replace(hidden, path)
-                self.written += 1
-            except Exception as exc:  # one failed file never stops the others
-                log.warning("event evidence %s not written: %s", path.name, exc)
-                hidden.unlink(missing_ok=True)
-            self._enforce_retention()
+    def _write_job(self, job: tuple[str, Path, Any]) -> None:
+        kind, path, data = job
+        hidden = path.with_name(f".{path.name}")
+        try:
+            if kind == "snapshot":
+                ok, encoded = cv2.imencode(".jpg", data, [cv2.IMWRITE_JPEG_QUALITY, 90])
+                if not ok:
+                    raise ValueError("the image could not be encoded")
+                hidden.write_bytes(encoded.tobytes())
+            else:
+                _write_clip(hidden, data)
+            os.replace(hidden, path)
+            self.written += 1
+        except Exception as exc:  # one failed file never stops the others
+            log.warning("event evidence %s not written: %s", path.name, exc)
+            hidden.unlink(missing_ok=True)
+        self._enforce_retention()
 
     def _enforce_retention(self) -> None:
         try:
@@ -185,9 +179,7 @@ class EventLog:
             self._submit("clip", clip.path, clip.frames)
         self._pending.clear()
         self._ring.clear()
-        if self._writer is not None:
-            self._jobs.put(None)
-            self._writer.join(60)
+        self._jobs.close(timeout_s=60)
         self._lines.close()
 
 

@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import json
 import logging
-import threading
-from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
 import httpx
 
 from sources.urls import mask_url
+
+from .worker import QueueWorker
 
 __all__ = ["WebhookSink", "WebhookStats"]
 
@@ -63,20 +63,16 @@ class WebhookSink:
         self.url = url
         self.masked_url = mask_url(url)
         self.stats = WebhookStats()
-        self._queue: deque[_Delivery] = deque()
-        self._queue_size = queue_size
         self._max_attempts = max_attempts
         self._initial_backoff = initial_backoff
         self._max_backoff = max_backoff
-        self._changed = threading.Condition()
-        self._closed = threading.Event()
         self._http = httpx.Client(
             timeout=timeout_s, headers={"content-type": "application/json", **(headers or {})}
         )
-        self._thread = threading.Thread(
-            target=self._run, name=f"webhook {self.masked_url}", daemon=True
-        )
-        self._thread.start()
+        self._worker: QueueWorker[_Delivery] = QueueWorker(
+            f"webhook {self.masked_url}", self._deliver, capacity=queue_size, drop_oldest=True,
+            on_drop=self._dropped,
+        )  # fmt: skip
 
     def write(
         self,
@@ -87,32 +83,19 @@ class WebhookSink:
     ) -> None:
         """``params`` join the URL's own query, ``headers`` the sink's, for this record."""
         body = json.dumps(record, separators=(",", ":"), default=str).encode()
-        delivery = _Delivery(body, params or None, headers or None)
-        with self._changed:
-            if self._closed.is_set():
-                return
-            if len(self._queue) >= self._queue_size:
-                self._queue.popleft()
-                self.stats.dropped += 1
-            self._queue.append(delivery)
-            self._changed.notify()
+        self._worker.put(_Delivery(body, params or None, headers or None))
 
     def pending(self) -> int:
-        with self._changed:
-            return len(self._queue)
+        return self._worker.pending()
 
-    def _run(self) -> None:
-        while True:
-            with self._changed:
-                self._changed.wait_for(lambda: self._queue or self._closed.is_set())
-                if self._closed.is_set():
-                    return
-                delivery = self._queue.popleft()
-            self._deliver(delivery)
+    def _dropped(self, delivery: _Delivery) -> None:
+        self.stats.dropped += 1
 
     def _deliver(self, delivery: _Delivery) -> None:
         backoff = self._initial_backoff
         for attempt in range(1, self._max_attempts + 1):
+            if self._worker.stopping.is_set():
+                return  # closing: what is left is abandoned
             try:
                 response = self._http.post(
                     self.url, content=delivery.body, params=delivery.params,
@@ -128,7 +111,7 @@ class WebhookSink:
             if attempt == self._max_attempts:
                 break
             self.stats.retries += 1
-            if self._closed.wait(backoff):  # retry backoff, cut short by close()
+            if self._worker.stopping.wait(backoff):  # retry backoff, cut short by close()
                 return
             backoff = min(self._max_backoff, backoff * 2)
         self.stats.failed += 1
@@ -136,17 +119,12 @@ class WebhookSink:
 
     def close(self) -> None:
         """Idempotent; deliveries still queued are abandoned (counted as dropped)."""
-        with self._changed:
-            if self._closed.is_set():
-                return
-            self._closed.set()
-            abandoned = len(self._queue)
-            self.stats.dropped += abandoned
-            self._queue.clear()
-            self._changed.notify_all()
+        if self._worker.stopping.is_set():
+            return
+        abandoned = self._worker.close(abandon=True, timeout_s=10)
+        self.stats.dropped += abandoned
         if abandoned:
             log.warning(
                 "webhook %s: %d queued deliveries dropped on close", self.masked_url, abandoned
             )
-        self._thread.join(10)
         self._http.close()

@@ -21,9 +21,7 @@ from __future__ import annotations
 
 import logging
 import os
-import queue
 import shutil
-import threading
 import time
 from collections import deque
 from collections.abc import Callable
@@ -35,6 +33,7 @@ from typing import Any, Literal
 import av
 
 from sinks.retention import Limits
+from sinks.worker import QueueWorker
 
 from .segments import enforce_retention, finished_name, partial_name, recover
 
@@ -130,7 +129,6 @@ class SegmentRecorder:
         self._clock = clock
         self.policy = policy
         directory.mkdir(parents=True, exist_ok=True)
-        self._queue: queue.Queue[tuple[str, Any]] = queue.Queue(policy.queue_packets)
         self._skip_to_keyframe = True
         self._closed = False
         self.dropped = 0
@@ -142,15 +140,16 @@ class SegmentRecorder:
         self._open: _Open | None = None
         self._ring: deque[_Copy] = deque()
         self._until = 0.0
-        self._thread = threading.Thread(
-            target=self._run, name=f"recorder {directory.name}", daemon=True
-        )
-        self._thread.start()
+        self._next_retention = 0.0
+        self._worker: QueueWorker[tuple[str, Any]] = QueueWorker(
+            f"recorder {directory.name}", self._handle, capacity=policy.queue_packets,
+            on_start=self._prepare, on_stop=self._finish,
+        )  # fmt: skip
 
     @property
     def thread_id(self) -> int | None:
         """The writer thread's native id (for measuring its CPU)."""
-        return self._thread.native_id
+        return self._worker.thread_id
 
     # ------------------------------------------------------------- reader thread
 
@@ -186,9 +185,7 @@ class SegmentRecorder:
     def _put(self, kind: str, item: Any) -> bool:
         if self._closed:
             return False
-        try:
-            self._queue.put_nowait((kind, item))
-        except queue.Full:
+        if not self._worker.put((kind, item)):
             if kind == "packet":
                 self.dropped += 1
             return False
@@ -196,36 +193,34 @@ class SegmentRecorder:
 
     # ------------------------------------------------------------- writer thread
 
-    def _run(self) -> None:
+    def _prepare(self) -> None:
         recover(self.directory)
         self._enforce_retention()
-        next_retention = time.monotonic() + 60.0
-        while True:
-            kind, item = self._queue.get()
-            try:
-                if kind == "stop":
-                    self._finish()
-                    return
-                if kind == "opened":
-                    self._finish()
-                    if self._connection is not None:
-                        self._connection.close()
-                    self._connection = item
-                    self._ring.clear()
-                elif kind in ("lost", "gap"):
-                    self._finish()
-                    self._ring.clear()
-                elif kind == "trigger":
-                    self._until = max(self._until, item + self.policy.post_s)
-                    self._start_from_ring()
-                elif kind == "packet" and self._connection is not None:
-                    self._take(item)
-            except Exception:  # a bad packet or a full disk: this segment ends, recording goes on
-                log.exception("recording in %s: segment abandoned", self.directory)
-                self._abandon()
-            if time.monotonic() >= next_retention:
-                next_retention = time.monotonic() + 60.0
-                self._enforce_retention()
+        self._next_retention = time.monotonic() + 60.0
+
+    def _handle(self, work: tuple[str, Any]) -> None:
+        kind, item = work
+        try:
+            if kind == "opened":
+                self._finish()
+                if self._connection is not None:
+                    self._connection.close()
+                self._connection = item
+                self._ring.clear()
+            elif kind in ("lost", "gap"):
+                self._finish()
+                self._ring.clear()
+            elif kind == "trigger":
+                self._until = max(self._until, item + self.policy.post_s)
+                self._start_from_ring()
+            elif kind == "packet" and self._connection is not None:
+                self._take(item)
+        except Exception:  # a bad packet or a full disk: this segment ends, recording goes on
+            log.exception("recording in %s: segment abandoned", self.directory)
+            self._abandon()
+        if time.monotonic() >= self._next_retention:
+            self._next_retention = time.monotonic() + 60.0
+            self._enforce_retention()
 
     def _take(self, copy: _Copy) -> None:
         policy = self.policy
@@ -384,14 +379,7 @@ class SegmentRecorder:
         if self._closed:
             return
         self._closed = True
-        while True:  # the stop must get in: a full queue is written first
-            try:
-                self._queue.put(("stop", None), timeout=1)
-                break
-            except queue.Full:
-                if not self._thread.is_alive():
-                    break
-        self._thread.join(30)
+        self._worker.close(timeout_s=30)  # what waits is written first, then the segment finished
         if self._connection is not None:
             self._connection.close()
 
