@@ -26,19 +26,24 @@ def test_items_are_worked_in_order_and_close_drains_what_waits() -> None:
 
 
 def test_a_full_queue_drops_its_oldest_or_refuses_the_new_one() -> None:
-    gate, started = threading.Event(), threading.Event()
+    gate = threading.Event()
+    started = {"drop": threading.Event(), "refuse": threading.Event()}
     dropped: list[int] = []
 
-    def work(item: int) -> None:
-        started.set()
-        gate.wait(10)
+    def work_for(name: str):
+        def work(item: int) -> None:
+            started[name].set()
+            gate.wait(10)
 
-    dropping: QueueWorker[int] = QueueWorker("drop", work, capacity=2, drop_oldest=True,
-                                             on_drop=dropped.append)  # fmt: skip
-    refusing: QueueWorker[int] = QueueWorker("refuse", work, capacity=2)
+        return work
+
+    dropping: QueueWorker[int] = QueueWorker("drop", work_for("drop"), capacity=2,
+                                             drop_oldest=True, on_drop=dropped.append)  # fmt: skip
+    refusing: QueueWorker[int] = QueueWorker("refuse", work_for("refuse"), capacity=2)
     for worker in (dropping, refusing):
         worker.put(0)
-    assert started.wait(10)  # item 0 is being worked: the queue holds what follows
+    # Item 0 is being worked on each: their queues hold only what follows.
+    assert all(event.wait(10) for event in started.values())
     assert [dropping.put(i) for i in (1, 2, 3)] == [True, True, True]
     assert dropped == [1]
     assert [refusing.put(i) for i in (1, 2, 3)] == [True, True, False]
