@@ -6,7 +6,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-__all__ = ["JsonLinesWriter"]
+from .base import NamedSinkSettings, SinkContext, Written
+
+__all__ = ["JsonLinesWriter", "JsonlSink", "JsonlSinkConfiguration"]
 
 
 class JsonLinesWriter:
@@ -33,3 +35,35 @@ class JsonLinesWriter:
 
     def __exit__(self, *_: object) -> None:
         self.close()
+
+
+class JsonlSinkConfiguration(NamedSinkSettings):
+    """Ours: one JSON line per result, appended to a file in the sink directory
+    (``<name>.jsonl``)."""
+
+    def open(self, context: SinkContext) -> JsonlSink:
+        return JsonlSink(JsonLinesWriter(context.directory / f"{self.name}.jsonl", append=True))
+
+
+class JsonlSink:
+    """A pipeline's results, one line each (``ResultSink``)."""
+
+    name = "jsonl"
+
+    def __init__(self, writer: JsonLinesWriter) -> None:
+        self._writer = writer
+
+    def add_source(self, source_id: int) -> None:
+        pass  # one file for every source: each line names its own
+
+    def remove_source(self, source_id: int) -> None:
+        pass
+
+    def write(self, result: Written) -> None:
+        self._writer.write(result.record())
+
+    def close(self) -> None:
+        self._writer.close()
+
+    def stats(self) -> dict[str, Any]:
+        return {"lines": self._writer.lines, "file": self._writer.path.name}

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import time
 from fractions import Fraction
 from pathlib import Path
+from typing import Any
 
 import av
 import numpy as np
+from pydantic import Field
 
-__all__ = ["RollingVideoRecorder", "VideoRecorder"]
+from .base import NamedSinkSettings, SinkContext, Written
+
+__all__ = ["RollingVideoRecorder", "VideoFileSink", "VideoFileSinkConfiguration", "VideoRecorder"]
 
 
 class VideoRecorder:
@@ -123,3 +128,55 @@ class RollingVideoRecorder:
         if self._current is not None:
             self._current.close()
             self._current = None
+
+
+class VideoFileSinkConfiguration(NamedSinkSettings):
+    """Ours: record each source's rendered frames to rolling MP4 segments
+    (``<name>-source<id>-<started>-0001.mp4``, ...)."""
+
+    segment_seconds: float = Field(default=300.0, gt=0)
+    output: str | None = None
+    """Workflow output to record (default: the first image output)."""
+
+    def open(self, context: SinkContext) -> VideoFileSink:
+        return VideoFileSink(self, context)
+
+
+class VideoFileSink:
+    """Each source's frames in segments of its own (``ResultSink``)."""
+
+    name = "video_file"
+
+    def __init__(self, settings: VideoFileSinkConfiguration, context: SinkContext) -> None:
+        self._settings = settings
+        self._context = context
+        self._recorders: dict[int, RollingVideoRecorder] = {}
+
+    def add_source(self, source_id: int) -> None:
+        stem = f"{self._settings.name}-source{source_id}-{self._context.started}"
+        self._recorders[source_id] = RollingVideoRecorder(
+            self._context.directory, stem, self._settings.segment_seconds
+        )
+
+    def remove_source(self, source_id: int) -> None:
+        recorder = self._recorders.pop(source_id, None)
+        if recorder is not None:
+            recorder.close()
+
+    def write(self, result: Written) -> None:
+        recorder = self._recorders.get(result.source_id)
+        if recorder is not None:
+            recorder.write(result.image(self._settings.output), time.monotonic())
+
+    def close(self) -> None:
+        failures = []
+        for recorder in self._recorders.values():
+            try:
+                recorder.close()
+            except Exception as exc:  # every other source's file is still finished
+                failures.append(exc)
+        if failures:
+            raise failures[0]
+
+    def stats(self) -> dict[str, Any]:
+        return {str(i): [p.name for p in r.segments] for i, r in self._recorders.items()}

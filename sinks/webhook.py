@@ -13,14 +13,17 @@ import json
 import logging
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
+from pydantic import Field, field_validator
 
 from sources.urls import mask_url
 
+from .base import SinkContext, SinkSettings, Written
 from .worker import QueueWorker
 
-__all__ = ["WebhookSink", "WebhookStats"]
+__all__ = ["WebhookResultSink", "WebhookSink", "WebhookSinkConfiguration", "WebhookStats"]
 
 log = logging.getLogger(__name__)
 
@@ -128,3 +131,53 @@ class WebhookSink:
                 "webhook %s: %d queued deliveries dropped on close", self.masked_url, abandoned
             )
         self._http.close()
+
+
+class WebhookSinkConfiguration(SinkSettings):
+    """Ours: POST each result to a URL, with a bounded queue and retries."""
+
+    url: str
+    timeout_seconds: float = Field(default=5.0, gt=0)
+    max_attempts: int = Field(default=5, ge=1, le=100)
+    queue_size: int = Field(default=256, ge=1, le=100_000)
+
+    @field_validator("url")
+    @classmethod
+    def _url(cls, value: str) -> str:
+        if urlsplit(value).scheme not in ("http", "https") or not urlsplit(value).hostname:
+            raise ValueError("a webhook url is http(s)://host/...")
+        return value
+
+    def open(self, context: SinkContext) -> WebhookResultSink:
+        return WebhookResultSink(
+            WebhookSink(
+                self.url,
+                queue_size=self.queue_size,
+                timeout_s=self.timeout_seconds,
+                max_attempts=self.max_attempts,
+            )
+        )
+
+
+class WebhookResultSink:
+    """A pipeline's results, each POSTed (``ResultSink``)."""
+
+    name = "webhook"
+
+    def __init__(self, webhook: WebhookSink) -> None:
+        self._webhook = webhook
+
+    def add_source(self, source_id: int) -> None:
+        pass  # one endpoint for every source: each record names its own
+
+    def remove_source(self, source_id: int) -> None:
+        pass
+
+    def write(self, result: Written) -> None:
+        self._webhook.write(result.record())
+
+    def close(self) -> None:
+        self._webhook.close()
+
+    def stats(self) -> dict[str, Any]:
+        return {**self._webhook.stats.__dict__, "pending": self._webhook.pending()}

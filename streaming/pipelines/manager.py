@@ -321,7 +321,7 @@ class PipelineManager:
 
     async def consume(self, pipeline_id: str, payload: ConsumePayload) -> dict[str, list[Any]]:
         pipeline = self.get(pipeline_id)
-        result = await pipeline.next_result(payload.wait_seconds)
+        result = await pipeline.results.next(payload.wait_seconds)
         # One slot per source, in the order of its sources now (video_reference's, then any
         # added); only this result's is filled, and its metadata's source_id names it.
         position = pipeline.position(result.source_id) if result is not None else None
@@ -331,7 +331,7 @@ class PipelineManager:
         outputs: list[Any] = [None] * pipeline.source_count
         metadata: list[Any] = [None] * pipeline.source_count
         outputs[position] = await asyncio.to_thread(
-            pipeline.serialize, result, payload.excluded_fields
+            pipeline.results.serialize, result, payload.excluded_fields
         )
         metadata[position] = result.metadata()
         return {"outputs": outputs, "frames_metadata": metadata}

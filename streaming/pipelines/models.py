@@ -10,6 +10,9 @@ from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from sinks.jsonl import JsonlSinkConfiguration
+from sinks.video import VideoFileSinkConfiguration
+from sinks.webhook import WebhookSinkConfiguration
 from sources.kinds import CAMERA, DEVICE, FOREIGN_SCHEMES, KINDS, kind_of, schemes_text
 from sources.urls import mask_url
 
@@ -34,7 +37,6 @@ _KNOWN_SCHEMES = (
     *FOREIGN_SCHEMES,
 )
 _EXPLICIT_PATH = re.compile(r"^(/|\./|\.\./|\.\\|\.\.\\|[A-Za-z]:[\\/])")
-_SINK_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 
 
 class _Lenient(BaseModel):
@@ -76,44 +78,6 @@ class AddSourcePayload(_Lenient):
         return value
 
 
-class JsonlSinkConfiguration(_Lenient):
-    """Ours: one JSON line per result, appended to a file in the sink directory."""
-
-    name: str
-    """File name under the server's sink directory (``STREAMING_SINK_DIR``), without ``.jsonl``."""
-
-    @field_validator("name")
-    @classmethod
-    def _name(cls, value: str) -> str:
-        if not _SINK_NAME.match(value):
-            raise ValueError("a sink name is letters, digits, '.', '_' and '-' (no paths)")
-        return value
-
-
-class VideoFileSinkConfiguration(JsonlSinkConfiguration):
-    """Ours: record each source's rendered frames to rolling MP4 segments."""
-
-    segment_seconds: float = Field(default=300.0, gt=0)
-    output: str | None = None
-    """Workflow output to record (default: the first image output)."""
-
-
-class WebhookSinkConfiguration(_Lenient):
-    """Ours: POST each result to a URL, with a bounded queue and retries."""
-
-    url: str
-    timeout_seconds: float = Field(default=5.0, gt=0)
-    max_attempts: int = Field(default=5, ge=1, le=100)
-    queue_size: int = Field(default=256, ge=1, le=100_000)
-
-    @field_validator("url")
-    @classmethod
-    def _url(cls, value: str) -> str:
-        if urlsplit(value).scheme not in ("http", "https") or not urlsplit(value).hostname:
-            raise ValueError("a webhook url is http(s)://host/...")
-        return value
-
-
 class RecordConfiguration(_Lenient):
     """Ours: record each camera source as it sends (no re-encoding of H.264/H.265) into MP4
     segments under ``STREAMING_SINK_DIR/recordings/<pipeline>/<source>/``."""
@@ -132,7 +96,8 @@ class RecordConfiguration(_Lenient):
 
 
 class SinkConfiguration(_Lenient):
-    """The reference's memory sink, plus our optional extra sinks."""
+    """The reference's memory sink, plus our optional extra sinks: each field whose type is a
+    ``sinks.base.SinkSettings`` is a pipeline sink the fan-out opens when it is set."""
 
     type: Literal["MemorySinkConfiguration"] = "MemorySinkConfiguration"
     results_buffer_size: int = Field(default=64, ge=0, le=100_000)

@@ -16,11 +16,9 @@ import time
 import uuid
 from collections.abc import Callable, Coroutine, Sequence
 from concurrent.futures import Executor
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sinks import MemorySink
 from sources import SourceFrame
 from sources.hub import SourceHub
 
@@ -29,14 +27,12 @@ from ..events import EventRecorder
 from ..metrics import SourceMetrics
 from ..tasks import Closer, TaskOwner
 from ..watching import Ended, PipelineResult, Watcher
-from ..workflows.blocks.base import WorkflowImage
 from ..workflows.engine import CompiledWorkflow
 from ..workflows.runner import FrameFacts, WorkflowOutputs, run_frame
-from ..workflows.serialization import serialize_value
 from .feeds import SourceFeed, buffer_for
 from .models import InitialisePipelinePayload, SourceReference
 from .recording import Recording
-from .sinks import SinkFanOut
+from .results import PipelineResults
 from .status import PipelineStatus, Severity, SourceSlot, SourceState
 
 __all__ = ["LastSource", "Pipeline", "SourceNotFound"]
@@ -54,12 +50,6 @@ class LastSource(Conflict):
     """Removing a pipeline's only source would leave it nothing to do."""
 
     code = "last_source"
-
-
-@dataclass(eq=False)
-class _Watching:
-    results: Watcher
-    ended: Ended | None
 
 
 class Pipeline:
@@ -97,14 +87,9 @@ class Pipeline:
         self._running.set()
         self._tasks = TaskOwner(f"pipeline-{self.pipeline_id[:8]}", self._on_task_failure)
         self._terminator = Closer(self.terminate, f"pipeline-{self.pipeline_id[:8]}:terminate")
-        self._watchers: list[_Watching] = []
         self._terminated = False
         self._terminated_event = asyncio.Event()
-        self._results_changed = asyncio.Event()
         self.last_consumed = time.monotonic()
-        self.memory: MemorySink[PipelineResult] = MemorySink(
-            payload.sink_configuration.results_buffer_size
-        )
         self._sources = [
             SourceSlot(ref, buffer_for(ref, video, payload.decoding_buffer_size), workflow)
             for ref, workflow in zip(references, workflows, strict=True)
@@ -112,13 +97,10 @@ class Pipeline:
         for slot, series in zip(self._sources, source_metrics, strict=False):
             slot.metrics = series
         self._next_source_id = max(r.source_id for r in references) + 1
-        self._sinks = SinkFanOut(
-            self.pipeline_id[:8],
-            payload.sink_configuration,
-            [s.reference.source_id for s in self._sources],
-            sink_dir,
-            lambda result: {**result.metadata(), "outputs": self.serialize(result, images=False)},
-        )
+        self.results = PipelineResults(
+            self.pipeline_id[:8], payload.sink_configuration, self.source_ids, sink_dir,
+            executor, jpeg_quality,
+        )  # fmt: skip
 
     async def start(self) -> None:
         """Subscribe to every source and start processing; raises if a source is refused."""
@@ -172,7 +154,7 @@ class Pipeline:
         if self.paused:
             slot.state = SourceState.PAUSED
         self._sources.append(slot)
-        await asyncio.to_thread(self._sinks.add_source, reference.source_id)
+        await self.results.add_source(reference.source_id)
         log.info("pipeline %s source %d added: %s",
                  self.pipeline_id[:8], reference.source_id, reference.shown)  # fmt: skip
 
@@ -191,7 +173,7 @@ class Pipeline:
         await slot.buffer.close(discard=True)
         if slot.task is not None:  # its frame in the workflow finishes first
             await asyncio.gather(slot.task, return_exceptions=True)
-        await asyncio.to_thread(self._sinks.remove_source, source_id)
+        await self.results.remove_source(source_id)
         await asyncio.to_thread(slot.workflow.close)
         log.info("pipeline %s source %d removed", self.pipeline_id[:8], source_id)
         return slot
@@ -206,7 +188,7 @@ class Pipeline:
         try:
             await self._process_frames(source)
         finally:  # however it stopped (removed, its file ended, terminated, failed)
-            self._tell_ended(source.source_id, self._why_ended(source))
+            self.results.tell_ended(source.source_id, self._why_ended(source))
 
     def _why_ended(self, source: SourceSlot) -> str:
         if self._terminated:
@@ -216,11 +198,6 @@ class Pipeline:
         if source.reference.kind == "file":
             return f"the video of source {source.source_id} of pipeline {self.pipeline_id} ended"
         return f"source {source.source_id} of pipeline {self.pipeline_id} stopped"
-
-    def _tell_ended(self, source_id: int, why: str) -> None:
-        for watching in list(self._watchers):
-            if watching.ended is not None:
-                self._sinks.guarded("watcher", watching.ended, source_id, why)
 
     async def _process_frames(self, source: SourceSlot) -> None:
         loop = asyncio.get_running_loop()
@@ -270,7 +247,7 @@ class Pipeline:
             result = PipelineResult(
                 source_id, facts.frame_number, item.received_at, frame, run.outputs
             )
-            await self._dispatch(result)
+            await self.results.dispatch(result)
         if source.reference.kind == "file":
             if source.state is not SourceState.ERROR:
                 source.state = SourceState.ENDED
@@ -281,56 +258,12 @@ class Pipeline:
                 "video_source",
             )
 
-    async def _dispatch(self, result: PipelineResult) -> None:
-        self.memory.write(result)
-        self._results_changed.set()
-        for watching in list(self._watchers):
-            self._sinks.guarded("watcher", watching.results, result)
-        if self._sinks.any:
-            await asyncio.get_running_loop().run_in_executor(
-                self._executor, self._sinks.write, result
-            )
-
-    async def next_result(self, wait_s: float) -> PipelineResult | None:
-        """The oldest buffered result; waits up to ``wait_s`` for one (our long poll)."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + wait_s
-        while (result := self.memory.pop()) is None and not self._terminated:
-            remaining = deadline - loop.time()
-            if remaining <= 0:
-                return None
-            self._results_changed.clear()
-            try:
-                await asyncio.wait_for(self._results_changed.wait(), remaining)
-            except TimeoutError:
-                return None
-        return result
-
-    def serialize(
-        self, result: PipelineResult, excluded: list[str] | None = None, images: bool = True
-    ) -> dict[str, Any]:
-        """Top-level outputs as JSON values (images as base64 JPEG unless ``images`` is off)."""
-        skip = set(excluded or ())
-        metadata = {"frame_number": result.frame_id, "source_id": result.source_id}
-        return {
-            name: serialize_value(value, self._jpeg_quality, metadata)
-            for name, value in result.outputs.items()
-            if name not in skip and (images or not isinstance(value, WorkflowImage))
-        }
-
     # ----------------------------------------------------------------- control
 
     def watch(self, watcher: Watcher, ended: Ended | None = None) -> Callable[[], None]:
         """Receive every result from now on, and (``ended``) each source that stops;
         returns the function that stops it."""
-        watching = _Watching(watcher, ended)
-        self._watchers.append(watching)
-
-        def stop() -> None:
-            if watching in self._watchers:
-                self._watchers.remove(watching)
-
-        return stop
+        return self.results.watch(watcher, ended)
 
     @property
     def outputs(self) -> WorkflowOutputs:
@@ -379,13 +312,11 @@ class Pipeline:
             source.stop_reading()
             await source.buffer.close(discard=True)
         self._running.set()  # wake tasks parked on a pause so they can finish
-        self._results_changed.set()  # and long polls
+        self.results.stop_waiting()  # and long polls
         await self._tasks.close()
-        await asyncio.to_thread(self._sinks.close)
+        await self.results.close()
         for source in self._sources:
             await asyncio.to_thread(source.workflow.close)
-        self._watchers.clear()
-        self.memory.close()
         self._terminated_event.set()
 
     async def wait_terminated(self) -> None:
@@ -407,9 +338,4 @@ class Pipeline:
     # ------------------------------------------------------------------ status
 
     def report(self) -> dict[str, Any]:
-        return self._status.report(self._sources, self.paused, self._sink_stats())
-
-    def _sink_stats(self) -> dict[str, Any]:
-        memory = {"buffered": len(self.memory), "dropped": self.memory.dropped}
-        stats = self._sinks.stats()
-        return {"memory": memory, **stats}
+        return self._status.report(self._sources, self.paused, self.results.stats())

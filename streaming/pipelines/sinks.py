@@ -1,5 +1,6 @@
-"""SinkFanOut: where a pipeline's results go besides its memory buffer (JSONL, webhook, video
-files), each sink guarded so that one failing never stops the pipeline or the others."""
+"""SinkFanOut: where a pipeline's results go besides its memory buffer: every sink its
+request set (``sinks.base.ResultSink``: JSONL, webhook, video files, ...), each guarded so
+that one failing never stops the pipeline or the others."""
 
 from __future__ import annotations
 
@@ -7,10 +8,13 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sinks import JsonLinesWriter, RollingVideoRecorder, WebhookSink
+import numpy as np
+
+from sinks.base import ResultSink, SinkContext, SinkSettings
 
 from ..workflows.blocks.base import WorkflowImage
 from .models import SinkConfiguration
@@ -26,6 +30,30 @@ Record = Callable[["PipelineResult"], dict[str, Any]]
 """A result as one JSON record (its metadata and outputs, no images)."""
 
 
+class _Written:
+    """A pipeline result as its sinks get it (``sinks.base.Written``)."""
+
+    def __init__(self, result: PipelineResult, record: Record) -> None:
+        self._result = result
+        self._record = record
+        self.source_id = result.source_id
+
+    def record(self) -> dict[str, Any]:
+        return self._made
+
+    @cached_property
+    def _made(self) -> dict[str, Any]:
+        return self._record(self._result)
+
+    def image(self, output: str | None) -> np.ndarray:
+        outputs = self._result.outputs
+        if output is not None:
+            value = outputs.get(output)
+        else:
+            value = next((v for v in outputs.values() if isinstance(v, WorkflowImage)), None)
+        return value.numpy if isinstance(value, WorkflowImage) else self._result.frame.image
+
+
 class SinkFanOut:
     """Opened with the pipeline, written from a worker thread, closed once."""
 
@@ -39,72 +67,44 @@ class SinkFanOut:
     ) -> None:
         self._pipeline = pipeline
         self._record = record
-        self._video_output = config.video_file.output if config.video_file else None
-        self._jsonl: JsonLinesWriter | None = None
-        self._videos: dict[int, RollingVideoRecorder] = {}
-        self._webhook: WebhookSink | None = None
+        # Started-at in file names: a restarted pipeline never overwrites earlier files.
+        context = SinkContext(pipeline, sink_dir, time.strftime("%Y%m%d-%H%M%S"))
+        self._sinks: list[ResultSink] = [
+            settings.open(context) for _, settings in config if isinstance(settings, SinkSettings)
+        ]
         self._errors: dict[str, dict[str, Any]] = {}
         self._lock = threading.Lock()
         self._closed = False
-        if config.jsonl is not None:
-            self._jsonl = JsonLinesWriter(sink_dir / f"{config.jsonl.name}.jsonl", append=True)
-        if config.webhook is not None:
-            hook = config.webhook
-            self._webhook = WebhookSink(
-                hook.url,
-                queue_size=hook.queue_size,
-                timeout_s=hook.timeout_seconds,
-                max_attempts=hook.max_attempts,
-            )
-        self._video_file = config.video_file
-        self._sink_dir = sink_dir
-        # Started-at in the name: a restarted pipeline never overwrites earlier segments.
-        self._started = time.strftime("%Y%m%d-%H%M%S")
         for source_id in source_ids:
             self.add_source(source_id)
 
     def add_source(self, source_id: int) -> None:
-        """A source's own recording, if the pipeline records video (also for a source added
-        while it runs)."""
-        if self._video_file is None:
-            return
-        stem = f"{self._video_file.name}-source{source_id}-{self._started}"
-        recorder = RollingVideoRecorder(self._sink_dir, stem, self._video_file.segment_seconds)
+        """A source of the pipeline (also one added while it runs)."""
         with self._lock:
-            self._videos[source_id] = recorder
+            for sink in self._sinks:
+                sink.add_source(source_id)
 
     def remove_source(self, source_id: int) -> None:
-        """Blocking: the source's recording finalised (waits out a write in progress)."""
+        """Blocking: what the sinks hold of the source finished (waits out a write)."""
         with self._lock:
-            recorder = self._videos.pop(source_id, None)
-            if recorder is not None:
-                self.guarded("video_file", recorder.close)
+            for sink in self._sinks:
+                self.guarded(sink.name, sink.remove_source, source_id)
 
     @property
     def any(self) -> bool:
         """Whether there is anything to write (else the pipeline skips the thread hop)."""
-        return self._jsonl is not None or self._webhook is not None or bool(self._videos)
+        return bool(self._sinks)
 
     def write(self, result: PipelineResult) -> None:
         """Blocking: on a worker thread. Under the lock: the pipeline's end cancels the task
         awaiting this, not this thread, and closing an encoder while it encodes would crash
         the process."""
         with self._lock:
-            if not self._closed:
-                self._write(result)
-
-    def _write(self, result: PipelineResult) -> None:
-        if self._jsonl is not None or self._webhook is not None:
-            record = self._record(result)
-            if self._jsonl is not None:
-                self.guarded("jsonl", self._jsonl.write, record)
-            if self._webhook is not None:
-                self.guarded("webhook", self._webhook.write, record)
-        recorder = self._videos.get(result.source_id)
-        if recorder is not None:
-            image = self._image_to_record(result.outputs)
-            frame = image if image is not None else result.frame.image
-            self.guarded("video_file", recorder.write, frame, time.monotonic())
+            if self._closed:
+                return
+            written = _Written(result, self._record)
+            for sink in self._sinks:
+                self.guarded(sink.name, sink.write, written)
 
     def guarded(self, sink: str, write: Callable[..., None], *args: Any) -> None:
         """A failing sink (disk full, a codec error) is counted and reported in the status;
@@ -118,15 +118,6 @@ class SinkFanOut:
             errors["errors"] += 1
             errors["last_error"] = f"{type(exc).__name__}: {exc}"
 
-    def _image_to_record(self, outputs: dict[str, Any]) -> Any:
-        if self._video_output is not None:
-            value = outputs.get(self._video_output)
-            return value.numpy if isinstance(value, WorkflowImage) else None
-        for value in outputs.values():
-            if isinstance(value, WorkflowImage):
-                return value.numpy
-        return None
-
     def close(self) -> None:
         """Blocking; idempotent. Waits out a write in progress, then flushes and closes
         every sink (recordings finalised, JSONL flushed, webhook queue dropped and counted)."""
@@ -134,24 +125,15 @@ class SinkFanOut:
             if self._closed:
                 return
             self._closed = True
-        if self._jsonl is not None:
-            self.guarded("jsonl", self._jsonl.close)
-        for recorder in self._videos.values():
-            self.guarded("video_file", recorder.close)
-        if self._webhook is not None:
-            self.guarded("webhook", self._webhook.close)
+        for sink in self._sinks:
+            self.guarded(sink.name, sink.close)
 
     def stats(self) -> dict[str, Any]:
         """Per sink: what it wrote, and its errors."""
         out: dict[str, Any] = {}
-        if self._jsonl is not None:
-            out["jsonl"] = {"lines": self._jsonl.lines, "file": self._jsonl.path.name}
-        if self._videos:
-            out["video_file"] = {
-                str(i): [p.name for p in r.segments] for i, r in self._videos.items()
-            }
-        if self._webhook is not None:
-            out["webhook"] = {**self._webhook.stats.__dict__, "pending": self._webhook.pending()}
-        for sink, errors in self._errors.items():
-            out.setdefault(sink, {}).update(errors)
+        for sink in self._sinks:
+            if stats := sink.stats():
+                out[sink.name] = stats
+        for sink_name, errors in self._errors.items():
+            out.setdefault(sink_name, {}).update(errors)
         return out

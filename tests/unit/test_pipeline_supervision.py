@@ -25,10 +25,16 @@ WAIT_S = 30.0
 class BrokenPipeline(Pipeline):
     """Fails dispatching its third result, as a bug of ours would."""
 
-    async def _dispatch(self, result: PipelineResult) -> None:
-        if result.frame_id == 3:
-            raise RuntimeError("a bug in dispatching")
-        await super()._dispatch(result)
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        dispatch = self.results.dispatch
+
+        async def broken(result: PipelineResult) -> None:
+            if result.frame_id == 3:
+                raise RuntimeError("a bug in dispatching")
+            await dispatch(result)
+
+        self.results.dispatch = broken  # type: ignore[method-assign]
 
 
 def file_pipeline(kind: type[Pipeline], tmp_path, executor: Executor) -> Pipeline:
