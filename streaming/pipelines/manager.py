@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
-import time
 import uuid
 from collections.abc import Awaitable, Callable, Container
 from concurrent.futures import Executor
@@ -320,21 +319,7 @@ class PipelineManager:
         self.get(pipeline_id).resume()
 
     async def consume(self, pipeline_id: str, payload: ConsumePayload) -> dict[str, list[Any]]:
-        pipeline = self.get(pipeline_id)
-        result = await pipeline.results.next(payload.wait_seconds)
-        # One slot per source, in the order of its sources now (video_reference's, then any
-        # added); only this result's is filled, and its metadata's source_id names it.
-        position = pipeline.position(result.source_id) if result is not None else None
-        if result is None or position is None:  # none, or one of a source since removed
-            return {"outputs": [], "frames_metadata": []}
-        pipeline.last_consumed = time.monotonic()
-        outputs: list[Any] = [None] * pipeline.source_count
-        metadata: list[Any] = [None] * pipeline.source_count
-        outputs[position] = await asyncio.to_thread(
-            pipeline.results.serialize, result, payload.excluded_fields
-        )
-        metadata[position] = result.metadata()
-        return {"outputs": outputs, "frames_metadata": metadata}
+        return await self.get(pipeline_id).consume(payload)
 
     async def watched(self, pipeline_id: str) -> Pipeline:
         return self.get(pipeline_id)

@@ -30,7 +30,7 @@ from ..watching import Ended, PipelineResult, Watcher
 from ..workflows.engine import CompiledWorkflow
 from ..workflows.runner import FrameFacts, WorkflowOutputs, run_frame
 from .feeds import SourceFeed, buffer_for
-from .models import InitialisePipelinePayload, SourceReference
+from .models import ConsumePayload, InitialisePipelinePayload, SourceReference
 from .recording import Recording
 from .results import PipelineResults
 from .status import PipelineStatus, Severity, SourceSlot, SourceState
@@ -225,12 +225,7 @@ class Pipeline:
                 self._executor, run_frame, source.workflow, frame.image, facts
             )
             if run.error is not None:  # one bad frame must not end a monitoring pipeline
-                self._status.event(Severity.ERROR,
-                    "INFERENCE_ERROR",
-                    {"error_type": type(run.error).__name__, "error_message": str(run.error),
-                     "error_context": "inference_thread"},
-                    "inference_pipeline",
-                )  # fmt: skip
+                self._status.inference_error(run.error)
                 continue
             done = time.perf_counter()
             received_mono = item.received_mono
@@ -251,12 +246,24 @@ class Pipeline:
         if source.reference.kind == "file":
             if source.state is not SourceState.ERROR:
                 source.state = SourceState.ENDED
-            self._status.event(
-                Severity.INFO,
-                "VIDEO_CONSUMPTION_FINISHED",
-                {"source_id": source_id},
-                "video_source",
-            )
+            self._status.video_finished(source_id)
+
+    async def consume(self, payload: ConsumePayload) -> dict[str, list[Any]]:
+        """The next result, as ``consume`` answers it: one slot per source, in the order of
+        its sources now (video_reference's, then any added); only this result's is filled,
+        and its metadata's source_id names it."""
+        result = await self.results.next(payload.wait_seconds)
+        position = self.position(result.source_id) if result is not None else None
+        if result is None or position is None:  # none, or one of a source since removed
+            return {"outputs": [], "frames_metadata": []}
+        self.last_consumed = time.monotonic()
+        outputs: list[Any] = [None] * self.source_count
+        metadata: list[Any] = [None] * self.source_count
+        outputs[position] = await asyncio.to_thread(
+            self.results.serialize, result, payload.excluded_fields
+        )
+        metadata[position] = result.metadata()
+        return {"outputs": outputs, "frames_metadata": metadata}
 
     # ----------------------------------------------------------------- control
 

@@ -194,6 +194,17 @@ class PipelineStatus:
     def processed(self, at: float) -> None:
         self._processed_at.append(at)
 
+    def inference_error(self, error: BaseException) -> None:
+        """A frame's workflow run failed (the pipeline goes on with the next frame)."""
+        payload = {"error_type": type(error).__name__, "error_message": str(error),
+                   "error_context": "inference_thread"}  # fmt: skip
+        self.event(Severity.ERROR, "INFERENCE_ERROR", payload, "inference_pipeline")
+
+    def video_finished(self, source_id: int) -> None:
+        """A file source played to its end."""
+        self.event(Severity.INFO, "VIDEO_CONSUMPTION_FINISHED", {"source_id": source_id},
+                   "video_source")  # fmt: skip
+
     def report(
         self, sources: list[SourceSlot], paused: bool, sinks: dict[str, Any]
     ) -> dict[str, Any]:
