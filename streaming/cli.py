@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, get_args
 
@@ -260,7 +261,11 @@ def _add_stream_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def main(argv: list[str] | None = None) -> int:
+Command = Callable[..., argparse.ArgumentParser]
+"""Adds a command (name, help) to the parser."""
+
+
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="visionstream",
         description="Real-time video inference over WebRTC: the server, and a client for it.",
@@ -302,6 +307,12 @@ def main(argv: list[str] | None = None) -> int:
     bench = command("bench", "run a benchmark: visionstream bench NAME [args]", add_help=False)
     bench.add_argument("bench_args", nargs=argparse.REMAINDER)
     bench.set_defaults(func=_bench)
+    _add_deploy(command)
+    _add_models(command)
+    return parser
+
+
+def _add_deploy(command: Command) -> None:
     deploy = command("deploy", "print a deployment's manifest")
     targets = deploy.add_subparsers(dest="deploy_target", required=True)
     kuberay = targets.add_parser("kuberay", help="a KubeRay RayService (GPU nodes, WebRTC notes)",
@@ -316,6 +327,9 @@ def main(argv: list[str] | None = None) -> int:
                          help="GPU share of each replica and pipeline (1/16)")  # fmt: skip
     kuberay.add_argument("--port", type=int, default=9001, help="the HTTP port on every node")
     kuberay.set_defaults(func=_deploy_kuberay)
+
+
+def _add_models(command: Command) -> None:
     models = command("models", "manage the models directory")
     model_commands = models.add_subparsers(dest="models_command", required=True)
     pull = model_commands.add_parser("pull", help="fetch and convert a model",
@@ -348,6 +362,10 @@ def main(argv: list[str] | None = None) -> int:
     add.add_argument("--resize", choices=["letterbox", "stretch"],
                      help="how frames fit the input (classifiers: usually stretch)")  # fmt: skip
     add.set_defaults(func=_models_add)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _parser()
     args = parser.parse_args(argv)
     # The client command keeps the terminal for its status line: warnings only.
     logging.basicConfig(

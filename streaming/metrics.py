@@ -21,6 +21,13 @@ class Metrics:
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
+        self._declare_sessions()
+        self._declare_models()
+        self._declare_pipelines()
+        self._declare_events()
+
+    def _declare_sessions(self) -> None:
+        """Sessions, the frames they take, process and drop, and where the time goes."""
         self.sessions = Gauge(
             "visionstream_sessions_active", "WebRTC sessions alive", registry=self.registry
         )
@@ -66,6 +73,9 @@ class Metrics:
             buckets=_STAGE_BUCKETS,
             registry=self.registry,
         )
+
+    def _declare_models(self) -> None:
+        """What each model runs on, and its batches."""
         self.model_info = Gauge(
             "visionstream_model_loaded",
             "Loaded models, the backend and execution provider they run on",
@@ -93,6 +103,8 @@ class Metrics:
             registry=self.registry,
         )
 
+    def _declare_pipelines(self) -> None:
+        """Monitoring pipelines: each source's frames and its analytics."""
         # Monitoring pipelines' analytics, per pipeline, source and step (sessions, which
         # come and go by the thousand, are left out: their series would never end).
         self.line_count = Gauge(
@@ -132,6 +144,9 @@ class Metrics:
             source,
             registry=self.registry,
         )
+
+    def _declare_events(self) -> None:
+        """The event store's writes, drops and queue."""
         self.events_written = Counter(
             "visionstream_events_written",
             "Events committed to the event store",

@@ -21,7 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import ray
-from ray.exceptions import ActorUnavailableError, GetTimeoutError, RayActorError
+from ray.exceptions import ActorUnavailableError, GetTimeoutError, RayActorError, RayTaskError
 
 from sources.hub import SourceHub
 from sources.kinds import Opening, opener
@@ -74,6 +74,13 @@ class PipelineRestarting(NotReady):
     @property
     def headers(self) -> dict[str, str] | None:
         return {"Retry-After": "2"}
+
+
+def raised(error: RayTaskError) -> BaseException:
+    """What an actor's method raised (Ray wraps it, with the actor's traceback in its text):
+    our own errors keep their status and message; anything else stays Ray's."""
+    cause = error.cause
+    return cause if isinstance(cause, Exception) else error
 
 
 @ray.remote(max_restarts=-1)
@@ -152,14 +159,9 @@ class PipelineActor:
             self._ended[source_id] = why
             self._changed.set()
 
-    async def started(self) -> BaseException | None:
-        """None once the pipeline runs, else why it could not start (returned, so that the
-        replica raises our own error, with its status, rather than Ray's wrapper)."""
-        try:
-            await asyncio.shield(self._started)
-        except Exception as exc:
-            return exc
-        return None
+    async def started(self) -> None:
+        """Once the pipeline runs; raises why it could not start."""
+        await asyncio.shield(self._started)
 
     async def node(self) -> str:
         return self._node
@@ -180,21 +182,14 @@ class PipelineActor:
         await asyncio.shield(self._started)
         return await self._manager.consume(self._id, payload)
 
-    async def add_source(self, reference: str | int) -> int | BaseException:
-        """The new source's id, or why it was refused (returned, as ``started`` does)."""
+    async def add_source(self, reference: str | int) -> int:
+        """The new source's id."""
         await asyncio.shield(self._started)
-        try:
-            return await self._manager.add_source(self._id, reference)
-        except Exception as exc:
-            return exc
+        return await self._manager.add_source(self._id, reference)
 
-    async def remove_source(self, source_id: int) -> BaseException | None:
+    async def remove_source(self, source_id: int) -> None:
         await asyncio.shield(self._started)
-        try:
-            await self._manager.remove_source(self._id, source_id)
-        except Exception as exc:
-            return exc
-        return None
+        await self._manager.remove_source(self._id, source_id)
 
     async def request(self) -> dict[str, Any]:
         await asyncio.shield(self._started)
@@ -328,6 +323,8 @@ class ClusterPipelines:
             actor = await self._actor(pipeline_id)  # not found: gone for good
             try:
                 return await asyncio.wait_for(getattr(actor, method).remote(*args), bound)
+            except RayTaskError as exc:  # the actor raised: our own error, with its status
+                raise raised(exc) from None
             except ActorUnavailableError:  # unreachable for now: Ray is restarting it
                 raise PipelineRestarting(f"pipeline {pipeline_id} is restarting") from None
             except RayActorError:
@@ -363,8 +360,11 @@ class ClusterPipelines:
         actor = PipelineActor.options(  # type: ignore[attr-defined]
             name=pipeline_id, namespace=NAMESPACE, lifetime="detached", **self._options
         ).remote(settings, pipeline_id, request)
+        failure: BaseException | None = None
         try:
-            failure = await asyncio.wait_for(actor.started.remote(), _START_S)
+            await asyncio.wait_for(actor.started.remote(), _START_S)
+        except RayTaskError as exc:
+            failure = raised(exc)
         except TimeoutError:
             failure = PipelineNotPlaced(
                 f"pipeline not started within {_START_S:g} s: no node has "
@@ -407,15 +407,10 @@ class ClusterPipelines:
     async def add_source(self, pipeline_id: str, reference: str | int) -> int:
         """In the pipeline's actor, on its node. (An actor Ray restarts starts from the
         request it was made with: added sources are lost then.)"""
-        answer = await self._call(pipeline_id, "add_source", reference)
-        if isinstance(answer, BaseException):
-            raise answer
-        return int(answer)
+        return int(await self._call(pipeline_id, "add_source", reference))
 
     async def remove_source(self, pipeline_id: str, source_id: int) -> None:
-        failure = await self._call(pipeline_id, "remove_source", source_id)
-        if failure is not None:
-            raise failure
+        await self._call(pipeline_id, "remove_source", source_id)
 
     async def terminate(self, pipeline_id: str) -> None:
         actor = await self._actor(pipeline_id)

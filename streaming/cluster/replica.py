@@ -20,11 +20,9 @@ from fastapi import FastAPI
 from ray import serve
 
 from ..config import Settings
-from ..inference.registry import ModelRegistry
 from ..server import create_app
 from ..server.state import ServerState
 from ..storage import private_process
-from ..workflows.library import WorkflowLibrary
 from .autoscale import sessions_policy
 from .directory import METRICS_PERIOD_S, STATS_PERIOD_S, directory
 from .models import deployed_models, model_deployment, session_opener
@@ -39,11 +37,6 @@ __all__ = ["media_app"]
 _DEPLOYMENT = "media"
 # Replica states (Serve's) of a replica that will take requests but cannot yet.
 _COMING_UP = frozenset({"STARTING", "UPDATING", "RECOVERING"})
-
-# The app this replica's process serves (one replica per actor process), built by Serve's
-# ingress builder and read by the replica's stats.
-_apps: list[FastAPI] = []
-
 
 # Each report of this process's replica carries the next number: the directory keeps the
 # newest, whichever thread sent it (a pushed one and Serve's periodic one may cross).
@@ -105,49 +98,9 @@ def media_app(settings: Settings, replicas: int | None, max_replicas: int = 1) -
 
     deployed = deployed_models(settings)
 
-    def build() -> FastAPI:  # runs on the replica
-        private_process(settings)  # the replica's process is the server's
-
-        def cluster_pipelines(
-            settings: Settings,
-            _models: ModelRegistry,
-            _hub: Any,
-            _executor: Any,
-            library: WorkflowLibrary,
-            _metrics: Any,
-            _events: Any,  # each pipeline actor writes its own events
-        ) -> ClusterPipelines:
-            return ClusterPipelines(settings, library)
-
-        app = create_app(
-            settings,
-            deployment=_RayDeployment(),
-            pipeline_factory=cluster_pipelines,
-            model_opener=session_opener(deployed),
-        )
-        _apps.append(app)
-        return app
-
-    scaling: dict[str, Any] = {"num_replicas": replicas}
-    if replicas is None:
-        scaling = {
-            "autoscaling_config": {
-                "min_replicas": settings.ray_min_replicas,
-                "initial_replicas": settings.ray_min_replicas,
-                "max_replicas": max(max_replicas, settings.ray_min_replicas),
-                "metrics_interval_s": STATS_PERIOD_S,
-                "look_back_period_s": 5 * STATS_PERIOD_S,
-                # Up soon (a new replica takes a while to load its model); down slowly:
-                # sessions last minutes, and a fresh empty replica costs a model load.
-                "upscale_delay_s": 5 * STATS_PERIOD_S,
-                "downscale_delay_s": 300.0,
-                "policy": {"policy_function": sessions_policy},
-            }
-        }
-
     @serve.deployment(
         name=_DEPLOYMENT,
-        **scaling,
+        **_scaling(settings, replicas, max_replicas),
         # Offers are short requests; sessions are not requests at all once answered.
         max_ongoing_requests=64,
         request_router_config={
@@ -156,7 +109,7 @@ def media_app(settings: Settings, replicas: int | None, max_replicas: int = 1) -
         },
         ray_actor_options=actor_resources(settings.ray_replica_resources),
     )
-    @serve.ingress(build)
+    @serve.ingress()
     class MediaReplica:
         def __init__(self, *_models: Any) -> None:
             # ``_models``: the model deployments' handles, bound here so that Serve deploys
@@ -166,9 +119,23 @@ def media_app(settings: Settings, replicas: int | None, max_replicas: int = 1) -
             self._node = ray.get_runtime_context().get_node_id()
             self._directory = directory()
             self._metrics_sent = 0.0
+            self._app: FastAPI | None = None
+
+        def __serve_build_asgi_app__(self) -> FastAPI:
+            """Serve's late-bound ingress (after ``__init__``, on the replica): the app is
+            this replica's own, and its stats read it here."""
+            private_process(settings)  # the replica's process is the server's
+            self._app = create_app(
+                settings,
+                deployment=_RayDeployment(),
+                # Each pipeline actor has its own models, hub and event writer.
+                pipeline_factory=lambda parts: ClusterPipelines(parts.settings, parts.library),
+                model_opener=session_opener(deployed),
+            )
+            return self._app
 
         def _state(self) -> ServerState | None:
-            return getattr(_apps[-1].state, "server", None) if _apps else None
+            return getattr(self._app.state, "server", None) if self._app is not None else None
 
         def _load(self) -> dict[str, Any]:
             state = self._state()
@@ -189,3 +156,23 @@ def media_app(settings: Settings, replicas: int | None, max_replicas: int = 1) -
 
     models = [model_deployment(settings, model_id) for model_id in sorted(deployed)]
     return MediaReplica.bind(*models)  # type: ignore[attr-defined]  # a Deployment, once decorated
+
+
+def _scaling(settings: Settings, replicas: int | None, max_replicas: int) -> dict[str, Any]:
+    """A fixed number of replicas, or (None) as many as the sessions need."""
+    if replicas is not None:
+        return {"num_replicas": replicas}
+    return {
+        "autoscaling_config": {
+            "min_replicas": settings.ray_min_replicas,
+            "initial_replicas": settings.ray_min_replicas,
+            "max_replicas": max(max_replicas, settings.ray_min_replicas),
+            "metrics_interval_s": STATS_PERIOD_S,
+            "look_back_period_s": 5 * STATS_PERIOD_S,
+            # Up soon (a new replica takes a while to load its model); down slowly:
+            # sessions last minutes, and a fresh empty replica costs a model load.
+            "upscale_delay_s": 5 * STATS_PERIOD_S,
+            "downscale_delay_s": 300.0,
+            "policy": {"policy_function": sessions_policy},
+        }
+    }

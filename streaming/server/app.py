@@ -54,13 +54,25 @@ from .shutdown import drain
 from .state import Deployment, ServerState
 from .uploads import UploadDirectory
 
-__all__ = ["PipelineFactory", "create_app"]
+__all__ = ["PipelineFactory", "PipelineParts", "create_app"]
 
-PipelineFactory = Callable[
-    [Settings, ModelRegistry, SourceHub, Executor, WorkflowLibrary, Metrics, EventRecorder | None],
-    Pipelines,
-]
-"""Builds the app's pipelines from its parts (the Ray deployment's run as actors)."""
+
+@dataclass(frozen=True)
+class PipelineParts:
+    """What the app's pipelines may use of it: the pipelines in this process use them all,
+    the Ray deployment's (actors, each with its own) only the settings and the library."""
+
+    settings: Settings
+    models: ModelRegistry
+    hub: SourceHub
+    executor: Executor
+    library: WorkflowLibrary
+    metrics: Metrics
+    events: EventRecorder | None
+
+
+PipelineFactory = Callable[[PipelineParts], Pipelines]
+"""Builds the app's pipelines from its parts."""
 
 log = logging.getLogger("visionstream")
 
@@ -88,18 +100,12 @@ async def _restore_after(preparing: asyncio.Task[None], state: ServerState) -> N
     await pipelines.restore_pipelines(state)
 
 
-def local_pipelines(
-    settings: Settings,
-    models: ModelRegistry,
-    hub: SourceHub,
-    executor: Executor,
-    library: WorkflowLibrary,
-    metrics: Metrics,
-    events: EventRecorder | None,
-) -> Pipelines:
+def local_pipelines(parts: PipelineParts) -> Pipelines:
     """Pipelines in this process, kept in the data directory across restarts."""
+    settings = parts.settings
     store = PipelineStore(settings.data_dir / "pipelines" if settings.persist_pipelines else None)
-    return PipelineManager(settings, models, hub, executor, library, store, metrics, events)
+    return PipelineManager(settings, parts.models, parts.hub, parts.executor, parts.library,
+                           store, parts.metrics, parts.events)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -137,7 +143,7 @@ def _build_state(settings: Settings, metrics: Metrics, parts: _Parts) -> ServerS
         hub=hub,
         publishers=publishers,
         pipelines=parts.pipeline_factory(
-            settings, registry, hub, executor, library, metrics, events
+            PipelineParts(settings, registry, hub, executor, library, metrics, events)
         ),
         workflows=library,
         uploads=UploadDirectory(settings.upload_dir),
