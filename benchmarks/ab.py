@@ -54,8 +54,8 @@ def _run(name: str, args: list[str], server_root: Path, results: Path) -> list[d
 
 def pipeline_fps(server_root: Path) -> dict[str, float]:
     """Frames a second a pipeline processes from a live RTSP camera, and its server's CPU."""
+    from streaming.protocol.workflows import object_detection
     from streaming.rtc.ice import restrict_host_addresses
-    from streaming.workflows.library import object_detection
     from tests.support.camera import RTSPCamera
     from tests.support.server import ServerProcess
 

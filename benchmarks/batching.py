@@ -30,8 +30,8 @@ sys.path.insert(0, str(ROOT))
 from sources import SyntheticSource  # noqa: E402
 from streaming import Client, StreamConfig  # noqa: E402
 from streaming.client import FrameSourceStream  # noqa: E402
+from streaming.protocol.workflows import object_detection  # noqa: E402
 from streaming.rtc.ice import restrict_host_addresses  # noqa: E402
-from streaming.workflows.library import object_detection  # noqa: E402
 from tests.support.server import ServerProcess  # noqa: E402
 
 CONFIGS = {

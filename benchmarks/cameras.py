@@ -36,8 +36,8 @@ sys.path.insert(0, str(ROOT))
 from sources import decode_stamp  # noqa: E402
 from sources.live import LiveSource  # noqa: E402
 from streaming import Client, RTSPSource, StreamConfig  # noqa: E402
+from streaming.protocol.workflows import object_detection  # noqa: E402
 from streaming.rtc.ice import restrict_host_addresses  # noqa: E402
-from streaming.workflows.library import object_detection  # noqa: E402
 from tests.support.camera import RTSPCamera  # noqa: E402
 from tests.support.server import ServerProcess  # noqa: E402
 from tests.support.streams import PublishedStream  # noqa: E402

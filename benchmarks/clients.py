@@ -31,8 +31,8 @@ from inference_sdk.webrtc import StreamConfig as SdkStreamConfig  # noqa: E402
 from sources import SyntheticSource, decode_stamp  # noqa: E402
 from streaming import Client, StreamConfig  # noqa: E402
 from streaming.client import FrameSourceStream  # noqa: E402
+from streaming.protocol.workflows import object_detection  # noqa: E402
 from streaming.rtc.ice import restrict_host_addresses  # noqa: E402
-from streaming.workflows.library import object_detection  # noqa: E402
 from tests.support.server import ServerProcess  # noqa: E402
 
 SIZE = (640, 480)

@@ -21,8 +21,8 @@ from benchmarks.common import CpuMeter, percentiles, tree_rss_mb, write_result
 from sources import SyntheticSource, decode_stamp
 from streaming import Client, StreamConfig
 from streaming.client import FrameSourceStream
+from streaming.protocol.workflows import object_detection
 from streaming.rtc.ice import restrict_host_addresses
-from streaming.workflows.library import object_detection
 from tests.support.server import ServerProcess
 
 DELIVERED, P95 = 0.9, 250.0

@@ -20,7 +20,7 @@ import time
 from ray.cluster_utils import Cluster
 
 from benchmarks.common import write_result
-from streaming.workflows.library import object_detection
+from streaming.protocol.workflows import object_detection
 from tests.support.camera import RTSPCamera
 from tests.support.server import ray_server_process, wait_for
 

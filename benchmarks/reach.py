@@ -31,9 +31,9 @@ from benchmarks.common import percentiles, write_result
 from sources import SyntheticSource, decode_stamp
 from streaming import Client, StreamConfig
 from streaming.client import FrameSourceStream
+from streaming.protocol.workflows import image_blur
 from streaming.rtc.ice import build_configuration, restrict_host_addresses
 from streaming.rtc.track import FrameSourceTrack, received_frames
-from streaming.workflows.library import image_blur
 from tests.support.server import ServerProcess
 from tests.support.turn import TurnServer
 

@@ -32,8 +32,8 @@ import psutil
 
 from benchmarks.common import ROOT, CpuMeter, percentiles, tree_rss_mb, write_result
 from sources import SyntheticSource, decode_stamp
+from streaming.protocol.workflows import image_blur
 from streaming.rtc.ice import restrict_host_addresses
-from streaming.workflows.library import image_blur
 from tests.support.sdk import LoopManualSource
 from tests.support.server import LoggedProcess, ServerProcess, free_port
 

@@ -28,8 +28,8 @@ import json
 from benchmarks.common import write_result
 from benchmarks.concurrency import sessions
 from streaming import StreamConfig
+from streaming.protocol.workflows import image_blur, object_detection
 from streaming.rtc.ice import restrict_host_addresses
-from streaming.workflows.library import image_blur, object_detection
 from tests.support.server import ServerProcess
 
 FPS, HELD_FPS, P95_MS = 30.0, 28.0, 150.0

@@ -23,8 +23,8 @@ from benchmarks.common import percentiles, tree_rss_mb, write_result
 from sources import SyntheticSource
 from streaming import Client, StreamConfig
 from streaming.client import FrameSourceStream
+from streaming.protocol.workflows import object_detection
 from streaming.rtc.ice import restrict_host_addresses
-from streaming.workflows.library import object_detection
 from tests.support.server import ServerProcess
 
 CONFIG = StreamConfig(stream_output=["annotated"], data_output=["predictions"])

@@ -23,10 +23,10 @@ from benchmarks.common import write_result
 from benchmarks.upload import baseline, make_clip, measure
 from streaming.config import Settings
 from streaming.inference.registry import ModelRegistry
+from streaming.protocol.workflows import object_detection
 from streaming.rtc.ice import restrict_host_addresses
 from streaming.workflows import compile_workflow, parse_spec
 from streaming.workflows.blocks.base import BuildContext
-from streaming.workflows.library import object_detection
 
 PATHS = ["ours, predictions only", "ours, client track, every frame"]
 

@@ -38,10 +38,10 @@ from streaming import Client, StreamConfig  # noqa: E402
 from streaming.client import FrameSourceStream, VideoFileSource  # noqa: E402
 from streaming.config import Settings  # noqa: E402
 from streaming.inference.registry import ModelRegistry  # noqa: E402
+from streaming.protocol.workflows import object_detection  # noqa: E402
 from streaming.rtc.ice import restrict_host_addresses  # noqa: E402
 from streaming.workflows import compile_workflow, parse_spec  # noqa: E402
 from streaming.workflows.blocks.base import BuildContext, FrameState  # noqa: E402
-from streaming.workflows.library import object_detection  # noqa: E402
 from tests.conftest import PHOTO_DIRS  # noqa: E402
 from tests.support.media import write_clip  # noqa: E402
 from tests.support.server import ServerProcess  # noqa: E402

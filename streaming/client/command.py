@@ -27,8 +27,8 @@ from sources import FileSource, SourceError, SyntheticSource, decode_stamp
 
 from ..config import ClientSettings
 from ..protocol.messages import VideoMetadata
+from ..protocol.workflows import object_detection
 from ..rtc.ice import restrict_host_addresses
-from ..workflows.library import object_detection
 from .blocking import WebRTCSession, pending_signal
 from .client import Client
 from .config import StreamConfig

@@ -14,7 +14,7 @@ import pytest
 from inference_sdk import InferenceHTTPClient
 from inference_sdk.webrtc import StreamConfig, VideoFileSource
 
-from streaming.workflows.library import people_counting, zone_occupancy
+from streaming.protocol.workflows import people_counting, zone_occupancy
 from tests.support.camera import RTSPCamera
 from tests.support.media import (
     there_and_back_clip,

@@ -11,7 +11,7 @@ import httpx
 import numpy as np
 import pytest
 
-from streaming.workflows.library import people_counting, zone_occupancy
+from streaming.protocol.workflows import people_counting, zone_occupancy
 from tests.conftest import DETECT_SPEC, load_photo
 from tests.support.peer import LoopbackPeer, data_channel_offer
 

@@ -10,7 +10,7 @@ import pytest
 from inference_sdk import InferenceHTTPClient
 from inference_sdk.webrtc import ManualSource, StreamConfig
 
-from streaming.workflows.library import image_blur
+from streaming.protocol.workflows import image_blur
 from tests.conftest import DETECT_SPEC, load_photo
 from tests.support.media import outline_difference
 from tests.support.sdk import LoopManualSource

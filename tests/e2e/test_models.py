@@ -12,7 +12,7 @@ from sources import SyntheticSource
 from streaming import Client, StreamConfig
 from streaming.client import FrameSourceStream
 from streaming.config import Settings
-from streaming.workflows.library import object_detection
+from streaming.protocol.workflows import object_detection
 from tests.support.models import add_model, add_tiny_task_models
 from tests.support.onnx_models import V8_ROWS, YOLO_ROWS, constant_model
 from tests.support.server import ServerProcess

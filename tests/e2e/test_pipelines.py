@@ -14,7 +14,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from sources import decode_stamp
 from streaming.client import Client, PipelineSource, RTSPSource, StreamConfig
 from streaming.protocol.notices import NoticeCode
-from streaming.workflows.library import people_counting
+from streaming.protocol.workflows import people_counting
 from tests.conftest import DETECT_SPEC
 from tests.support.camera import RTSPCamera
 from tests.support.server import ServerProcess, wait_for

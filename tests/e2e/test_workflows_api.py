@@ -7,7 +7,7 @@ import pytest
 from sources import SyntheticSource
 from streaming import Client, SessionStartError, StreamConfig
 from streaming.client import FrameSourceStream
-from streaming.workflows.library import object_detection
+from streaming.protocol.workflows import object_detection
 
 pytestmark = pytest.mark.e2e
 

@@ -25,8 +25,8 @@ from typing import Any
 import numpy as np
 
 from streaming import Client, ManualSource, StreamConfig, VideoFileSource, WebcamSource
+from streaming.protocol.workflows import object_detection
 from streaming.rtc.ice import restrict_host_addresses
-from streaming.workflows.library import object_detection
 
 CONFIG = StreamConfig(stream_output=["annotated"], data_output=["predictions"])
 

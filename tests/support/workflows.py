@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from streaming.workflows.library import people_counting
+from streaming.protocol.workflows import people_counting
 
 __all__ = ["crossing_events"]
 

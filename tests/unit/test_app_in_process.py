@@ -13,8 +13,8 @@ from aiortc import RTCSessionDescription
 
 from sources import SyntheticSource
 from streaming.config import Settings
+from streaming.protocol.workflows import object_detection
 from streaming.server.app import create_app
-from streaming.workflows.library import object_detection
 from tests.support.onnx_models import YOLO_ROWS, model_directory
 from tests.support.peer import LoopbackPeer
 from tests.unit.test_sources import FakeCapture

@@ -137,7 +137,7 @@ def test_malformed_specs_and_duplicate_names():
 
 
 def test_the_blur_block_needs_no_model_and_checks_its_kernel(registry, photos):
-    from streaming.workflows.library import image_blur
+    from streaming.protocol.workflows import image_blur
 
     image = cv2.imread(str(photos / "dog.jpg"))
     out = _compile(registry, image_blur("average", 5)).run(image.copy(), {}, FrameState())

@@ -12,9 +12,9 @@ import pytest
 from streaming.config import Settings
 from streaming.events import EventRecord
 from streaming.inference.registry import ModelRegistry
+from streaming.protocol.workflows import people_counting, privacy_blur, zone_occupancy
 from streaming.workflows import compile_workflow, parse_spec
 from streaming.workflows.blocks.base import BuildContext, FrameState
-from streaming.workflows.library import people_counting, privacy_blur, zone_occupancy
 from tests.support.media import walker_scene
 from tests.support.webhook import WebhookReceiver
 from tests.support.workflows import crossing_events

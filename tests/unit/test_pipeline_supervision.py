@@ -13,10 +13,10 @@ from sources.hub import SourceHub
 from streaming.errors import InvalidRequest
 from streaming.pipelines.models import InitialisePipelinePayload, resolve_references
 from streaming.pipelines.pipeline import Pipeline
+from streaming.protocol.workflows import image_blur
 from streaming.watching import PipelineResult
 from streaming.workflows import compile_workflow, parse_spec
 from streaming.workflows.blocks.base import BuildContext
-from streaming.workflows.library import image_blur
 from tests.support.media import write_clip
 
 WAIT_S = 30.0

@@ -20,9 +20,9 @@ from streaming.peer.control import CONTROL_BURST, ControlChannel
 from streaming.peer.notices import MAX_PENDING_ERRORS, Notices
 from streaming.peer.processor import DataMode, FrameJob, FrameProcessor, OutputSelection
 from streaming.peer.tracks import OutboundVideoTrack
+from streaming.protocol.workflows import image_blur
 from streaming.workflows import compile_workflow, parse_spec
 from streaming.workflows.blocks.base import BuildContext
-from streaming.workflows.library import image_blur
 from streaming.workflows.runner import FrameFacts
 
 WAIT_S = 10.0

@@ -15,10 +15,10 @@ from streaming.peer.processor import FrameJob, FrameProcessor, OutputSelection, 
 from streaming.peer.session_config import SessionConfig
 from streaming.peer.worker import PeerWorker
 from streaming.protocol.messages import WebRTCOffer, WebRTCWorkerRequest
+from streaming.protocol.workflows import image_blur
 from streaming.rtc.ice import restrict_host_addresses
 from streaming.workflows import compile_workflow, parse_spec
 from streaming.workflows.blocks.base import BuildContext
-from streaming.workflows.library import image_blur
 from tests.support.peer import LoopbackPeer
 
 WAIT_S = 30.0
