@@ -31,25 +31,13 @@ from ..rtc import BitrateLimits, install_for_server
 from ..storage import private_directories
 from ..tasks import TaskOwner
 from ..workflows.library import WorkflowLibrary
-from . import (
-    events,
-    health,
-    infer,
-    info,
-    models,
-    pipelines,
-    recordings,
-    v2,
-    webrtc,
-    whip,
-    workflow_runs,
-    workflows,
-)
+from . import routes
 from .access_log import install_access_log_masking
 from .auth import ApiKeyGuard
 from .docs import add_docs
 from .handlers import install_error_handlers
 from .page import PageMount, web_root
+from .routes import pipelines, v2
 from .shutdown import drain
 from .state import Deployment, ServerState
 from .uploads import UploadDirectory
@@ -232,20 +220,9 @@ def create_app(
     )
 
     install_error_handlers(app)
-    app.include_router(health.router)
-    app.include_router(webrtc.router)
-    app.include_router(whip.router)
-    app.include_router(pipelines.router)
-    app.include_router(workflows.router)
-    app.include_router(v2.router)
+    for router in routes.ROUTERS:  # in the order they are matched (routes/__init__.py)
+        app.include_router(router)
     app.add_exception_handler(v2.V2Failure, v2.failure_response)
-    app.include_router(models.router)
-    app.include_router(info.router)
-    app.include_router(events.router)
-    app.include_router(recordings.router)
-    app.include_router(workflow_runs.router)  # before /infer/{task}: /infer/workflows is its
-    app.include_router(infer.router)
-    app.include_router(infer.legacy_router)  # last of all: /{dataset}/{version} takes any pair
     install_access_log_masking()
     add_docs(app)
     root = web_root()

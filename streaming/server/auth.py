@@ -17,13 +17,12 @@ import time
 from collections import OrderedDict, deque
 from collections.abc import Callable
 
-from fastapi import Depends, Request
+from fastapi import Request
 from pydantic import SecretStr
 
 from ..errors import TooManyAttempts, Unauthorized
-from .state import ServerState, get_state
 
-__all__ = ["ApiKeyGuard", "body_api_key", "client_address", "require_api_key"]
+__all__ = ["ApiKeyGuard", "body_api_key", "client_address"]
 
 _WINDOW_S = 60.0
 # Addresses with recent failures remembered at most; the oldest is forgotten first.
@@ -119,8 +118,3 @@ def body_api_key(raw: bytes) -> str | None:
         return None
     key = body.get("api_key") if isinstance(body, dict) else None
     return key if isinstance(key, str) else None
-
-
-async def require_api_key(request: Request, state: ServerState = Depends(get_state)) -> None:
-    """For routes whose key can only come in the header."""
-    state.auth.check(request)

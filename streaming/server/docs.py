@@ -17,7 +17,7 @@ from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
-from fastapi import APIRouter, Depends, FastAPI
+from fastapi import APIRouter, FastAPI
 from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import HTMLResponse, JSONResponse
@@ -25,7 +25,7 @@ from pydantic import BaseModel
 from starlette.staticfiles import StaticFiles
 
 from .. import __version__
-from .auth import require_api_key
+from .http import AUTHENTICATED
 
 __all__ = ["ERROR_RESPONSES", "ErrorBody", "add_docs", "json_body"]
 
@@ -99,7 +99,7 @@ def _assets_dir() -> Path:
 
 def add_docs(app: FastAPI) -> None:
     """Call on an app made with ``docs_url=None, redoc_url=None, openapi_url=None``."""
-    router = APIRouter(dependencies=[Depends(require_api_key)], include_in_schema=False)
+    router = APIRouter(dependencies=[AUTHENTICATED], include_in_schema=False)
 
     @router.get("/openapi.json")
     async def openapi() -> JSONResponse:

@@ -12,7 +12,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect
 
 from ..errors import StreamingError, error_body
-from .webrtc import validation_response
+from .http import validation_response
 
 __all__ = ["install_error_handlers"]
 

@@ -19,7 +19,7 @@ from streaming.config import Settings
 from streaming.errors import InvalidRequest
 from streaming.events import EventRecord
 from streaming.server.app import create_app
-from streaming.server.events import milliseconds
+from streaming.server.routes.events import milliseconds
 from tests.support.media import write_clip
 from tests.support.onnx_models import YOLO_ROWS, model_directory
 from tests.support.server import free_port

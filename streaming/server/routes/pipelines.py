@@ -6,18 +6,18 @@ import logging
 import uuid
 from typing import Any
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 
 from sources.kinds import FILE, kind_of, scheme_of
 
-from ..pipelines import InitialisePipelinePayload
-from ..pipelines.models import AddSourcePayload, ConsumePayload
-from ..pipelines.pipeline import SourceNotFound
-from .bodies import guarded_body
-from .docs import ERROR_RESPONSES, json_body
-from .state import ServerState, get_state
+from ...pipelines import InitialisePipelinePayload
+from ...pipelines.models import AddSourcePayload, ConsumePayload
+from ...pipelines.pipeline import SourceNotFound
+from ..docs import ERROR_RESPONSES, json_body
+from ..http import authenticated_body
+from ..state import ServerState, get_state
 
 __all__ = ["restore_pipelines", "router"]
 
@@ -38,11 +38,20 @@ def _success(pipeline_id: str | None, **fields: Any) -> dict[str, Any]:
     return {"status": "success", "context": _context(pipeline_id), **fields}
 
 
-async def _body(request: Request, state: ServerState, model: type[BaseModel]) -> Any:
-    """The JSON body (the SDK sends one even on GET) validated by ``model``, API key checked.
-    ``ValidationError`` propagates: a 422."""
-    raw = await guarded_body(request, state, state.settings.max_request_bytes)
-    return model.model_validate_json(raw or b"{}")
+_BODY = authenticated_body(lambda settings: settings.max_request_bytes)
+
+
+def _payload(model: type[BaseModel]) -> Any:
+    """A route parameter: the JSON body (the SDK sends one even on GET) validated by
+    ``model``, once the API key is checked. ``ValidationError`` propagates: a 422."""
+
+    async def parse(raw: bytes = _BODY) -> BaseModel:
+        return model.model_validate_json(raw or b"{}")
+
+    return Depends(parse)
+
+
+_KEYED = _payload(_KeyOnly)
 
 
 async def _check_egress(state: ServerState, payload: InitialisePipelinePayload) -> None:
@@ -74,78 +83,69 @@ async def restore_pipelines(state: ServerState) -> None:
 
 
 @router.post("/initialise", openapi_extra=json_body(InitialisePipelinePayload))
-async def initialise(request: Request, state: ServerState = Depends(get_state)) -> JSONResponse:
-    payload = await _body(request, state, InitialisePipelinePayload)
+async def initialise(
+    payload: InitialisePipelinePayload = _payload(InitialisePipelinePayload),
+    state: ServerState = Depends(get_state),
+) -> JSONResponse:
     await state.check_accepting()
     await _check_egress(state, payload)
     pipeline_id = await state.pipelines.initialise(payload)
     return JSONResponse(_success(pipeline_id))
 
 
-@router.get("/list", openapi_extra=json_body(_KeyOnly))
-async def list_pipelines(request: Request, state: ServerState = Depends(get_state)) -> dict:
-    await _body(request, state, _KeyOnly)
+@router.get("/list", openapi_extra=json_body(_KeyOnly), dependencies=[_KEYED])
+async def list_pipelines(state: ServerState = Depends(get_state)) -> dict:
     listing = await state.pipelines.listing()
     # The reference's list of ids, and ours: where each runs (a Ray cluster's node).
     return _success(None, pipelines=[p["pipeline_id"] for p in listing], placements=listing)
 
 
-@router.get("/{pipeline_id}/status", openapi_extra=json_body(_KeyOnly))
-async def status(
-    pipeline_id: str, request: Request, state: ServerState = Depends(get_state)
-) -> dict:
-    await _body(request, state, _KeyOnly)
+@router.get("/{pipeline_id}/status", openapi_extra=json_body(_KeyOnly), dependencies=[_KEYED])
+async def status(pipeline_id: str, state: ServerState = Depends(get_state)) -> dict:
     return _success(pipeline_id, report=await state.pipelines.status(pipeline_id))
 
 
-@router.post("/{pipeline_id}/pause", openapi_extra=json_body(_KeyOnly))
-async def pause(
-    pipeline_id: str, request: Request, state: ServerState = Depends(get_state)
-) -> dict:
-    await _body(request, state, _KeyOnly)
+@router.post("/{pipeline_id}/pause", openapi_extra=json_body(_KeyOnly), dependencies=[_KEYED])
+async def pause(pipeline_id: str, state: ServerState = Depends(get_state)) -> dict:
     await state.pipelines.pause(pipeline_id)
     return _success(pipeline_id)
 
 
-@router.post("/{pipeline_id}/resume", openapi_extra=json_body(_KeyOnly))
-async def resume(
-    pipeline_id: str, request: Request, state: ServerState = Depends(get_state)
-) -> dict:
-    await _body(request, state, _KeyOnly)
+@router.post("/{pipeline_id}/resume", openapi_extra=json_body(_KeyOnly), dependencies=[_KEYED])
+async def resume(pipeline_id: str, state: ServerState = Depends(get_state)) -> dict:
     await state.pipelines.resume(pipeline_id)
     return _success(pipeline_id)
 
 
-@router.post("/{pipeline_id}/terminate", openapi_extra=json_body(_KeyOnly))
-async def terminate(
-    pipeline_id: str, request: Request, state: ServerState = Depends(get_state)
-) -> dict:
-    await _body(request, state, _KeyOnly)
+@router.post("/{pipeline_id}/terminate", openapi_extra=json_body(_KeyOnly), dependencies=[_KEYED])
+async def terminate(pipeline_id: str, state: ServerState = Depends(get_state)) -> dict:
     await state.pipelines.terminate(pipeline_id)
     return _success(pipeline_id)
 
 
 @router.post("/{pipeline_id}/sources", openapi_extra=json_body(AddSourcePayload))
 async def add_source(
-    pipeline_id: str, request: Request, state: ServerState = Depends(get_state)
+    pipeline_id: str,
+    payload: AddSourcePayload = _payload(AddSourcePayload),
+    state: ServerState = Depends(get_state),
 ) -> dict:
     """Ours: one more source on a running pipeline (checked as ``initialise`` checks them);
     the answer's ``source_id`` tags its results and names it for removal."""
-    payload = await _body(request, state, AddSourcePayload)
     await state.check_accepting()
     await _check_reference(state, payload.video_reference)
     source_id = await state.pipelines.add_source(pipeline_id, payload.video_reference)
     return _success(pipeline_id, source_id=source_id)
 
 
-@router.delete("/{pipeline_id}/sources/{source_id}", openapi_extra=json_body(_KeyOnly))
+@router.delete(
+    "/{pipeline_id}/sources/{source_id}", openapi_extra=json_body(_KeyOnly), dependencies=[_KEYED]
+)
 async def remove_source(
-    pipeline_id: str, source_id: str, request: Request, state: ServerState = Depends(get_state)
+    pipeline_id: str, source_id: str, state: ServerState = Depends(get_state)
 ) -> dict:
     """Ours: stops one source of a running pipeline; the others go on."""
-    # A text path parameter, read after the key check: a typed one would answer a caller
-    # without the key (422) before it was asked for the key.
-    await _body(request, state, _KeyOnly)
+    # A text path parameter, read after the key check (a dependency): a typed one would
+    # answer a caller without the key (422) before it was asked for the key.
     if not source_id.isdigit() or len(source_id) > 9:
         raise SourceNotFound(f"pipeline {pipeline_id} has no source {source_id!r}")
     await state.pipelines.remove_source(pipeline_id, int(source_id))
@@ -154,8 +154,9 @@ async def remove_source(
 
 @router.get("/{pipeline_id}/consume", openapi_extra=json_body(ConsumePayload))
 async def consume(
-    pipeline_id: str, request: Request, state: ServerState = Depends(get_state)
+    pipeline_id: str,
+    payload: ConsumePayload = _payload(ConsumePayload),
+    state: ServerState = Depends(get_state),
 ) -> JSONResponse:
-    payload = await _body(request, state, ConsumePayload)
     results = await state.pipelines.consume(pipeline_id, payload)
     return JSONResponse(_success(pipeline_id, **results))

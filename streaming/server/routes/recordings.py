@@ -17,20 +17,18 @@ from fastapi.responses import FileResponse
 
 from sources.segments import Segment, segments
 
-from ..errors import InvalidRequest, NotFound
-from ..events.store import EventFilter
-from ..pipelines.recording import recording_directory
-from .auth import require_api_key
-from .docs import ERROR_RESPONSES
+from ...errors import InvalidRequest, NotFound
+from ...events.store import EventFilter
+from ...pipelines.recording import recording_directory
+from ..docs import ERROR_RESPONSES
+from ..exports import export_file
+from ..http import AUTHENTICATED
+from ..state import ServerState, get_state
 from .events import event_body, milliseconds, read_store
-from .exports import export_file
-from .state import ServerState, get_state
 
 __all__ = ["router"]
 
-router = APIRouter(
-    prefix="/recordings", responses=ERROR_RESPONSES, dependencies=[Depends(require_api_key)]
-)
+router = APIRouter(prefix="/recordings", responses=ERROR_RESPONSES, dependencies=[AUTHENTICATED])
 
 _TIME = Annotated[
     str,

@@ -26,17 +26,17 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.datastructures import UploadFile
 from starlette.formparsers import MultiPartException, MultiPartParser
 
-from ..errors import InvalidRequest, NotFound
-from ..inference.registry import UnknownModel
-from ..protocol.messages import WorkflowConfiguration
-from ..workflows.blocks.base import WorkflowImage
-from ..workflows.serialization import serialize_detections
-from .bodies import guarded_body
-from .docs import ERROR_RESPONSES, json_body
-from .images import ImageLimits, load_images
+from ...errors import InvalidRequest, NotFound
+from ...inference.registry import UnknownModel
+from ...protocol.messages import WorkflowConfiguration
+from ...workflows.blocks.base import WorkflowImage
+from ...workflows.serialization import serialize_detections
+from ..docs import ERROR_RESPONSES, json_body
+from ..http import guarded_body
+from ..image_runs import compiled, run_images
+from ..images import ImageLimits, load_images
+from ..state import ServerState, get_state
 from .models import unknown_model
-from .runs import compiled, run_images
-from .state import ServerState, get_state
 
 __all__ = ["InferenceRequest", "image_limits", "legacy_router", "router"]
 

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import uuid
-from collections.abc import Sequence
 from typing import Any
 
 from aiortc import RTCSessionDescription
@@ -16,37 +14,23 @@ from pydantic import ValidationError
 from sources.kinds import MJPEG_SCHEMES, RTSP_SCHEMES, has_scheme_and_host
 from sources.urls import mask_url
 
-from ..errors import InvalidRequest, error_body
-from ..peer.processor import FrameProcessor, OutputSelection
-from ..peer.session_config import SessionConfig
-from ..peer.worker import PeerWorker
-from ..protocol.messages import SIGNALING_PATH, InitializeWebRTCResponse, WebRTCWorkerRequest
-from ..watching import WatchedPipeline
-from ..workflows import CompiledWorkflow
-from ..workflows.blocks.base import BuildContext
-from ..workflows.runner import WorkflowOutputs, compile_config
-from .auth import client_address
-from .bodies import guarded_body
-from .docs import ERROR_RESPONSES, json_body
-from .state import ServerState, get_state
+from ...errors import InvalidRequest
+from ...peer.processor import FrameProcessor, OutputSelection
+from ...peer.session_config import SessionConfig
+from ...peer.worker import PeerWorker
+from ...protocol.messages import SIGNALING_PATH, InitializeWebRTCResponse, WebRTCWorkerRequest
+from ...watching import WatchedPipeline
+from ...workflows import CompiledWorkflow
+from ...workflows.blocks.base import BuildContext
+from ...workflows.runner import WorkflowOutputs, compile_config
+from ..auth import client_address
+from ..docs import ERROR_RESPONSES, json_body
+from ..http import guarded_body, validation_response
+from ..state import ServerState, get_state
 
 __all__ = ["open_session", "router"]
 
 router = APIRouter(responses=ERROR_RESPONSES)
-
-
-def validation_response(errors: Sequence[Any]) -> JSONResponse:
-    """The one 422 body, for pydantic's errors from FastAPI's validation or our own."""
-    first = errors[0] if errors else {"loc": (), "msg": "invalid"}
-    path = [str(p) for p in first["loc"] if p != "body"]
-    # A body that is not JSON at all is located at a character offset: say "body".
-    where = "body" if all(p.isdigit() for p in path) else ".".join(path)
-    detail = json.loads(json.dumps(list(errors), default=str))
-    for entry in detail:
-        entry.pop("input", None)  # whatever the caller sent (an API key, say) is not echoed
-    body = error_body(f"invalid request: {where}: {first['msg']}", "invalid_body",
-                      "RequestValidationError", detail)  # fmt: skip
-    return JSONResponse(status_code=422, content=body)
 
 
 def camera_of(payload: WebRTCWorkerRequest) -> tuple[str, str] | None:

@@ -4,24 +4,24 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends
 
-from ..errors import NotFound
-from ..workflows.blocks import BLOCKS
-from ..workflows.blocks.base import Block
-from ..workflows.library import WorkflowNotFound
-from ..workflows.query import BINARY, OPERATIONS, UNARY
-from .docs import ERROR_RESPONSES
-from .state import ServerState, get_state
+from ...errors import NotFound
+from ...workflows.blocks import BLOCKS
+from ...workflows.blocks.base import Block
+from ...workflows.library import WorkflowNotFound
+from ...workflows.query import BINARY, OPERATIONS, UNARY
+from ..docs import ERROR_RESPONSES
+from ..http import AUTHENTICATED
+from ..state import ServerState, get_state
 
 __all__ = ["router"]
 
-router = APIRouter(prefix="/workflows", responses=ERROR_RESPONSES)
+router = APIRouter(prefix="/workflows", responses=ERROR_RESPONSES, dependencies=[AUTHENTICATED])
 
 
 @router.get("")
-async def list_workflows(request: Request, state: ServerState = Depends(get_state)) -> dict:
-    state.auth.check(request)
+async def list_workflows(state: ServerState = Depends(get_state)) -> dict:
     workflows, unreadable = state.workflows.list()
     return {
         "workflows": [w.summary() for w in workflows],
@@ -41,20 +41,18 @@ def _block(type_id: str, cls: type[Block]) -> dict[str, Any]:
 
 
 @router.get("/blocks")
-async def list_blocks(request: Request, state: ServerState = Depends(get_state)) -> dict:
-    state.auth.check(request)
+async def list_blocks() -> dict:
     return {"blocks": [_block(type_id, cls) for type_id, cls in sorted(BLOCKS.items())]}
 
 
 # One route with both methods: two routes of one path would answer OPTIONS and a wrong
 # method with an Allow header naming only one of them.
 @router.api_route("/blocks/describe", methods=["GET", "POST"])
-async def describe_blocks(request: Request, state: ServerState = Depends(get_state)) -> dict:
+async def describe_blocks() -> dict:
     """The reference's description of the blocks, from the same declarations: each block
     under ``manifest_type_identifier`` with its fields and ``outputs_manifest``; the kinds
     they use; the query language's operations and operators. (The reference's dynamic
     blocks, in a POST body, are not taken here: its body is ignored.)"""
-    state.auth.check(request, request.query_params.get("api_key"))
     blocks = []
     kinds: set[str] = set()
     for type_id, cls in sorted(BLOCKS.items()):
@@ -79,9 +77,8 @@ async def describe_blocks(request: Request, state: ServerState = Depends(get_sta
 
 @router.get("/{workspace_name}/{workflow_id}")
 async def get_workflow(
-    workspace_name: str, workflow_id: str, request: Request, state: ServerState = Depends(get_state)
+    workspace_name: str, workflow_id: str, state: ServerState = Depends(get_state)
 ) -> dict:
-    state.auth.check(request)
     try:
         workflow = state.workflows.get(workspace_name, workflow_id)
     except WorkflowNotFound as exc:

@@ -10,11 +10,11 @@ from prometheus_client import CONTENT_TYPE_LATEST
 
 from sources.urls import mask_credentials
 
-from ..errors import TooManyAttempts, Unauthorized
-from ..metrics import merge_workers
-from ..rtc.offer import open_peer_connections
-from .docs import ERROR_RESPONSES
-from .state import ServerState, get_state
+from ...errors import TooManyAttempts, Unauthorized
+from ...metrics import merge_workers
+from ...rtc.offer import open_peer_connections
+from ..docs import ERROR_RESPONSES
+from ..state import ServerState, get_state
 
 __all__ = ["router"]
 

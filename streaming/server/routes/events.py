@@ -18,19 +18,17 @@ from fastapi import APIRouter, Depends, Query
 from fastapi.responses import FileResponse
 from sqlalchemy.exc import SQLAlchemyError
 
-from ..errors import InvalidRequest, NotFound, StoreUnavailable
-from ..events.store import BUCKETS, EventFilter, EventStore, InvalidCursor
-from ..pipelines.recording import recording_directory
-from .auth import require_api_key
-from .docs import ERROR_RESPONSES
-from .exports import export_file
-from .state import ServerState, get_state
+from ...errors import InvalidRequest, NotFound, StoreUnavailable
+from ...events.store import BUCKETS, EventFilter, EventStore, InvalidCursor
+from ...pipelines.recording import recording_directory
+from ..docs import ERROR_RESPONSES
+from ..exports import export_file
+from ..http import AUTHENTICATED
+from ..state import ServerState, get_state
 
 __all__ = ["event_body", "milliseconds", "read_store", "router"]
 
-router = APIRouter(
-    prefix="/events", responses=ERROR_RESPONSES, dependencies=[Depends(require_api_key)]
-)
+router = APIRouter(prefix="/events", responses=ERROR_RESPONSES, dependencies=[AUTHENTICATED])
 
 T = TypeVar("T")
 

@@ -22,12 +22,12 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends
 from pydantic import BaseModel, ConfigDict, TypeAdapter
 
-from ..errors import InvalidRequest, NotFound, WorkflowRunError
-from ..protocol.messages import WorkflowConfiguration
-from ..workflows.blocks.base import (
+from ...errors import InvalidRequest, NotFound, WorkflowRunError
+from ...protocol.messages import WorkflowConfiguration
+from ...workflows.blocks.base import (
     ANY,
     CLASSIFICATION,
     DETECTIONS,
@@ -36,15 +36,15 @@ from ..workflows.blocks.base import (
     SEGMENTATION,
     VIDEO_METADATA,
 )
-from ..workflows.library import WorkflowNotFound
-from ..workflows.serialization import SerializationError, serialize_value
-from ..workflows.spec import IMAGE_INPUT_TYPES, VIDEO_METADATA_INPUT_TYPES
-from .bodies import guarded_body
-from .docs import ERROR_RESPONSES, json_body
-from .images import load_images
+from ...workflows.library import WorkflowNotFound
+from ...workflows.serialization import SerializationError, serialize_value
+from ...workflows.spec import IMAGE_INPUT_TYPES, VIDEO_METADATA_INPUT_TYPES
+from ..docs import ERROR_RESPONSES, json_body
+from ..http import authenticated_body
+from ..image_runs import compiled, run_images
+from ..images import load_images
+from ..state import ServerState, get_state
 from .infer import image_limits
-from .runs import compiled, run_images
-from .state import ServerState, get_state
 
 __all__ = ["DescribeInterfaceRequest", "WorkflowRunRequest", "router"]
 
@@ -64,9 +64,14 @@ class WorkflowRunRequest(BaseModel):
     disable_sinks: bool = False
 
 
-async def _body(request: Request, state: ServerState) -> WorkflowRunRequest:
-    raw = await guarded_body(request, state, state.settings.max_infer_request_bytes)
+async def _run_request(
+    raw: bytes = authenticated_body(lambda settings: settings.max_infer_request_bytes),
+) -> WorkflowRunRequest:
     return WorkflowRunRequest.model_validate_json(raw)  # a ValidationError is the app's 422
+
+
+_RUN_REQUEST = Depends(_run_request)
+_SMALL_BODY = authenticated_body(lambda settings: settings.max_request_bytes)
 
 
 _NO_IMAGE = np.zeros((1, 1, 3), np.uint8)
@@ -129,8 +134,9 @@ async def _run(
 
 @router.post("/workflows/run", openapi_extra=json_body(WorkflowRunRequest))
 @router.post("/infer/workflows", openapi_extra=json_body(WorkflowRunRequest))
-async def run_specification(request: Request, state: ServerState = Depends(get_state)) -> dict:
-    body = await _body(request, state)
+async def run_specification(
+    body: WorkflowRunRequest = _RUN_REQUEST, state: ServerState = Depends(get_state)
+) -> dict:
     if body.specification is None:
         raise InvalidRequest("specification: required (or POST /{workspace}/workflows/{id})")
     return await _run(state, body, body.specification)
@@ -141,10 +147,9 @@ async def run_specification(request: Request, state: ServerState = Depends(get_s
 @router.post("/infer/workflows/{workspace_name}/{workflow_id}",
              openapi_extra=json_body(WorkflowRunRequest))  # fmt: skip
 async def run_named(
-    workspace_name: str, workflow_id: str, request: Request,
+    workspace_name: str, workflow_id: str, body: WorkflowRunRequest = _RUN_REQUEST,
     state: ServerState = Depends(get_state),
 ) -> dict:  # fmt: skip
-    body = await _body(request, state)
     try:
         workflow = state.workflows.get(workspace_name, workflow_id)
     except WorkflowNotFound as exc:
@@ -178,8 +183,10 @@ def _input_kinds(specification: dict[str, Any]) -> dict[str, list[str]]:
 
 
 @router.post("/workflows/validate")
-async def validate(request: Request, state: ServerState = Depends(get_state)) -> dict:
-    raw = await guarded_body(request, state, state.settings.max_request_bytes, key_in_body=False)
+async def validate(
+    raw: bytes = authenticated_body(lambda settings: settings.max_request_bytes, key_in_body=False),
+    state: ServerState = Depends(get_state),
+) -> dict:
     specification = _SPECIFICATION.validate_json(raw)  # a ValidationError is the app's 422
     async with compiled(state, WorkflowConfiguration(), specification):
         pass  # compiled (its models found and loaded), then closed
@@ -187,8 +194,9 @@ async def validate(request: Request, state: ServerState = Depends(get_state)) ->
 
 
 @router.post("/workflows/describe_interface", openapi_extra=json_body(DescribeInterfaceRequest))
-async def describe_interface(request: Request, state: ServerState = Depends(get_state)) -> dict:
-    raw = await guarded_body(request, state, state.settings.max_request_bytes)
+async def describe_interface(
+    raw: bytes = _SMALL_BODY, state: ServerState = Depends(get_state)
+) -> dict:
     specification = DescribeInterfaceRequest.model_validate_json(raw).specification
     async with compiled(state, WorkflowConfiguration(), specification) as workflow:
         outputs = {name: [kind] for name, kind in workflow.output_kinds.items()}

@@ -11,20 +11,21 @@ from __future__ import annotations
 
 import asyncio
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends
 from pydantic import BaseModel, ConfigDict
 
-from ..errors import NotFound
-from ..inference.aliases import REFERENCE_ALIASES, suggested_name
-from ..inference.model import DetectionModel
-from ..inference.registry import UnknownModel
-from .bodies import guarded_body
-from .docs import ERROR_RESPONSES, json_body
-from .state import ServerState, get_state
+from ...errors import NotFound
+from ...inference.aliases import REFERENCE_ALIASES, suggested_name
+from ...inference.model import DetectionModel
+from ...inference.registry import UnknownModel
+from ..docs import ERROR_RESPONSES, json_body
+from ..http import AUTHENTICATED, authenticated_body
+from ..state import ServerState, get_state
 
 __all__ = ["describe_model", "router", "unknown_model"]
 
 router = APIRouter(responses=ERROR_RESPONSES)
+_BODY = authenticated_body(lambda settings: settings.max_request_bytes)
 
 
 class ModelRequest(BaseModel):
@@ -69,26 +70,23 @@ def _registry(state: ServerState) -> dict:
     return {"models": entries}
 
 
-@router.get("/models")
-async def list_models(request: Request, state: ServerState = Depends(get_state)) -> dict:
-    state.auth.check(request)
+@router.get("/models", dependencies=[AUTHENTICATED])
+async def list_models(state: ServerState = Depends(get_state)) -> dict:
     return {"models": await asyncio.to_thread(state.models.describe)}
 
 
-@router.get("/model/registry")
-async def loaded_models(request: Request, state: ServerState = Depends(get_state)) -> dict:
-    state.auth.check(request)
+@router.get("/model/registry", dependencies=[AUTHENTICATED])
+async def loaded_models(state: ServerState = Depends(get_state)) -> dict:
     return _registry(state)
 
 
-async def _model_request(request: Request, state: ServerState) -> ModelRequest:
-    body = await guarded_body(request, state, state.settings.max_request_bytes)
+def _model_request(body: bytes) -> ModelRequest:
     return ModelRequest.model_validate_json(body)  # a ValidationError is the app's 422
 
 
 @router.post("/model/add", openapi_extra=json_body(ModelRequest))
-async def load_model(request: Request, state: ServerState = Depends(get_state)) -> dict:
-    model_id = (await _model_request(request, state)).model_id
+async def load_model(body: bytes = _BODY, state: ServerState = Depends(get_state)) -> dict:
+    model_id = _model_request(body).model_id
     try:
         await asyncio.to_thread(state.models.get, model_id)
     except UnknownModel:
@@ -97,15 +95,14 @@ async def load_model(request: Request, state: ServerState = Depends(get_state)) 
 
 
 @router.post("/model/remove", openapi_extra=json_body(ModelRequest))
-async def unload_model(request: Request, state: ServerState = Depends(get_state)) -> dict:
-    model_id = (await _model_request(request, state)).model_id
+async def unload_model(body: bytes = _BODY, state: ServerState = Depends(get_state)) -> dict:
+    model_id = _model_request(body).model_id
     if not await asyncio.to_thread(state.models.unload, model_id):
         raise NotFound(f"model '{model_id}' is not loaded")
     return _registry(state)
 
 
-@router.post("/model/clear")
-async def unload_all_models(request: Request, state: ServerState = Depends(get_state)) -> dict:
-    state.auth.check(request)
+@router.post("/model/clear", dependencies=[AUTHENTICATED])
+async def unload_all_models(state: ServerState = Depends(get_state)) -> dict:
     await asyncio.to_thread(state.models.unload_idle)
     return _registry(state)

@@ -24,24 +24,24 @@ from typing import Any
 
 from fastapi import APIRouter, Depends, Request, Response
 
-from ..errors import (
+from ...errors import (
     InvalidOffer,
     NotFound,
     NotSupportedHere,
     UnsupportedMediaType,
 )
-from ..peer.publisher import Publisher
-from ..pipelines import PipelineManager
-from ..pipelines.manager import PipelineNotFound
-from ..pipelines.models import InitialisePipelinePayload, VideoConfiguration
-from ..pipelines.pipeline import LastSource, SourceNotFound
-from ..protocol.messages import WebRTCOffer, WebRTCWorkerRequest, WorkflowConfiguration
-from ..rtc.candidates import CandidateScreen
-from ..rtc.ice import build_configuration
-from .auth import client_address
-from .bodies import guarded_body
-from .docs import ERROR_RESPONSES
-from .state import ServerState, get_state
+from ...peer.publisher import Publisher
+from ...pipelines import PipelineManager
+from ...pipelines.manager import PipelineNotFound
+from ...pipelines.models import InitialisePipelinePayload, VideoConfiguration
+from ...pipelines.pipeline import LastSource, SourceNotFound
+from ...protocol.messages import WebRTCOffer, WebRTCWorkerRequest, WorkflowConfiguration
+from ...rtc.candidates import CandidateScreen
+from ...rtc.ice import build_configuration
+from ..auth import client_address
+from ..docs import ERROR_RESPONSES
+from ..http import AUTHENTICATED, authenticated_body
+from ..state import ServerState, get_state
 from .webrtc import open_session
 
 __all__ = ["router"]
@@ -64,9 +64,14 @@ class ResourceNotFound(NotFound):
     """No WHIP resource or WHEP session by that id (ended, or never there)."""
 
 
-async def _offer(request: Request, state: ServerState) -> str:
+async def _offer(
+    request: Request,
+    body: bytes = authenticated_body(
+        lambda settings: settings.max_request_bytes, key_in_body=False
+    ),
+    state: ServerState = Depends(get_state),
+) -> str:
     """The request's SDP offer, once the caller is allowed and the server takes one."""
-    body = await guarded_body(request, state, state.settings.max_request_bytes, key_in_body=False)
     media_type = request.headers.get("content-type", "").partition(";")[0].strip().lower()
     if media_type != SDP:
         raise UnsupportedMediaType(
@@ -78,6 +83,9 @@ async def _offer(request: Request, state: ServerState) -> str:
         raise InvalidOffer("the SDP offer is not UTF-8 text") from None
     await state.check_accepting()
     return offer
+
+
+_OFFER = Depends(_offer)
 
 
 def _local_pipelines(state: ServerState) -> PipelineManager:
@@ -177,10 +185,13 @@ async def _stop_source(state: ServerState, publisher: Publisher) -> None:
 
 @router.post("/whip/workflows/{workspace}/{workflow_id}", status_code=201, openapi_extra=_SDP_BODY)
 async def whip_workflow(
-    workspace: str, workflow_id: str, request: Request, state: ServerState = Depends(get_state)
+    workspace: str,
+    workflow_id: str,
+    request: Request,
+    offer: str = _OFFER,
+    state: ServerState = Depends(get_state),
 ) -> Response:
     """Publish video to be processed by a stored workflow, like a session running it."""
-    offer = await _offer(request, state)
     manager = _local_pipelines(state)
     query = dict(request.query_params)
     stream_output = query.pop("stream_output", None)
@@ -209,10 +220,12 @@ async def whip_workflow(
 
 @router.post("/whip/pipelines/{pipeline_id}", status_code=201, openapi_extra=_SDP_BODY)
 async def whip_pipeline(
-    pipeline_id: str, request: Request, state: ServerState = Depends(get_state)
+    pipeline_id: str,
+    request: Request,
+    offer: str = _OFFER,
+    state: ServerState = Depends(get_state),
 ) -> Response:
     """Publish video as one more source of a running pipeline."""
-    offer = await _offer(request, state)
     manager = _local_pipelines(state)
     manager.get(pipeline_id)  # a 404 before any ICE work
 
@@ -232,12 +245,9 @@ def _publisher(state: ServerState, resource_id: str) -> Publisher:
     return publisher
 
 
-@router.delete("/whip/resources/{resource_id}")
-async def whip_delete(
-    resource_id: str, request: Request, state: ServerState = Depends(get_state)
-) -> Response:
+@router.delete("/whip/resources/{resource_id}", dependencies=[AUTHENTICATED])
+async def whip_delete(resource_id: str, state: ServerState = Depends(get_state)) -> Response:
     """End a publication: its peer closes and its pipeline source stops."""
-    state.auth.check(request)
     await state.publishers.delete(_publisher(state, resource_id))
     return Response(status_code=200)
 
@@ -269,10 +279,12 @@ async def _play(
 
 @router.post("/whep/resources/{resource_id}", status_code=201, openapi_extra=_SDP_BODY)
 async def whep_resource(
-    resource_id: str, request: Request, state: ServerState = Depends(get_state)
+    resource_id: str,
+    request: Request,
+    offer: str = _OFFER,
+    state: ServerState = Depends(get_state),
 ) -> Response:
     """Play the annotated output of a WHIP resource (ends when its publisher does)."""
-    offer = await _offer(request, state)
     publisher = _publisher(state, resource_id)
     if publisher.pipeline_id is None or publisher.source_id is None:
         raise ResourceNotFound(f"WHIP resource {resource_id} is not publishing yet")
@@ -286,13 +298,16 @@ async def whep_resource(
 
 @router.post("/whep/pipelines/{pipeline_id}/{source_id}", status_code=201, openapi_extra=_SDP_BODY)
 async def whep_pipeline(
-    pipeline_id: str, source_id: str, request: Request, state: ServerState = Depends(get_state)
+    pipeline_id: str,
+    source_id: str,
+    request: Request,
+    offer: str = _OFFER,
+    state: ServerState = Depends(get_state),
 ) -> Response:
     """Play the annotated output of one source of a running pipeline (a publisher's source:
     playback ends with it)."""
     # A text path parameter, read after the key check: a typed one would answer a caller
     # without the key (422) before it was asked for the key.
-    offer = await _offer(request, state)
     if not source_id.isdigit() or len(source_id) > 9:
         raise SourceNotFound(f"pipeline {pipeline_id} has no source {source_id!r}")
     source = int(source_id)
@@ -303,12 +318,9 @@ async def whep_pipeline(
     return response
 
 
-@router.delete("/whep/sessions/{session_id}")
-async def whep_delete(
-    session_id: str, request: Request, state: ServerState = Depends(get_state)
-) -> Response:
+@router.delete("/whep/sessions/{session_id}", dependencies=[AUTHENTICATED])
+async def whep_delete(session_id: str, state: ServerState = Depends(get_state)) -> Response:
     """End playback."""
-    state.auth.check(request)
     worker = next((w for w in state.sessions.workers() if w.session_id == session_id), None)
     if worker is None:
         raise ResourceNotFound(f"no WHEP session {session_id} (it ended, or never existed)")

@@ -9,7 +9,7 @@ import uuid
 
 from fastapi import APIRouter
 
-from .. import __version__
+from ... import __version__
 
 __all__ = ["router"]
 

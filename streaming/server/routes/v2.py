@@ -16,15 +16,14 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel
 
-from .. import __version__
-from ..errors import ModelError, StreamingError, error_body
-from ..inference.model import DetectionModel
-from ..inference.registry import UnknownModel
-from ..protocol.v2 import HEADER_LENGTH, V2Error, encode_response, parse_request
-from .auth import require_api_key
-from .bodies import read_limited_body
-from .docs import ERROR_RESPONSES, json_body
-from .state import ServerState, get_state
+from ... import __version__
+from ...errors import ModelError, StreamingError, error_body
+from ...inference.model import DetectionModel
+from ...inference.registry import UnknownModel
+from ...protocol.v2 import HEADER_LENGTH, V2Error, encode_response, parse_request
+from ..docs import ERROR_RESPONSES, json_body
+from ..http import AUTHENTICATED, read_limited_body
+from ..state import ServerState, get_state
 
 __all__ = ["V2Failure", "failure_response", "router"]
 
@@ -70,7 +69,7 @@ async def failure_response(_: Request, exc: Exception) -> JSONResponse:
     return _error(exc.status, exc.message)
 
 
-@router.get("", dependencies=[Depends(require_api_key)])
+@router.get("", dependencies=[AUTHENTICATED])
 async def server_metadata() -> dict:
     return {"name": "visionstream", "version": __version__,
             "extensions": ["binary_tensor_data"]}  # fmt: skip
