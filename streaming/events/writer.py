@@ -78,6 +78,10 @@ class EventWriter:
         self.dropped = 0
         self.error: str | None = None
         """Why the last write failed, while the database stays unreachable; None when fine."""
+        self._retry_s = 0.1
+        self._next_retention = 0.0
+        self._stop_by: float | None = None
+        """When closing gives up on a database that stays away (monotonic)."""
         self._thread = threading.Thread(target=self._run, name="event-writer", daemon=True)
         self._thread.start()
 
@@ -129,73 +133,97 @@ class EventWriter:
             self._done += count
             self._settled.notify_all()
 
+    # The writer thread: wait for a first event (running retention when it is due), gather
+    # a batch, store it (retrying while the database is away), and stop once closing left
+    # nothing queued or the close deadline passed.
+
     def _run(self) -> None:
         pending: list[EventRecord] = []
-        retry_s = 0.1
-        next_retention = 0.0
-        stop_by: float | None = None
         while True:
             if not pending:
-                if stop_by is None and time.monotonic() >= next_retention:
-                    next_retention = time.monotonic() + self._expire()
-                item = self._next(None if stop_by is not None else next_retention)
-                if item is None:
-                    if self._stopping.is_set() and stop_by is None:
-                        stop_by = time.monotonic() + self._close_timeout_s
-                    if stop_by is not None and self._queue.empty():
+                first = self._first()
+                if first is None:
+                    if self._closing_and_empty():
                         return
                     continue
-                pending.append(item)
-            # Events come in bursts (a frame's crossings): gathering for ``linger_s`` makes
-            # one transaction of them, where one each would compete with the frames for
-            # the GIL (measured: benchmarks/events.py).
-            gather_until = time.monotonic() + (self._linger_s if stop_by is None else 0.0)
-            while len(pending) < self._batch:
-                try:
-                    left = gather_until - time.monotonic()
-                    item = self._queue.get(timeout=left) if left > 0 else self._queue.get_nowait()
-                except queue.Empty:
-                    break
-                if item is None:  # close: the rest is still written, now
-                    stop_by = stop_by or time.monotonic() + self._close_timeout_s
-                    gather_until = 0.0
-                else:
-                    pending.append(item)
+                pending.append(first)
+            self._gather(pending)
+            left = self._store(pending)
+            if left is None:
+                return  # given up at shutdown: the database stayed away
+            pending = left
+
+    def _first(self) -> EventRecord | None:
+        """The next batch's first event; None when the wait for it ended without one."""
+        if self._stop_by is None and time.monotonic() >= self._next_retention:
+            self._next_retention = time.monotonic() + self._expire()
+        return self._next(None if self._stop_by is not None else self._next_retention)
+
+    def _closing_and_empty(self) -> bool:
+        if self._stopping.is_set():
+            self._begin_stop()
+        return self._stop_by is not None and self._queue.empty()
+
+    def _begin_stop(self) -> None:
+        """Closing: what is queued is still written, until the close deadline."""
+        if self._stop_by is None:
+            self._stop_by = time.monotonic() + self._close_timeout_s
+
+    def _gather(self, pending: list[EventRecord]) -> None:
+        # Events come in bursts (a frame's crossings): gathering for ``linger_s`` makes
+        # one transaction of them, where one each would compete with the frames for
+        # the GIL (measured: benchmarks/events.py).
+        gather_until = time.monotonic() + (self._linger_s if self._stop_by is None else 0.0)
+        while len(pending) < self._batch:
             try:
-                self.store.migrate()
-                self.store.insert(pending)
-            except Exception as exc:  # the database's, or ours: logged, retried, never fatal
-                if not _unreachable(exc):
-                    # Not the database being away: an event it refuses (a payload that does
-                    # not serialise) would be retried for ever and hold up every other.
-                    pending = self._insert_each(pending)
-                    if not pending:
-                        continue
-                if self.error is None:
-                    log.warning(
-                        "event store %s unreachable, %d events waiting: %s",
-                        self.store.shown,
-                        self.queued,
-                        _first_line(exc),
-                    )
-                self.error = _first_line(exc)
-                if self._stopping.is_set():
-                    stop_by = stop_by or time.monotonic() + self._close_timeout_s
-                    if time.monotonic() >= stop_by:
-                        lost = len(pending) + self._drain()
-                        log.error("event store unreachable at shutdown: %d events lost", lost)
-                        self._drop(lost, "shutdown")
-                        self._settle(lost)
-                        return
-                self._stopping.wait(retry_s)
-                retry_s = min(retry_s * 2, self._retry_max_s)
-                continue
-            if self.error is not None:
-                log.info("event store %s reachable again", self.store.shown)
-                self.error = None
-            retry_s = 0.1
-            self._written(len(pending))
-            pending = []
+                left = gather_until - time.monotonic()
+                item = self._queue.get(timeout=left) if left > 0 else self._queue.get_nowait()
+            except queue.Empty:
+                return
+            if item is None:  # close: the rest is still written, now
+                self._begin_stop()
+                gather_until = 0.0
+            else:
+                pending.append(item)
+
+    def _store(self, pending: list[EventRecord]) -> list[EventRecord] | None:
+        """Writes the batch: what is left to write (empty once written), None when the
+        writer gives up (closing, the database away past the deadline)."""
+        try:
+            self.store.migrate()
+            self.store.insert(pending)
+        except Exception as exc:  # the database's, or ours: logged, retried, never fatal
+            return self._failed(pending, exc)
+        if self.error is not None:
+            log.info("event store %s reachable again", self.store.shown)
+            self.error = None
+        self._retry_s = 0.1
+        self._written(len(pending))
+        return []
+
+    def _failed(self, pending: list[EventRecord], exc: Exception) -> list[EventRecord] | None:
+        if not _unreachable(exc):
+            # Not the database being away: an event it refuses (a payload that does not
+            # serialise) would be retried for ever and hold up every other.
+            pending = self._insert_each(pending)
+            if not pending:
+                return []
+        if self.error is None:
+            log.warning("event store %s unreachable, %d events waiting: %s",
+                        self.store.shown, self.queued, _first_line(exc))  # fmt: skip
+        self.error = _first_line(exc)
+        if self._stopping.is_set():
+            self._begin_stop()
+            assert self._stop_by is not None
+            if time.monotonic() >= self._stop_by:
+                lost = len(pending) + self._drain()
+                log.error("event store unreachable at shutdown: %d events lost", lost)
+                self._drop(lost, "shutdown")
+                self._settle(lost)
+                return None
+        self._stopping.wait(self._retry_s)
+        self._retry_s = min(self._retry_s * 2, self._retry_max_s)
+        return pending
 
     def _written(self, count: int) -> None:
         self.written += count
