@@ -2,7 +2,7 @@
 evidence, a webhook, an in-memory buffer, an OpenCV window."""
 
 from .display import DisplayWindow
-from .events import EventLog, Retention
+from .evidence import EventLog, Retention
 from .jsonl import JsonLinesWriter
 from .memory import MemorySink
 from .video import RollingVideoRecorder, VideoRecorder

@@ -19,7 +19,7 @@ import time
 from typing import Any
 from urllib.parse import urlsplit
 
-from sinks.events import EventLog, Retention
+from sinks.evidence import EventLog, Retention
 from sinks.webhook import WebhookSink
 
 from ...errors import WorkflowCompilationError
