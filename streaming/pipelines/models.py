@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from sinks.jsonl import JsonlSinkConfiguration
 from sinks.video import VideoFileSinkConfiguration
 from sinks.webhook import WebhookSinkConfiguration
-from sources.kinds import CAMERA, DEVICE, FOREIGN_SCHEMES, KINDS, kind_of, schemes_text
+from sources.kinds import CAMERA, FOREIGN_SCHEMES, KINDS, kind_of, schemes_text
 from sources.urls import mask_url
 
 from ..buffering import Consumption, Filling
@@ -191,8 +191,10 @@ def resolve_references(
             )
         if problem := source_kind.problem(str(reference)):
             raise InvalidRequest(f"video_reference {mask_url(str(reference))}: {problem}")
+        # Read by a pipeline's own feed (files), or shared through the hub: a local device,
+        # or a camera (any URL kind the hub opens).
         kind: Literal["camera", "file", "device"] = (
-            "camera" if source_kind is CAMERA else "device" if source_kind is DEVICE else "file"
+            "file" if source_kind.open is None else "device" if source_kind.local else "camera"
         )
         if source_kind.local and not allow_local:
             what = "device" if kind == "device" else "local file"
