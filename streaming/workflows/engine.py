@@ -18,13 +18,14 @@ from ..errors import WorkflowCompilationError
 from .blocks import BLOCKS, get_block
 from .blocks.base import (
     ANY,
-    CONTINUE,
     IMAGE,
     REQUIRED,
     VIDEO_METADATA,
     Block,
     BuildContext,
+    FlowControlBlock,
     FrameState,
+    Verdict,
     WorkflowImage,
 )
 from .spec import (
@@ -136,9 +137,13 @@ class CompiledWorkflow:
                 skipped.add(name)  # and, through depends, whatever reads it
                 continue
             inputs = {field: resolve(src) for field, src in planned.bindings.items()}
-            produced = planned.block.run(inputs, frame)
-            if produced.pop(CONTINUE, True) is False:
-                skipped.update(planned.gates)
+            block = planned.block
+            if isinstance(block, FlowControlBlock):
+                produced: dict[str, Any] = {}
+                if block.decide(inputs, frame) is Verdict.SKIP:
+                    skipped.update(planned.gates)
+            else:
+                produced = block.run(inputs, frame)
             step_outputs[name] = produced
             for output, value in produced.items():
                 values[(name, output)] = value
@@ -190,7 +195,7 @@ def compile_workflow(
     try:
         for name in order:
             step = bound[name]
-            block = step.block_cls(name, step.config, context)
+            block = step.block_cls(name, step.block_cls.settings(step.config), context)
             planned.append(_PlannedStep(block, step.bindings, step.depends, step.gates))
     except BaseException:
         # A later step failed: the blocks built so far (their models held, their threads

@@ -6,7 +6,7 @@ frames, without a session or a pipeline, as pipecat's ``run_test`` runs one proc
 - ``frame_at(seconds, **facts)``: the frame state a block sees at ``seconds`` into a stream,
   its ``video_metadata`` made by ``FrameFacts`` as sessions and pipelines make it.
 - ``run_block(block, inputs)``: each item of ``inputs`` one frame's inputs; returns each
-  frame's outputs.
+  frame's outputs (``decide_block``: a flow-control block's verdicts).
 - ``compile_spec(spec, models=None)``: a specification compiled as a session compiles it.
 """
 
@@ -17,10 +17,10 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from streaming.workflows import CompiledWorkflow, compile_workflow, parse_spec
-from streaming.workflows.blocks.base import REQUIRED, Block, BuildContext, FrameState
+from streaming.workflows.blocks.base import REQUIRED, Block, BuildContext, FrameState, Verdict
 from streaming.workflows.runner import FrameFacts
 
-__all__ = ["STREAM_START", "build", "compile_spec", "frame_at", "run_block"]
+__all__ = ["STREAM_START", "build", "compile_spec", "decide_block", "frame_at", "run_block"]
 
 STREAM_START = datetime(2026, 11, 23, 10, 0, tzinfo=UTC)
 """When the harness's streams start (frame times count from here)."""
@@ -44,7 +44,7 @@ def build(cls: type[Block], name: str = "step", **given: Any) -> Any:
             config[field] = spec.check(name, field, config[field])
     entries = {field: config[field] or {} for field, spec in cls.fields.items() if spec.entries}
     config |= {field: sorted(values) for field, values in entries.items()}
-    block = cls(name, config, BuildContext(None))  # type: ignore[arg-type]
+    block = cls(name, cls.settings(config), BuildContext(None))  # type: ignore[arg-type]
     setattr(block, _ENTRIES, entries)
     return block
 
@@ -64,6 +64,15 @@ def run_block(
     entries = getattr(block, _ENTRIES, {})
     return [
         block.run({**entries, **given}, frame_at(i / fps, i + 1))  # type: ignore[no-any-return]
+        for i, given in enumerate(inputs)
+    ]
+
+
+def decide_block(block: Any, inputs: Iterable[dict[str, Any]], fps: float = 2.0) -> list[Verdict]:
+    """A flow-control block's verdict for each frame, as ``run_block`` runs frames."""
+    entries = getattr(block, _ENTRIES, {})
+    return [
+        block.decide({**entries, **given}, frame_at(i / fps, i + 1))
         for i, given in enumerate(inputs)
     ]
 

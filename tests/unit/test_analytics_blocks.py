@@ -13,12 +13,11 @@ from streaming.workflows.blocks.analytics import (
     LineCounterBlock,
     LineCounterV1Block,
     TimeInZoneBlock,
-    frame_seconds,
 )
-from streaming.workflows.blocks.base import FrameState
+from streaming.workflows.blocks.base import FrameState, Verdict, VideoFacts
 from streaming.workflows.blocks.tracking import ByteTrackerBlock
 from streaming.workflows.serialization import serialize_detections
-from tests.support.blocks import build, compile_spec, frame_at, run_block
+from tests.support.blocks import build, compile_spec, decide_block, frame_at, run_block
 
 LINE = [[100, 0], [100, 200]]  # vertical, at x = 100
 SQUARE = [[50, 50], [150, 50], [150, 150], [50, 150]]
@@ -103,7 +102,7 @@ def test_time_in_zone_follows_the_frames_clock_and_restarts_after_leaving():
 def test_a_video_files_time_is_its_frame_number_over_its_fps():
     video = {"comes_from_video_file": True, "fps": 25, "frame_number": 50,
              "frame_timestamp": "2026-11-23T10:00:00+00:00"}  # fmt: skip
-    assert frame_seconds(video) == 2.0
+    assert VideoFacts.of(video).seconds == 2.0
 
 
 def test_objects_outside_are_kept_with_zero_time_when_asked():
@@ -358,7 +357,6 @@ def test_each_tracker_behind_the_block_follows_a_moving_box_with_one_id(algorith
 
 @pytest.mark.parametrize(("stop_delay", "held"), [(0, False), (3600, True)])
 def test_continue_if_stays_open_stop_delay_after_its_condition(stop_delay, held):
-    from streaming.workflows.blocks.base import CONTINUE
     from streaming.workflows.blocks.flow import ContinueIfBlock
 
     statement = {"type": "StatementGroup", "statements": [{
@@ -369,9 +367,9 @@ def test_continue_if_stays_open_stop_delay_after_its_condition(stop_delay, held)
     }]}  # fmt: skip
     block = build(ContinueIfBlock, condition_statement=statement, next_steps=[],
                   evaluation_parameters={"count": 0}, stop_delay=stop_delay)  # fmt: skip
-    verdicts = [out[CONTINUE] for out in run_block(block, [
+    verdicts = decide_block(block, [
         {"evaluation_parameters": {"count": 0}},
         {"evaluation_parameters": {"count": 2}},
         {"evaluation_parameters": {"count": 0}},
-    ])]  # fmt: skip
-    assert verdicts == [False, True, held]
+    ])  # fmt: skip
+    assert verdicts == [Verdict.SKIP, Verdict.RUN, Verdict.of(held)]

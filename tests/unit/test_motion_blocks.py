@@ -12,7 +12,7 @@ import supervision as sv
 
 from streaming.errors import WorkflowCompilationError
 from streaming.workflows.blocks.analytics import TimeInZoneBlock, TrackMemory
-from streaming.workflows.blocks.base import CONTINUE, FrameState
+from streaming.workflows.blocks.base import FrameState, Verdict
 from streaming.workflows.blocks.flow import RateLimiterBlock
 from streaming.workflows.blocks.motion import (
     PathDeviationBlock,
@@ -107,9 +107,9 @@ def test_the_rate_limiter_lets_through_once_per_cooldown_of_the_files_clock():
     for number in range(0, 90, 5):  # 3 s of a 30 fps file, every 5th frame
         frame = FrameState(video={"comes_from_video_file": True, "fps": 30,
                                   "frame_number": number})  # fmt: skip
-        verdicts.append(limiter.run({"depends_on": 1, "video_reference_image": object()},
-                                    frame)[CONTINUE])  # fmt: skip
-    assert [i * 5 for i, ok in enumerate(verdicts) if ok] == [0, 30, 60]
+        verdicts.append(limiter.decide({"depends_on": 1, "video_reference_image": object()},
+                                       frame))  # fmt: skip
+    assert [i * 5 for i, v in enumerate(verdicts) if v is Verdict.RUN] == [0, 30, 60]
     with pytest.raises(WorkflowCompilationError, match="step 'step': cooldown_seconds"):
         build(RateLimiterBlock, cooldown_seconds=-1, next_steps=["sink"])
 

@@ -7,11 +7,12 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Callable
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 from ...errors import WorkflowCompilationError
 from ..query import Env
-from .base import Block, BuildContext, FieldSpec, FrameState
+from .base import Block, BlockSettings, BuildContext, FieldSpec, FrameState
 from .filtering import operations_chain
 
 __all__ = ["DataAggregatorBlock"]
@@ -42,6 +43,15 @@ _MODES: dict[str, Callable[[list[Any]], Any]] = {
 _KINDS = {"distinct": "list_of_values", "values_counts": "dictionary"}
 
 
+@dataclass(frozen=True, kw_only=True)
+class DataAggregatorSettings(BlockSettings):
+    data: list[str]
+    data_operations: Any
+    aggregation_mode: Any
+    interval_unit: Any
+    interval: int
+
+
 class DataAggregatorBlock(Block):
     """Aggregates each ``data`` entry (after its ``data_operations``) with its
     ``aggregation_mode`` list. The reference keeps every value's running state; here the
@@ -56,6 +66,7 @@ class DataAggregatorBlock(Block):
         "interval_unit": FieldSpec(default="seconds"),
         "interval": FieldSpec(type="integer", minimum=1),
     }
+    Settings: ClassVar[type[BlockSettings]] = DataAggregatorSettings
     outputs = {"*": "*"}  # named by the configuration: outputs_of
 
     @classmethod
@@ -71,10 +82,10 @@ class DataAggregatorBlock(Block):
             if isinstance(mode, str)
         }
 
-    def __init__(self, name: str, config: dict[str, Any], context: BuildContext) -> None:
+    def __init__(self, name: str, config: DataAggregatorSettings, context: BuildContext) -> None:
         super().__init__(name, config, context)
-        names = list(config["data"])
-        modes = config["aggregation_mode"]
+        names = list(config.data)
+        modes = config.aggregation_mode
         if not isinstance(modes, dict):
             raise WorkflowCompilationError(f"step '{name}': aggregation_mode must be an object")
         self._modes: list[tuple[str, str]] = []
@@ -90,20 +101,20 @@ class DataAggregatorBlock(Block):
                         f"{', '.join(_MODES)}"
                     )
                 self._modes.append((entry, mode))
-        operations = config["data_operations"] or {}
+        operations = config.data_operations or {}
         if not isinstance(operations, dict):
             raise WorkflowCompilationError(f"step '{name}': data_operations must be an object")
         self._chains = {
             entry: operations_chain(name, f"data_operations.{entry}", listed)
             for entry, listed in operations.items()
         }
-        unit = config["interval_unit"]
+        unit = config.interval_unit
         if unit not in (*_UNIT_SECONDS, "runs"):
             raise WorkflowCompilationError(
                 f"step '{name}': interval_unit must be seconds, minutes, hours or runs, "
                 f"got {unit!r}"
             )
-        interval = config["interval"]
+        interval = config.interval
         self._runs_per_flush = interval if unit == "runs" else None
         self._seconds = interval * _UNIT_SECONDS.get(unit, 0)
         self._values: dict[str, list[Any]] = {entry: [] for entry in names}

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable
-from datetime import datetime
-from typing import Any, Generic, TypeVar
+from dataclasses import dataclass
+from typing import Any, ClassVar, Generic, TypeVar
 
 import numpy as np
 import supervision as sv
@@ -25,6 +25,7 @@ from .base import (
     IMAGE,
     VIDEO_METADATA,
     Block,
+    BlockSettings,
     BuildContext,
     FieldSpec,
     FrameState,
@@ -37,7 +38,6 @@ __all__ = [
     "LineCounterV1Block",
     "TimeInZoneBlock",
     "TrackMemory",
-    "frame_seconds",
     "object_facts",
     "tracked",
 ]
@@ -95,16 +95,10 @@ def tracked(step: str, detections: sv.Detections) -> sv.Detections:
     return detections
 
 
-def frame_seconds(video: dict[str, Any]) -> float:
-    """The frame's time in seconds: frame number / fps for a video file, else its timestamp
-    (ISO text or datetime); 0 when the frame says neither."""
-    fps = video.get("fps") or 0
-    if video.get("comes_from_video_file") and fps:
-        return float(video.get("frame_number") or 0) / float(fps)
-    stamp = video.get("frame_timestamp")
-    if isinstance(stamp, str):
-        stamp = datetime.fromisoformat(stamp)
-    return stamp.timestamp() if isinstance(stamp, datetime) else 0.0
+@dataclass(frozen=True, kw_only=True)
+class LineCounterSettings(BlockSettings):
+    line_segment: Any
+    triggering_anchor: Any
 
 
 class LineCounterBlock(Block):
@@ -120,6 +114,7 @@ class LineCounterBlock(Block):
         # None: a box's four corners must all cross (LineZone's own default, v2's).
         "triggering_anchor": FieldSpec(default=None),
     }
+    Settings: ClassVar[type[BlockSettings]] = LineCounterSettings
     outputs = {
         "count_in": "integer",
         "count_out": "integer",
@@ -127,10 +122,10 @@ class LineCounterBlock(Block):
         "detections_out": DETECTIONS,
     }
 
-    def __init__(self, name: str, config: dict[str, Any], context: BuildContext) -> None:
+    def __init__(self, name: str, config: LineCounterSettings, context: BuildContext) -> None:
         super().__init__(name, config, context)
-        start, end = points(name, "line_segment", config["line_segment"], count=2)
-        given = config["triggering_anchor"]
+        start, end = points(name, "line_segment", config.line_segment, count=2)
+        given = config.triggering_anchor
         self._report = context.analytics
         self._context = context
         start_point, end_point = sv.Point(*start), sv.Point(*end)
@@ -166,11 +161,26 @@ class LineCounterBlock(Block):
         }
 
 
+@dataclass(frozen=True, kw_only=True)
+class LineCounterV1Settings(BlockSettings):
+    line_segment: Any
+    triggering_anchor: Any
+
+
 class LineCounterV1Block(LineCounterBlock):
     """v1: the same counting; a box's center crosses unless told otherwise."""
 
     type_ids = ("roboflow_core/line_counter@v1",)
     fields = {**LineCounterBlock.fields, "triggering_anchor": FieldSpec(default="CENTER")}
+    Settings: ClassVar[type[BlockSettings]] = LineCounterV1Settings
+
+
+@dataclass(frozen=True, kw_only=True)
+class TimeInZoneSettings(BlockSettings):
+    zone: Any
+    triggering_anchor: Any
+    remove_out_of_zone_detections: Any
+    reset_out_of_zone_detections: Any
 
 
 class TimeInZoneBlock(Block):
@@ -191,24 +201,25 @@ class TimeInZoneBlock(Block):
         "remove_out_of_zone_detections": FieldSpec(default=True),
         "reset_out_of_zone_detections": FieldSpec(default=True),
     }
+    Settings: ClassVar[type[BlockSettings]] = TimeInZoneSettings
     outputs = {"timed_detections": DETECTIONS}
 
-    def __init__(self, name: str, config: dict[str, Any], context: BuildContext) -> None:
+    def __init__(self, name: str, config: TimeInZoneSettings, context: BuildContext) -> None:
         super().__init__(name, config, context)
-        zones = polygons(name, "zone", config["zone"])
-        position = anchor(name, "triggering_anchor", config["triggering_anchor"])
+        zones = polygons(name, "zone", config.zone)
+        position = anchor(name, "triggering_anchor", config.triggering_anchor)
         self._zones = [
             sv.PolygonZone(np.array(p, dtype=np.int32), triggering_anchors=(position,))
             for p in zones
         ]
         for key in ("remove_out_of_zone_detections", "reset_out_of_zone_detections"):
-            if not isinstance(config[key], bool):
+            if not isinstance(getattr(config, key), bool):
                 raise WorkflowCompilationError(
-                    f"step '{name}': {key} must be true or false, got {config[key]!r}"
+                    f"step '{name}': {key} must be true or false, got {getattr(config, key)!r}"
                 )
         self._report = context.analytics
-        self._remove = config["remove_out_of_zone_detections"]
-        self._reset = config["reset_out_of_zone_detections"]
+        self._remove = config.remove_out_of_zone_detections
+        self._reset = config.reset_out_of_zone_detections
         self._entered: TrackMemory[float] = TrackMemory()
         """Tracker id -> when it entered (the frames' clock)."""
         self._context = context
@@ -219,7 +230,7 @@ class TimeInZoneBlock(Block):
     def run(self, inputs: dict[str, Any], frame: FrameState) -> dict[str, Any]:
         started = time.perf_counter()
         detections = tracked(self.name, inputs["detections"])
-        now = frame_seconds(frame.video)
+        now = frame.facts.seconds
         self._entered.prune(now)
         inside = np.zeros(len(detections), dtype=bool)
         for zone in self._zones:
@@ -276,7 +287,7 @@ def object_facts(
     names = detections.data.get("class_name")
     trackers = detections.tracker_id
     confidences = detections.confidence
-    number = frame.video.get("frame_number")
+    number = frame.facts.frame_number
     return [
         {
             "class_name": str(names[i]) if names is not None else None,

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import time
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from datetime import datetime
+from enum import Enum
 from pathlib import Path
 from typing import Any, ClassVar, Literal, Protocol, cast
 
@@ -18,7 +21,6 @@ from ...inference.model import DetectionModel, StageTimer
 __all__ = [
     "ANY",
     "CLASSIFICATION",
-    "CONTINUE",
     "DETECTIONS",
     "DETECTION_KINDS",
     "IMAGE",
@@ -27,9 +29,13 @@ __all__ = [
     "SEGMENTATION",
     "VIDEO_METADATA",
     "Block",
+    "BlockSettings",
     "BuildContext",
     "FieldSpec",
+    "FlowControlBlock",
     "FrameState",
+    "Verdict",
+    "VideoFacts",
     "WorkflowImage",
     "select",
 ]
@@ -104,14 +110,70 @@ class BuildContext:
             )
 
 
+@dataclass(frozen=True)
+class VideoFacts:
+    """The frame's video metadata, typed: what blocks read of it (``FrameState.facts``)."""
+
+    frame_number: int | None = None
+    timestamp: datetime | None = None
+    fps: float | None = None
+    """The stream's own rate where known (a file's, or what the client declared)."""
+    from_file: bool = False
+    stream_restarts: int = 0
+    """How often a camera has reconnected: a tracker starts afresh after a gap."""
+
+    @classmethod
+    def of(cls, video: Mapping[str, Any]) -> VideoFacts:
+        """From the reference's ``video_metadata`` (what a session, a pipeline or an HTTP
+        run gives); what it lacks or gives in another shape is left unknown."""
+        stamp = video.get("frame_timestamp")
+        if isinstance(stamp, str):
+            try:
+                stamp = datetime.fromisoformat(stamp)
+            except ValueError:
+                stamp = None
+        number, fps, restarts = (video.get(k) for k in ("frame_number", "fps", "stream_restarts"))
+        return cls(
+            frame_number=number
+            if isinstance(number, int) and not isinstance(number, bool)
+            else None,
+            timestamp=stamp if isinstance(stamp, datetime) else None,
+            fps=float(fps) if isinstance(fps, int | float) and fps > 0 else None,
+            from_file=bool(video.get("comes_from_video_file")),
+            stream_restarts=restarts if isinstance(restarts, int) else 0,
+        )
+
+    @property
+    def by_file_clock(self) -> bool:
+        """The frame's time is the file's own (frame number / fps), not the wall clock's."""
+        return self.from_file and self.fps is not None
+
+    @property
+    def seconds(self) -> float:
+        """The frame's time in seconds: frame number / fps for a video file, else its
+        timestamp; 0 when the frame says neither."""
+        if self.by_file_clock:
+            assert self.fps is not None
+            return float(self.frame_number or 0) / self.fps
+        return self.timestamp.timestamp() if self.timestamp is not None else 0.0
+
+
 @dataclass
 class FrameState:
     """Per-frame facts blocks may read, and the stage timer they add to."""
 
     timer: StageTimer = field(default_factory=dict)
     video: dict[str, Any] = field(default_factory=dict)
-    """The frame's video metadata (``frame_timestamp``, ``fps``, ``frame_number``,
-    ``comes_from_video_file``): what the reference's blocks read from their image."""
+    """The frame's video metadata as the reference has it (``frame_timestamp``, ``fps``,
+    ``frame_number``, ``comes_from_video_file``): what the query language reads."""
+    _facts: tuple[int, VideoFacts] | None = field(default=None, init=False, repr=False)
+
+    @property
+    def facts(self) -> VideoFacts:
+        """``video``, typed: what blocks read (made once per metadata object)."""
+        if self._facts is None or self._facts[0] != id(self.video):
+            self._facts = (id(self.video), VideoFacts.of(self.video))
+        return self._facts[1]
 
     def add_time(self, stage: str, started: float) -> None:
         """Adds the time since ``started`` (``time.perf_counter()``) to ``stage``, in ms."""
@@ -236,9 +298,29 @@ def fraction(default: float) -> FieldSpec:
     return FieldSpec(default=default, type="number", minimum=0.0, maximum=1.0)
 
 
-CONTINUE = "__continue__"
-"""A flow-control block's verdict among its outputs: False skips its ``next_steps`` (and
-every step that reads them) for this frame; their outputs are None."""
+class Verdict(Enum):
+    """A flow-control block's decision for one frame."""
+
+    RUN = "run"
+    """Its ``next_steps`` run."""
+    SKIP = "skip"
+    """Its ``next_steps`` (and every step that reads them) are skipped; their outputs None."""
+
+    @classmethod
+    def of(cls, run: bool) -> Verdict:
+        return cls.RUN if run else cls.SKIP
+
+
+@dataclass(frozen=True, kw_only=True)
+class BlockSettings:
+    """A block's settings: one typed attribute per field that is not per frame, its value
+    checked against the field's ``FieldSpec`` (defaults filled in, parameters resolved) when
+    the workflow is compiled. Each block declares its own (``Block.Settings``); the names
+    must be its fields' (checked when the class is defined)."""
+
+    @classmethod
+    def names(cls) -> set[str]:
+        return {f.name for f in fields(cls)}
 
 
 class Block(ABC):
@@ -247,15 +329,34 @@ class Block(ABC):
 
     type_ids: ClassVar[tuple[str, ...]]
     fields: ClassVar[dict[str, FieldSpec]]
+    Settings: ClassVar[type[BlockSettings]] = BlockSettings
+    """What ``__init__`` is given: the fields that are not per frame, typed."""
     url_fields: ClassVar[tuple[str, ...]] = ()
     """Fields naming a URL the server will connect to: checked against the egress policy
     before the stream starts (``workflow_urls``)."""
     outputs: ClassVar[dict[str, str]]
     """Output name -> kind."""
 
-    def __init__(self, name: str, config: dict[str, Any], context: BuildContext) -> None:
-        """``config`` holds every non-per-frame field, defaults filled in."""
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        declared = getattr(cls, "fields", None)
+        if declared is None:
+            return
+        literal = {name for name, spec in declared.items() if not spec.per_frame}
+        if literal != cls.Settings.names():
+            raise TypeError(
+                f"{cls.__name__}.Settings ({cls.Settings.__name__}) must have one attribute per "
+                f"field that is not per frame: {sorted(literal ^ cls.Settings.names())} differ"
+            )
+
+    def __init__(self, name: str, config: BlockSettings, context: BuildContext) -> None:
+        """``config``: every field that is not per frame, checked, defaults filled in."""
         self.name = name
+
+    @classmethod
+    def settings(cls, config: dict[str, Any]) -> BlockSettings:
+        """The typed settings of a step, from its checked field values."""
+        return cls.Settings(**config)
 
     @classmethod
     def outputs_of(cls, given: dict[str, Any]) -> dict[str, str]:
@@ -281,3 +382,17 @@ class Block(ABC):
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """The stream ended: release what the block holds (a sink's thread). Idempotent."""
+
+
+class FlowControlBlock(Block):
+    """A block that decides whether its ``next_steps`` run for a frame, and outputs nothing
+    (``continue_if``, ``delta_filter``, ``rate_limiter``)."""
+
+    outputs: ClassVar[dict[str, str]] = {}
+
+    @abstractmethod
+    def decide(self, inputs: dict[str, Any], frame: FrameState) -> Verdict:
+        """Per-frame fields in, the frame's verdict out."""
+
+    def run(self, inputs: dict[str, Any], frame: FrameState) -> dict[str, Any]:
+        return {}  # the engine asks ``decide``; a flow-control block has no outputs

@@ -4,8 +4,8 @@ instance segmentation, keypoint detection, and single- and multi-label classific
 from __future__ import annotations
 
 import uuid
-from dataclasses import replace
-from typing import Any, ClassVar
+from dataclasses import dataclass, replace
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 
@@ -19,6 +19,7 @@ from .base import (
     KEYPOINTS,
     SEGMENTATION,
     Block,
+    BlockSettings,
     BuildContext,
     FieldSpec,
     FrameState,
@@ -43,9 +44,8 @@ __all__ = [
 _DETECTING = ("object-detection", "instance-segmentation", "keypoint-detection")
 
 
-def _model(name: str, config: dict[str, Any], context: BuildContext, tasks: tuple[str, ...]):
+def _model(name: str, model_id: str, context: BuildContext, tasks: tuple[str, ...]):
     """The step's model from the registry, of one of ``tasks``; a 400 naming it otherwise."""
-    model_id = config["model_id"]
     if not isinstance(model_id, str) or not model_id:
         raise WorkflowCompilationError(f"step '{name}': model_id must be a non-empty string")
     try:
@@ -64,11 +64,114 @@ def _model(name: str, config: dict[str, Any], context: BuildContext, tasks: tupl
     return model
 
 
+DEFAULT_CONFIDENCE = 0.4
+"""The threshold of the reference's model blocks when none is chosen."""
+
+
 _MODEL_FIELDS = {
     "images": FieldSpec((IMAGE,), default=None, per_frame=True),
     "image": FieldSpec((IMAGE,), default=None, per_frame=True),  # v1 name
     "model_id": FieldSpec(type="string", description="a model of the models directory"),
 }
+
+
+@dataclass(frozen=True, kw_only=True)
+class _ModelSettings(BlockSettings):
+    model_id: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class _DecodeSettings(_ModelSettings):
+    """What a detector's results keep (the reference's defaults in ``fields``)."""
+
+    iou_threshold: float
+    class_filter: list[Any] | None
+    max_detections: int
+    class_agnostic_nms: bool
+    max_candidates: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class _MaskSettings(BlockSettings):
+    mask_decode_mode: Literal["accurate", "tradeoff", "fast"]
+    tradeoff_factor: float
+
+
+@dataclass(frozen=True, kw_only=True)
+class _KeypointSettings(BlockSettings):
+    keypoint_confidence: float
+
+
+@dataclass(frozen=True, kw_only=True)
+class _FixedConfidence(BlockSettings):
+    """v1 and v2 blocks: the threshold is ``confidence``."""
+
+    confidence: float
+
+
+@dataclass(frozen=True, kw_only=True)
+class _ChosenConfidence(BlockSettings):
+    """v3 (v4 for segmentation) model blocks: ``confidence_mode`` instead of ``confidence``.
+    ``custom`` takes ``custom_confidence``; ``best`` (the reference's per-class F1-optimal
+    thresholds from its training platform's evaluation, which an ONNX export does not carry)
+    and ``default`` take the model's default, 0.4."""
+
+    confidence_mode: Literal["best", "default", "custom"]
+    custom_confidence: float | None
+
+
+def _threshold(config: BlockSettings, step: str) -> float:
+    """The confidence threshold a model step chose."""
+    if isinstance(config, _FixedConfidence):
+        return float(config.confidence)
+    assert isinstance(config, _ChosenConfidence)
+    if config.confidence_mode != "custom":
+        return DEFAULT_CONFIDENCE
+    if config.custom_confidence is None:
+        raise WorkflowCompilationError(
+            f"step '{step}': custom_confidence is required when confidence_mode is custom"
+        )
+    return float(config.custom_confidence)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ObjectDetectionModelSettings(_FixedConfidence, _DecodeSettings):
+    pass
+
+
+@dataclass(frozen=True, kw_only=True)
+class ObjectDetectionModelV3Settings(_ChosenConfidence, _DecodeSettings):
+    pass
+
+
+@dataclass(frozen=True, kw_only=True)
+class InstanceSegmentationModelSettings(_FixedConfidence, _MaskSettings, _DecodeSettings):
+    pass
+
+
+@dataclass(frozen=True, kw_only=True)
+class InstanceSegmentationModelV3Settings(_ChosenConfidence, _MaskSettings, _DecodeSettings):
+    pass
+
+
+@dataclass(frozen=True, kw_only=True)
+class KeypointDetectionModelSettings(_FixedConfidence, _KeypointSettings, _DecodeSettings):
+    pass
+
+
+@dataclass(frozen=True, kw_only=True)
+class KeypointDetectionModelV3Settings(_ChosenConfidence, _KeypointSettings, _DecodeSettings):
+    pass
+
+
+@dataclass(frozen=True, kw_only=True)
+class ClassificationModelSettings(_FixedConfidence, _ModelSettings):
+    pass
+
+
+@dataclass(frozen=True, kw_only=True)
+class ClassificationModelV3Settings(_ChosenConfidence, _ModelSettings):
+    pass
 
 
 class _ModelBlock(Block):
@@ -82,10 +185,10 @@ class _ModelBlock(Block):
         if not bound & {"images", "image"}:
             raise WorkflowCompilationError(f"step '{name}': field 'images' is required")
 
-    def __init__(self, name: str, config: dict[str, Any], context: BuildContext) -> None:
+    def __init__(self, name: str, config: _ModelSettings, context: BuildContext) -> None:
         super().__init__(name, config, context)
-        self.model = _model(name, config, context, self.tasks)
-        self.model_id = config["model_id"]
+        self.model = _model(name, config.model_id, context, self.tasks)
+        self.model_id = config.model_id
         self._models: ModelSource | None = context.models  # released once, on close
         try:
             self.configure(name, config)
@@ -93,12 +196,8 @@ class _ModelBlock(Block):
             self.close()  # a block that is never built is never closed: release it here
             raise
 
-    def configure(self, name: str, config: dict[str, Any]) -> None:
+    def configure(self, name: str, config: _ModelSettings) -> None:
         """The subclass's own fields, checked once the model is held."""
-
-    def confidence_of(self, name: str, config: dict[str, Any]) -> float:
-        """The threshold: v1 and v2 blocks take ``confidence``."""
-        return float(config["confidence"])
 
     def close(self) -> None:
         models, self._models = self._models, None
@@ -129,15 +228,17 @@ class ObjectDetectionModelBlock(_ModelBlock):
         "class_agnostic_nms": FieldSpec(default=False, type="boolean"),
         "max_candidates": FieldSpec(default=3000, type="integer", minimum=1),
     }
+    Settings: ClassVar[type[BlockSettings]] = ObjectDetectionModelSettings
     outputs = {"predictions": DETECTIONS, "inference_id": "string", "model_id": "string"}
 
     tasks: tuple[str, ...] = _DETECTING
     """The model tasks this block runs (a segmentation model's boxes are boxes too)."""
 
-    def configure(self, name: str, config: dict[str, Any]) -> None:
+    def configure(self, name: str, config: _ModelSettings) -> None:
         super().configure(name, config)
+        assert isinstance(config, _DecodeSettings)
         model_id = self.model_id
-        class_filter = config["class_filter"]
+        class_filter = config.class_filter
         class_ids: frozenset[int] | None = None
         if class_filter is not None:
             names = self.model.manifest.class_names
@@ -153,12 +254,12 @@ class ObjectDetectionModelBlock(_ModelBlock):
                 )
             class_ids = frozenset(names.index(c) for c in class_filter)
         self.options = DecodeOptions(
-            confidence=self.confidence_of(name, config),
-            iou_threshold=config["iou_threshold"],
+            confidence=_threshold(config, name),
+            iou_threshold=config.iou_threshold,
             class_filter=class_ids,
-            max_detections=config["max_detections"],
-            class_agnostic_nms=config["class_agnostic_nms"],
-            max_candidates=config["max_candidates"],
+            max_detections=config.max_detections,
+            class_agnostic_nms=config.class_agnostic_nms,
+            max_candidates=config.max_candidates,
         )
 
     def run(self, inputs: dict[str, Any], frame: FrameState) -> dict[str, Any]:
@@ -192,6 +293,7 @@ class InstanceSegmentationModelBlock(ObjectDetectionModelBlock):
         "mask_decode_mode": FieldSpec(default="accurate", choices=("accurate", "tradeoff", "fast")),
         "tradeoff_factor": fraction(0.0),
     }
+    Settings: ClassVar[type[BlockSettings]] = InstanceSegmentationModelSettings
     outputs = {"predictions": SEGMENTATION, "inference_id": "string", "model_id": "string"}
 
 
@@ -210,11 +312,13 @@ class KeypointDetectionModelBlock(ObjectDetectionModelBlock):
         **ObjectDetectionModelBlock.fields,
         "keypoint_confidence": fraction(0.0),
     }
+    Settings: ClassVar[type[BlockSettings]] = KeypointDetectionModelSettings
     outputs = {"predictions": KEYPOINTS, "inference_id": "string", "model_id": "string"}
 
-    def configure(self, name: str, config: dict[str, Any]) -> None:
+    def configure(self, name: str, config: _ModelSettings) -> None:
         super().configure(name, config)
-        self.keypoint_confidence = config["keypoint_confidence"]
+        assert isinstance(config, _KeypointSettings)
+        self.keypoint_confidence = config.keypoint_confidence
 
     def run(self, inputs: dict[str, Any], frame: FrameState) -> dict[str, Any]:
         result = super().run(inputs, frame)
@@ -242,11 +346,12 @@ class ClassificationModelBlock(_ModelBlock):
     )
     tasks: tuple[str, ...] = ("classification",)
     fields = {**_MODEL_FIELDS, "confidence": fraction(0.4)}
+    Settings: ClassVar[type[BlockSettings]] = ClassificationModelSettings
     outputs = {"predictions": CLASSIFICATION, "inference_id": "string", "model_id": "string"}
 
-    def configure(self, name: str, config: dict[str, Any]) -> None:
+    def configure(self, name: str, config: _ModelSettings) -> None:
         super().configure(name, config)
-        self.confidence = self.confidence_of(name, config)
+        self.confidence = _threshold(config, name)
         self.class_names = list(self.model.manifest.class_names)
 
     def run(self, inputs: dict[str, Any], frame: FrameState) -> dict[str, Any]:
@@ -300,26 +405,6 @@ class MultiLabelClassificationModelBlock(ClassificationModelBlock):
         return {"predictions": every, "predicted_classes": chosen}
 
 
-DEFAULT_CONFIDENCE = 0.4
-"""The threshold of the reference's model blocks when none is chosen."""
-
-
-class _ConfidenceMode:
-    """v3 (v4 for segmentation) model blocks: ``confidence_mode`` instead of ``confidence``.
-    ``custom`` takes ``custom_confidence``; ``best`` (the reference's per-class F1-optimal
-    thresholds from its training platform's evaluation, which an ONNX export does not carry)
-    and ``default`` take the model's default, 0.4."""
-
-    def confidence_of(self, name: str, config: dict[str, Any]) -> float:
-        if config["confidence_mode"] != "custom":
-            return DEFAULT_CONFIDENCE
-        if config["custom_confidence"] is None:
-            raise WorkflowCompilationError(
-                f"step '{name}': custom_confidence is required when confidence_mode is custom"
-            )
-        return float(config["custom_confidence"])
-
-
 def _with_confidence_mode(fields: dict[str, FieldSpec], mode: str = "best") -> dict[str, FieldSpec]:
     """``fields`` with v3's confidence fields for ``confidence``; ``mode``: the default
     ``confidence_mode`` of the reference's block."""
@@ -329,32 +414,37 @@ def _with_confidence_mode(fields: dict[str, FieldSpec], mode: str = "best") -> d
     }
 
 
-class ObjectDetectionModelBlockV3(_ConfidenceMode, ObjectDetectionModelBlock):
+class ObjectDetectionModelBlockV3(ObjectDetectionModelBlock):
     type_ids: ClassVar[tuple[str, ...]] = ("roboflow_core/roboflow_object_detection_model@v3",)
     fields = _with_confidence_mode(ObjectDetectionModelBlock.fields)
+    Settings: ClassVar[type[BlockSettings]] = ObjectDetectionModelV3Settings
 
 
-class InstanceSegmentationModelBlockV3(_ConfidenceMode, InstanceSegmentationModelBlock):
+class InstanceSegmentationModelBlockV3(InstanceSegmentationModelBlock):
     # v4 drops v3's enforce_dense_masks_in_inference_models, which has no meaning here.
     type_ids: ClassVar[tuple[str, ...]] = (
         "roboflow_core/roboflow_instance_segmentation_model@v3",
         "roboflow_core/roboflow_instance_segmentation_model@v4",
     )
     fields = _with_confidence_mode(InstanceSegmentationModelBlock.fields)
+    Settings: ClassVar[type[BlockSettings]] = InstanceSegmentationModelV3Settings
 
 
-class KeypointDetectionModelBlockV3(_ConfidenceMode, KeypointDetectionModelBlock):
+class KeypointDetectionModelBlockV3(KeypointDetectionModelBlock):
     type_ids: ClassVar[tuple[str, ...]] = ("roboflow_core/roboflow_keypoint_detection_model@v3",)
     fields = _with_confidence_mode(KeypointDetectionModelBlock.fields, mode="default")
+    Settings: ClassVar[type[BlockSettings]] = KeypointDetectionModelV3Settings
 
 
-class ClassificationModelBlockV3(_ConfidenceMode, ClassificationModelBlock):
+class ClassificationModelBlockV3(ClassificationModelBlock):
     type_ids: ClassVar[tuple[str, ...]] = ("roboflow_core/roboflow_classification_model@v3",)
     fields = _with_confidence_mode(ClassificationModelBlock.fields, mode="default")
+    Settings: ClassVar[type[BlockSettings]] = ClassificationModelV3Settings
 
 
-class MultiLabelClassificationModelBlockV3(_ConfidenceMode, MultiLabelClassificationModelBlock):
+class MultiLabelClassificationModelBlockV3(MultiLabelClassificationModelBlock):
     type_ids: ClassVar[tuple[str, ...]] = (
         "roboflow_core/roboflow_multi_label_classification_model@v3",
     )
     fields = _with_confidence_mode(MultiLabelClassificationModelBlock.fields)
+    Settings: ClassVar[type[BlockSettings]] = ClassificationModelV3Settings

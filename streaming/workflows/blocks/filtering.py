@@ -13,15 +13,30 @@ in the reference's query language. The subset understood here, the rest a 400 na
 from __future__ import annotations
 
 import time
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import supervision as sv
 
 from ...errors import WorkflowCompilationError
 from ..query import Env, Op, QueryCompiler
-from .base import DETECTION_KINDS, DETECTIONS, Block, BuildContext, FieldSpec, FrameState
+from .base import (
+    DETECTION_KINDS,
+    DETECTIONS,
+    Block,
+    BlockSettings,
+    BuildContext,
+    FieldSpec,
+    FrameState,
+)
 
 __all__ = ["DetectionsFilterBlock", "PropertyDefinitionBlock", "operations_chain"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class DetectionsFilterSettings(BlockSettings):
+    operations: Any
+    operations_parameters: list[str]
 
 
 class DetectionsFilterBlock(Block):
@@ -34,13 +49,14 @@ class DetectionsFilterBlock(Block):
         "operations": FieldSpec(),
         "operations_parameters": FieldSpec(default=None, entries=True),
     }
+    Settings: ClassVar[type[BlockSettings]] = DetectionsFilterSettings
     outputs = {"predictions": DETECTIONS}
 
-    def __init__(self, name: str, config: dict[str, Any], context: BuildContext) -> None:
+    def __init__(self, name: str, config: DetectionsFilterSettings, context: BuildContext) -> None:
         super().__init__(name, config, context)
-        names = config["operations_parameters"] or {}
+        names: list[str] = config.operations_parameters or []
         compiler = QueryCompiler(name, "operations", names, "operations_parameters")
-        operations = config["operations"]
+        operations = config.operations
         if not isinstance(operations, list) or not operations:
             raise compiler.fail("must be a non-empty list")
         self._chain = compiler.chain(operations)
@@ -58,6 +74,11 @@ class DetectionsFilterBlock(Block):
         return {"predictions": detections}
 
 
+@dataclass(frozen=True, kw_only=True)
+class PropertyDefinitionSettings(BlockSettings):
+    operations: Any
+
+
 class PropertyDefinitionBlock(Block):
     """``roboflow_core/property_definition@v1``: a value computed from another step's output
     by any chain of the query language's operations."""
@@ -71,11 +92,14 @@ class PropertyDefinitionBlock(Block):
         "data": FieldSpec(per_frame=True),
         "operations": FieldSpec(),
     }
+    Settings: ClassVar[type[BlockSettings]] = PropertyDefinitionSettings
     outputs = {"output": "*"}
 
-    def __init__(self, name: str, config: dict[str, Any], context: BuildContext) -> None:
+    def __init__(
+        self, name: str, config: PropertyDefinitionSettings, context: BuildContext
+    ) -> None:
         super().__init__(name, config, context)
-        self._chain = operations_chain(name, "operations", config["operations"])
+        self._chain = operations_chain(name, "operations", config.operations)
 
     def run(self, inputs: dict[str, Any], frame: FrameState) -> dict[str, Any]:
         return {"output": self._chain(inputs["data"], Env(video=frame.video))}

@@ -8,17 +8,33 @@ them, are skipped for the frame; their outputs are None."""
 from __future__ import annotations
 
 import time
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 from ...errors import WorkflowCompilationError
 from ..query import Env, QueryCompiler
-from .analytics import frame_seconds
-from .base import CONTINUE, IMAGE, Block, BuildContext, FieldSpec, FrameState
+from .base import (
+    IMAGE,
+    BlockSettings,
+    BuildContext,
+    FieldSpec,
+    FlowControlBlock,
+    FrameState,
+    Verdict,
+)
 
 __all__ = ["ContinueIfBlock", "DeltaFilterBlock", "RateLimiterBlock"]
 
 
-class ContinueIfBlock(Block):
+@dataclass(frozen=True, kw_only=True)
+class ContinueIfSettings(BlockSettings):
+    condition_statement: Any
+    evaluation_parameters: list[str]
+    next_steps: list[str]
+    stop_delay: float
+
+
+class ContinueIfBlock(FlowControlBlock):
     """``next_steps`` run for this frame only if ``condition_statement`` holds."""
 
     type_ids = ("roboflow_core/continue_if@v1", "ContinueIf")
@@ -28,38 +44,43 @@ class ContinueIfBlock(Block):
         "next_steps": FieldSpec(steps=True),
         "stop_delay": FieldSpec(default=0, type="number", minimum=0),
     }
-    outputs = {}  # none: it only decides what runs
+    Settings: ClassVar[type[BlockSettings]] = ContinueIfSettings
 
-    def __init__(self, name: str, config: dict[str, Any], context: BuildContext) -> None:
+    def __init__(self, name: str, config: ContinueIfSettings, context: BuildContext) -> None:
         super().__init__(name, config, context)
-        self._stop_delay = config["stop_delay"]
+        self._stop_delay = config.stop_delay
         self._held_since: float | None = None
-        statement = config["condition_statement"]
+        statement = config.condition_statement
         if not isinstance(statement, dict) or statement.get("type") != "StatementGroup":
             raise WorkflowCompilationError(
                 f"step '{name}': condition_statement must be a StatementGroup"
             )
         # config holds the evaluation_parameters' names; their values come per frame.
-        names = dict.fromkeys(config["evaluation_parameters"])
+        names = dict.fromkeys(config.evaluation_parameters)
         compiler = QueryCompiler(
             name, "condition_statement", names, "evaluation_parameters", detections=False
         )
         self._condition = compiler.group(statement)
 
-    def run(self, inputs: dict[str, Any], frame: FrameState) -> dict[str, Any]:
+    def decide(self, inputs: dict[str, Any], frame: FrameState) -> Verdict:
         values = inputs["evaluation_parameters"]
         now = time.monotonic()
         if self._condition(Env(values, frame.video), None):
             if self._stop_delay > 0:
                 self._held_since = now
-            return {CONTINUE: True}
+            return Verdict.RUN
         # As the reference: a branch stays open stop_delay seconds after its condition last
         # held (no flicker when a count dips for a frame).
         held = self._held_since is not None and now - self._held_since <= self._stop_delay
-        return {CONTINUE: held}
+        return Verdict.of(held)
 
 
-class DeltaFilterBlock(Block):
+@dataclass(frozen=True, kw_only=True)
+class DeltaFilterSettings(BlockSettings):
+    next_steps: list[str]
+
+
+class DeltaFilterBlock(FlowControlBlock):
     """``next_steps`` run for a frame only when ``value`` differs from the stream's last."""
 
     type_ids = ("roboflow_core/delta_filter@v1",)
@@ -68,21 +89,27 @@ class DeltaFilterBlock(Block):
         "value": FieldSpec(per_frame=True),
         "next_steps": FieldSpec(steps=True),
     }
-    outputs = {}  # none: it only decides what runs
+    Settings: ClassVar[type[BlockSettings]] = DeltaFilterSettings
 
-    def __init__(self, name: str, config: dict[str, Any], context: BuildContext) -> None:
+    def __init__(self, name: str, config: DeltaFilterSettings, context: BuildContext) -> None:
         super().__init__(name, config, context)
         self._last: Any = None
 
-    def run(self, inputs: dict[str, Any], frame: FrameState) -> dict[str, Any]:
+    def decide(self, inputs: dict[str, Any], frame: FrameState) -> Verdict:
         # As the reference: the stream's first value counts as a change (unless None).
         value = inputs["value"]
         changed = value != self._last
         self._last = value
-        return {CONTINUE: changed}
+        return Verdict.of(changed)
 
 
-class RateLimiterBlock(Block):
+@dataclass(frozen=True, kw_only=True)
+class RateLimiterSettings(BlockSettings):
+    cooldown_seconds: float
+    next_steps: list[str]
+
+
+class RateLimiterBlock(FlowControlBlock):
     """``next_steps`` run at most once per ``cooldown_seconds``: of a video file's own clock
     when ``video_reference_image`` is given (a file processed faster than real time is
     limited as if played), else of the wall clock."""
@@ -94,19 +121,17 @@ class RateLimiterBlock(Block):
         "next_steps": FieldSpec(steps=True),
         "video_reference_image": FieldSpec((IMAGE,), default=None, per_frame=True),
     }
-    outputs = {}  # none: it only decides what runs
+    Settings: ClassVar[type[BlockSettings]] = RateLimiterSettings
 
-    def __init__(self, name: str, config: dict[str, Any], context: BuildContext) -> None:
+    def __init__(self, name: str, config: RateLimiterSettings, context: BuildContext) -> None:
         super().__init__(name, config, context)
-        self._cooldown = config["cooldown_seconds"]
+        self._cooldown = config.cooldown_seconds
         self._last: float | None = None
 
-    def run(self, inputs: dict[str, Any], frame: FrameState) -> dict[str, Any]:
-        by_file = inputs.get("video_reference_image") is not None and bool(
-            frame.video.get("comes_from_video_file") and frame.video.get("fps")
-        )
-        now = frame_seconds(frame.video) if by_file else time.monotonic()
+    def decide(self, inputs: dict[str, Any], frame: FrameState) -> Verdict:
+        by_file = inputs.get("video_reference_image") is not None and frame.facts.by_file_clock
+        now = frame.facts.seconds if by_file else time.monotonic()
         if self._last is not None and 0 <= now - self._last < self._cooldown:
-            return {CONTINUE: False}
+            return Verdict.SKIP
         self._last = now
-        return {CONTINUE: True}
+        return Verdict.RUN

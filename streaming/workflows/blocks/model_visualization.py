@@ -6,7 +6,8 @@ outlines (``mask_visualization``, ``polygon_visualization``), keypoints and skel
 from __future__ import annotations
 
 import time
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import numpy as np
 import supervision as sv
@@ -16,13 +17,14 @@ from .base import (
     CLASSIFICATION,
     IMAGE,
     Block,
+    BlockSettings,
     BuildContext,
     FieldSpec,
     FrameState,
     WorkflowImage,
 )
 from .checks import color
-from .visualization import AnnotatorBlock
+from .visualization import AnnotatorBlock, AnnotatorSettings
 
 __all__ = [
     "ClassificationLabelVisualizationBlock",
@@ -30,6 +32,11 @@ __all__ = [
     "MaskVisualizationBlock",
     "PolygonVisualizationBlock",
 ]
+
+
+@dataclass(frozen=True, kw_only=True)
+class MaskVisualizationSettings(AnnotatorSettings):
+    opacity: float
 
 
 class MaskVisualizationBlock(AnnotatorBlock):
@@ -41,13 +48,19 @@ class MaskVisualizationBlock(AnnotatorBlock):
         **AnnotatorBlock.fields,
         "opacity": FieldSpec(default=0.5, type="number", minimum=0, maximum=1),
     }
+    Settings: ClassVar[type[BlockSettings]] = MaskVisualizationSettings
 
-    def __init__(self, name: str, config: dict[str, Any], context: BuildContext) -> None:
+    def __init__(self, name: str, config: MaskVisualizationSettings, context: BuildContext) -> None:
         super().__init__(name, config, context)
-        self.annotator = sv.MaskAnnotator(opacity=config["opacity"])
+        self.annotator = sv.MaskAnnotator(opacity=config.opacity)
 
     def draw(self, scene: Any, detections: sv.Detections) -> Any:
         return scene if detections.mask is None else self.annotator.annotate(scene, detections)
+
+
+@dataclass(frozen=True, kw_only=True)
+class PolygonVisualizationSettings(AnnotatorSettings):
+    thickness: int
 
 
 class PolygonVisualizationBlock(AnnotatorBlock):
@@ -59,14 +72,30 @@ class PolygonVisualizationBlock(AnnotatorBlock):
         "PolygonVisualization",
     )
     fields = {**AnnotatorBlock.fields, "thickness": FieldSpec(default=2, type="integer", minimum=1)}
+    Settings: ClassVar[type[BlockSettings]] = PolygonVisualizationSettings
 
-    def __init__(self, name: str, config: dict[str, Any], context: BuildContext) -> None:
+    def __init__(
+        self, name: str, config: PolygonVisualizationSettings, context: BuildContext
+    ) -> None:
         super().__init__(name, config, context)
-        thickness = config["thickness"]
+        thickness = config.thickness
         self.annotator = sv.PolygonAnnotator(thickness=thickness)
 
     def draw(self, scene: Any, detections: sv.Detections) -> Any:
         return scene if detections.mask is None else self.annotator.annotate(scene, detections)
+
+
+@dataclass(frozen=True, kw_only=True)
+class KeypointVisualizationSettings(AnnotatorSettings):
+    annotator_type: Any
+    color: Any
+    text_color: Any
+    text_scale: float
+    text_thickness: int
+    text_padding: int
+    thickness: int
+    radius: int
+    edges: Any
 
 
 class KeypointVisualizationBlock(AnnotatorBlock):
@@ -87,18 +116,21 @@ class KeypointVisualizationBlock(AnnotatorBlock):
         "radius": FieldSpec(default=10, type="integer", minimum=1),
         "edges": FieldSpec(default=None),
     }
+    Settings: ClassVar[type[BlockSettings]] = KeypointVisualizationSettings
 
-    def __init__(self, name: str, config: dict[str, Any], context: BuildContext) -> None:
+    def __init__(
+        self, name: str, config: KeypointVisualizationSettings, context: BuildContext
+    ) -> None:
         super().__init__(name, config, context)
-        kind = config["annotator_type"]
+        kind = config.annotator_type
         if kind not in ("edge", "vertex", "vertex_label"):
             raise WorkflowCompilationError(
                 f"step '{name}': annotator_type must be edge, vertex or vertex_label, got {kind!r}"
             )
         self.kind = kind
-        self.color = color(name, "color", config["color"])
-        self.thickness = config["thickness"]
-        edges = config["edges"]
+        self.color = color(name, "color", config.color)
+        self.thickness = config.thickness
+        edges = config.edges
         if edges is not None and not (
             isinstance(edges, list)
             and all(
@@ -110,13 +142,13 @@ class KeypointVisualizationBlock(AnnotatorBlock):
                 f"step '{name}': edges must be a list of [from, to] keypoint indexes"
             )
         self.edges = [tuple(e) for e in edges] if edges is not None else None
-        self.vertices = sv.VertexAnnotator(color=self.color, radius=config["radius"])
+        self.vertices = sv.VertexAnnotator(color=self.color, radius=config.radius)
         self.labels = sv.VertexLabelAnnotator(
             color=self.color,
-            text_color=color(name, "text_color", config["text_color"]),
-            text_scale=config["text_scale"],
-            text_thickness=config["text_thickness"],
-            text_padding=config["text_padding"],
+            text_color=color(name, "text_color", config.text_color),
+            text_scale=config.text_scale,
+            text_thickness=config.text_thickness,
+            text_padding=config.text_padding,
         )
 
     def draw(self, scene: Any, detections: sv.Detections) -> Any:
@@ -149,6 +181,17 @@ _CLASSIFICATION_TEXT = {
 }
 
 
+@dataclass(frozen=True, kw_only=True)
+class ClassificationLabelVisualizationSettings(BlockSettings):
+    copy_image: Any
+    text: Any
+    text_position: Any
+    text_color: Any
+    text_scale: float
+    text_thickness: int
+    text_padding: int
+
+
 class ClassificationLabelVisualizationBlock(Block):
     """A classifier's answer written on the frame: its top class (multi-label: every class
     it predicted), at ``text_position``."""
@@ -165,27 +208,30 @@ class ClassificationLabelVisualizationBlock(Block):
         "text_thickness": FieldSpec(default=1, type="integer", minimum=1),
         "text_padding": FieldSpec(default=10, type="integer", minimum=0),
     }
+    Settings: ClassVar[type[BlockSettings]] = ClassificationLabelVisualizationSettings
     outputs = {"image": IMAGE}
 
-    def __init__(self, name: str, config: dict[str, Any], context: BuildContext) -> None:
+    def __init__(
+        self, name: str, config: ClassificationLabelVisualizationSettings, context: BuildContext
+    ) -> None:
         super().__init__(name, config, context)
-        self.copy_image = bool(config["copy_image"])
-        if config["text"] not in _CLASSIFICATION_TEXT:
+        self.copy_image = bool(config.copy_image)
+        if config.text not in _CLASSIFICATION_TEXT:
             raise WorkflowCompilationError(
                 f"step '{name}': text must be one of {sorted(_CLASSIFICATION_TEXT)}, "
-                f"got {config['text']!r}"
+                f"got {config.text!r}"
             )
-        self.text = _CLASSIFICATION_TEXT[config["text"]]
+        self.text = _CLASSIFICATION_TEXT[config.text]
         try:
-            self.position = sv.Position[str(config["text_position"])]
+            self.position = sv.Position[str(config.text_position)]
         except KeyError:
             raise WorkflowCompilationError(
-                f"step '{name}': unknown text_position {config['text_position']!r}"
+                f"step '{name}': unknown text_position {config.text_position!r}"
             ) from None
-        self.text_color = color(name, "text_color", config["text_color"])
-        self.scale = config["text_scale"]
-        self.thickness = config["text_thickness"]
-        self.padding = config["text_padding"]
+        self.text_color = color(name, "text_color", config.text_color)
+        self.scale = config.text_scale
+        self.thickness = config.text_thickness
+        self.padding = config.text_padding
 
     def run(self, inputs: dict[str, Any], frame: FrameState) -> dict[str, Any]:
         started = time.perf_counter()

@@ -11,18 +11,20 @@ gone); the Fréchet distance is updated with one new row per frame
 from __future__ import annotations
 
 import time
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import numpy as np
 import supervision as sv
 
-from .analytics import TrackMemory, frame_seconds, tracked
+from .analytics import TrackMemory, tracked
 from .base import (
     DETECTION_KINDS,
     DETECTIONS,
     IMAGE,
     VIDEO_METADATA,
     Block,
+    BlockSettings,
     BuildContext,
     FieldSpec,
     FrameState,
@@ -39,6 +41,12 @@ _TRACKED_FIELDS = {
 }
 
 
+@dataclass(frozen=True, kw_only=True)
+class VelocitySettings(BlockSettings):
+    smoothing_alpha: float
+    pixels_per_meter: float
+
+
 class VelocityBlock(Block):
     """Adds ``velocity`` ([vx, vy]), ``speed``, ``smoothed_velocity`` and ``smoothed_speed``
     (per second, in meters given ``pixels_per_meter``) to each tracked detection, from its
@@ -51,19 +59,20 @@ class VelocityBlock(Block):
         "smoothing_alpha": FieldSpec(default=0.5, type="number", above=0, maximum=1.0),
         "pixels_per_meter": FieldSpec(default=1.0, type="number", above=0),
     }
+    Settings: ClassVar[type[BlockSettings]] = VelocitySettings
     outputs = {"velocity_detections": DETECTIONS}
 
-    def __init__(self, name: str, config: dict[str, Any], context: BuildContext) -> None:
+    def __init__(self, name: str, config: VelocitySettings, context: BuildContext) -> None:
         super().__init__(name, config, context)
-        self._alpha = config["smoothing_alpha"]
-        self._scale = 1.0 / config["pixels_per_meter"]
+        self._alpha = config.smoothing_alpha
+        self._scale = 1.0 / config.pixels_per_meter
         # Track -> (center, time, smoothed velocity), all in pixels.
         self._last: TrackMemory[tuple[np.ndarray, float, np.ndarray]] = TrackMemory()
 
     def run(self, inputs: dict[str, Any], frame: FrameState) -> dict[str, Any]:
         started = time.perf_counter()
         detections = tracked(self.name, inputs["detections"])
-        now = frame_seconds(frame.video)
+        now = frame.facts.seconds
         self._last.prune(now)
         count = len(detections)
         centers = detections.get_anchors_coordinates(sv.Position.CENTER).astype(np.float64)
@@ -89,6 +98,12 @@ class VelocityBlock(Block):
         return {"velocity_detections": out}
 
 
+@dataclass(frozen=True, kw_only=True)
+class StabilizeDetectionsSettings(BlockSettings):
+    smoothing_window_size: int
+    bbox_smoothing_coefficient: float
+
+
 class StabilizeDetectionsBlock(Block):
     """Boxes averaged over each track's last ``smoothing_window_size`` frames (supervision's
     ``DetectionsSmoother``): less jitter for drawing and counting.
@@ -104,12 +119,15 @@ class StabilizeDetectionsBlock(Block):
         "smoothing_window_size": FieldSpec(default=3, type="integer", minimum=1),
         "bbox_smoothing_coefficient": FieldSpec(default=0.2, type="number", minimum=0, maximum=1),
     }
+    Settings: ClassVar[type[BlockSettings]] = StabilizeDetectionsSettings
     outputs = {"tracked_detections": DETECTIONS}
 
-    def __init__(self, name: str, config: dict[str, Any], context: BuildContext) -> None:
+    def __init__(
+        self, name: str, config: StabilizeDetectionsSettings, context: BuildContext
+    ) -> None:
         super().__init__(name, config, context)
         # bbox_smoothing_coefficient is declared (and checked) but unused: see the README.
-        window = config["smoothing_window_size"]
+        window = config.smoothing_window_size
         self._smoother = sv.DetectionsSmoother(length=window)
 
     def run(self, inputs: dict[str, Any], frame: FrameState) -> dict[str, Any]:
@@ -121,6 +139,12 @@ class StabilizeDetectionsBlock(Block):
         smoothed = self._smoother.update_with_detections(detections)
         frame.add_time("analytics", started)
         return {"tracked_detections": smoothed}
+
+
+@dataclass(frozen=True, kw_only=True)
+class PathDeviationSettings(BlockSettings):
+    triggering_anchor: Any
+    reference_path: Any
 
 
 class PathDeviationBlock(Block):
@@ -136,12 +160,13 @@ class PathDeviationBlock(Block):
         "triggering_anchor": FieldSpec(default="CENTER"),
         "reference_path": FieldSpec(),
     }
+    Settings: ClassVar[type[BlockSettings]] = PathDeviationSettings
     outputs = {"path_deviation_detections": DETECTIONS}
 
-    def __init__(self, name: str, config: dict[str, Any], context: BuildContext) -> None:
+    def __init__(self, name: str, config: PathDeviationSettings, context: BuildContext) -> None:
         super().__init__(name, config, context)
-        self._anchor = anchor(name, "triggering_anchor", config["triggering_anchor"])
-        self._reference = np.array(points(name, "reference_path", config["reference_path"]))
+        self._anchor = anchor(name, "triggering_anchor", config.triggering_anchor)
+        self._reference = np.array(points(name, "reference_path", config.reference_path))
         # Track -> the last row of the Fréchet table (its path so far against the reference).
         self._rows: TrackMemory[np.ndarray] = TrackMemory()
 
@@ -161,7 +186,7 @@ class PathDeviationBlock(Block):
     def run(self, inputs: dict[str, Any], frame: FrameState) -> dict[str, Any]:
         started = time.perf_counter()
         detections = tracked(self.name, inputs["detections"])
-        now = frame_seconds(frame.video)
+        now = frame.facts.seconds
         self._rows.prune(now)
         anchors = detections.get_anchors_coordinates(self._anchor).astype(np.float64)
         deviation = np.zeros(len(detections))

@@ -16,7 +16,8 @@ import json
 import re
 import threading
 import time
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
 from sinks.evidence import EventLog, Retention
@@ -25,8 +26,7 @@ from sinks.webhook import WebhookSink
 from ...errors import WorkflowCompilationError
 from ...events import EventKind
 from ..serialization import serialize_value
-from .analytics import frame_seconds
-from .base import IMAGE, Block, BuildContext, FieldSpec, FrameState
+from .base import IMAGE, Block, BlockSettings, BuildContext, FieldSpec, FrameState
 
 __all__ = ["EventSinkBlock", "MqttSinkBlock", "WebhookSinkBlock"]
 
@@ -49,6 +49,19 @@ def _texts(entries: dict[str, Any] | None, join: bool) -> dict[str, Any]:
     return out
 
 
+@dataclass(frozen=True, kw_only=True)
+class WebhookSinkSettings(BlockSettings):
+    url: Any
+    method: Any
+    query_parameters: list[str]
+    headers: list[str]
+    json_payload: list[str]
+    request_timeout: int
+    fire_and_forget: Any
+    disable_sink: Any
+    cooldown_seconds: int
+
+
 class WebhookSinkBlock(Block):
     """Sends ``json_payload`` (values as the result JSON has them) to ``url``."""
 
@@ -66,21 +79,22 @@ class WebhookSinkBlock(Block):
         "disable_sink": FieldSpec(default=False),
         "cooldown_seconds": FieldSpec(default=5, type="integer", minimum=0),
     }
+    Settings: ClassVar[type[BlockSettings]] = WebhookSinkSettings
     outputs = {"error_status": "boolean", "throttling_status": "boolean", "message": "string"}
 
-    def __init__(self, name: str, config: dict[str, Any], context: BuildContext) -> None:
+    def __init__(self, name: str, config: WebhookSinkSettings, context: BuildContext) -> None:
         super().__init__(name, config, context)
-        url = config["url"]
+        url = config.url
         if not isinstance(url, str) or urlsplit(url).scheme not in ("http", "https"):
             raise WorkflowCompilationError(f"step '{name}': url must be an http(s) URL")
-        if config["method"] != "POST":
+        if config.method != "POST":
             raise WorkflowCompilationError(
-                f"step '{name}': method {config['method']!r} is not supported here (POST)"
+                f"step '{name}': method {config.method!r} is not supported here (POST)"
             )
         self._url = url
-        self._timeout = config["request_timeout"]
-        self._cooldown = config["cooldown_seconds"]
-        self._disabled = bool(config["disable_sink"])
+        self._timeout = config.request_timeout
+        self._cooldown = config.cooldown_seconds
+        self._disabled = bool(config.disable_sink)
         self._sink: WebhookSink | None = None
         self._lock = threading.Lock()
         self._closed = False
@@ -125,6 +139,15 @@ class WebhookSinkBlock(Block):
             sink.close()
 
 
+@dataclass(frozen=True, kw_only=True)
+class MqttSinkSettings(BlockSettings):
+    url: Any
+    topic: Any
+    payload: list[str]
+    retain: Any
+    qos: int
+
+
 class MqttSinkBlock(Block):
     """``visionstream/mqtt_sink@v1`` (ours: the reference has none): each ``payload`` entry
     published, retained, to ``<topic>/<key>`` whenever its value changes, Frigate-style: a
@@ -146,19 +169,20 @@ class MqttSinkBlock(Block):
         "retain": FieldSpec(default=True),
         "qos": FieldSpec(default=1, type="integer", minimum=0),
     }
+    Settings: ClassVar[type[BlockSettings]] = MqttSinkSettings
     outputs = {"error_status": "boolean", "message": "string"}
 
-    def __init__(self, name: str, config: dict[str, Any], context: BuildContext) -> None:
+    def __init__(self, name: str, config: MqttSinkSettings, context: BuildContext) -> None:
         super().__init__(name, config, context)
-        url = config["url"]
+        url = config.url
         parts = urlsplit(url) if isinstance(url, str) else None
         if parts is None or parts.scheme != "mqtt" or not parts.hostname:
             raise WorkflowCompilationError(f"step '{name}': url must be mqtt://host[:port]")
         self._host, self._port = parts.hostname, parts.port or 1883
-        topic = config["topic"] or f"visionstream/{{pipeline}}/{{source}}/{name}"
+        topic = config.topic or f"visionstream/{{pipeline}}/{{source}}/{name}"
         self._topic = stream_name(name, "topic", topic, context)
-        self._retain = bool(config["retain"])
-        self._qos = config["qos"]
+        self._retain = bool(config.retain)
+        self._qos = config.qos
         if self._qos > 2:
             raise WorkflowCompilationError(f"step '{name}': qos must be 0, 1 or 2")
         self._client: Any = None
@@ -215,6 +239,18 @@ def stream_name(step: str, field: str, template: Any, context: BuildContext) -> 
 _FILE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
 
+@dataclass(frozen=True, kw_only=True)
+class EventSinkSettings(BlockSettings):
+    payload: list[str]
+    file: Any
+    snapshot: Any
+    clip_seconds_before: float
+    clip_seconds_after: float
+    max_events: int
+    max_age_hours: float
+    max_megabytes: float
+
+
 class EventSinkBlock(Block):
     """``visionstream/event_sink@v1`` (ours): each time it runs, one JSON line in
     ``<STREAMING_SINK_DIR>/<file>.jsonl`` with ``payload`` and the frame's number and time,
@@ -241,30 +277,31 @@ class EventSinkBlock(Block):
         "max_age_hours": FieldSpec(default=168, type="number", minimum=0, maximum=24 * 365 * 10),
         "max_megabytes": FieldSpec(default=1024, type="number", minimum=0, maximum=2**30),
     }
+    Settings: ClassVar[type[BlockSettings]] = EventSinkSettings
     outputs = {"error_status": "boolean", "message": "string", "event_id": "string"}
 
-    def __init__(self, name: str, config: dict[str, Any], context: BuildContext) -> None:
+    def __init__(self, name: str, config: EventSinkSettings, context: BuildContext) -> None:
         super().__init__(name, config, context)
         if context.sink_dir is None:
             raise WorkflowCompilationError(f"step '{name}': this stream keeps no files")
-        file = stream_name(name, "file", config["file"] or f"{{pipeline}}-{{source}}-{name}",
+        file = stream_name(name, "file", config.file or f"{{pipeline}}-{{source}}-{name}",
                            context)  # fmt: skip
         if not _FILE_NAME.match(file):
             raise WorkflowCompilationError(
                 f"step '{name}': file must be a name of letters, digits, '.', '_' and '-' "
                 f"(no path), got {file!r}"
             )
-        if not isinstance(config["snapshot"], bool):
+        if not isinstance(config.snapshot, bool):
             raise WorkflowCompilationError(f"step '{name}': snapshot must be true or false")
         self._directory, self._file = context.sink_dir, file
         self._context = context
-        self._snapshot = config["snapshot"]
-        self._pre = config["clip_seconds_before"]
-        self._post = config["clip_seconds_after"]
-        hours = config["max_age_hours"]
-        megabytes = config["max_megabytes"]
+        self._snapshot = config.snapshot
+        self._pre = config.clip_seconds_before
+        self._post = config.clip_seconds_after
+        hours = config.max_age_hours
+        megabytes = config.max_megabytes
         self._retention = Retention(
-            max_events=config["max_events"],
+            max_events=config.max_events,
             max_age_s=3600 * hours,
             max_bytes=int(2**20 * megabytes),
         )
@@ -290,7 +327,7 @@ class EventSinkBlock(Block):
         self._latest = image
         log = self._log_now()
         if log is not None:
-            log.observe(image, frame_seconds(frame.video))
+            log.observe(image, frame.facts.seconds)
 
     def run(self, inputs: dict[str, Any], frame: FrameState) -> dict[str, Any]:
         log = self._log_now()
@@ -300,16 +337,16 @@ class EventSinkBlock(Block):
             key: serialize_value(value, _PAYLOAD_JPEG_QUALITY, None)
             for key, value in (inputs["payload"] or {}).items()
         }
-        video = frame.video
+        facts = frame.facts
         record = {
             "step": self.name,
-            "frame_number": video.get("frame_number"),
-            "frame_timestamp": video.get("frame_timestamp"),
+            "frame_number": facts.frame_number,
+            "frame_timestamp": facts.timestamp.isoformat() if facts.timestamp else None,
             "payload": payload,
         }
         given = inputs.get("image")  # optional: absent when not bound
         image = given.numpy if given is not None else self._latest
-        line = log.event(record, image, frame_seconds(video))
+        line = log.event(record, image, facts.seconds)
         self._context.event(
             EventKind.EVENT_SINK,
             self.name,

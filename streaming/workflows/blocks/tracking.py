@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import time
 from collections import OrderedDict
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 import supervision as sv
@@ -27,6 +28,7 @@ from .base import (
     IMAGE,
     VIDEO_METADATA,
     Block,
+    BlockSettings,
     BuildContext,
     FieldSpec,
     FrameState,
@@ -37,6 +39,16 @@ __all__ = ["ByteTrackerBlock"]
 
 _DEFAULT_FPS = 30.0
 _ALGORITHMS = ("bytetrack", "sort", "ocsort")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ByteTrackerSettings(BlockSettings):
+    track_activation_threshold: float
+    lost_track_buffer: int
+    minimum_matching_threshold: float
+    minimum_consecutive_frames: int
+    instances_cache_size: int
+    tracker: Literal["bytetrack", "sort", "ocsort"]
 
 
 class ByteTrackerBlock(Block):
@@ -64,20 +76,21 @@ class ByteTrackerBlock(Block):
         "instances_cache_size": FieldSpec(default=16384, type="integer", minimum=1),  # v3
         "tracker": FieldSpec(default="bytetrack", choices=_ALGORITHMS),  # ours
     }
+    Settings: ClassVar[type[BlockSettings]] = ByteTrackerSettings
     outputs = {
         "tracked_detections": DETECTIONS,
         "new_instances": DETECTIONS,
         "already_seen_instances": DETECTIONS,
     }
 
-    def __init__(self, name: str, config: dict[str, Any], context: BuildContext) -> None:
+    def __init__(self, name: str, config: ByteTrackerSettings, context: BuildContext) -> None:
         super().__init__(name, config, context)
-        self._activation = config["track_activation_threshold"]
-        self._matching = config["minimum_matching_threshold"]
-        self._lost_buffer = config["lost_track_buffer"]
-        self._consecutive = config["minimum_consecutive_frames"]
-        self._cache_size = config["instances_cache_size"]
-        self._algorithm = config["tracker"]
+        self._activation = config.track_activation_threshold
+        self._matching = config.minimum_matching_threshold
+        self._lost_buffer = config.lost_track_buffer
+        self._consecutive = config.minimum_consecutive_frames
+        self._cache_size = config.instances_cache_size
+        self._algorithm = config.tracker
         self._tracker: ByteTrackTracker | SORTTracker | OCSORTTracker | None = None
         self._seen: OrderedDict[int, None] = OrderedDict()
         self._restarts = 0
@@ -92,7 +105,7 @@ class ByteTrackerBlock(Block):
         # The stream's frame rate, known from its first frame.
         common: dict[str, Any] = {
             "lost_track_buffer": self._lost_buffer,
-            "frame_rate": float(frame.video.get("fps") or _DEFAULT_FPS),
+            "frame_rate": frame.facts.fps or _DEFAULT_FPS,
             "minimum_consecutive_frames": self._consecutive,
             "minimum_iou_threshold": 1.0 - self._matching,
         }
@@ -112,7 +125,7 @@ class ByteTrackerBlock(Block):
     def run(self, inputs: dict[str, Any], frame: FrameState) -> dict[str, Any]:
         started = time.perf_counter()
         detections: sv.Detections = inputs["detections"]
-        restarts = frame.video.get("stream_restarts") or 0
+        restarts = frame.facts.stream_restarts
         if restarts != self._restarts:  # the camera reconnected: its old tracks are stale
             self._restarts, self._tracker, self._id_offset = restarts, None, self._max_id + 1
         tracked = self._tracker_for(frame).update(detections)

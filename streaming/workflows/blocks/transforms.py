@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import time
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar, Literal
 
 import cv2
 
 from ...errors import WorkflowCompilationError
-from .base import IMAGE, Block, BuildContext, FieldSpec, FrameState, WorkflowImage
+from .base import IMAGE, Block, BlockSettings, BuildContext, FieldSpec, FrameState, WorkflowImage
 
 __all__ = ["ImageBlurBlock"]
 
@@ -20,6 +21,12 @@ _BLURS = {
 }
 
 
+@dataclass(frozen=True, kw_only=True)
+class ImageBlurSettings(BlockSettings):
+    blur_type: Literal["average", "gaussian", "median", "bilateral"]
+    kernel_size: int
+
+
 class ImageBlurBlock(Block):
     """The reference's blur block: ``blur_type`` average | gaussian | median | bilateral."""
 
@@ -29,11 +36,12 @@ class ImageBlurBlock(Block):
         "blur_type": FieldSpec(default="gaussian", choices=tuple(_BLURS)),
         "kernel_size": FieldSpec(default=5, type="integer", minimum=1),
     }
+    Settings: ClassVar[type[BlockSettings]] = ImageBlurSettings
     outputs = {"image": IMAGE}
 
-    def __init__(self, name: str, config: dict[str, Any], context: BuildContext) -> None:
+    def __init__(self, name: str, config: ImageBlurSettings, context: BuildContext) -> None:
         super().__init__(name, config, context)
-        blur_type, size = config["blur_type"], config["kernel_size"]
+        blur_type, size = config.blur_type, config.kernel_size
         # Gaussian and median kernels must be odd (a rule a range cannot say).
         if size % 2 == 0:
             raise WorkflowCompilationError(

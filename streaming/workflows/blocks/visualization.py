@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 import time
-from typing import Any, ClassVar
+from dataclasses import dataclass
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 import supervision as sv
 
-from .analytics import TrackMemory, frame_seconds
+from .analytics import TrackMemory
 from .base import (
     DETECTION_KINDS,
     IMAGE,
     VIDEO_METADATA,
     Block,
+    BlockSettings,
     BuildContext,
     FieldSpec,
     FrameState,
@@ -34,6 +36,11 @@ __all__ = [
 ]
 
 
+@dataclass(frozen=True, kw_only=True)
+class AnnotatorSettings(BlockSettings):
+    copy_image: bool
+
+
 class AnnotatorBlock(Block):
     """Image and detections in, the image with supervision's drawing on a copy out."""
 
@@ -42,11 +49,12 @@ class AnnotatorBlock(Block):
         "predictions": FieldSpec(DETECTION_KINDS, per_frame=True),
         "copy_image": FieldSpec(default=True, type="boolean"),
     }
+    Settings: ClassVar[type[BlockSettings]] = AnnotatorSettings
     outputs = {"image": IMAGE}
 
-    def __init__(self, name: str, config: dict[str, Any], context: BuildContext) -> None:
+    def __init__(self, name: str, config: AnnotatorSettings, context: BuildContext) -> None:
         super().__init__(name, config, context)
-        self.copy_image = bool(config["copy_image"])
+        self.copy_image = bool(config.copy_image)
 
     def draw(self, scene: Any, detections: sv.Detections) -> Any:
         raise NotImplementedError
@@ -61,6 +69,11 @@ class AnnotatorBlock(Block):
         return {"image": WorkflowImage(scene, image.parent_id)}
 
 
+@dataclass(frozen=True, kw_only=True)
+class BoundingBoxVisualizationSettings(AnnotatorSettings):
+    thickness: int
+
+
 class BoundingBoxVisualizationBlock(AnnotatorBlock):
     """Draws the predictions' boxes on the image (supervision's BoxAnnotator)."""
 
@@ -69,10 +82,13 @@ class BoundingBoxVisualizationBlock(AnnotatorBlock):
         "BoundingBoxVisualization",
     )
     fields = {**AnnotatorBlock.fields, "thickness": FieldSpec(default=2, type="integer", minimum=1)}
+    Settings: ClassVar[type[BlockSettings]] = BoundingBoxVisualizationSettings
 
-    def __init__(self, name: str, config: dict[str, Any], context: BuildContext) -> None:
+    def __init__(
+        self, name: str, config: BoundingBoxVisualizationSettings, context: BuildContext
+    ) -> None:
         super().__init__(name, config, context)
-        self.annotator = sv.BoxAnnotator(thickness=config["thickness"])
+        self.annotator = sv.BoxAnnotator(thickness=config.thickness)
 
     def draw(self, scene: Any, detections: sv.Detections) -> Any:
         return self.annotator.annotate(scene, detections)
@@ -91,6 +107,28 @@ _TEXT = {
 }
 
 
+@dataclass(frozen=True, kw_only=True)
+class LabelVisualizationSettings(AnnotatorSettings):
+    text: Literal[
+        "Class", "Confidence", "Class and Confidence", "Tracker Id", "Time In Zone", "Index", "Area"
+    ]
+    text_position: Literal[
+        "CENTER",
+        "CENTER_LEFT",
+        "CENTER_RIGHT",
+        "TOP_CENTER",
+        "TOP_LEFT",
+        "TOP_RIGHT",
+        "BOTTOM_LEFT",
+        "BOTTOM_CENTER",
+        "BOTTOM_RIGHT",
+        "CENTER_OF_MASS",
+    ]
+    text_scale: float
+    text_thickness: int
+    text_padding: int
+
+
 class LabelVisualizationBlock(AnnotatorBlock):
     """Draws the predictions' labels on the image (supervision's LabelAnnotator)."""
 
@@ -106,20 +144,28 @@ class LabelVisualizationBlock(AnnotatorBlock):
         "text_thickness": FieldSpec(default=1, type="integer", minimum=1),
         "text_padding": FieldSpec(default=10, type="integer", minimum=0),
     }
+    Settings: ClassVar[type[BlockSettings]] = LabelVisualizationSettings
 
-    def __init__(self, name: str, config: dict[str, Any], context: BuildContext) -> None:
+    def __init__(
+        self, name: str, config: LabelVisualizationSettings, context: BuildContext
+    ) -> None:
         super().__init__(name, config, context)
-        self.label = _TEXT[config["text"]]
+        self.label = _TEXT[config.text]
         self.annotator = sv.LabelAnnotator(
-            text_position=sv.Position[config["text_position"]],
-            text_scale=config["text_scale"],
-            text_thickness=config["text_thickness"],
-            text_padding=config["text_padding"],
+            text_position=sv.Position[config.text_position],
+            text_scale=config.text_scale,
+            text_thickness=config.text_thickness,
+            text_padding=config.text_padding,
         )
 
     def draw(self, scene: Any, detections: sv.Detections) -> Any:
         labels = [self.label(detections, i) for i in range(len(detections))]
         return self.annotator.annotate(scene, detections, labels=labels)
+
+
+@dataclass(frozen=True, kw_only=True)
+class LabelVisualizationV2Settings(LabelVisualizationSettings):
+    text_size_mode: Literal["Manual", "Automatic"]
 
 
 class LabelVisualizationBlockV2(LabelVisualizationBlock):
@@ -131,11 +177,14 @@ class LabelVisualizationBlockV2(LabelVisualizationBlock):
         **LabelVisualizationBlock.fields,
         "text_size_mode": FieldSpec(default="Manual", choices=("Manual", "Automatic")),
     }
+    Settings: ClassVar[type[BlockSettings]] = LabelVisualizationV2Settings
 
-    def __init__(self, name: str, config: dict[str, Any], context: BuildContext) -> None:
+    def __init__(
+        self, name: str, config: LabelVisualizationV2Settings, context: BuildContext
+    ) -> None:
         super().__init__(name, config, context)
-        self._automatic = config["text_size_mode"] == "Automatic"
-        self._manual_scale = config["text_scale"]
+        self._automatic = config.text_size_mode == "Automatic"
+        self._manual_scale = config.text_scale
 
     def draw(self, scene: Any, detections: sv.Detections) -> Any:
         if self._automatic:
@@ -157,6 +206,12 @@ def _padded(detections: sv.Detections, padding: int, shape: tuple[int, ...]) -> 
     return grown
 
 
+@dataclass(frozen=True, kw_only=True)
+class BlurVisualizationSettings(AnnotatorSettings):
+    kernel_size: int
+    padding: int
+
+
 class BlurVisualizationBlock(AnnotatorBlock):
     """Blurs inside each prediction's box, grown by ``padding`` (privacy: blur people)."""
 
@@ -169,14 +224,20 @@ class BlurVisualizationBlock(AnnotatorBlock):
         "kernel_size": FieldSpec(default=15, type="integer", minimum=1),
         "padding": FieldSpec(default=0, type="integer", minimum=0),
     }
+    Settings: ClassVar[type[BlockSettings]] = BlurVisualizationSettings
 
-    def __init__(self, name: str, config: dict[str, Any], context: BuildContext) -> None:
+    def __init__(self, name: str, config: BlurVisualizationSettings, context: BuildContext) -> None:
         super().__init__(name, config, context)
-        self.annotator = sv.BlurAnnotator(kernel_size=config["kernel_size"])
-        self.padding = config["padding"]
+        self.annotator = sv.BlurAnnotator(kernel_size=config.kernel_size)
+        self.padding = config.padding
 
     def draw(self, scene: Any, detections: sv.Detections) -> Any:
         return self.annotator.annotate(scene, _padded(detections, self.padding, scene.shape))
+
+
+@dataclass(frozen=True, kw_only=True)
+class PixelateVisualizationSettings(AnnotatorSettings):
+    pixel_size: int
 
 
 class PixelateVisualizationBlock(AnnotatorBlock):
@@ -190,13 +251,23 @@ class PixelateVisualizationBlock(AnnotatorBlock):
         **AnnotatorBlock.fields,
         "pixel_size": FieldSpec(default=20, type="integer", minimum=1),
     }
+    Settings: ClassVar[type[BlockSettings]] = PixelateVisualizationSettings
 
-    def __init__(self, name: str, config: dict[str, Any], context: BuildContext) -> None:
+    def __init__(
+        self, name: str, config: PixelateVisualizationSettings, context: BuildContext
+    ) -> None:
         super().__init__(name, config, context)
-        self.annotator = sv.PixelateAnnotator(pixel_size=config["pixel_size"])
+        self.annotator = sv.PixelateAnnotator(pixel_size=config.pixel_size)
 
     def draw(self, scene: Any, detections: sv.Detections) -> Any:
         return self.annotator.annotate(scene, detections)
+
+
+@dataclass(frozen=True, kw_only=True)
+class DotVisualizationSettings(AnnotatorSettings):
+    position: Any
+    radius: int
+    outline_thickness: int
 
 
 class DotVisualizationBlock(AnnotatorBlock):
@@ -209,17 +280,30 @@ class DotVisualizationBlock(AnnotatorBlock):
         "radius": FieldSpec(default=4, type="integer", minimum=1),
         "outline_thickness": FieldSpec(default=0, type="integer", minimum=0),
     }
+    Settings: ClassVar[type[BlockSettings]] = DotVisualizationSettings
 
-    def __init__(self, name: str, config: dict[str, Any], context: BuildContext) -> None:
+    def __init__(self, name: str, config: DotVisualizationSettings, context: BuildContext) -> None:
         super().__init__(name, config, context)
         self.annotator = sv.DotAnnotator(
-            radius=config["radius"],
-            position=anchor(name, "position", config["position"]),
-            outline_thickness=config["outline_thickness"],
+            radius=config.radius,
+            position=anchor(name, "position", config.position),
+            outline_thickness=config.outline_thickness,
         )
 
     def draw(self, scene: Any, detections: sv.Detections) -> Any:
         return self.annotator.annotate(scene, detections)
+
+
+@dataclass(frozen=True, kw_only=True)
+class HeatmapVisualizationSettings(AnnotatorSettings):
+    position: Any
+    opacity: float
+    radius: int
+    kernel_size: int
+    top_hue: int
+    low_hue: int
+    ignore_stationary: bool
+    motion_threshold: float
 
 
 class HeatmapVisualizationBlock(AnnotatorBlock):
@@ -244,25 +328,28 @@ class HeatmapVisualizationBlock(AnnotatorBlock):
         "ignore_stationary": FieldSpec(default=True, type="boolean"),
         "motion_threshold": FieldSpec(default=25, type="number", minimum=0),
     }
+    Settings: ClassVar[type[BlockSettings]] = HeatmapVisualizationSettings
 
-    def __init__(self, name: str, config: dict[str, Any], context: BuildContext) -> None:
+    def __init__(
+        self, name: str, config: HeatmapVisualizationSettings, context: BuildContext
+    ) -> None:
         super().__init__(name, config, context)
-        self.position = anchor(name, "position", config["position"])
+        self.position = anchor(name, "position", config.position)
         self.annotator = sv.HeatMapAnnotator(
             position=self.position,
-            opacity=config["opacity"],
-            radius=config["radius"],
-            kernel_size=config["kernel_size"],
-            top_hue=config["top_hue"],
-            low_hue=config["low_hue"],
+            opacity=config.opacity,
+            radius=config.radius,
+            kernel_size=config.kernel_size,
+            top_hue=config.top_hue,
+            low_hue=config.low_hue,
         )
-        self.ignore_stationary = config["ignore_stationary"]
-        self.motion_threshold = config["motion_threshold"]
+        self.ignore_stationary = config.ignore_stationary
+        self.motion_threshold = config.motion_threshold
         self._moved_from: TrackMemory[np.ndarray] = TrackMemory()
         self._now = 0.0
 
     def run(self, inputs: dict[str, Any], frame: FrameState) -> dict[str, Any]:
-        self._now = frame_seconds(frame.video)
+        self._now = frame.facts.seconds
         return super().run(inputs, frame)
 
     def draw(self, scene: Any, detections: sv.Detections) -> Any:

@@ -5,7 +5,8 @@ tracked object's recent path, supervision's ``TraceAnnotator``, one per stream).
 from __future__ import annotations
 
 import time
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import cv2
 import numpy as np
@@ -15,6 +16,7 @@ from .base import (
     DETECTION_KINDS,
     IMAGE,
     Block,
+    BlockSettings,
     BuildContext,
     FieldSpec,
     FrameState,
@@ -31,6 +33,11 @@ __all__ = [
 _ZONE_GREEN = "#5bb573"  # the reference's default for both zone blocks
 
 
+@dataclass(frozen=True, kw_only=True)
+class _DrawingSettings(BlockSettings):
+    copy_image: Any
+
+
 class _DrawingBlock(Block):
     """Image in, image out: a copy unless ``copy_image`` is false."""
 
@@ -38,11 +45,12 @@ class _DrawingBlock(Block):
         "image": FieldSpec((IMAGE,), per_frame=True),
         "copy_image": FieldSpec(default=True),
     }
+    Settings: ClassVar[type[BlockSettings]] = _DrawingSettings
     outputs = {"image": IMAGE}
 
-    def __init__(self, name: str, config: dict[str, Any], context: BuildContext) -> None:
+    def __init__(self, name: str, config: _DrawingSettings, context: BuildContext) -> None:
         super().__init__(name, config, context)
-        self._copy = bool(config["copy_image"])
+        self._copy = bool(config.copy_image)
 
     def draw(self, scene: np.ndarray, inputs: dict[str, Any]) -> np.ndarray:
         raise NotImplementedError
@@ -53,6 +61,16 @@ class _DrawingBlock(Block):
         scene = self.draw(image.numpy.copy() if self._copy else image.numpy, inputs)
         frame.add_time("annotate", started)
         return {"image": WorkflowImage(scene, image.parent_id)}
+
+
+@dataclass(frozen=True, kw_only=True)
+class LineCounterVisualizationSettings(_DrawingSettings):
+    zone: Any
+    color: Any
+    thickness: int
+    text_thickness: int
+    text_scale: float
+    opacity: float
 
 
 class LineCounterVisualizationBlock(_DrawingBlock):
@@ -71,17 +89,20 @@ class LineCounterVisualizationBlock(_DrawingBlock):
         "count_in": FieldSpec(("integer",), default=None, per_frame=True),
         "count_out": FieldSpec(("integer",), default=None, per_frame=True),
     }
+    Settings: ClassVar[type[BlockSettings]] = LineCounterVisualizationSettings
 
-    def __init__(self, name: str, config: dict[str, Any], context: BuildContext) -> None:
+    def __init__(
+        self, name: str, config: LineCounterVisualizationSettings, context: BuildContext
+    ) -> None:
         super().__init__(name, config, context)
-        start, end = points(name, "zone", config["zone"], count=2)
+        start, end = points(name, "zone", config.zone, count=2)
         self._line = (int(start[0]), int(start[1]), int(end[0]), int(end[1]))
         self._start = sv.Point(self._line[0], self._line[1])
-        self._color = color(name, "color", config["color"])
-        self._thickness = config["thickness"]
-        self._text_thickness = config["text_thickness"]
-        self._text_scale = config["text_scale"]
-        self._opacity = config["opacity"]
+        self._color = color(name, "color", config.color)
+        self._thickness = config.thickness
+        self._text_thickness = config.text_thickness
+        self._text_scale = config.text_scale
+        self._opacity = config.opacity
 
     def draw(self, scene: np.ndarray, inputs: dict[str, Any]) -> np.ndarray:
         # Blended at ``opacity`` within the line's bounding box only: a whole-frame blend
@@ -109,6 +130,13 @@ class LineCounterVisualizationBlock(_DrawingBlock):
         )
 
 
+@dataclass(frozen=True, kw_only=True)
+class PolygonZoneVisualizationSettings(_DrawingSettings):
+    zone: Any
+    color: Any
+    opacity: float
+
+
 class PolygonZoneVisualizationBlock(_DrawingBlock):
     """The zone (or each of several), filled at ``opacity``."""
 
@@ -119,19 +147,27 @@ class PolygonZoneVisualizationBlock(_DrawingBlock):
         "color": FieldSpec(default=_ZONE_GREEN),
         "opacity": FieldSpec(default=0.3, type="number", minimum=0.0, maximum=1.0),
     }
+    Settings: ClassVar[type[BlockSettings]] = PolygonZoneVisualizationSettings
 
-    def __init__(self, name: str, config: dict[str, Any], context: BuildContext) -> None:
+    def __init__(
+        self, name: str, config: PolygonZoneVisualizationSettings, context: BuildContext
+    ) -> None:
         super().__init__(name, config, context)
-        self._polygons = [
-            np.array(p, dtype=np.int64) for p in polygons(name, "zone", config["zone"])
-        ]
-        self._color = color(name, "color", config["color"])
-        self._opacity = config["opacity"]
+        self._polygons = [np.array(p, dtype=np.int64) for p in polygons(name, "zone", config.zone)]
+        self._color = color(name, "color", config.color)
+        self._opacity = config.opacity
 
     def draw(self, scene: np.ndarray, inputs: dict[str, Any]) -> np.ndarray:
         for polygon in self._polygons:
             scene = sv.draw_filled_polygon(scene, polygon, self._color, self._opacity)
         return scene
+
+
+@dataclass(frozen=True, kw_only=True)
+class TraceVisualizationSettings(_DrawingSettings):
+    position: Any
+    trace_length: int
+    thickness: int
 
 
 class TraceVisualizationBlock(_DrawingBlock):
@@ -145,13 +181,16 @@ class TraceVisualizationBlock(_DrawingBlock):
         "trace_length": FieldSpec(default=30, type="integer", minimum=1),
         "thickness": FieldSpec(default=1, type="integer", minimum=1),
     }
+    Settings: ClassVar[type[BlockSettings]] = TraceVisualizationSettings
 
-    def __init__(self, name: str, config: dict[str, Any], context: BuildContext) -> None:
+    def __init__(
+        self, name: str, config: TraceVisualizationSettings, context: BuildContext
+    ) -> None:
         super().__init__(name, config, context)
         self._annotator = sv.TraceAnnotator(
-            position=anchor(name, "position", config["position"]),
-            trace_length=config["trace_length"],
-            thickness=config["thickness"],
+            position=anchor(name, "position", config.position),
+            trace_length=config.trace_length,
+            thickness=config.thickness,
             color_lookup=sv.ColorLookup.TRACK,
         )
 

@@ -1,0 +1,61 @@
+"""Blocks are written against typed settings: one attribute per field that is not per frame,
+checked when the class is defined, built by the compiler from the checked values."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from streaming.workflows.blocks import BLOCKS
+from streaming.workflows.blocks.base import (
+    Block,
+    BlockSettings,
+    FieldSpec,
+    FlowControlBlock,
+    FrameState,
+    Verdict,
+)
+from streaming.workflows.blocks.tracking import ByteTrackerBlock, ByteTrackerSettings
+from tests.support.blocks import build
+
+
+def test_every_block_s_settings_name_its_fields_that_are_not_per_frame() -> None:
+    for type_id, cls in BLOCKS.items():
+        literal = {name for name, spec in cls.fields.items() if not spec.per_frame}
+        assert cls.Settings.names() == literal, type_id
+
+
+def test_settings_that_do_not_match_the_fields_are_refused_when_the_block_is_defined() -> None:
+    @dataclass(frozen=True, kw_only=True)
+    class Mismatched(BlockSettings):
+        threshold: float
+
+    with pytest.raises(TypeError, match=r"one attribute per field.*\['limit', 'threshold'\]"):
+
+        class _Broken(Block):  # pyright: ignore[reportUnusedClass]
+            type_ids = ("test/broken@v1",)
+            fields = {"limit": FieldSpec(default=1, type="integer")}
+            Settings = Mismatched
+            outputs: dict[str, str] = {}
+
+            def run(self, inputs: dict[str, Any], frame: FrameState) -> dict[str, Any]:
+                return {}
+
+
+def test_a_block_gets_its_settings_typed() -> None:
+    defaults = {k: s.default for k, s in ByteTrackerBlock.fields.items() if not s.per_frame}
+    settings = ByteTrackerBlock.settings(defaults)
+    assert isinstance(settings, ByteTrackerSettings)
+    assert settings.track_activation_threshold == 0.25 and settings.tracker == "bytetrack"
+    # As the compiler makes it: an integer where a number is wanted is checked to a float.
+    assert build(ByteTrackerBlock, track_activation_threshold=1, tracker="sort") is not None
+
+
+def test_flow_control_is_a_verdict_not_an_output() -> None:
+    flow = [cls for cls in set(BLOCKS.values()) if issubclass(cls, FlowControlBlock)]
+    assert {cls.__name__ for cls in flow} == {"ContinueIfBlock", "DeltaFilterBlock",
+                                              "RateLimiterBlock"}  # fmt: skip
+    assert all(cls.outputs == {} for cls in flow)
+    assert Verdict.of(True) is Verdict.RUN and Verdict.of(False) is Verdict.SKIP
