@@ -1,8 +1,9 @@
 """The Ray deployment: ``visionstream serve --ray ADDRESS`` on a real Ray cluster on this
 machine, every node on 127.0.0.1: the head and a worker with one CPU each (one media replica
-on each), and a worker without CPUs that, like the first worker, offers the ``pipelines``
-resource pipeline actors ask for here (so a pipeline never runs on the head, which a test
-cannot remove). The unmodified inference-sdk program is the client."""
+on each), and two workers without CPUs that offer the ``pipelines`` resource pipeline actors
+ask for here: a pipeline never runs where a replica does, so the test that removes a
+pipeline's node leaves both replicas, and puts a node like it back, for the tests after it
+in any order. The unmodified inference-sdk program is the client."""
 
 from __future__ import annotations
 
@@ -39,10 +40,13 @@ WAIT_S = 60
 FPS = 15
 
 
+PIPELINES_NODE = {"num_cpus": 0, "resources": {"pipelines": 1}}
+"""A node for pipeline actors alone (no CPU: no media replica lands there)."""
+
+
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[Cluster]:
-    pipelines = {"resources": {"pipelines": 1}}
-    with loopback_cluster(1, {"num_cpus": 1, **pipelines}, {"num_cpus": 0, **pipelines}) as nodes:
+    with loopback_cluster(1, {"num_cpus": 1}, PIPELINES_NODE, PIPELINES_NODE) as nodes:
         yield nodes
 
 
@@ -308,6 +312,9 @@ def test_a_pipeline_runs_on_after_its_node_is_removed(cluster, ray_server, camer
         # told the pipeline is gone (the published SDK raises on that 404).
         poller = PipelinePoller(ray_server.url, pipeline_id)
         cluster.remove_node(victim)
+        # A node like it back: the module's cluster keeps its shape for the tests after this
+        # one (a replacement taking the actor is as good a move as the other node).
+        cluster.add_node(node_ip_address="127.0.0.1", **PIPELINES_NODE)
 
         # Ray restarts the actor on the other node with the pipelines resource; the replica
         # left on the head answers for it.

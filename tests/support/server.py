@@ -241,7 +241,10 @@ class ServerProcess(LoggedProcess):
         closing): a test that counts the server's sessions starts from none."""
 
         def idle() -> bool:
-            health = self.get("/healthz").json()
+            answer = self.get("/healthz")
+            if answer.status_code != 200:  # a Ray replica being replaced: Serve's 5xx
+                return False
+            health = answer.json()
             workers = health.get("workers") or []
             return (health["sessions"] == 0 and health.get("publishers", 0) == 0
                     and all(w.get("sessions", 0) == 0 for w in workers))  # fmt: skip
@@ -274,8 +277,10 @@ class ServerProcess(LoggedProcess):
                 return body
 
     def workers(self) -> list[dict]:
-        """``/healthz``'s workers: a Ray deployment's replicas, or this server alone."""
-        return self.get("/healthz").json()["workers"]
+        """``/healthz``'s workers: a Ray deployment's replicas, or this server alone; none
+        while the answer is an error (as ``pipeline_nodes``)."""
+        answer = self.get("/healthz")
+        return answer.json()["workers"] if answer.status_code == 200 else []
 
     def wait_workers_ready(self, count: int, timeout: float) -> list[dict]:
         def ready() -> list[dict] | None:
