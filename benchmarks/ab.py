@@ -8,8 +8,9 @@ this checkout's clients and harnesses, so only the server differs:
 - ``server_cpu_ms_per_frame``: two detection sessions at 15 fps for 20 s (``concurrency``);
 - ``pipeline_fps``: a monitoring pipeline running the default detector on a GStreamer RTSP
   camera (640x480 H.264 at 30 fps), frames processed a second over 20 s, with its server CPU;
-- ``stream_help_s``: ``visionstream stream --help`` from that checkout, the median of 5 (what
-  the client command costs to start).
+- ``stream_help_s``: ``visionstream stream --help`` from that checkout, the median of 5;
+- ``client_import_s``: ``import streaming.client.command`` from that checkout, the median of
+  5 (what the client command loads before it streams: ``--help`` exits before that).
 
 The earlier commit is checked out in a temporary git worktree (removed at the end). Results:
 ``results/<out>.json``.
@@ -96,14 +97,13 @@ def pipeline_fps(server_root: Path) -> dict[str, float]:
     }
 
 
-def stream_help_s(server_root: Path, runs: int = 5) -> float:
-    """Median seconds of ``python -m streaming.cli stream --help`` run in ``server_root``
-    (``-m`` imports from the working directory first: that checkout's client)."""
+def _start_s(server_root: Path, args: list[str], runs: int = 5) -> float:
+    """Median seconds of ``python ARGS`` run in ``server_root`` (``-m`` and ``-c`` import
+    from the working directory first: that checkout's code)."""
     times = []
     for _ in range(runs):
         started = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "streaming.cli", "stream", "--help"],
-                       cwd=server_root, capture_output=True, check=True)  # fmt: skip
+        subprocess.run([sys.executable, *args], cwd=server_root, capture_output=True, check=True)
         times.append(time.perf_counter() - started)
     return round(statistics.median(times), 3)
 
@@ -126,7 +126,8 @@ def measure(server_root: Path, results: Path) -> dict[str, Any]:
         "server_cpu_percent": two["server_cpu_percent"],
         "server_cpu_ms_per_frame": round(two["server_cpu_percent"] * 10 / max(fps_total, 1e-9), 1),
         **pipeline,
-        "stream_help_s": stream_help_s(server_root),
+        "stream_help_s": _start_s(server_root, ["-m", "streaming.cli", "stream", "--help"]),
+        "client_import_s": _start_s(server_root, ["-c", "import streaming.client.command"]),
     }
 
 
