@@ -236,20 +236,31 @@ class ServerProcess(LoggedProcess):
     def sessions(self) -> int:
         return self.get("/healthz").json()["sessions"]
 
-    def wait_idle(self, timeout: float = 60) -> None:
+    def wait_idle(self, timeout: float = 120) -> None:
         """Until no session or WHIP publisher is open (an earlier test's may still be
-        closing): a test that counts the server's sessions starts from none."""
+        closing): a test that counts the server's sessions starts from none. Generous: on a
+        loaded machine a Ray replica's session may take a while to see its peer go. The
+        timeout names what was still open."""
+        seen: dict[str, object] = {}
 
         def idle() -> bool:
             answer = self.get("/healthz")
             if answer.status_code != 200:  # a Ray replica being replaced: Serve's 5xx
+                seen["healthz"] = answer.status_code
                 return False
             health = answer.json()
             workers = health.get("workers") or []
+            by_worker = {w.get("worker", "?")[:8]: w.get("sessions") for w in workers}
+            seen.clear()
+            seen.update(sessions=health["sessions"], publishers=health.get("publishers", 0),
+                        workers=by_worker)  # fmt: skip
             return (health["sessions"] == 0 and health.get("publishers", 0) == 0
                     and all(w.get("sessions", 0) == 0 for w in workers))  # fmt: skip
 
-        wait_for(idle, timeout, "the server idle (no sessions, no publishers)")
+        try:
+            wait_for(idle, timeout, "the server idle (no sessions, no publishers)")
+        except TimeoutError as exc:
+            raise TimeoutError(f"{exc}; last seen: {seen}") from None
 
     def pipeline_nodes(self) -> dict[str, str | None]:
         """Each pipeline's node (``list``'s placements); empty while the answer is an error
