@@ -260,7 +260,11 @@ class ServerProcess(LoggedProcess):
         try:
             wait_for(idle, timeout, "the server idle (no sessions, no publishers)")
         except TimeoutError as exc:
-            raise TimeoutError(f"{exc}; last seen: {seen}") from None
+            with self._lines:
+                said = [line for line in self.lines if "session" in line or "whip" in line]
+            raise TimeoutError(
+                f"{exc}; last seen: {seen}; its last lines on sessions:\n" + "\n".join(said[-30:])
+            ) from None
 
     def pipeline_nodes(self) -> dict[str, str | None]:
         """Each pipeline's node (``list``'s placements); empty while the answer is an error
