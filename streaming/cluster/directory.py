@@ -8,6 +8,7 @@ import time
 from typing import Any
 
 import ray
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from .names import DIRECTORY, NAMESPACE
 
@@ -48,6 +49,10 @@ class WorkerDirectory:
         self._metrics = {w: m for w, m in self._metrics.items() if w in self._reports}
         return self._reports
 
+    def node(self) -> str:
+        """The node it runs on (for operators, and the test that it stays on the head)."""
+        return str(ray.get_runtime_context().get_node_id())
+
     def workers(self) -> list[dict[str, Any]]:
         return sorted((info for _, info in self._current().values()), key=lambda i: i["worker"])
 
@@ -67,7 +72,28 @@ class WorkerDirectory:
         return {**self._metrics, **{s: m for s, (_, m) in self._actor_metrics.items()}}
 
 
+_HEAD_RESOURCE = "node:__internal_head__"
+"""The resource Ray gives the head node alone (in ``ray.nodes()``' answer)."""
+
+
+def _head_node() -> str | None:
+    for node in ray.nodes():
+        if node.get("Alive") and _HEAD_RESOURCE in node.get("Resources", {}):
+            return str(node["NodeID"])
+    return None
+
+
 def directory() -> Any:
+    """The directory's handle; the first caller creates it. On the head node: Ray places an
+    actor that asks for no resources on a random node (a soft affinity too, measured), and
+    the loss of that node (a pipeline's, say) left every replica's ``/healthz`` answering
+    500 for good. The head's loss is the cluster's. Restarted if its process dies all the
+    same: what it holds is sent again every period."""
+    head = _head_node()
+    placement = {} if head is None else {
+        "scheduling_strategy": NodeAffinitySchedulingStrategy(head, soft=False)
+    }  # fmt: skip
     return WorkerDirectory.options(  # type: ignore[attr-defined]
-        name=DIRECTORY, namespace=NAMESPACE, lifetime="detached", get_if_exists=True
-    ).remote()
+        name=DIRECTORY, namespace=NAMESPACE, lifetime="detached", get_if_exists=True,
+        max_restarts=-1, max_task_retries=-1, **placement,
+    ).remote()  # fmt: skip

@@ -10,6 +10,8 @@ from __future__ import annotations
 import copy
 import os
 import signal
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 
@@ -189,6 +191,30 @@ def test_a_killed_replica_ends_its_own_session_and_no_other(ray_server):
         return len(workers) == 2 and all(w["ready"] and w["sessions"] == 0 for w in workers)
 
     wait_for(replaced, START_S, "two empty, ready replicas")
+
+
+DIRECTORY_PROBE = """
+import sys, ray
+from streaming.cluster.names import DIRECTORY, NAMESPACE
+ray.init(address=sys.argv[1], namespace=NAMESPACE, logging_level="ERROR")
+directory = ray.get_actor(DIRECTORY)
+print(ray.get(directory.node.remote()))
+ray.kill(directory, no_restart=False)
+print(ray.get(directory.node.remote()), flush=True)  # waits for Ray to restart it
+"""
+
+
+def test_the_worker_directory_stays_on_the_head_and_comes_back_when_killed(cluster, ray_server):
+    """The replicas' directory (behind ``/healthz`` and ``/metrics``) lives on the head:
+    Ray put it on a random node, and the loss of that node left ``/healthz`` answering 500
+    for good (a shuffled loaded run, seed 27004). Killed, it is restarted there and the
+    replicas fill it again."""
+    probe = subprocess.run([sys.executable, "-c", DIRECTORY_PROBE, cluster.address],
+                           capture_output=True, text=True, timeout=START_S)  # fmt: skip
+    assert probe.returncode == 0, probe.stderr
+    head = cluster.head_node.node_id
+    assert probe.stdout.split()[-2:] == [head, head], probe.stdout
+    wait_for(lambda: len(ray_server.workers()) == 2, START_S, "both replicas in the directory")
 
 
 def test_the_browser_page_streams_through_the_serve_front(ray_server, photos, tmp_path):
