@@ -1,26 +1,26 @@
 """Compile a workflow once per session into an ordered plan; run the plan per frame.
 
-Compilation resolves every selector, fills parameters (``WorkflowParameter`` defaults and
-``workflows_parameters``) in as constants, loads models, orders steps by their dependencies
-and fails with a message that names the offending step, selector, block type or model.
+Compilation (``binding.py``) resolves every selector, fills parameters
+(``WorkflowParameter`` defaults and ``workflows_parameters``) in as constants, orders steps
+by their dependencies, works out each step's dimension (``dimensions.py``: once per frame, or
+once per crop of a step that made crops) and loads models; it fails with a message that
+names the offending step, selector, block type or model. Running a step runs it on every
+element at its dimension (``batches.py``), all of a frame's at once (``Block.run_batch``).
 """
 
 from __future__ import annotations
 
-import graphlib
-import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from ..errors import WorkflowCompilationError
-from .blocks import BLOCKS, get_block
+from .batches import MASKED, at, elements, shape, unmasked
+from .binding import Compiler, Const, Entries, Ref, Source, plan_dims
+from .blocks import get_block
 from .blocks.base import (
-    ANY,
     IMAGE,
-    REQUIRED,
-    VIDEO_METADATA,
     Block,
     BuildContext,
     FlowControlBlock,
@@ -28,53 +28,61 @@ from .blocks.base import (
     Verdict,
     WorkflowImage,
 )
-from .spec import (
-    IMAGE_INPUT_TYPES,
-    PARAMETER_INPUT_TYPES,
-    VIDEO_METADATA_INPUT_TYPES,
-    Selector,
-    StepSpec,
-    WorkflowSpec,
-    parse_selector,
-)
+from .dimensions import StepDims
+from .spec import WorkflowSpec, parse_selector
 
 __all__ = ["CompiledWorkflow", "compile_workflow", "workflow_urls"]
-
-_DICT = "dict"
-
-
-@dataclass(frozen=True)
-class _Ref:
-    """A per-frame value: the frame image, video metadata, or a step output (``*`` = all)."""
-
-    step: str | None
-    name: str
-
-
-@dataclass(frozen=True)
-class _Const:
-    value: Any
-
-
-@dataclass(frozen=True)
-class _Entries:
-    """An object field whose entries are each resolved per frame (``FieldSpec.entries``)."""
-
-    entries: dict[str, _Ref | _Const]
-
-
-_Source = _Ref | _Const | _Entries
-
-_STEP_NAME = re.compile(r"^\$steps\.([A-Za-z0-9_-]+)$")
 
 
 @dataclass
 class _PlannedStep:
     block: Block
-    bindings: dict[str, _Source]
-    depends: set[str]
-    gates: list[str]
-    """The steps this one may skip (a flow-control block's ``next_steps``)."""
+    bindings: dict[str, Source]
+    dims: StepDims
+    output_names: list[str]
+    gated_by: list[tuple[str, int]]
+    """The flow-control steps that decide whether it runs, each with its dimension."""
+    shape: Ref | None
+    """A value whose nesting is that of the elements it runs on (None: once per frame)."""
+
+
+@dataclass
+class _FrameRun:
+    """One frame's values while the plan runs: each output at its dimension (nested lists
+    below the frame's), where each step ran, and each flow-control step's verdicts."""
+
+    levels: dict[str | None, int]
+    values: dict[tuple[str | None, str], Any] = field(default_factory=dict)
+    ran: dict[str, Any] = field(default_factory=dict)
+    verdicts: dict[str, Any] = field(default_factory=dict)
+    produced: dict[str, list[str]] = field(default_factory=dict)
+
+    def whole(self, source: Source) -> Any:
+        """A value with all its elements (nested lists for a value below the frame's)."""
+        if isinstance(source, Const):
+            return source.value
+        if isinstance(source, Entries):
+            return {key: self.whole(entry) for key, entry in source.entries.items()}
+        return self.at(source, ())
+
+    def at(self, source: Source, index: tuple[int, ...]) -> Any:
+        """The value at one element (``index`` into the nesting); a value above it is the
+        element's ancestor's (the frame's image for a crop), one below it the list of the
+        element's children. ``MASKED`` where what it comes from did not run."""
+        if isinstance(source, Const):
+            return source.value
+        if isinstance(source, Entries):
+            entries = {key: self.at(entry, index) for key, entry in source.entries.items()}
+            return MASKED if any(v is MASKED for v in entries.values()) else entries
+        depth = self.levels[source.step] - 1
+        if source.step is None or source.name != "*":
+            return at(self.values[(source.step, source.name)], index, depth)
+        if not index and depth > 0:  # the whole of a step below the frame: every output
+            return {k: unmasked(self.values[(source.step, k)]) for k in self.produced[source.step]}
+        if at(self.ran[source.step], index, depth) is not True:
+            return MASKED
+        return {k: at(self.values[(source.step, k)], index, depth)
+                for k in self.produced[source.step]}  # fmt: skip
 
 
 class CompiledWorkflow:
@@ -83,17 +91,22 @@ class CompiledWorkflow:
     def __init__(
         self,
         steps: list[_PlannedStep],
-        outputs: dict[str, _Source],
+        outputs: dict[str, Source],
         output_kinds: dict[str, str],
+        output_levels: dict[str, int],
         image_input: str,
         video_metadata_input: str,
     ) -> None:
         self._steps = steps
         self._outputs = outputs
         self.output_kinds = output_kinds
+        self.output_levels = output_levels
+        """Each output's dimension: 1 one value per frame, 2 a list (one per crop), ..."""
         self._image_input = image_input
         self._video_metadata_input = video_metadata_input
         self._observers = [s.block for s in steps if s.block.observes_frames]
+        self._levels: dict[str | None, int] = {None: 1}
+        self._levels.update({s.block.name: s.dims.output.level for s in steps})
 
     def close(self) -> None:
         """The stream is over: every block releases what it holds. Idempotent."""
@@ -105,49 +118,110 @@ class CompiledWorkflow:
         return list(self._outputs)
 
     def image_outputs(self) -> list[str]:
-        return [name for name, kind in self.output_kinds.items() if kind == IMAGE]
+        """The outputs that are one image per frame (what can be shown as video)."""
+        return [
+            name
+            for name, kind in self.output_kinds.items()
+            if kind == IMAGE and self.output_levels[name] == 1
+        ]
 
     def run(
         self, image: np.ndarray, video_metadata: dict[str, Any], frame: FrameState
     ) -> dict[str, Any]:
         frame.video = video_metadata
-        values: dict[tuple[str | None, str], Any] = {
-            (None, self._image_input): WorkflowImage(image, self._image_input),
-            (None, self._video_metadata_input): video_metadata,
-        }
-        step_outputs: dict[str, dict[str, Any]] = {}
-        skipped: set[str] = set()
+        state = _FrameRun(self._levels)
+        state.values[(None, self._image_input)] = WorkflowImage(image, self._image_input)
+        state.values[(None, self._video_metadata_input)] = video_metadata
         for block in self._observers:
             block.observe(image, frame)
-
-        def resolve(source: _Source) -> Any:
-            if isinstance(source, _Const):
-                return source.value
-            if isinstance(source, _Entries):
-                return {key: resolve(entry) for key, entry in source.entries.items()}
-            if source.step in skipped:
-                return None
-            if source.step is not None and source.name == "*":
-                return dict(step_outputs[source.step])
-            return values[(source.step, source.name)]
-
         for planned in self._steps:
-            name = planned.block.name
-            if name in skipped or planned.depends & skipped:
-                skipped.add(name)  # and, through depends, whatever reads it
-                continue
-            inputs = {field: resolve(src) for field, src in planned.bindings.items()}
-            block = planned.block
-            if isinstance(block, FlowControlBlock):
-                produced: dict[str, Any] = {}
-                if block.decide(inputs, frame) is Verdict.SKIP:
-                    skipped.update(planned.gates)
-            else:
-                produced = block.run(inputs, frame)
-            step_outputs[name] = produced
-            for output, value in produced.items():
-                values[(name, output)] = value
-        return {name: resolve(src) for name, src in self._outputs.items()}
+            _run_step(planned, state, frame)
+        return {name: unmasked(state.whole(src)) for name, src in self._outputs.items()}
+
+
+def _run_step(planned: _PlannedStep, state: _FrameRun, frame: FrameState) -> None:
+    """Runs a step on every element of its dimension in this frame, at once."""
+    name, block = planned.block.name, planned.block
+    depth = planned.dims.level - 1
+    if depth == 0:  # once per frame, as most steps run: no elements to walk
+        _run_once(planned, state, frame)
+        return
+    structure = state.whole(planned.shape) if planned.shape is not None else None
+    positions: list[tuple[int, ...]] = []
+    batch: list[dict[str, Any]] = []
+    for index in elements(structure, depth):
+        inputs = _inputs_at(planned, state, index)
+        if inputs is not None:
+            positions.append(index)
+            batch.append(inputs)
+    if isinstance(block, FlowControlBlock):
+        verdicts = {i: block.decide(inputs, frame) is Verdict.RUN
+                    for i, inputs in zip(positions, batch, strict=True)}  # fmt: skip
+        state.verdicts[name] = shape(structure, depth, lambda i: verdicts.get(i, MASKED))
+        state.ran[name] = shape(structure, depth, lambda i: True if i in verdicts else MASKED)
+        state.produced[name] = []
+        return
+    results = dict(zip(positions, block.run_batch(batch, frame) if batch else [], strict=True))
+    state.ran[name] = shape(structure, depth, lambda i: True if i in results else MASKED)
+    produced = list(planned.output_names)
+    for result in results.values():
+        produced.extend(k for k in result if k not in produced)
+    state.produced[name] = produced
+    for output in produced:
+        state.values[(name, output)] = shape(structure, depth, _picker(results, output))
+
+
+def _run_once(planned: _PlannedStep, state: _FrameRun, frame: FrameState) -> None:
+    name, block = planned.block.name, planned.block
+    inputs = _inputs_at(planned, state, ())
+    if isinstance(block, FlowControlBlock):
+        verdict = MASKED if inputs is None else block.decide(inputs, frame) is Verdict.RUN
+        state.verdicts[name] = verdict
+        state.ran[name] = True if inputs is not None else MASKED
+        state.produced[name] = []
+        return
+    result = block.run(inputs, frame) if inputs is not None else {}
+    state.ran[name] = True if inputs is not None else MASKED
+    produced = list(planned.output_names)
+    produced.extend(k for k in result if k not in produced)
+    state.produced[name] = produced
+    for output in produced:
+        state.values[(name, output)] = result.get(output) if inputs is not None else MASKED
+
+
+def _picker(results: dict[tuple[int, ...], dict[str, Any]], output: str) -> Any:
+    return lambda i: results[i].get(output) if i in results else MASKED
+
+
+def _inputs_at(
+    planned: _PlannedStep, state: _FrameRun, index: tuple[int, ...]
+) -> dict[str, Any] | None:
+    """The step's inputs at one element; None when it does not run there (flow control
+    stopped it, or an input is missing and the block does not take missing inputs)."""
+    level = planned.dims.level
+    child_gates = []
+    for gate, gate_level in planned.gated_by:
+        if gate_level > level:  # decided per child: those it stopped are missing
+            child_gates.append(at(state.verdicts[gate], index, level))
+        elif at(state.verdicts[gate], index, gate_level - 1) is not True:
+            return None
+    inputs: dict[str, Any] = {}
+    for name, source in planned.bindings.items():
+        value = state.at(source, index)
+        if planned.dims.depths.get(name, 0) == 1:
+            children = value if isinstance(value, list) else []
+            for verdicts in child_gates:
+                children = [c if isinstance(verdicts, list) and verdicts[k] is True else None
+                            for k, c in enumerate(children)]  # fmt: skip
+            inputs[name] = unmasked(children)
+            continue
+        deep = isinstance(source, Ref) and state.levels[source.step] > 1
+        if value is MASKED or (value is None and deep):
+            if not planned.block.accepts_empty:
+                return None
+            value = None
+        inputs[name] = unmasked(value)
+    return inputs
 
 
 def workflow_urls(specification: Any, parameters: dict[str, Any] | None) -> list[tuple[str, str]]:
@@ -165,13 +239,13 @@ def workflow_urls(specification: Any, parameters: dict[str, Any] | None) -> list
     found: list[tuple[str, str]] = []
     for step in specification.get("steps") or []:
         block = get_block(str(step.get("type"))) if isinstance(step, dict) else None
-        for field in block.url_fields if block is not None else ():
-            value = step.get(field)
+        for url_field in block.url_fields if block is not None else ():
+            value = step.get(url_field)
             selector = parse_selector(value) if isinstance(value, str) else None
             if selector is not None and selector.step is None:
                 value = values.get(selector.name)
             if isinstance(value, str):
-                found.append((f"step '{step.get('name')}' {field}", value))
+                found.append((f"step '{step.get('name')}' {url_field}", value))
     return found
 
 
@@ -184,262 +258,68 @@ def compile_workflow(
     parameters: dict[str, Any] | None = None,
 ) -> CompiledWorkflow:
     """Blocking (it loads models): call it off the event loop."""
-    compiler = _Compiler(spec, image_input_name, video_metadata_input_name, parameters or {})
+    compiler = Compiler(spec, image_input_name, video_metadata_input_name, parameters or {})
     bound = {step.name: compiler.bind(step) for step in spec.steps}
     for name, step in bound.items():  # a gated step runs after the step that gates it
         for gated in step.gates:
             bound[gated].depends.add(name)
     order = compiler.order({name: b.depends for name, b in bound.items()})
-    outputs, kinds = _outputs(spec, compiler)  # checked before any block loads a model
+    dims = plan_dims(order, bound)
+    # Checked before any block loads a model.
+    outputs, kinds, levels = _outputs(spec, compiler, dims)
+    gated_by: dict[str, list[tuple[str, int]]] = {name: [] for name in order}
+    for name in order:
+        for gated in bound[name].gates:
+            gated_by[gated].append((name, dims[name].level))
     planned: list[_PlannedStep] = []
     try:
         for name in order:
             step = bound[name]
             block = step.block_cls(name, step.block_cls.settings(step.config), context)
-            planned.append(_PlannedStep(block, step.bindings, step.depends, step.gates))
+            names = list(step.block_cls.outputs_of(compiler.given(name)))
+            shaped_by = _shape(step.bindings, dims[name], dims)
+            planned.append(
+                _PlannedStep(block, step.bindings, dims[name], names, gated_by[name], shaped_by)
+            )
     except BaseException:
         # A later step failed: the blocks built so far (their models held, their threads
         # started) are released here, since no workflow will close them.
         for built in planned:
             built.block.close()
         raise
-    return CompiledWorkflow(planned, outputs, kinds, image_input_name, video_metadata_input_name)
+    return CompiledWorkflow(
+        planned, outputs, kinds, levels, image_input_name, video_metadata_input_name
+    )
 
 
-def _outputs(spec: WorkflowSpec, compiler: _Compiler) -> tuple[dict[str, _Source], dict[str, str]]:
-    outputs: dict[str, _Source] = {}
+def _shape(bindings: dict[str, Source], dims: StepDims, steps: dict[str, StepDims]) -> Ref | None:
+    """A bound value nested as the step's elements are (any at their dimension or below
+    will do: the compiler checked that they share a lineage)."""
+    if dims.level == 1:
+        return None
+    for source in bindings.values():
+        refs = source.entries.values() if isinstance(source, Entries) else [source]
+        deep = [r for r in refs if isinstance(r, Ref) and r.step is not None]
+        for ref in deep:
+            if steps[str(ref.step)].output.level >= dims.level:
+                return ref
+    raise AssertionError("a step below the frame reads no value below it")  # compiler-checked
+
+
+def _outputs(
+    spec: WorkflowSpec, compiler: Compiler, dims: dict[str, StepDims]
+) -> tuple[dict[str, Source], dict[str, str], dict[str, int]]:
+    outputs: dict[str, Source] = {}
     kinds: dict[str, str] = {}
+    levels: dict[str, int] = {}
     for output in spec.outputs:
         selector = parse_selector(output.selector)
         if selector is None:
             raise WorkflowCompilationError(
                 f"output '{output.name}': selector must start with $, got {output.selector!r}"
             )
-        outputs[output.name], kinds[output.name] = compiler.resolve(
-            selector, f"output '{output.name}'"
-        )
-    return outputs, kinds
-
-
-@dataclass
-class _Bound:
-    """One step with its fields bound: constants in ``config``, per-frame values in
-    ``bindings``, and the steps it reads."""
-
-    block_cls: type[Block]
-    config: dict[str, Any]
-    bindings: dict[str, _Source]
-    depends: set[str]
-    gates: list[str]
-
-
-class _Compiler:
-    """Bind each step's fields, resolve each selector, order the steps; every failure is a
-    ``WorkflowCompilationError`` that names the step, field, selector or block type."""
-
-    def __init__(
-        self,
-        spec: WorkflowSpec,
-        image_input_name: str,
-        video_metadata_input_name: str,
-        parameters: dict[str, Any],
-    ) -> None:
-        self._inputs = {i.name: i for i in spec.inputs}
-        self._steps = {s.name: s for s in spec.steps}
-        self._spec_order = [s.name for s in spec.steps]
-        self._image = image_input_name
-        self._video_metadata = video_metadata_input_name
-        self._parameters = parameters
-        image = self._inputs.get(image_input_name)
-        # A workflow that reads no image at all (only parameters) runs on each frame too.
-        reads_images = any(i.type in IMAGE_INPUT_TYPES for i in spec.inputs)
-        if (image is None and reads_images) or (
-            image is not None and image.type not in IMAGE_INPUT_TYPES
-        ):
-            raise WorkflowCompilationError(
-                f"workflow has no image input named '{image_input_name}' (image_input_name)"
-            )
-        for step in spec.steps:
-            if get_block(step.type) is None:
-                raise WorkflowCompilationError(
-                    f"step '{step.name}': unknown block type '{step.type}' "
-                    f"(supported: {', '.join(sorted(BLOCKS))})"
-                )
-
-    def bind(self, step: StepSpec) -> _Bound:
-        block_cls = get_block(step.type)
-        assert block_cls is not None  # checked in __init__
-        given = step.fields()
-        bound = _Bound(block_cls, {}, {}, set(), [])
-        for field_name, field in block_cls.fields.items():
-            where = f"step '{step.name}' field '{field_name}'"
-            value = given.get(field_name, field.default)
-            if value is REQUIRED:
-                raise WorkflowCompilationError(
-                    f"step '{step.name}': field '{field_name}' is required"
-                )
-            if field.steps:
-                bound.gates = self.step_names(step.name, value, where)
-                bound.config[field_name] = list(bound.gates)
-                continue
-            if field.entries:
-                entries = self.entries(step.name, value, where, bound.depends)
-                bound.bindings[field_name] = entries
-                bound.config[field_name] = sorted(entries.entries)  # the names, at compile
-                continue
-            selector = parse_selector(value)
-            if selector is None:
-                if field.per_frame and value is not None:
-                    raise WorkflowCompilationError(f"{where} must be a selector, got {value!r}")
-                if not field.per_frame:
-                    literal = self.literal(value, where)
-                    bound.config[field_name] = field.check(step.name, field_name, literal)
-                continue
-            source, kind = self.resolve(selector, where)
-            if isinstance(source, _Const):
-                if field.per_frame and ANY not in field.kinds:
-                    raise WorkflowCompilationError(f"{where} needs per-frame data, not a parameter")
-                checked = field.check(step.name, field_name, source.value)
-                if field.per_frame:  # a field of any kind takes a parameter's value each frame
-                    bound.bindings[field_name] = _Const(checked)
-                else:
-                    bound.config[field_name] = checked
-                continue
-            if not field.per_frame:
-                raise WorkflowCompilationError(
-                    f"{where} takes a literal or a parameter, not '{selector.raw}'"
-                )
-            if ANY not in field.kinds and kind not in field.kinds and kind != ANY:
-                raise WorkflowCompilationError(
-                    f"{where} expects {' or '.join(field.kinds)}, but '{selector.raw}' is {kind}"
-                )
-            if selector.step is not None:
-                if selector.step == step.name:
-                    raise WorkflowCompilationError(f"{where} refers to its own step")
-                bound.depends.add(selector.step)
-            bound.bindings[field_name] = source
-        block_cls.check_bindings(step.name, set(bound.bindings))
-        return bound
-
-    def step_names(self, step: str, value: Any, where: str) -> list[str]:
-        """``["$steps.a", ...]``: the names, each an existing step other than ``step``."""
-        if not isinstance(value, list):
-            raise WorkflowCompilationError(f"{where} must be a list of $steps.<name> selectors")
-        names = []
-        for item in value:
-            match = _STEP_NAME.match(item) if isinstance(item, str) else None
-            if match is None:
-                raise WorkflowCompilationError(f"{where}: {item!r} is not a $steps.<name> selector")
-            name = match.group(1)
-            if name not in self._steps or name == step:
-                raise WorkflowCompilationError(f"{where}: {item!r} names no other step")
-            names.append(name)
-        return names
-
-    def entries(self, step: str, value: Any, where: str, depends: set[str]) -> _Entries:
-        """An object whose entries are literals, parameters or per-frame data."""
-        if value is None:
-            return _Entries({})
-        if not isinstance(value, dict):
-            raise WorkflowCompilationError(f"{where} must be an object")
-        entries: dict[str, _Ref | _Const] = {}
-        for key, item in value.items():
-            selector = parse_selector(item)
-            if selector is None:
-                entries[str(key)] = _Const(item)
-                continue
-            source, _ = self.resolve(selector, f"{where} entry '{key}'")
-            assert not isinstance(source, _Entries)
-            if selector.step is not None:
-                if selector.step == step:
-                    raise WorkflowCompilationError(f"{where} entry '{key}' refers to its own step")
-                depends.add(selector.step)
-            entries[str(key)] = source
-        return _Entries(entries)
-
-    def literal(self, value: Any, where: str) -> Any:
-        """A literal field's value. An object's entries may name parameters (``$inputs.x``),
-        as the reference's ``operations_parameters`` do; never per-frame data."""
-        if not isinstance(value, dict):
-            return value
-        resolved = {}
-        for key, item in value.items():
-            selector = parse_selector(item)
-            if selector is None:
-                resolved[key] = item
-                continue
-            source, _ = self.resolve(selector, f"{where} entry '{key}'")
-            if not isinstance(source, _Const):
-                raise WorkflowCompilationError(
-                    f"{where} entry '{key}' takes a literal or a parameter, not '{selector.raw}'"
-                )
-            resolved[key] = source.value
-        return resolved
-
-    def resolve(self, selector: Selector, where: str) -> tuple[_Source, str]:
-        """The value source and its kind; raises naming ``where`` on a dangling selector."""
-        if selector.step is None:
-            return self._resolve_input(selector, where)
-        step = self._steps.get(selector.step)
-        if step is None:
-            raise WorkflowCompilationError(
-                f"{where}: selector '{selector.raw}' names unknown step '{selector.step}'"
-            )
-        block_cls = get_block(step.type)
-        assert block_cls is not None  # checked in __init__
-        if selector.name == "*":
-            return _Ref(selector.step, "*"), _DICT
-        outputs = block_cls.outputs_of(step.fields())
-        if selector.name not in outputs:
-            raise WorkflowCompilationError(
-                f"{where}: step '{selector.step}' has no output '{selector.name}' "
-                f"(outputs: {', '.join(outputs)})"
-            )
-        return _Ref(selector.step, selector.name), outputs[selector.name]
-
-    def _resolve_input(self, selector: Selector, where: str) -> tuple[_Source, str]:
-        spec_input = self._inputs.get(selector.name)
-        if spec_input is None:
-            raise WorkflowCompilationError(
-                f"{where}: selector '{selector.raw}' names no workflow input"
-            )
-        if spec_input.type in IMAGE_INPUT_TYPES:
-            if selector.name != self._image:
-                raise WorkflowCompilationError(
-                    f"{where}: image input '{selector.name}' is never fed; frames go to "
-                    f"'{self._image}'"
-                )
-            return _Ref(None, selector.name), IMAGE
-        if spec_input.type in VIDEO_METADATA_INPUT_TYPES:
-            return _Ref(None, self._video_metadata), VIDEO_METADATA
-        if spec_input.type in PARAMETER_INPUT_TYPES:
-            if selector.name in self._parameters:
-                return _Const(self._parameters[selector.name]), ANY
-            if "default_value" in spec_input.model_fields_set:
-                return _Const(spec_input.default_value), ANY
-            raise WorkflowCompilationError(
-                f"{where}: parameter '{selector.name}' has no default_value and is not "
-                "given in workflows_parameters"
-            )
-        raise WorkflowCompilationError(
-            f"{where}: input '{selector.name}' has unsupported type '{spec_input.type}'"
-        )
-
-    def order(self, depends: dict[str, set[str]]) -> list[str]:
-        """Each step after the steps it reads; steps that are ready together keep the
-        specification's order, so a plan never depends on hashing."""
-        sorter = graphlib.TopologicalSorter(depends)
-        try:
-            sorter.prepare()
-        except graphlib.CycleError as exc:
-            cycle = exc.args[1] if len(exc.args) > 1 else []
-            raise WorkflowCompilationError(
-                f"steps {sorted(set(cycle))} depend on each other in a cycle"
-            ) from None
-        position = {name: i for i, name in enumerate(self._spec_order)}
-        order: list[str] = []
-        while sorter.is_active():
-            ready = sorted(sorter.get_ready(), key=position.__getitem__)
-            order.extend(ready)
-            sorter.done(*ready)
-        return order
+        source, kinds[output.name] = compiler.resolve(selector, f"output '{output.name}'")
+        outputs[output.name] = source
+        step = source.step if isinstance(source, Ref) else None
+        levels[output.name] = dims[step].output.level if step is not None else 1
+    return outputs, kinds, levels

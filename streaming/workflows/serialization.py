@@ -115,11 +115,19 @@ def serialize_image(
     ok, encoded = cv2.imencode(".jpg", image.numpy, [cv2.IMWRITE_JPEG_QUALITY, quality])
     if not ok:
         raise SerializationError("JPEG encoding failed")
-    return {
+    serialized: dict[str, Any] = {
         "type": "base64",
         "value": base64.b64encode(encoded.tobytes()).decode("ascii"),
         "video_metadata": video_metadata,
     }
+    if image.parent_origin is not None and image.root_origin is not None:
+        # A crop or slice: where it lies in its parent and in the frame, as the reference
+        # adds them.
+        serialized["parent_id"] = image.parent_id
+        serialized["parent_origin"] = image.parent_origin.to_json()
+        serialized["root_parent_id"] = image.root_id
+        serialized["root_parent_origin"] = image.root_origin.to_json()
+    return serialized
 
 
 def serialize_value(value: Any, quality: int, video_metadata: dict[str, Any] | None) -> Any:

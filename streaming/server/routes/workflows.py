@@ -63,6 +63,10 @@ async def describe_blocks() -> dict:
             "manifest_type_identifier": type_id,
             "fields": described["fields"],
             "outputs_manifest": [{"name": n, "kind": [k]} for n, k in cls.outputs.items()],
+            # As the reference describes batch dimensions: a crop step raises one (+1).
+            "output_dimensionality_offset": cls.output_dimension,
+            "input_dimensionality_offsets": dict(cls.input_offsets),
+            "dimensionality_reference_property": cls.dimension_reference,
         })  # fmt: skip
     return {
         "blocks": blocks,

@@ -17,6 +17,7 @@ import supervision as sv
 from ...errors import WorkflowCompilationError
 from ...events import EventRecord, EventRecorder
 from ...inference.model import DetectionModel, StageTimer
+from .images import Origin, WorkflowImage
 
 __all__ = [
     "ANY",
@@ -34,6 +35,7 @@ __all__ = [
     "FieldSpec",
     "FlowControlBlock",
     "FrameState",
+    "Origin",
     "Verdict",
     "VideoFacts",
     "WorkflowImage",
@@ -56,14 +58,6 @@ REQUIRED = object()
 def select(detections: sv.Detections, index: np.ndarray) -> sv.Detections:
     """The detections at ``index`` (a mask or positions), as a new object."""
     return cast(sv.Detections, detections[index])
-
-
-@dataclass
-class WorkflowImage:
-    """An image flowing through a workflow: BGR uint8 pixels and where they came from."""
-
-    numpy: np.ndarray
-    parent_id: str
 
 
 class AnalyticsSink(Protocol):
@@ -336,6 +330,19 @@ class Block(ABC):
     before the stream starts (``workflow_urls``)."""
     outputs: ClassVar[dict[str, str]]
     """Output name -> kind."""
+    output_dimension: ClassVar[int] = 0
+    """+1: the step makes several elements of each one it runs on (a crop per detection):
+    ``run`` gives, for each output, a list, and the outputs live one dimension deeper. -1:
+    it collapses its inputs' dimension: each per-frame field gets the list of its
+    element's children (``dimension_collapse``)."""
+    input_offsets: ClassVar[dict[str, int]] = {}
+    """Fields taken one dimension below ``dimension_reference`` (1): each gets the list of
+    the reference element's children (``detections_classes_replacement``'s classes, one
+    per crop of its detections)."""
+    dimension_reference: ClassVar[str | None] = None
+    accepts_empty: ClassVar[bool] = False
+    """True: the step runs on an element whose input is missing (None), as the reference's
+    ``accepts_empty_values``; otherwise that element's outputs are missing too."""
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -372,6 +379,11 @@ class Block(ABC):
     @abstractmethod
     def run(self, inputs: dict[str, Any], frame: FrameState) -> dict[str, Any]:
         """Per-frame fields in, every declared output out."""
+
+    def run_batch(self, batch: list[dict[str, Any]], frame: FrameState) -> list[dict[str, Any]]:
+        """Every element of a frame at the step's dimension at once (one per crop): a model
+        block runs them as one batch; others run each in turn."""
+        return [self.run(inputs, frame) for inputs in batch]
 
     observes_frames: ClassVar[bool] = False
     """True: ``observe`` sees every frame of the stream, whether or not flow control lets

@@ -247,7 +247,7 @@ class ClassificationLabelVisualizationBlock(Block):
                          text_thickness=self.thickness, text_padding=self.padding // 2,
                          background_color=sv.Color.BLACK)  # fmt: skip
         frame.add_time("annotate", started)
-        return {"image": WorkflowImage(scene, image.parent_id)}
+        return {"image": image.derived(scene)}
 
     def lines(self, prediction: dict[str, Any]) -> list[str]:
         if "predicted_classes" in prediction:  # multi-label

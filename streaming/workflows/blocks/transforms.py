@@ -55,4 +55,4 @@ class ImageBlurBlock(Block):
         image: WorkflowImage = inputs["image"]
         blurred = self.blur(image.numpy, self.kernel_size)
         frame.add_time("transform", started)
-        return {"image": WorkflowImage(blurred, image.parent_id)}
+        return {"image": image.derived(blurred)}

@@ -66,7 +66,7 @@ class AnnotatorBlock(Block):
         scene = image.numpy.copy() if self.copy_image else image.numpy
         scene = self.draw(scene, inputs["predictions"])
         frame.add_time("annotate", started)
-        return {"image": WorkflowImage(scene, image.parent_id)}
+        return {"image": image.derived(scene)}
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -60,7 +60,7 @@ class _DrawingBlock(Block):
         image: WorkflowImage = inputs["image"]
         scene = self.draw(image.numpy.copy() if self._copy else image.numpy, inputs)
         frame.add_time("annotate", started)
-        return {"image": WorkflowImage(scene, image.parent_id)}
+        return {"image": image.derived(scene)}
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -1,0 +1,313 @@
+"""Binding a workflow's steps: each field's value resolved to a constant (a literal, a
+parameter's value) or a per-frame source (an input, a step's output), every selector checked,
+the steps ordered by what they read. Every failure is a ``WorkflowCompilationError`` that
+names the step, field, selector or block type."""
+
+from __future__ import annotations
+
+import graphlib
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import WorkflowCompilationError
+from .blocks import BLOCKS, get_block
+from .blocks.base import ANY, IMAGE, REQUIRED, VIDEO_METADATA, Block
+from .dimensions import CONSTANT, FRAME, Dim, StepDims, check_gate, step_dims
+from .spec import (
+    IMAGE_INPUT_TYPES,
+    PARAMETER_INPUT_TYPES,
+    VIDEO_METADATA_INPUT_TYPES,
+    Selector,
+    StepSpec,
+    WorkflowSpec,
+    parse_selector,
+)
+
+__all__ = [
+    "DICT", "Bound", "Compiler", "Const", "Entries", "Ref", "Source", "plan_dims", "source_dims",
+]  # fmt: skip
+
+DICT = "dict"
+
+
+@dataclass(frozen=True)
+class Ref:
+    """A per-frame value: the frame image, video metadata, or a step output (``*`` = all)."""
+
+    step: str | None
+    name: str
+
+
+@dataclass(frozen=True)
+class Const:
+    value: Any
+
+
+@dataclass(frozen=True)
+class Entries:
+    """An object field whose entries are each resolved per frame (``FieldSpec.entries``)."""
+
+    entries: dict[str, Ref | Const]
+
+
+Source = Ref | Const | Entries
+
+_STEP_NAME = re.compile(r"^\$steps\.([A-Za-z0-9_-]+)$")
+
+
+@dataclass
+class Bound:
+    """One step with its fields bound: constants in ``config``, per-frame values in
+    ``bindings``, and the steps it reads."""
+
+    block_cls: type[Block]
+    config: dict[str, Any]
+    bindings: dict[str, Source]
+    depends: set[str]
+    gates: list[str]
+
+
+class Compiler:
+    """Bind each step's fields, resolve each selector, order the steps; every failure is a
+    ``WorkflowCompilationError`` that names the step, field, selector or block type."""
+
+    def __init__(
+        self,
+        spec: WorkflowSpec,
+        image_input_name: str,
+        video_metadata_input_name: str,
+        parameters: dict[str, Any],
+    ) -> None:
+        self._inputs = {i.name: i for i in spec.inputs}
+        self._steps = {s.name: s for s in spec.steps}
+        self._spec_order = [s.name for s in spec.steps]
+        self._image = image_input_name
+        self._video_metadata = video_metadata_input_name
+        self._parameters = parameters
+        image = self._inputs.get(image_input_name)
+        # A workflow that reads no image at all (only parameters) runs on each frame too.
+        reads_images = any(i.type in IMAGE_INPUT_TYPES for i in spec.inputs)
+        if (image is None and reads_images) or (
+            image is not None and image.type not in IMAGE_INPUT_TYPES
+        ):
+            raise WorkflowCompilationError(
+                f"workflow has no image input named '{image_input_name}' (image_input_name)"
+            )
+        for step in spec.steps:
+            if get_block(step.type) is None:
+                raise WorkflowCompilationError(
+                    f"step '{step.name}': unknown block type '{step.type}' "
+                    f"(supported: {', '.join(sorted(BLOCKS))})"
+                )
+
+    def given(self, step: str) -> dict[str, Any]:
+        """A step's fields as written."""
+        return self._steps[step].fields()
+
+    def bind(self, step: StepSpec) -> Bound:
+        block_cls = get_block(step.type)
+        assert block_cls is not None  # checked in __init__
+        given = step.fields()
+        bound = Bound(block_cls, {}, {}, set(), [])
+        for field_name, field in block_cls.fields.items():
+            where = f"step '{step.name}' field '{field_name}'"
+            value = given.get(field_name, field.default)
+            if value is REQUIRED:
+                raise WorkflowCompilationError(
+                    f"step '{step.name}': field '{field_name}' is required"
+                )
+            if field.steps:
+                bound.gates = self.step_names(step.name, value, where)
+                bound.config[field_name] = list(bound.gates)
+                continue
+            if field.entries:
+                entries = self.entries(step.name, value, where, bound.depends)
+                bound.bindings[field_name] = entries
+                bound.config[field_name] = sorted(entries.entries)  # the names, at compile
+                continue
+            selector = parse_selector(value)
+            if selector is None:
+                if field.per_frame and value is not None:
+                    raise WorkflowCompilationError(f"{where} must be a selector, got {value!r}")
+                if not field.per_frame:
+                    literal = self.literal(value, where)
+                    bound.config[field_name] = field.check(step.name, field_name, literal)
+                continue
+            source, kind = self.resolve(selector, where)
+            if isinstance(source, Const):
+                if field.per_frame and ANY not in field.kinds:
+                    raise WorkflowCompilationError(f"{where} needs per-frame data, not a parameter")
+                checked = field.check(step.name, field_name, source.value)
+                if field.per_frame:  # a field of any kind takes a parameter's value each frame
+                    bound.bindings[field_name] = Const(checked)
+                else:
+                    bound.config[field_name] = checked
+                continue
+            if not field.per_frame:
+                raise WorkflowCompilationError(
+                    f"{where} takes a literal or a parameter, not '{selector.raw}'"
+                )
+            if ANY not in field.kinds and kind not in field.kinds and kind != ANY:
+                raise WorkflowCompilationError(
+                    f"{where} expects {' or '.join(field.kinds)}, but '{selector.raw}' is {kind}"
+                )
+            if selector.step is not None:
+                if selector.step == step.name:
+                    raise WorkflowCompilationError(f"{where} refers to its own step")
+                bound.depends.add(selector.step)
+            bound.bindings[field_name] = source
+        block_cls.check_bindings(step.name, set(bound.bindings))
+        return bound
+
+    def step_names(self, step: str, value: Any, where: str) -> list[str]:
+        """``["$steps.a", ...]``: the names, each an existing step other than ``step``."""
+        if not isinstance(value, list):
+            raise WorkflowCompilationError(f"{where} must be a list of $steps.<name> selectors")
+        names = []
+        for item in value:
+            match = _STEP_NAME.match(item) if isinstance(item, str) else None
+            if match is None:
+                raise WorkflowCompilationError(f"{where}: {item!r} is not a $steps.<name> selector")
+            name = match.group(1)
+            if name not in self._steps or name == step:
+                raise WorkflowCompilationError(f"{where}: {item!r} names no other step")
+            names.append(name)
+        return names
+
+    def entries(self, step: str, value: Any, where: str, depends: set[str]) -> Entries:
+        """An object whose entries are literals, parameters or per-frame data."""
+        if value is None:
+            return Entries({})
+        if not isinstance(value, dict):
+            raise WorkflowCompilationError(f"{where} must be an object")
+        entries: dict[str, Ref | Const] = {}
+        for key, item in value.items():
+            selector = parse_selector(item)
+            if selector is None:
+                entries[str(key)] = Const(item)
+                continue
+            source, _ = self.resolve(selector, f"{where} entry '{key}'")
+            assert not isinstance(source, Entries)
+            if selector.step is not None:
+                if selector.step == step:
+                    raise WorkflowCompilationError(f"{where} entry '{key}' refers to its own step")
+                depends.add(selector.step)
+            entries[str(key)] = source
+        return Entries(entries)
+
+    def literal(self, value: Any, where: str) -> Any:
+        """A literal field's value. An object's entries may name parameters (``$inputs.x``),
+        as the reference's ``operations_parameters`` do; never per-frame data."""
+        if not isinstance(value, dict):
+            return value
+        resolved = {}
+        for key, item in value.items():
+            selector = parse_selector(item)
+            if selector is None:
+                resolved[key] = item
+                continue
+            source, _ = self.resolve(selector, f"{where} entry '{key}'")
+            if not isinstance(source, Const):
+                raise WorkflowCompilationError(
+                    f"{where} entry '{key}' takes a literal or a parameter, not '{selector.raw}'"
+                )
+            resolved[key] = source.value
+        return resolved
+
+    def resolve(self, selector: Selector, where: str) -> tuple[Source, str]:
+        """The value source and its kind; raises naming ``where`` on a dangling selector."""
+        if selector.step is None:
+            return self._resolve_input(selector, where)
+        step = self._steps.get(selector.step)
+        if step is None:
+            raise WorkflowCompilationError(
+                f"{where}: selector '{selector.raw}' names unknown step '{selector.step}'"
+            )
+        block_cls = get_block(step.type)
+        assert block_cls is not None  # checked in __init__
+        if selector.name == "*":
+            return Ref(selector.step, "*"), DICT
+        outputs = block_cls.outputs_of(step.fields())
+        if selector.name not in outputs:
+            raise WorkflowCompilationError(
+                f"{where}: step '{selector.step}' has no output '{selector.name}' "
+                f"(outputs: {', '.join(outputs)})"
+            )
+        return Ref(selector.step, selector.name), outputs[selector.name]
+
+    def _resolve_input(self, selector: Selector, where: str) -> tuple[Source, str]:
+        spec_input = self._inputs.get(selector.name)
+        if spec_input is None:
+            raise WorkflowCompilationError(
+                f"{where}: selector '{selector.raw}' names no workflow input"
+            )
+        if spec_input.type in IMAGE_INPUT_TYPES:
+            if selector.name != self._image:
+                raise WorkflowCompilationError(
+                    f"{where}: image input '{selector.name}' is never fed; frames go to "
+                    f"'{self._image}'"
+                )
+            return Ref(None, selector.name), IMAGE
+        if spec_input.type in VIDEO_METADATA_INPUT_TYPES:
+            return Ref(None, self._video_metadata), VIDEO_METADATA
+        if spec_input.type in PARAMETER_INPUT_TYPES:
+            if selector.name in self._parameters:
+                return Const(self._parameters[selector.name]), ANY
+            if "default_value" in spec_input.model_fields_set:
+                return Const(spec_input.default_value), ANY
+            raise WorkflowCompilationError(
+                f"{where}: parameter '{selector.name}' has no default_value and is not "
+                "given in workflows_parameters"
+            )
+        raise WorkflowCompilationError(
+            f"{where}: input '{selector.name}' has unsupported type '{spec_input.type}'"
+        )
+
+    def order(self, depends: dict[str, set[str]]) -> list[str]:
+        """Each step after the steps it reads; steps that are ready together keep the
+        specification's order, so a plan never depends on hashing."""
+        sorter = graphlib.TopologicalSorter(depends)
+        try:
+            sorter.prepare()
+        except graphlib.CycleError as exc:
+            cycle = exc.args[1] if len(exc.args) > 1 else []
+            raise WorkflowCompilationError(
+                f"steps {sorted(set(cycle))} depend on each other in a cycle"
+            ) from None
+        position = {name: i for i, name in enumerate(self._spec_order)}
+        order: list[str] = []
+        while sorter.is_active():
+            ready = sorted(sorter.get_ready(), key=position.__getitem__)
+            order.extend(ready)
+            sorter.done(*ready)
+        return order
+
+
+def source_dims(source: Source, steps: dict[str, StepDims]) -> list[Dim]:
+    """Where a bound value lives (an object field's entries: each of theirs)."""
+    if isinstance(source, Const):
+        return [CONSTANT]
+    if isinstance(source, Entries):
+        return [dim for entry in source.entries.values() for dim in source_dims(entry, steps)]
+    if source.step is None:
+        return [FRAME]
+    return [steps[source.step].output]
+
+
+def plan_dims(order: list[str], bound: dict[str, Bound]) -> dict[str, StepDims]:
+    """Each step's level and lineage, in order; flow control checked against what it gates.
+    Raises ``WorkflowCompilationError`` naming the step whose inputs do not fit."""
+    dims: dict[str, StepDims] = {}
+    for name in order:
+        step = bound[name]
+        block = step.block_cls
+        fields = {f: source_dims(source, dims) for f, source in step.bindings.items()}
+        dims[name] = step_dims(
+            name, fields, output_offset=block.output_dimension,
+            input_offsets=block.input_offsets, reference=block.dimension_reference,
+        )  # fmt: skip
+    for name in order:
+        for gated in bound[name].gates:
+            check_gate(gated, name, dims[name].lineage, dims[gated])
+    return dims

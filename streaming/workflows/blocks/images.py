@@ -1,0 +1,59 @@
+"""The images that flow through a workflow: the frame, and crops and slices cut from it
+that know where they lie (the reference's parent and root metadata)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["Origin", "WorkflowImage"]
+
+
+@dataclass(frozen=True)
+class Origin:
+    """Where an image lies in another: its top-left corner there, and that image's size
+    (the reference's ``parent_origin``)."""
+
+    offset_x: int
+    offset_y: int
+    width: int
+    height: int
+
+    def to_json(self) -> dict[str, int]:
+        return {"offset_x": self.offset_x, "offset_y": self.offset_y,
+                "width": self.width, "height": self.height}  # fmt: skip
+
+
+@dataclass
+class WorkflowImage:
+    """An image flowing through a workflow: BGR uint8 pixels and where they came from. A
+    crop (or slice) knows its parent (``parent_id``: the detection it was cut for) and the
+    frame it ultimately came from (``root_id``), with its place in each."""
+
+    numpy: np.ndarray
+    parent_id: str
+    parent_origin: Origin | None = None
+    """None: not a crop (the frame, or an image made from it pixel for pixel)."""
+    root_id: str | None = None
+    root_origin: Origin | None = None
+
+    def crop(self, x1: int, y1: int, x2: int, y2: int, crop_id: str) -> WorkflowImage:
+        """The pixels of ``[x1, x2) x [y1, y2)`` (clipped to the image) as a crop named
+        ``crop_id``, with its place in this image and in the frame."""
+        height, width = self.numpy.shape[:2]
+        x1, x2 = max(0, min(x1, width)), max(0, min(x2, width))
+        y1, y2 = max(0, min(y1, height)), max(0, min(y2, height))
+        root = self.root_origin or Origin(0, 0, width, height)
+        return WorkflowImage(
+            self.numpy[y1:y2, x1:x2],
+            crop_id,
+            Origin(x1, y1, width, height),
+            self.root_id or self.parent_id,
+            Origin(root.offset_x + x1, root.offset_y + y1, root.width, root.height),
+        )
+
+    def derived(self, pixels: np.ndarray) -> WorkflowImage:
+        """New pixels in this image's place (a blurred or annotated copy)."""
+        return WorkflowImage(pixels, self.parent_id, self.parent_origin, self.root_id,
+                             self.root_origin)  # fmt: skip
