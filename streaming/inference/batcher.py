@@ -41,6 +41,10 @@ class BatchStats:
 
 _STOP = object()
 
+REQUEST_BATCH = 32
+"""The most images of one request run at once where a model takes any batch size: a frame's
+crops for a classifier (one run, not one per crop), bounded so memory stays small."""
+
 
 class DynamicBatcher:
     """Gathers frames from every session into batches for one model session (up to a size,
@@ -84,12 +88,36 @@ class DynamicBatcher:
             outputs = self.session.run(blob)
             compute = (time.perf_counter() - started) * 1000
             if self._on_batch is not None:
-                self._on_batch(1, compute)
-            return outputs, BatchStats(1, 0.0, compute)
+                self._on_batch(len(blob), compute)
+            return outputs, BatchStats(len(blob), 0.0, compute)
         request = _Request(blob)
         self._queue.put(request)
         outputs, stats = request.future.result()
         return outputs, stats
+
+    @property
+    def request_limit(self) -> int:
+        """The most images one caller's request runs at once (``infer_many``): the model's
+        fixed batch size, or ``REQUEST_BATCH`` (at least ``max_batch_size``) where it takes
+        any."""
+        static = self.session.inputs[0].shape[0] if self.session.inputs else -1
+        return static if static > 0 else max(self.max_batch_size, REQUEST_BATCH)
+
+    def infer_many(self, blobs: list[np.ndarray]) -> list[tuple[list[np.ndarray], BatchStats]]:
+        """One caller's several images (a frame's crops, one blob each) in as few session
+        runs as the model takes (``request_limit`` at a time), not one run each; each
+        image's outputs (batch dimension 1), in order."""
+        results: list[tuple[list[np.ndarray], BatchStats]] = []
+        limit = self.request_limit
+        for start in range(0, len(blobs), limit):
+            chunk = blobs[start : start + limit]
+            outputs, stats = self.infer(np.concatenate(chunk) if len(chunk) > 1 else chunk[0])
+            shared = BatchStats(stats.batch_size, stats.queue_ms / len(chunk),
+                                stats.compute_ms / len(chunk))  # fmt: skip
+            results.extend(
+                ([o[row : row + 1] for o in outputs], shared) for row in range(len(chunk))
+            )
+        return results
 
     def _collect(self, first: _Request) -> list[_Request]:
         batch = [first]

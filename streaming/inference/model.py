@@ -13,7 +13,7 @@ import supervision as sv
 from .batcher import DynamicBatcher
 from .decoders import ClassificationDecoder, DecodeOptions, DetectionDecoder, get_decoder
 from .manifest import ModelManifest
-from .preprocess import prepare
+from .preprocess import Letterbox, prepare
 from .session import InferenceSession
 
 __all__ = ["DetectionModel", "StageTimer"]
@@ -51,16 +51,48 @@ class DetectionModel:
         self, image: np.ndarray, options: DecodeOptions, timer: StageTimer | None = None
     ) -> sv.Detections:
         """BGR uint8 image -> detections in image pixels, with ``class_name`` data."""
-        m = self.manifest
+        return self.detect_many([image], options, timer)[0]
+
+    def detect_many(
+        self, images: list[np.ndarray], options: DecodeOptions, timer: StageTimer | None = None
+    ) -> list[sv.Detections]:
+        """Several images (a frame's crops) in as few model runs as the model takes."""
         decoder = self._decoder
         if not isinstance(decoder, DetectionDecoder):
+            m = self.manifest
             raise TypeError(f"model '{m.name}' is a {m.task} model: it classifies, not detects")
+        runs = self._run(images, timer)
         t0 = time.perf_counter()
-        blob, box = prepare(image, m)
+        found = [
+            self._placed(decoder.decode([o[0] for o in outputs], options), box, image)
+            for image, (outputs, box) in zip(images, runs, strict=True)
+        ]
+        _add(timer, "postprocess", t0)
+        return found
+
+    def _run(
+        self, images: list[np.ndarray], timer: StageTimer | None
+    ) -> list[tuple[list[np.ndarray], Letterbox]]:
+        """Preprocess and run: each image's outputs and the box that maps back to it."""
+        t0 = time.perf_counter()
+        prepared = [prepare(image, self.manifest) for image in images]
         t1 = time.perf_counter()
-        outputs, batch = self.batcher.infer(blob)
+        done = self.batcher.infer_many([blob for blob, _ in prepared])
         t2 = time.perf_counter()
-        detections = decoder.decode([o[0] for o in outputs], options)
+        if timer is not None:
+            queued = sum(stats.queue_ms for _, stats in done)
+            timer["preprocess"] = timer.get("preprocess", 0.0) + (t1 - t0) * 1000
+            # Batched: the wait for the batch to form is its own stage, not inference.
+            timer["inference"] = timer.get("inference", 0.0) + (t2 - t1) * 1000 - queued
+            if self.batcher.batching:
+                timer["batch_queue"] = timer.get("batch_queue", 0.0) + queued
+        return [(outputs, box) for (outputs, _), (_, box) in zip(done, prepared, strict=True)]
+
+    def _placed(
+        self, detections: sv.Detections, box: Letterbox, image: np.ndarray
+    ) -> sv.Detections:
+        """Decoded detections in the image's pixels, with class and keypoint names."""
+        m = self.manifest
         h, w = image.shape[:2]
         if len(detections):
             xyxy = box.to_image(detections.xyxy)
@@ -85,31 +117,23 @@ class DetectionModel:
             if len(detections) and detections.class_id is not None
             else np.array([], dtype=str)
         )
-        t3 = time.perf_counter()
-        if timer is not None:
-            timer["preprocess"] = timer.get("preprocess", 0.0) + (t1 - t0) * 1000
-            # Batched: the wait for the batch to form is its own stage, not inference.
-            timer["inference"] = timer.get("inference", 0.0) + (t2 - t1) * 1000 - batch.queue_ms
-            if self.batcher.batching:
-                timer["batch_queue"] = timer.get("batch_queue", 0.0) + batch.queue_ms
-            timer["postprocess"] = timer.get("postprocess", 0.0) + (t3 - t2) * 1000
         return detections
 
     def classify(self, image: np.ndarray, timer: StageTimer | None = None) -> np.ndarray:
         """BGR uint8 image -> each class's probability (a classifier's)."""
+        return self.classify_many([image], timer)[0]
+
+    def classify_many(
+        self, images: list[np.ndarray], timer: StageTimer | None = None
+    ) -> list[np.ndarray]:
+        """Several images (a frame's crops) in as few model runs as the model takes."""
         decoder = self._decoder
         if not isinstance(decoder, ClassificationDecoder):
             raise TypeError(f"model '{self.name}' is a {self.task} model: it detects")
+        runs = self._run(images, timer)
         t0 = time.perf_counter()
-        blob, _ = prepare(image, self.manifest)
-        t1 = time.perf_counter()
-        outputs, batch = self.batcher.infer(blob)
-        t2 = time.perf_counter()
-        probabilities = decoder.probabilities([o[0] for o in outputs])
-        if timer is not None:
-            timer["preprocess"] = timer.get("preprocess", 0.0) + (t1 - t0) * 1000
-            timer["inference"] = timer.get("inference", 0.0) + (t2 - t1) * 1000 - batch.queue_ms
-            timer["postprocess"] = timer.get("postprocess", 0.0) + (time.perf_counter() - t2) * 1000
+        probabilities = [decoder.probabilities([o[0] for o in outputs]) for outputs, _ in runs]
+        _add(timer, "postprocess", t0)
         return probabilities
 
     def warm_up(self, runs: int = 3) -> None:
@@ -134,3 +158,8 @@ class DetectionModel:
         """Stop the batcher, then the session (idempotent)."""
         self.batcher.close()
         self.session.close()
+
+
+def _add(timer: StageTimer | None, stage: str, started: float) -> None:
+    if timer is not None:
+        timer[stage] = timer.get(stage, 0.0) + (time.perf_counter() - started) * 1000

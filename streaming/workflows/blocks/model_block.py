@@ -1,0 +1,169 @@
+"""What the reference's model blocks share: the step's model from the local registry
+(held until the workflow closes), its image input, and its confidence threshold."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any, Literal
+
+from ...errors import WorkflowCompilationError
+from ...inference.registry import UnknownModel
+from .base import (
+    IMAGE,
+    Block,
+    BlockSettings,
+    BuildContext,
+    FieldSpec,
+    ModelSource,
+    WorkflowImage,
+    fraction,
+)
+
+__all__ = [
+    "DEFAULT_CONFIDENCE",
+    "MODEL_FIELDS",
+    "ChosenConfidence",
+    "DecodeSettings",
+    "FixedConfidence",
+    "KeypointSettings",
+    "MaskSettings",
+    "ModelBlock",
+    "ModelSettings",
+    "acquire_model",
+    "threshold",
+    "with_confidence_mode",
+]
+
+
+def acquire_model(name: str, model_id: str, context: BuildContext, tasks: tuple[str, ...]):
+    """The step's model from the registry, of one of ``tasks``; a 400 naming it otherwise."""
+    if not isinstance(model_id, str) or not model_id:
+        raise WorkflowCompilationError(f"step '{name}': model_id must be a non-empty string")
+    try:
+        model = context.models.acquire(model_id)
+    except UnknownModel:
+        known = ", ".join(context.models.available()) or "none"
+        raise WorkflowCompilationError(
+            f"step '{name}': unknown model_id '{model_id}' (available: {known})"
+        ) from None
+    task = getattr(model, "task", "object-detection")
+    if task not in tasks:
+        context.models.release(model.name)
+        raise WorkflowCompilationError(
+            f"step '{name}': model '{model_id}' does {task}, not {' or '.join(tasks)}"
+        )
+    return model
+
+
+DEFAULT_CONFIDENCE = 0.4
+"""The threshold of the reference's model blocks when none is chosen."""
+
+
+MODEL_FIELDS = {
+    "images": FieldSpec((IMAGE,), default=None, per_frame=True),
+    "image": FieldSpec((IMAGE,), default=None, per_frame=True),  # v1 name
+    "model_id": FieldSpec(type="string", description="a model of the models directory"),
+}
+
+
+@dataclass(frozen=True, kw_only=True)
+class ModelSettings(BlockSettings):
+    model_id: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class DecodeSettings(ModelSettings):
+    """What a detector's results keep (the reference's defaults in ``fields``)."""
+
+    iou_threshold: float
+    class_filter: list[Any] | None
+    max_detections: int
+    class_agnostic_nms: bool
+    max_candidates: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class MaskSettings(BlockSettings):
+    mask_decode_mode: Literal["accurate", "tradeoff", "fast"]
+    tradeoff_factor: float
+
+
+@dataclass(frozen=True, kw_only=True)
+class KeypointSettings(BlockSettings):
+    keypoint_confidence: float
+
+
+@dataclass(frozen=True, kw_only=True)
+class FixedConfidence(BlockSettings):
+    """v1 and v2 blocks: the threshold is ``confidence``."""
+
+    confidence: float
+
+
+@dataclass(frozen=True, kw_only=True)
+class ChosenConfidence(BlockSettings):
+    """v3 (v4 for segmentation) model blocks: ``confidence_mode`` instead of ``confidence``.
+    ``custom`` takes ``custom_confidence``; ``best`` (the reference's per-class F1-optimal
+    thresholds from its training platform's evaluation, which an ONNX export does not carry)
+    and ``default`` take the model's default, 0.4."""
+
+    confidence_mode: Literal["best", "default", "custom"]
+    custom_confidence: float | None
+
+
+def threshold(config: BlockSettings, step: str) -> float:
+    """The confidence threshold a model step chose."""
+    if isinstance(config, FixedConfidence):
+        return float(config.confidence)
+    assert isinstance(config, ChosenConfidence)
+    if config.confidence_mode != "custom":
+        return DEFAULT_CONFIDENCE
+    if config.custom_confidence is None:
+        raise WorkflowCompilationError(
+            f"step '{step}': custom_confidence is required when confidence_mode is custom"
+        )
+    return float(config.custom_confidence)
+
+
+class ModelBlock(Block):
+    """One of our models on the frame: the image input (``images``, or v1's ``image``) and
+    the model, which must do one of ``tasks``."""
+
+    tasks: tuple[str, ...]
+
+    @classmethod
+    def check_bindings(cls, name: str, bound: set[str]) -> None:
+        if not bound & {"images", "image"}:
+            raise WorkflowCompilationError(f"step '{name}': field 'images' is required")
+
+    def __init__(self, name: str, config: ModelSettings, context: BuildContext) -> None:
+        super().__init__(name, config, context)
+        self.model = acquire_model(name, config.model_id, context, self.tasks)
+        self.model_id = config.model_id
+        self._models: ModelSource | None = context.models  # released once, on close
+        try:
+            self.configure(name, config)
+        except BaseException:
+            self.close()  # a block that is never built is never closed: release it here
+            raise
+
+    def configure(self, name: str, config: ModelSettings) -> None:
+        """The subclass's own fields, checked once the model is held."""
+
+    def close(self) -> None:
+        models, self._models = self._models, None
+        if models is not None:
+            models.release(self.model.name)
+
+    @staticmethod
+    def image(inputs: dict[str, Any]) -> WorkflowImage:
+        return inputs["images"] if inputs.get("images") is not None else inputs["image"]
+
+
+def with_confidence_mode(fields: dict[str, FieldSpec], mode: str = "best") -> dict[str, FieldSpec]:
+    """``fields`` with v3's confidence fields for ``confidence``; ``mode``: the default
+    ``confidence_mode`` of the reference's block."""
+    return {name: spec for name, spec in fields.items() if name != "confidence"} | {
+        "confidence_mode": FieldSpec(default=mode, choices=("best", "default", "custom")),
+        "custom_confidence": replace(fraction(DEFAULT_CONFIDENCE), nullable=True),
+    }
