@@ -62,6 +62,41 @@ def constant_model(path: Path, outputs: list[tuple[str, np.ndarray]], size: int 
     return path
 
 
+COLOURS = ["red", "green", "blue"]
+
+
+def colour_classifier(path: Path, size: int = 32) -> Path:
+    """A real classifier of the simplest kind, for crops: the mean of each input channel
+    (red, green, blue in RGB order), scaled, as the logits of ``COLOURS``. Any batch size."""
+    nodes = [
+        helper.make_node("ReduceMean", ["images"], ["means"], axes=[2, 3], keepdims=0),
+        helper.make_node("Mul", ["means", "scale"], ["output0"]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "colours",
+        [helper.make_tensor_value_info("images", TensorProto.FLOAT, ["batch", 3, size, size])],
+        [helper.make_tensor_value_info("output0", TensorProto.FLOAT, ["batch", 3])],
+        [numpy_helper.from_array(np.array(20.0, np.float32), "scale")],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    onnx.save(model, str(path))
+    return path
+
+
+def colour_classifier_directory(root: Path, name: str = "colours", size: int = 32) -> Path:
+    """A models-directory entry for ``colour_classifier``."""
+    directory = root / name
+    directory.mkdir(parents=True, exist_ok=True)
+    colour_classifier(directory / "model.onnx", size)
+    ModelManifest(name=name, version="test", input_width=size, input_height=size,
+                  class_names=COLOURS, decoder="classification", task="classification",
+                  resize="stretch").save(directory)  # fmt: skip
+    return directory
+
+
 def model_directory(
     root: Path, name: str, outputs: list[tuple[str, np.ndarray]], size: int = 64, **manifest
 ) -> Path:

@@ -5,20 +5,24 @@ from __future__ import annotations
 from .aggregation import DataAggregatorBlock
 from .analytics import LineCounterBlock, LineCounterV1Block, TimeInZoneBlock
 from .base import Block
-from .detection import (
+from .classification import (
     ClassificationModelBlock,
     ClassificationModelBlockV3,
+    MultiLabelClassificationModelBlock,
+    MultiLabelClassificationModelBlockV3,
+)
+from .crops import AbsoluteStaticCropBlock, DynamicCropBlock, RelativeStaticCropBlock
+from .detection import (
     InstanceSegmentationModelBlock,
     InstanceSegmentationModelBlockV3,
     KeypointDetectionModelBlock,
     KeypointDetectionModelBlockV3,
-    MultiLabelClassificationModelBlock,
-    MultiLabelClassificationModelBlockV3,
     ObjectDetectionModelBlock,
     ObjectDetectionModelBlockV3,
 )
 from .filtering import DetectionsFilterBlock, PropertyDefinitionBlock
 from .flow import ContinueIfBlock, DeltaFilterBlock, RateLimiterBlock
+from .fusion import DetectionsClassesReplacementBlock, DimensionCollapseBlock
 from .model_visualization import (
     ClassificationLabelVisualizationBlock,
     KeypointVisualizationBlock,
@@ -90,6 +94,11 @@ BLOCKS: dict[str, type[Block]] = {
         WebhookSinkBlock,
         MqttSinkBlock,
         EventSinkBlock,
+        DynamicCropBlock,
+        AbsoluteStaticCropBlock,
+        RelativeStaticCropBlock,
+        DimensionCollapseBlock,
+        DetectionsClassesReplacementBlock,
     )
     for type_id in cls.type_ids
 }

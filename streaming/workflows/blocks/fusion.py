@@ -1,0 +1,157 @@
+"""Bringing a second stage's answers back: a list per frame out of one value per crop
+(``dimension_collapse``), and each detection's class replaced by what a classifier (or OCR)
+said of its crop (``detections_classes_replacement``)."""
+
+from __future__ import annotations
+
+import sys
+import uuid
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+import supervision as sv
+
+from .base import (
+    ANY,
+    CLASSIFICATION,
+    DETECTION_KINDS,
+    DETECTIONS,
+    Block,
+    BlockSettings,
+    BuildContext,
+    FieldSpec,
+    FrameState,
+    select,
+)
+
+__all__ = [
+    "DetectionsClassesReplacementBlock",
+    "DimensionCollapseBlock",
+    "fallback_class",
+    "leading_class",
+]
+
+LIST_OF_VALUES = "list_of_values"
+
+
+class DimensionCollapseBlock(Block):
+    """The values of every crop (slice, ...) of an element, as one list at the element's
+    dimension: a frame's classifications of its crops as one list per frame."""
+
+    type_ids = ("roboflow_core/dimension_collapse@v1", "DimensionCollapse")
+    fields = {"data": FieldSpec((ANY,), per_frame=True)}
+    outputs = {"output": LIST_OF_VALUES}
+    output_dimension = -1
+
+    def run(self, inputs: dict[str, Any], frame: FrameState) -> dict[str, Any]:
+        return {"output": list(inputs["data"])}
+
+
+@dataclass(frozen=True, kw_only=True)
+class ClassesReplacementSettings(BlockSettings):
+    fallback_class_name: str | None
+    fallback_class_id: int | None
+
+
+def fallback_class(name: str | None, class_id: int | None) -> tuple[str, int, float] | None:
+    """The class a detection takes when its crop got none, if one is set (an id below 0 or
+    none: the largest integer, as the reference's)."""
+    if not name:
+        return None
+    return name, sys.maxsize if class_id is None or class_id < 0 else class_id, 0.0
+
+
+def leading_class(
+    prediction: Any, fallback_name: str | None, fallback_id: int | None
+) -> tuple[str, int, float] | None:
+    """The class a classifier's (or OCR's) answer leads with: ``(name, id, confidence)``;
+    the fallback where it names none (if one is set), else None."""
+    fallback = fallback_class(fallback_name, fallback_id)
+    if isinstance(prediction, str):
+        return prediction, 0, 1.0
+    if isinstance(prediction, list):
+        if not prediction:
+            return fallback
+        return (prediction[0], 0, 1.0) if isinstance(prediction[0], str) else None
+    if not isinstance(prediction, dict):
+        return None
+    if "top" in prediction:  # single-label: the top class
+        if not prediction.get("predictions"):
+            return fallback
+        top = prediction["top"]
+        matching = [(p["class_id"], p["confidence"]) for p in prediction["predictions"]
+                    if p.get("class") == top]  # fmt: skip
+        if len(matching) != 1:
+            return None
+        return top, int(matching[0][0]), float(matching[0][1])
+    if not prediction.get("predicted_classes"):  # multi-label: the most confident class
+        return None
+    best = max(
+        prediction.get("predictions", {}).items(),
+        key=lambda item: item[1]["confidence"],
+        default=None,
+    )
+    if best is None or not best[1]["confidence"]:
+        return None
+    return best[0], int(best[1]["class_id"]), float(best[1]["confidence"])
+
+
+class DetectionsClassesReplacementBlock(Block):
+    """Each detection takes the class its crop was given by a second stage (matched by the
+    crop's ``parent_id``, the detection's id; or, for answers that are plain text, by
+    position); a detection whose crop got no class is dropped unless a fallback class is
+    set. The detections get new ids, as the reference's do."""
+
+    type_ids = ("roboflow_core/detections_classes_replacement@v1", "DetectionsClassesReplacement")
+    fields = {
+        "object_detection_predictions": FieldSpec(DETECTION_KINDS, per_frame=True),
+        "classification_predictions": FieldSpec(
+            (CLASSIFICATION, LIST_OF_VALUES, "string"), per_frame=True
+        ),
+        "fallback_class_name": FieldSpec(default=None, type="string"),
+        "fallback_class_id": FieldSpec(default=None, type="integer"),
+    }
+    Settings: ClassVar[type[BlockSettings]] = ClassesReplacementSettings
+    outputs = {"predictions": DETECTIONS}
+    input_offsets = {"object_detection_predictions": 0, "classification_predictions": 1}
+    dimension_reference = "object_detection_predictions"
+    accepts_empty = True
+
+    def __init__(
+        self, name: str, config: ClassesReplacementSettings, context: BuildContext
+    ) -> None:
+        super().__init__(name, config, context)
+        self.fallback = (config.fallback_class_name, config.fallback_class_id)
+
+    def run(self, inputs: dict[str, Any], frame: FrameState) -> dict[str, Any]:
+        detections: sv.Detections | None = inputs["object_detection_predictions"]
+        answers: list[Any] = inputs["classification_predictions"] or []
+        if detections is None:
+            return {"predictions": None}
+        if not answers:
+            return {"predictions": sv.Detections.empty()}
+        first = next((a for a in answers if a is not None), None)
+        if isinstance(first, str | list):  # text (OCR, a language model): by position
+            padded = list(answers) + [None] * (len(detections) - len(answers))
+            classes = [
+                leading_class(a, *self.fallback)
+                if a is not None
+                else fallback_class(*self.fallback)
+                for a in padded[: len(detections)]
+            ]
+        else:
+            by_crop = {a.get("parent_id"): leading_class(a, *self.fallback)
+                       for a in answers if isinstance(a, dict)}  # fmt: skip
+            ids = detections.data.get("detection_id")
+            classes = [by_crop.get(str(i)) for i in ids] if ids is not None else []
+        keep = np.array([c is not None for c in classes], dtype=bool)
+        if not keep.any():
+            return {"predictions": sv.Detections.empty()}
+        chosen = select(detections, keep)
+        kept = [c for c in classes if c is not None]
+        chosen.class_id = np.array([c[1] for c in kept])
+        chosen.confidence = np.array([c[2] for c in kept], dtype=float)
+        chosen.data["class_name"] = np.array([c[0] for c in kept])
+        chosen.data["detection_id"] = np.array([str(uuid.uuid4()) for _ in kept])
+        return {"predictions": chosen}

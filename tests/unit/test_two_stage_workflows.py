@@ -1,0 +1,229 @@
+"""Workflows in two stages, through the engine's batch dimensions: detect, crop each
+detection, classify every crop (one model run for all of a frame's crops), and bring the
+answers back onto the detections or into one list per frame. The detector is a fixed-output
+ONNX export (a dog and a cat at known boxes); the classifier is a real one of the simplest
+kind (each crop's dominant colour), so what each crop is told depends on its pixels."""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from streaming.config import Settings
+from streaming.errors import WorkflowCompilationError
+from streaming.inference.registry import ModelRegistry
+from streaming.metrics import Metrics
+from streaming.workflows import compile_workflow, parse_spec
+from streaming.workflows.blocks.base import BuildContext, FrameState
+from streaming.workflows.serialization import serialize_value
+from tests.support.onnx_models import YOLO_ROWS, colour_classifier_directory, model_directory
+
+DOG_BOX, CAT_BOX = (15, 18, 25, 30), (36, 36, 44, 44)  # the fixed detector's, in pixels
+RED, BLUE = (0, 0, 255), (255, 0, 0)  # BGR
+
+
+@pytest.fixture(scope="module")
+def metrics() -> Metrics:
+    return Metrics()
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory, metrics):
+    root = tmp_path_factory.mktemp("models")
+    model_directory(root, "boxes", [("output", YOLO_ROWS)], decoder="yolov3")
+    colour_classifier_directory(root)
+    registry = ModelRegistry(Settings(models_dir=root), metrics)
+    yield registry
+    registry.close()
+
+
+def scene() -> np.ndarray:
+    """64x64: the dog's box painted red, the cat's blue, the rest black."""
+    image = np.zeros((64, 64, 3), np.uint8)
+    for (x1, y1, x2, y2), colour in ((DOG_BOX, RED), (CAT_BOX, BLUE)):
+        image[y1:y2, x1:x2] = colour
+    return image
+
+
+def step(kind: str, name: str, **fields) -> dict:
+    return {"type": f"roboflow_core/{kind}", "name": name, **fields}
+
+
+DETECT = step("roboflow_object_detection_model@v2", "det", images="$inputs.image",
+              model_id="boxes")  # fmt: skip
+CROP = step("dynamic_crop@v1", "crop", images="$inputs.image", predictions="$steps.det.predictions")
+CLASSIFY = step("roboflow_classification_model@v2", "cls", images="$steps.crop.crops",
+                model_id="colours")  # fmt: skip
+TWO_STAGE = {
+    "version": "1.0",
+    "inputs": [{"type": "InferenceImage", "name": "image"}],
+    "steps": [
+        DETECT,
+        CROP,
+        CLASSIFY,
+        step(
+            "detections_classes_replacement@v1",
+            "swap",
+            object_detection_predictions="$steps.det.predictions",
+            classification_predictions="$steps.cls.predictions",
+        ),
+        step("dimension_collapse@v1", "all", data="$steps.cls.predictions"),
+    ],
+    "outputs": [
+        {"type": "JsonField", "name": "crops", "selector": "$steps.crop.crops"},
+        {"type": "JsonField", "name": "classes", "selector": "$steps.cls.predictions"},
+        {"type": "JsonField", "name": "relabelled", "selector": "$steps.swap.predictions"},
+        {"type": "JsonField", "name": "collapsed", "selector": "$steps.all.output"},
+        {"type": "JsonField", "name": "detections", "selector": "$steps.det.predictions"},
+    ],
+}
+
+
+def compile_spec(spec: dict, models: ModelRegistry):
+    return compile_workflow(parse_spec(spec), BuildContext(models))
+
+
+def run(spec: dict, models: ModelRegistry, image: np.ndarray | None = None) -> dict:
+    workflow = compile_spec(spec, models)
+    try:
+        return workflow.run(scene() if image is None else image, {}, FrameState())
+    finally:
+        workflow.close()
+
+
+def batches_of(metrics: Metrics, model: str) -> tuple[float, float]:
+    """The classifier's model runs so far, and the images they held."""
+    for family in text_string_to_metric_families(metrics.render().decode()):
+        if family.name == "visionstream_batch_size":
+            samples = {s.name: s.value for s in family.samples if s.labels.get("model") == model}
+            return samples.get(family.name + "_count", 0), samples.get(family.name + "_sum", 0)
+    return 0, 0
+
+
+def test_each_crop_is_classified_and_its_class_replaces_its_detections(models, metrics):
+    workflow = compile_spec(TWO_STAGE, models)  # the models loaded (and warmed up) here
+    runs_before, images_before = batches_of(metrics, "colours")
+    try:
+        out = workflow.run(scene(), {}, FrameState())
+    finally:
+        workflow.close()
+    # One crop per detection, each where its box is, named for the detection it came from.
+    detections = out["detections"]
+    order = np.argsort(detections.data["class_name"])  # cat, dog
+    ids = [str(i) for i in detections.data["detection_id"][order]]
+    crops = out["crops"]
+    by_parent = {crop.parent_id: crop for crop in crops}
+    assert sorted(by_parent) == sorted(ids)
+    cat_crop, dog_crop = by_parent[ids[0]], by_parent[ids[1]]
+    assert (cat_crop.parent_origin.offset_x, cat_crop.parent_origin.offset_y) == CAT_BOX[:2]
+    assert dog_crop.numpy.shape[:2] == (DOG_BOX[3] - DOG_BOX[1], DOG_BOX[2] - DOG_BOX[0])
+    # Every crop classified by its own pixels, the answers matched to their crops.
+    tops = {c["parent_id"]: c["top"] for c in out["classes"]}
+    assert tops == {ids[0]: "blue", ids[1]: "red"}
+    # The classes replace the detections' (same boxes), and all answers come back as one list.
+    relabelled = out["relabelled"]
+    assert sorted(relabelled.data["class_name"]) == ["blue", "red"]
+    assert np.allclose(sorted(relabelled.xyxy.tolist()), sorted(detections.xyxy.tolist()))
+    assert [c["top"] for c in out["collapsed"]] == [c["top"] for c in out["classes"]]
+    # Both crops went through the classifier in one model run.
+    runs, images = batches_of(metrics, "colours")
+    assert (runs - runs_before, images - images_before) == (1, 2)
+
+
+def test_crops_serialise_with_their_place_in_the_frame(models):
+    out = run(TWO_STAGE, models)
+    crops = serialize_value(out["crops"], 80, None)
+    assert len(crops) == 2
+    for crop in crops:
+        assert crop["type"] == "base64" and crop["parent_id"] and crop["root_parent_id"] == "image"
+        origin = crop["parent_origin"]
+        assert (origin["width"], origin["height"]) == (64, 64)
+        assert crop["root_parent_origin"] == origin  # cut from the frame itself
+        assert (origin["offset_x"], origin["offset_y"]) in (DOG_BOX[:2], CAT_BOX[:2])
+
+
+def test_a_frame_without_detections_gives_empty_lists(models):
+    spec = copy.deepcopy(TWO_STAGE)
+    spec["steps"][0]["confidence"] = 0.99  # above both fixed detections
+    out = run(spec, models)
+    assert out["crops"] == [] and out["classes"] == [] and out["collapsed"] == []
+    assert len(out["relabelled"]) == 0
+
+
+def test_flow_control_on_each_crop_runs_the_next_step_on_the_chosen_crops_only(models):
+    spec = copy.deepcopy(TWO_STAGE)
+    spec["steps"] += [
+        step("continue_if@v1", "only_red", next_steps=["$steps.again"],
+             condition_statement={
+                 "type": "StatementGroup",
+                 "statements": [{
+                     "type": "BinaryStatement",
+                     "left_operand": {
+                         "type": "DynamicOperand", "operand_name": "answer",
+                         "operations": [{"type": "ClassificationPropertyExtract",
+                                         "property_name": "top_class"}],
+                     },
+                     "comparator": {"type": "=="},
+                     "right_operand": {"type": "StaticOperand", "value": "red"},
+                 }],
+             },
+             evaluation_parameters={"answer": "$steps.cls.predictions"}),
+        step("roboflow_classification_model@v2", "again", images="$steps.crop.crops",
+             model_id="colours"),
+    ]  # fmt: skip
+    spec["outputs"].append({"type": "JsonField", "name": "again", "selector": "$steps.again.*"})
+    out = run(spec, models)
+    tops = [c["top"] for c in out["classes"]]
+    again = out["again"]["predictions"]
+    assert [a is not None for a in again] == [t == "red" for t in tops]
+    assert [a["top"] for a in again if a is not None] == ["red"]
+
+
+GATE = step(
+    "continue_if@v1",
+    "gate",
+    next_steps=["$steps.frame_step"],
+    condition_statement={"type": "StatementGroup", "statements": []},
+    evaluation_parameters={"answer": "$steps.cls.predictions"},
+)
+MISFITS = {
+    # A crop-level value and a frame-level one meet in a step that takes one level.
+    "different dimensions": [
+        step("bounding_box_visualization@v1", "draw", image="$inputs.image",
+             predictions="$steps.crop.predictions"),
+    ],
+    # Crops of two different crop steps matched in one step.
+    "different raises": [
+        dict(CROP, name="crop2"),
+        step("bounding_box_visualization@v1", "draw", image="$steps.crop2.crops",
+             predictions="$steps.crop.predictions"),
+    ],
+    # Nothing below the frame to collapse.
+    "nothing to collapse": [
+        step("dimension_collapse@v1", "flat", data="$steps.det.predictions"),
+    ],
+    # Classes at the frame's level where one per crop is expected.
+    "expects it at 2": [
+        step("detections_classes_replacement@v1", "bad",
+             object_detection_predictions="$steps.det.predictions",
+             classification_predictions="$steps.all.output"),
+    ],
+    # A decision on each crop cannot gate a step that runs once per frame.
+    "would never run": [
+        GATE,
+        step("bounding_box_visualization@v1", "frame_step", image="$inputs.image",
+             predictions="$steps.det.predictions"),
+    ],
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("message", sorted(MISFITS))
+def test_inputs_that_do_not_fit_are_refused_naming_the_step(models, message):
+    spec = copy.deepcopy(TWO_STAGE)
+    spec["steps"] += copy.deepcopy(MISFITS[message])
+    with pytest.raises(WorkflowCompilationError, match=message) as caught:
+        compile_spec(spec, models)
+    assert "step '" in str(caught.value)
