@@ -227,3 +227,32 @@ def test_inputs_that_do_not_fit_are_refused_naming_the_step(models, message):
     with pytest.raises(WorkflowCompilationError, match=message) as caught:
         compile_spec(spec, models)
     assert "step '" in str(caught.value)
+
+
+def test_static_crops_cut_one_region_of_each_image_in_pixels_or_fractions(models):
+    spec = {
+        "version": "1.0",
+        "inputs": [{"type": "InferenceImage", "name": "image"}],
+        "steps": [
+            step("absolute_static_crop@v1", "pixels", images="$inputs.image",
+                 x_center=20, y_center=24, width=10, height=12),
+            step("relative_static_crop@v1", "fractions", images="$inputs.image",
+                 x_center=0.625, y_center=0.625, width=0.125, height=0.125),
+            step("absolute_static_crop@v1", "outside", images="$inputs.image",
+                 x_center=200, y_center=200, width=10, height=10),
+            step("roboflow_classification_model@v2", "cls", images="$steps.pixels.crops",
+                 model_id="colours"),
+        ],
+        "outputs": [
+            {"type": "JsonField", "name": name, "selector": f"$steps.{name}.crops"}
+            for name in ("pixels", "fractions", "outside")
+        ] + [{"type": "JsonField", "name": "cls", "selector": "$steps.cls.predictions"}],
+    }  # fmt: skip
+    out = run(spec, models)
+    # One crop per image (no new dimension): the dog's red box, and the cat's blue one.
+    pixels, fractions = out["pixels"], out["fractions"]
+    assert (pixels.parent_origin.offset_x, pixels.parent_origin.offset_y) == DOG_BOX[:2]
+    assert pixels.numpy.shape[:2] == (12, 10) and (pixels.numpy == RED).all()
+    assert fractions.numpy.shape[:2] == (8, 8) and (fractions.numpy == BLUE).all()
+    assert out["outside"] is None
+    assert out["cls"]["top"] == "red" and out["cls"]["parent_id"] == pixels.parent_id

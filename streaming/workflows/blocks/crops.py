@@ -170,42 +170,6 @@ class AbsoluteStaticCropSettings(BlockSettings):
     height: int
 
 
-def _static_crop(image: WorkflowImage, x_center: float, y_center: float, width: float,
-                 height: float, kind: str) -> WorkflowImage | None:  # fmt: skip
-    x1, y1 = round(x_center - width / 2), round(y_center - height / 2)
-    crop = image.crop(x1, y1, round(x1 + width), round(y1 + height), f"{kind}.{uuid.uuid4()}")
-    return crop if crop.numpy.size else None
-
-
-class AbsoluteStaticCropBlock(Block):
-    """One region of every image, in pixels (its centre and size); ``crops`` is None where
-    the region falls outside the image."""
-
-    type_ids = ("roboflow_core/absolute_static_crop@v1", "AbsoluteStaticCrop")
-    fields = {
-        **_IMAGES,
-        **{
-            name: FieldSpec(type="integer", minimum=1)
-            for name in ("x_center", "y_center", "width", "height")
-        },
-    }
-    Settings: ClassVar[type[BlockSettings]] = AbsoluteStaticCropSettings
-    outputs = {"crops": IMAGE}
-
-    @classmethod
-    def check_bindings(cls, name: str, bound: set[str]) -> None:
-        _check_image_bound(name, bound)
-
-    def __init__(
-        self, name: str, config: AbsoluteStaticCropSettings, context: BuildContext
-    ) -> None:
-        super().__init__(name, config, context)
-        self.region = (config.x_center, config.y_center, config.width, config.height)
-
-    def run(self, inputs: dict[str, Any], frame: FrameState) -> dict[str, Any]:
-        return {"crops": _static_crop(_image(inputs), *self.region, "absolute_static_crop")}
-
-
 @dataclass(frozen=True, kw_only=True)
 class RelativeStaticCropSettings(BlockSettings):
     x_center: float
@@ -214,39 +178,59 @@ class RelativeStaticCropSettings(BlockSettings):
     height: float
 
 
-class RelativeStaticCropBlock(Block):
-    """One region of every image, as fractions of its size (its centre and size). Unlike
-    the reference, a region reaching past the top or left edge is clipped there, not
-    wrapped around by negative indexing."""
+_REGION = ("x_center", "y_center", "width", "height")
 
-    type_ids = ("roboflow_core/relative_static_crop@v1", "RelativeStaticCrop")
-    fields = {
-        **_IMAGES,
-        **{
-            name: FieldSpec(type="number", minimum=0.0, maximum=1.0)
-            for name in ("x_center", "y_center", "width", "height")
-        },
-    }
-    Settings: ClassVar[type[BlockSettings]] = RelativeStaticCropSettings
+
+class _StaticCropBlock(Block):
+    """One region of every image (its centre and size); ``crops`` is None where the region
+    falls outside the image."""
+
+    kind: ClassVar[str]
     outputs = {"crops": IMAGE}
 
     @classmethod
     def check_bindings(cls, name: str, bound: set[str]) -> None:
         _check_image_bound(name, bound)
 
-    def __init__(
-        self, name: str, config: RelativeStaticCropSettings, context: BuildContext
-    ) -> None:
+    def __init__(self, name: str, config: BlockSettings, context: BuildContext) -> None:
         super().__init__(name, config, context)
-        self.region = (config.x_center, config.y_center, config.width, config.height)
+        self.region: tuple[float, ...] = tuple(getattr(config, field) for field in _REGION)
+
+    def pixels(self, image: WorkflowImage) -> tuple[float, ...]:
+        """The region's centre and size in the image's pixels."""
+        return self.region
 
     def run(self, inputs: dict[str, Any], frame: FrameState) -> dict[str, Any]:
         image = _image(inputs)
+        x_center, y_center, width, height = self.pixels(image)
+        x1, y1 = round(x_center - width / 2), round(y_center - height / 2)
+        crop_id = f"{self.kind}.{uuid.uuid4()}"
+        crop = image.crop(x1, y1, round(x1 + width), round(y1 + height), crop_id)
+        return {"crops": crop if crop.numpy.size else None}
+
+
+class AbsoluteStaticCropBlock(_StaticCropBlock):
+    """A region in pixels."""
+
+    type_ids = ("roboflow_core/absolute_static_crop@v1", "AbsoluteStaticCrop")
+    kind = "absolute_static_crop"
+    fields = {**_IMAGES, **{name: FieldSpec(type="integer", minimum=1) for name in _REGION}}
+    Settings: ClassVar[type[BlockSettings]] = AbsoluteStaticCropSettings
+
+
+class RelativeStaticCropBlock(_StaticCropBlock):
+    """A region as fractions of the image's size. Unlike the reference, a region reaching
+    past the top or left edge is clipped there, not wrapped around by negative indexing."""
+
+    type_ids = ("roboflow_core/relative_static_crop@v1", "RelativeStaticCrop")
+    kind = "relative_static_crop"
+    fields = {
+        **_IMAGES,
+        **{name: FieldSpec(type="number", minimum=0.0, maximum=1.0) for name in _REGION},
+    }
+    Settings: ClassVar[type[BlockSettings]] = RelativeStaticCropSettings
+
+    def pixels(self, image: WorkflowImage) -> tuple[float, ...]:
         height, width = image.numpy.shape[:2]
         x, y, w, h = self.region
-        return {
-            "crops": _static_crop(
-                image, round(width * x), round(height * y), round(width * w), round(height * h),
-                "relative_static_crop",
-            )
-        }  # fmt: skip
+        return round(width * x), round(height * y), round(width * w), round(height * h)
