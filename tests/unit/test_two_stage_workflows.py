@@ -18,6 +18,7 @@ from streaming.inference.registry import ModelRegistry
 from streaming.metrics import Metrics
 from streaming.workflows import compile_workflow, parse_spec
 from streaming.workflows.blocks.base import BuildContext, FrameState
+from streaming.workflows.blocks.slicing import slice_offsets
 from streaming.workflows.serialization import serialize_value
 from tests.support.onnx_models import YOLO_ROWS, colour_classifier_directory, model_directory
 
@@ -256,3 +257,45 @@ def test_static_crops_cut_one_region_of_each_image_in_pixels_or_fractions(models
     assert fractions.numpy.shape[:2] == (8, 8) and (fractions.numpy == BLUE).all()
     assert out["outside"] is None
     assert out["cls"]["top"] == "red" and out["cls"]["parent_id"] == pixels.parent_id
+
+
+def test_slice_offsets_v1_clip_the_last_tiles_and_v2_moves_them_inside():
+    v1 = slice_offsets((100, 50), (40, 40), (0.0, 0.0), centred=False)
+    assert v1 == [(0, 0, 40, 40), (40, 0, 80, 40), (80, 0, 100, 40),
+                  (0, 40, 40, 50), (40, 40, 80, 50), (80, 40, 100, 50)]  # fmt: skip
+    v2 = slice_offsets((100, 50), (40, 40), (0.0, 0.0), centred=True)
+    assert v2 == [(0, 0, 40, 40), (40, 0, 80, 40), (60, 0, 100, 40),
+                  (0, 10, 40, 50), (40, 10, 80, 50), (60, 10, 100, 50)]  # fmt: skip
+    # Overlap: a 20 % overlap of 40 px tiles is a 32 px stride.
+    assert [x for x, *_ in slice_offsets((100, 40), (40, 40), (0.2, 0.0), True)] == [0, 32, 60]
+
+
+def test_detections_on_every_slice_are_stitched_back_onto_the_image(models):
+    spec = {
+        "version": "1.0",
+        "inputs": [{"type": "InferenceImage", "name": "image"}],
+        "steps": [
+            step("image_slicer@v2", "tiles", image="$inputs.image", slice_width=32,
+                 slice_height=32, overlap_ratio_width=0.0, overlap_ratio_height=0.0),
+            step("roboflow_object_detection_model@v2", "det", images="$steps.tiles.slices",
+                 model_id="boxes"),
+            step("detections_stitch@v1", "stitch", reference_image="$inputs.image",
+                 predictions="$steps.det.predictions"),
+        ],
+        "outputs": [
+            {"type": "JsonField", "name": "tiles", "selector": "$steps.tiles.slices"},
+            {"type": "JsonField", "name": "stitched", "selector": "$steps.stitch.predictions"},
+        ],
+    }  # fmt: skip
+    out = run(spec, models)
+    corners = [(t.parent_origin.offset_x, t.parent_origin.offset_y) for t in out["tiles"]]
+    assert corners == [(0, 0), (32, 0), (0, 32), (32, 32)]
+    # The fixed detector finds its dog and cat on each 32 px tile (at half their 64 px
+    # places); stitched, each tile's pair lies in that tile, on the image's coordinates.
+    stitched = out["stitched"]
+    assert len(stitched) == 8
+    for x, y in corners:
+        inside = [b for b in stitched.xyxy.tolist()
+                  if x <= b[0] and b[2] <= x + 32 and y <= b[1] and b[3] <= y + 32]  # fmt: skip
+        assert sorted(round(b[0] - x, 1) for b in inside) == [7.5, 18.0]
+    assert set(stitched.data["parent_id"]) == {"image"}

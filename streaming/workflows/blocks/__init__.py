@@ -31,6 +31,7 @@ from .model_visualization import (
 )
 from .motion import PathDeviationBlock, StabilizeDetectionsBlock, VelocityBlock
 from .sinks import EventSinkBlock, MqttSinkBlock, WebhookSinkBlock
+from .slicing import DetectionsStitchBlock, ImageSlicerBlock, ImageSlicerV2Block
 from .tracking import ByteTrackerBlock
 from .transforms import ImageBlurBlock
 from .visualization import (
@@ -99,6 +100,9 @@ BLOCKS: dict[str, type[Block]] = {
         RelativeStaticCropBlock,
         DimensionCollapseBlock,
         DetectionsClassesReplacementBlock,
+        ImageSlicerBlock,
+        ImageSlicerV2Block,
+        DetectionsStitchBlock,
     )
     for type_id in cls.type_ids
 }

@@ -209,6 +209,8 @@ class FieldSpec:
     maximum: float | None = None
     above: float | None = None
     """An exclusive lower bound (``text_scale`` above 0)."""
+    below: float | None = None
+    """An exclusive upper bound (an overlap ratio below 1)."""
     choices: tuple[Any, ...] | None = None
     nullable: bool = False
     """``null`` is taken too, though the default is a value (``custom_confidence``)."""
@@ -248,6 +250,7 @@ class FieldSpec:
             (self.minimum is None or value >= self.minimum)
             and (self.maximum is None or value <= self.maximum)
             and (self.above is None or value > self.above)
+            and (self.below is None or value < self.below)
         )
 
     def _what(self) -> str:
@@ -257,6 +260,8 @@ class FieldSpec:
             bounds.append(f"at least {self.minimum:g}")
         if self.above is not None:
             bounds.append(f"above {self.above:g}")
+        if self.below is not None:
+            bounds.append(f"below {self.below:g}")
         if self.maximum is not None:
             bounds.append(f"at most {self.maximum:g}")
         return f"{article} {self.type}" + (f" ({', '.join(bounds)})" if bounds else "")
@@ -279,7 +284,7 @@ class FieldSpec:
         }
         if self.default is not REQUIRED:
             entry["default"] = self.default
-        for key in ("minimum", "maximum", "above", "choices"):
+        for key in ("minimum", "maximum", "above", "below", "choices"):
             if (value := getattr(self, key)) is not None:
                 entry[key] = list(value) if key == "choices" else value
         if self.description:

@@ -27,6 +27,7 @@ from .base import (
     fraction,
     select,
 )
+from .images import Origin
 
 __all__ = ["AbsoluteStaticCropBlock", "DynamicCropBlock", "RelativeStaticCropBlock", "bgr_color"]
 
@@ -130,7 +131,7 @@ class DynamicCropBlock(Block):
                     self._blend(crop.numpy, detections.mask[i][y : y + h, x : x + w])
                 )
             crops.append(crop)
-            moved.append(_moved(select(detections, np.array([i])), x, y, (h, w)))
+            moved.append(_moved(select(detections, np.array([i])), origin, (h, w)))
         return {"crops": crops, "predictions": moved}
 
     def _blend(self, pixels: np.ndarray, mask: np.ndarray) -> np.ndarray:
@@ -145,16 +146,18 @@ def _window(mask: Any, x: int, y: int, width: int, height: int) -> np.ndarray | 
     return None if mask is None else np.asarray(mask)[:, y : y + height, x : x + width]
 
 
-def _moved(detection: sv.Detections, x: int, y: int, size: tuple[int, ...]) -> sv.Detections:
-    """A detection in its crop's coordinates (box, mask, keypoints, polygon)."""
+def _moved(detection: sv.Detections, origin: Origin, size: tuple[int, ...]) -> sv.Detections:
+    """A detection in its crop's coordinates (box, mask, keypoints, polygon), knowing where
+    the crop lay (``parent_origin``: what ``detections_stitch`` moves it back by)."""
     height, width = size[0], size[1]
+    x, y = origin.offset_x, origin.offset_y
     offset = np.array([x, y])
     moved = replace(
         detection,
         xyxy=detection.xyxy - np.array([x, y, x, y], dtype=detection.xyxy.dtype),
         mask=_window(detection.mask, x, y, width, height),
         data=dict(detection.data),
-        metadata={**detection.metadata, "image_size": (width, height)},
+        metadata={**detection.metadata, "image_size": (width, height), "parent_origin": origin},
     )
     for key in ("keypoints_xy", "polygon"):
         if key in moved.data:

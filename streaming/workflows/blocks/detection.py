@@ -146,6 +146,8 @@ class ObjectDetectionModelBlock(ModelBlock):
         detections.data["parent_id"] = np.array([image.parent_id] * n)
         height, width = image.numpy.shape[:2]
         detections.metadata["image_size"] = (width, height)
+        if image.parent_origin is not None:  # found on a crop or slice: where it lay
+            detections.metadata["parent_origin"] = image.parent_origin
         return {
             "predictions": detections,
             "inference_id": str(uuid.uuid4()),
