@@ -299,3 +299,28 @@ def test_detections_on_every_slice_are_stitched_back_onto_the_image(models):
                   if x <= b[0] and b[2] <= x + 32 and y <= b[1] and b[3] <= y + 32]  # fmt: skip
         assert sorted(round(b[0] - x, 1) for b in inside) == [7.5, 18.0]
     assert set(stitched.data["parent_id"]) == {"image"}
+
+
+@pytest.mark.parametrize(
+    ("units", "offset", "grown"),
+    [
+        ("Pixels", (4, 4), (13, 16, 27, 32)),  # 2 px on each side
+        ("Percent (%)", (40, 50), (13, 15, 27, 33)),  # of the dog's 10x12 box, half each side
+    ],
+)
+def test_boxes_grown_by_an_offset_are_cropped_with_their_margin(models, units, offset, grown):
+    spec = copy.deepcopy(TWO_STAGE)
+    grow = step("detection_offset@v1", "grow", predictions="$steps.det.predictions",
+                offset_x=offset[0], offset_y=offset[1], units=units)  # fmt: skip
+    spec["steps"].insert(1, grow)
+    spec["steps"][2]["predictions"] = "$steps.grow.predictions"
+    spec["outputs"].append({"type": "JsonField", "name": "grown", "selector": "$steps.grow.*"})
+    out = run(spec, models)
+    boxes = out["grown"]["predictions"]
+    dog = [b for b, name in zip(boxes.xyxy.tolist(), boxes.data["class_name"], strict=True)
+           if name == "dog"]  # fmt: skip
+    assert dog == [list(map(float, grown))]
+    # New ids, each naming the detection it grew from; the crops are of the grown boxes.
+    assert set(boxes.data["parent_id"]) == set(out["detections"].data["detection_id"])
+    shapes = sorted(c.numpy.shape[:2] for c in out["crops"])
+    assert (grown[3] - grown[1], grown[2] - grown[0]) in shapes

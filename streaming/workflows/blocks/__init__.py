@@ -23,6 +23,7 @@ from .detection import (
 from .filtering import DetectionsFilterBlock, PropertyDefinitionBlock
 from .flow import ContinueIfBlock, DeltaFilterBlock, RateLimiterBlock
 from .fusion import DetectionsClassesReplacementBlock, DimensionCollapseBlock
+from .geometry import DetectionOffsetBlock
 from .model_visualization import (
     ClassificationLabelVisualizationBlock,
     KeypointVisualizationBlock,
@@ -103,6 +104,7 @@ BLOCKS: dict[str, type[Block]] = {
         ImageSlicerBlock,
         ImageSlicerV2Block,
         DetectionsStitchBlock,
+        DetectionOffsetBlock,
     )
     for type_id in cls.type_ids
 }
