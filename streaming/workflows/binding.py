@@ -49,6 +49,8 @@ class Entries:
     """An object field whose entries are each resolved per frame (``FieldSpec.entries``)."""
 
     entries: dict[str, Ref | Const]
+    listed: bool = False
+    """A list field (``FieldSpec.listed``): the block gets the values in order."""
 
 
 Source = Ref | Const | Entries
@@ -121,10 +123,16 @@ class Compiler:
                 bound.gates = self.step_names(step.name, value, where)
                 bound.config[field_name] = list(bound.gates)
                 continue
-            if field.entries:
-                entries = self.entries(step.name, value, where, bound.depends)
+            if field.entries or field.listed:
+                if field.listed:
+                    if not isinstance(value, list) or not value:
+                        raise WorkflowCompilationError(f"{where} must be a non-empty list")
+                    value = {str(i): item for i, item in enumerate(value)}
+                entries = self.entries(step.name, value, where, bound.depends, field.listed)
                 bound.bindings[field_name] = entries
-                bound.config[field_name] = sorted(entries.entries)  # the names, at compile
+                # At compile, the block has the names (or, for a list, how many).
+                names = sorted(entries.entries)
+                bound.config[field_name] = len(names) if field.listed else names
                 continue
             selector = parse_selector(value)
             if selector is None:
@@ -175,7 +183,9 @@ class Compiler:
             names.append(name)
         return names
 
-    def entries(self, step: str, value: Any, where: str, depends: set[str]) -> Entries:
+    def entries(
+        self, step: str, value: Any, where: str, depends: set[str], listed: bool = False
+    ) -> Entries:
         """An object whose entries are literals, parameters or per-frame data."""
         if value is None:
             return Entries({})
@@ -194,7 +204,7 @@ class Compiler:
                     raise WorkflowCompilationError(f"{where} entry '{key}' refers to its own step")
                 depends.add(selector.step)
             entries[str(key)] = source
-        return Entries(entries)
+        return Entries(entries, listed)
 
     def literal(self, value: Any, where: str) -> Any:
         """A literal field's value. An object's entries may name parameters (``$inputs.x``),

@@ -62,7 +62,8 @@ class _FrameRun:
         if isinstance(source, Const):
             return source.value
         if isinstance(source, Entries):
-            return {key: self.whole(entry) for key, entry in source.entries.items()}
+            values = {key: self.whole(entry) for key, entry in source.entries.items()}
+            return list(values.values()) if source.listed else values
         return self.at(source, ())
 
     def at(self, source: Source, index: tuple[int, ...]) -> Any:
@@ -71,9 +72,9 @@ class _FrameRun:
         element's children. ``MASKED`` where what it comes from did not run."""
         if isinstance(source, Const):
             return source.value
-        if isinstance(source, Entries):
+        if isinstance(source, Entries):  # its values as they are, MASKED included
             entries = {key: self.at(entry, index) for key, entry in source.entries.items()}
-            return MASKED if any(v is MASKED for v in entries.values()) else entries
+            return list(entries.values()) if source.listed else entries
         depth = self.levels[source.step] - 1
         if source.step is None or source.name != "*":
             return at(self.values[(source.step, source.name)], index, depth)
@@ -189,6 +190,12 @@ def _run_once(planned: _PlannedStep, state: _FrameRun, frame: FrameState) -> Non
         state.values[(name, output)] = result.get(output) if inputs is not None else MASKED
 
 
+def _unmasked_items(value: dict[str, Any] | list[Any]) -> dict[str, Any] | list[Any]:
+    if isinstance(value, dict):
+        return {key: unmasked(item) for key, item in value.items()}
+    return [unmasked(item) for item in value]
+
+
 def _picker(results: dict[tuple[int, ...], dict[str, Any]], output: str) -> Any:
     return lambda i: results[i].get(output) if i in results else MASKED
 
@@ -214,6 +221,12 @@ def _inputs_at(
                 children = [c if isinstance(verdicts, list) and verdicts[k] is True else None
                             for k, c in enumerate(children)]  # fmt: skip
             inputs[name] = unmasked(children)
+            continue
+        if isinstance(source, Entries):  # an object or list of values: each may be missing
+            items = value.values() if isinstance(value, dict) else value
+            if any(v is MASKED for v in items) and not planned.block.accepts_empty:
+                return None
+            inputs[name] = _unmasked_items(value)
             continue
         deep = isinstance(source, Ref) and state.levels[source.step] > 1
         if value is MASKED or (value is None and deep):

@@ -176,11 +176,20 @@ def test_flow_control_on_each_crop_runs_the_next_step_on_the_chosen_crops_only(m
              model_id="colours"),
     ]  # fmt: skip
     spec["outputs"].append({"type": "JsonField", "name": "again", "selector": "$steps.again.*"})
+    spec["steps"].append(step("first_non_empty_or_default@v1", "either",
+                              data=["$steps.again.predictions"], default="not red"))  # fmt: skip
+    spec["outputs"].append(
+        {"type": "JsonField", "name": "either", "selector": "$steps.either.output"}
+    )
     out = run(spec, models)
     tops = [c["top"] for c in out["classes"]]
     again = out["again"]["predictions"]
     assert [a is not None for a in again] == [t == "red" for t in tops]
     assert [a["top"] for a in again if a is not None] == ["red"]
+    # Where the second classifier did not run, the default stands in, crop by crop.
+    assert [e if isinstance(e, str) else e["top"] for e in out["either"]] == [
+        "red" if t == "red" else "not red" for t in tops
+    ]
 
 
 GATE = step(

@@ -22,6 +22,7 @@ from .detection import (
 )
 from .filtering import DetectionsFilterBlock, PropertyDefinitionBlock
 from .flow import ContinueIfBlock, DeltaFilterBlock, RateLimiterBlock
+from .formatters import FirstNonEmptyOrDefaultBlock
 from .fusion import DetectionsClassesReplacementBlock, DimensionCollapseBlock
 from .geometry import DetectionOffsetBlock
 from .model_visualization import (
@@ -105,6 +106,7 @@ BLOCKS: dict[str, type[Block]] = {
         ImageSlicerV2Block,
         DetectionsStitchBlock,
         DetectionOffsetBlock,
+        FirstNonEmptyOrDefaultBlock,
     )
     for type_id in cls.type_ids
 }

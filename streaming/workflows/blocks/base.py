@@ -201,6 +201,10 @@ class FieldSpec:
     """An object whose entries may each be a literal, a parameter or per-frame data (the
     reference's ``evaluation_parameters``, a webhook's ``json_payload``): the block's config
     holds the entries' names, and each frame's inputs the object with every entry's value."""
+    listed: bool = False
+    """A list whose items may each be a literal, a parameter or per-frame data
+    (``first_non_empty_or_default``'s ``data``): the block's config holds how many, and
+    each frame's inputs the list of values (None where one is missing)."""
     steps: bool = False
     """A list of step selectors (``$steps.<name>``): the steps a flow-control block lets run
     or not (``next_steps``); the block gets their names."""
@@ -272,6 +276,8 @@ class FieldSpec:
             takes = "selector"  # per-frame data: a step's output or an input
         elif self.entries:
             takes = "object of literals or selectors"
+        elif self.listed:
+            takes = "list of literals or selectors"
         elif self.steps:
             takes = "list of step selectors"
         else:
