@@ -333,3 +333,35 @@ def test_boxes_grown_by_an_offset_are_cropped_with_their_margin(models, units, o
     assert set(boxes.data["parent_id"]) == set(out["detections"].data["detection_id"])
     shapes = sorted(c.numpy.shape[:2] for c in out["crops"])
     assert (grown[3] - grown[1], grown[2] - grown[0]) in shapes
+
+
+SWITCH = {
+    "type": "CasesDefinition",
+    "cases": [{
+        "type": "CaseDefinition",
+        "condition": {"type": "StatementGroup", "statements": [{
+            "type": "BinaryStatement",
+            "left_operand": {"type": "DynamicOperand", "operand_name": "answer"},
+            "comparator": {"type": "=="},
+            "right_operand": {"type": "StaticOperand", "value": "red"},
+        }]},
+        "result": {"type": "StaticCaseResult", "value": "stop"},
+    }],
+    "default": {"type": "DynamicCaseResult", "parameter_name": "answer",
+                "operations": [{"type": "StringToUpperCase"}]},
+}  # fmt: skip
+
+
+def test_an_expression_switches_on_each_crops_answer(models):
+    spec = copy.deepcopy(TWO_STAGE)
+    extract = [{"type": "ClassificationPropertyExtract", "property_name": "top_class"}]
+    spec["steps"].append(step("expression@v1", "say", data={"answer": "$steps.cls.predictions"},
+                              data_operations={"answer": extract}, switch=SWITCH))  # fmt: skip
+    spec["outputs"].append({"type": "JsonField", "name": "said", "selector": "$steps.say.output"})
+    out = run(spec, models)
+    tops = [c["top"] for c in out["classes"]]
+    assert out["said"] == ["stop" if t == "red" else t.upper() for t in tops]
+    # Operations on a value the data does not have are refused when compiled.
+    spec["steps"][-1]["data_operations"] = {"other": extract}
+    with pytest.raises(WorkflowCompilationError, match="data_operations names \\['other'\\]"):
+        compile_spec(spec, models)

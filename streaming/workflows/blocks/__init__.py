@@ -22,7 +22,7 @@ from .detection import (
 )
 from .filtering import DetectionsFilterBlock, PropertyDefinitionBlock
 from .flow import ContinueIfBlock, DeltaFilterBlock, RateLimiterBlock
-from .formatters import FirstNonEmptyOrDefaultBlock
+from .formatters import ExpressionBlock, FirstNonEmptyOrDefaultBlock
 from .fusion import DetectionsClassesReplacementBlock, DimensionCollapseBlock
 from .geometry import DetectionOffsetBlock
 from .model_visualization import (
@@ -107,6 +107,7 @@ BLOCKS: dict[str, type[Block]] = {
         DetectionsStitchBlock,
         DetectionOffsetBlock,
         FirstNonEmptyOrDefaultBlock,
+        ExpressionBlock,
     )
     for type_id in cls.type_ids
 }

@@ -1,14 +1,18 @@
 """Shaping values for what comes next: the first value a branch produced, else a default
-(``first_non_empty_or_default``: after flow control, one of several branches ran)."""
+(``first_non_empty_or_default``: after flow control, one of several branches ran), and a
+switch over the query language (``expression``: the first case whose condition holds)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from .base import ANY, Block, BlockSettings, FieldSpec, FrameState
+from ...errors import WorkflowCompilationError
+from ..query import Env, QueryCompiler
+from .base import ANY, Block, BlockSettings, BuildContext, FieldSpec, FrameState
 
-__all__ = ["FirstNonEmptyOrDefaultBlock"]
+__all__ = ["ExpressionBlock", "FirstNonEmptyOrDefaultBlock"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -30,9 +34,94 @@ class FirstNonEmptyOrDefaultBlock(Block):
     outputs = {"output": ANY}
     accepts_empty = True
 
-    def __init__(self, name: str, config: FirstNonEmptySettings, context: Any) -> None:
+    def __init__(self, name: str, config: FirstNonEmptySettings, context: BuildContext) -> None:
         super().__init__(name, config, context)
         self.default = config.default
 
     def run(self, inputs: dict[str, Any], frame: FrameState) -> dict[str, Any]:
         return {"output": next((v for v in inputs["data"] if v is not None), self.default)}
+
+
+@dataclass(frozen=True, kw_only=True)
+class ExpressionSettings(BlockSettings):
+    data: list[str]
+    data_operations: dict[str, Any]
+    switch: dict[str, Any]
+
+
+Result = Callable[[dict[str, Any], Env], Any]
+
+
+class ExpressionBlock(Block):
+    """``data``'s values, each through its ``data_operations``; then the result of the
+    first of ``switch``'s cases whose condition holds over them (else its ``default``): a
+    fixed value (``StaticCaseResult``) or one of the values through more operations
+    (``DynamicCaseResult``)."""
+
+    type_ids = ("roboflow_core/expression@v1", "Expression")
+    fields = {
+        "data": FieldSpec(entries=True),
+        "data_operations": FieldSpec(default={}, type="object"),
+        "switch": FieldSpec(type="object"),
+    }
+    Settings: ClassVar[type[BlockSettings]] = ExpressionSettings
+    outputs = {"output": ANY}
+
+    def __init__(self, name: str, config: ExpressionSettings, context: BuildContext) -> None:
+        super().__init__(name, config, context)
+        names = set(config.data)
+        unknown = sorted(set(config.data_operations) - names)
+        if unknown:
+            raise WorkflowCompilationError(
+                f"step '{name}': data_operations names {unknown}, which data does not define"
+            )
+        compiler = QueryCompiler(name, "data_operations", names, "data")
+        self.operations = {
+            key: compiler.chain(ops, f"data_operations '{key}'")
+            for key, ops in config.data_operations.items()
+        }
+        switch = config.switch
+        cases = switch.get("cases")
+        if switch.get("type") != "CasesDefinition" or not isinstance(cases, list):
+            raise WorkflowCompilationError(
+                f"step '{name}': switch must be a CasesDefinition with a list of cases"
+            )
+        conditions = QueryCompiler(name, "switch", names, "data")
+        self.cases: list[tuple[Any, Result]] = []
+        for i, case in enumerate(cases):
+            if not isinstance(case, dict) or case.get("type") != "CaseDefinition":
+                raise WorkflowCompilationError(
+                    f"step '{name}': switch case {i} must be a CaseDefinition"
+                )
+            self.cases.append((conditions.group(case.get("condition")),
+                               _result(name, case.get("result"), names, conditions)))  # fmt: skip
+        self.default = _result(name, switch.get("default"), names, conditions)
+
+    def run(self, inputs: dict[str, Any], frame: FrameState) -> dict[str, Any]:
+        values = dict(inputs["data"])
+        for key, chain in self.operations.items():
+            values[key] = chain(values[key], Env(video=frame.video))
+        env = Env(values, frame.video)
+        for condition, result in self.cases:
+            if condition(env, None):
+                return {"output": result(values, env)}
+        return {"output": self.default(values, env)}
+
+
+def _result(step: str, node: Any, names: set[str], compiler: QueryCompiler) -> Result:
+    """A case's result as a function of the values."""
+    kind = node.get("type") if isinstance(node, dict) else None
+    if kind == "StaticCaseResult":
+        value = node.get("value")
+        return lambda values, env: value
+    if kind == "DynamicCaseResult":
+        parameter = node.get("parameter_name")
+        if parameter not in names:
+            raise WorkflowCompilationError(
+                f"step '{step}': a DynamicCaseResult names '{parameter}', not one of data's"
+            )
+        chain = compiler.chain(node.get("operations"), "a DynamicCaseResult's operations")
+        return lambda values, env: chain(values[parameter], env)
+    raise WorkflowCompilationError(
+        f"step '{step}': a case's result must be a StaticCaseResult or a DynamicCaseResult"
+    )
