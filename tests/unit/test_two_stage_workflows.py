@@ -365,3 +365,29 @@ def test_an_expression_switches_on_each_crops_answer(models):
     spec["steps"][-1]["data_operations"] = {"other": extract}
     with pytest.raises(WorkflowCompilationError, match="data_operations names \\['other'\\]"):
         compile_spec(spec, models)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ('Sure:\n```json\n{"plate": "AB123", "ok": true}\n```', (False, "AB123", True)),
+        ('{"plate": "AB123"}', (True, "AB123", None)),  # "ok" missing
+        ("not json at all", (True, None, None)),
+    ],
+)
+def test_json_in_a_text_becomes_one_output_per_expected_field(models, text, expected):
+    spec = {
+        "version": "1.0",
+        "inputs": [{"type": "InferenceImage", "name": "image"},
+                   {"type": "WorkflowParameter", "name": "text"}],
+        "steps": [step("json_parser@v1", "parse", raw_json="$inputs.text",
+                       expected_fields=["plate", "ok"])],
+        "outputs": [{"type": "JsonField", "name": n, "selector": f"$steps.parse.{n}"}
+                    for n in ("error_status", "plate", "ok")],
+    }  # fmt: skip
+    workflow = compile_workflow(parse_spec(spec), BuildContext(models), parameters={"text": text})
+    try:
+        out = workflow.run(scene(), {}, FrameState())
+    finally:
+        workflow.close()
+    assert (out["error_status"], out["plate"], out["ok"]) == expected

@@ -22,7 +22,7 @@ from .detection import (
 )
 from .filtering import DetectionsFilterBlock, PropertyDefinitionBlock
 from .flow import ContinueIfBlock, DeltaFilterBlock, RateLimiterBlock
-from .formatters import ExpressionBlock, FirstNonEmptyOrDefaultBlock
+from .formatters import ExpressionBlock, FirstNonEmptyOrDefaultBlock, JsonParserBlock
 from .fusion import DetectionsClassesReplacementBlock, DimensionCollapseBlock
 from .geometry import DetectionOffsetBlock
 from .model_visualization import (
@@ -108,6 +108,7 @@ BLOCKS: dict[str, type[Block]] = {
         DetectionOffsetBlock,
         FirstNonEmptyOrDefaultBlock,
         ExpressionBlock,
+        JsonParserBlock,
     )
     for type_id in cls.type_ids
 }

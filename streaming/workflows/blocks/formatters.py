@@ -4,6 +4,9 @@ switch over the query language (``expression``: the first case whose condition h
 
 from __future__ import annotations
 
+import json
+import logging
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -12,7 +15,7 @@ from ...errors import WorkflowCompilationError
 from ..query import Env, QueryCompiler
 from .base import ANY, Block, BlockSettings, BuildContext, FieldSpec, FrameState
 
-__all__ = ["ExpressionBlock", "FirstNonEmptyOrDefaultBlock"]
+__all__ = ["ExpressionBlock", "FirstNonEmptyOrDefaultBlock", "JsonParserBlock"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -125,3 +128,58 @@ def _result(step: str, node: Any, names: set[str], compiler: QueryCompiler) -> R
     raise WorkflowCompilationError(
         f"step '{step}': a case's result must be a StaticCaseResult or a DynamicCaseResult"
     )
+
+
+log = logging.getLogger(__name__)
+
+_JSON_BLOCK = re.compile(r"```json([\s\S]*?)```", flags=re.IGNORECASE)
+
+
+@dataclass(frozen=True, kw_only=True)
+class JsonParserSettings(BlockSettings):
+    expected_fields: list[Any]
+
+
+class JsonParserBlock(Block):
+    """Text holding JSON (raw, or the first ```json block of a language model's answer):
+    each of ``expected_fields`` an output of its own (None where missing), and
+    ``error_status`` true when the text does not parse or lacks one of them."""
+
+    type_ids = ("roboflow_core/json_parser@v1",)
+    fields = {
+        "raw_json": FieldSpec((ANY,), per_frame=True),  # text, a parameter or a model's answer
+        "expected_fields": FieldSpec(type="list"),
+    }
+    Settings: ClassVar[type[BlockSettings]] = JsonParserSettings
+    outputs = {"error_status": "boolean"}
+
+    @classmethod
+    def outputs_of(cls, given: dict[str, Any]) -> dict[str, str]:
+        names = given.get("expected_fields")
+        listed = [n for n in names if isinstance(n, str)] if isinstance(names, list) else []
+        return {"error_status": "boolean", **dict.fromkeys(listed, ANY)}
+
+    def __init__(self, name: str, config: JsonParserSettings, context: BuildContext) -> None:
+        super().__init__(name, config, context)
+        fields = config.expected_fields
+        if not all(isinstance(f, str) for f in fields):
+            raise WorkflowCompilationError(f"step '{name}': expected_fields must be names")
+        if "error_status" in fields:
+            raise WorkflowCompilationError(
+                f"step '{name}': error_status is this block's own output; it cannot be "
+                "one of expected_fields"
+            )
+        self.expected = list(fields)
+
+    def run(self, inputs: dict[str, Any], frame: FrameState) -> dict[str, Any]:
+        text = inputs["raw_json"]
+        blocks = _JSON_BLOCK.findall(text) if isinstance(text, str) else []
+        try:
+            parsed = json.loads(blocks[0] if blocks else text)
+        except (TypeError, ValueError) as exc:
+            log.warning("step %s: the text is not JSON (%s)", self.name, type(exc).__name__)
+            return {"error_status": True, **dict.fromkeys(self.expected)}
+        if not isinstance(parsed, dict):
+            return {"error_status": True, **dict.fromkeys(self.expected)}
+        values = {field: parsed.get(field) for field in self.expected}
+        return {"error_status": not all(f in parsed for f in self.expected), **values}
