@@ -391,3 +391,21 @@ def test_json_in_a_text_becomes_one_output_per_expected_field(models, text, expe
     finally:
         workflow.close()
     assert (out["error_status"], out["plate"], out["ok"]) == expected
+
+
+def test_detections_combine_into_one_set_and_merge_into_one_box(models):
+    spec = copy.deepcopy(TWO_STAGE)
+    spec["steps"] += [
+        step("detections_combine@v1", "both", prediction_one="$steps.det.predictions",
+             prediction_two="$steps.swap.predictions"),
+        step("detections_merge@v1", "one", predictions="$steps.det.predictions"),
+    ]  # fmt: skip
+    spec["outputs"] += [{"type": "JsonField", "name": n, "selector": f"$steps.{n}.predictions"}
+                        for n in ("both", "one")]  # fmt: skip
+    out = run(spec, models)
+    both = out["both"]
+    assert sorted(both.data["class_name"]) == ["blue", "cat", "dog", "red"]
+    one = out["one"]
+    assert one.xyxy.tolist() == [[15.0, 18.0, 44.0, 44.0]]  # around the dog and the cat
+    assert list(one.data["class_name"]) == ["merged_detection"]
+    assert float(one.confidence[0]) == pytest.approx(float(out["detections"].confidence.min()))

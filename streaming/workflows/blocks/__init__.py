@@ -23,7 +23,12 @@ from .detection import (
 from .filtering import DetectionsFilterBlock, PropertyDefinitionBlock
 from .flow import ContinueIfBlock, DeltaFilterBlock, RateLimiterBlock
 from .formatters import ExpressionBlock, FirstNonEmptyOrDefaultBlock, JsonParserBlock
-from .fusion import DetectionsClassesReplacementBlock, DimensionCollapseBlock
+from .fusion import (
+    DetectionsClassesReplacementBlock,
+    DetectionsCombineBlock,
+    DetectionsMergeBlock,
+    DimensionCollapseBlock,
+)
 from .geometry import DetectionOffsetBlock
 from .model_visualization import (
     ClassificationLabelVisualizationBlock,
@@ -109,6 +114,8 @@ BLOCKS: dict[str, type[Block]] = {
         FirstNonEmptyOrDefaultBlock,
         ExpressionBlock,
         JsonParserBlock,
+        DetectionsCombineBlock,
+        DetectionsMergeBlock,
     )
     for type_id in cls.type_ids
 }

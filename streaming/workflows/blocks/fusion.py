@@ -1,9 +1,11 @@
 """Bringing a second stage's answers back: a list per frame out of one value per crop
 (``dimension_collapse``), and each detection's class replaced by what a classifier (or OCR)
-said of its crop (``detections_classes_replacement``)."""
+said of its crop (``detections_classes_replacement``); two sets of detections as one
+(``detections_combine``), or all of a set as one box around them (``detections_merge``)."""
 
 from __future__ import annotations
 
+import copy
 import sys
 import uuid
 from dataclasses import dataclass
@@ -17,6 +19,7 @@ from .base import (
     CLASSIFICATION,
     DETECTION_KINDS,
     DETECTIONS,
+    SEGMENTATION,
     Block,
     BlockSettings,
     BuildContext,
@@ -27,6 +30,8 @@ from .base import (
 
 __all__ = [
     "DetectionsClassesReplacementBlock",
+    "DetectionsCombineBlock",
+    "DetectionsMergeBlock",
     "DimensionCollapseBlock",
     "fallback_class",
     "leading_class",
@@ -155,3 +160,67 @@ class DetectionsClassesReplacementBlock(Block):
         chosen.data["class_name"] = np.array([c[0] for c in kept])
         chosen.data["detection_id"] = np.array([str(uuid.uuid4()) for _ in kept])
         return {"predictions": chosen}
+
+
+def _plain(detections: sv.Detections) -> sv.Detections:
+    """Detections without their per-image metadata, which differs between sets (their image
+    size, where a crop lay) and which supervision refuses to merge."""
+    plain = copy.copy(detections)
+    plain.metadata = {}
+    return plain
+
+
+class DetectionsCombineBlock(Block):
+    """Two sets of detections of one image as one (all of both, in order)."""
+
+    type_ids = ("roboflow_core/detections_combine@v1",)
+    fields = {
+        "prediction_one": FieldSpec((DETECTIONS, SEGMENTATION), per_frame=True),
+        "prediction_two": FieldSpec((DETECTIONS, SEGMENTATION), per_frame=True),
+    }
+    outputs = {"predictions": DETECTIONS}
+
+    def run(self, inputs: dict[str, Any], frame: FrameState) -> dict[str, Any]:
+        one, two = inputs["prediction_one"], inputs["prediction_two"]
+        merged = sv.Detections.merge([_plain(one), _plain(two)])
+        merged.metadata = dict(one.metadata)
+        return {"predictions": merged}
+
+
+@dataclass(frozen=True, kw_only=True)
+class DetectionsMergeSettings(BlockSettings):
+    class_name: str
+
+
+class DetectionsMergeBlock(Block):
+    """All the detections as one: the box around them all, the lowest confidence among
+    them, class id 0 and ``class_name``; none gives none."""
+
+    type_ids = ("roboflow_core/detections_merge@v1",)
+    fields = {
+        "predictions": FieldSpec(DETECTION_KINDS, per_frame=True),
+        "class_name": FieldSpec(default="merged_detection", type="string"),
+    }
+    Settings: ClassVar[type[BlockSettings]] = DetectionsMergeSettings
+    outputs = {"predictions": DETECTIONS}
+
+    def __init__(self, name: str, config: DetectionsMergeSettings, context: BuildContext) -> None:
+        super().__init__(name, config, context)
+        self.class_name = config.class_name
+
+    def run(self, inputs: dict[str, Any], frame: FrameState) -> dict[str, Any]:
+        detections: sv.Detections = inputs["predictions"]
+        if not len(detections):
+            return {"predictions": sv.Detections.empty()}
+        xyxy = detections.xyxy
+        box = np.array([[xyxy[:, 0].min(), xyxy[:, 1].min(), xyxy[:, 2].max(), xyxy[:, 3].max()]])
+        confidence = detections.confidence
+        merged = sv.Detections(
+            xyxy=box.astype(np.float32),
+            confidence=None if confidence is None else np.array([confidence.min()], np.float32),
+            class_id=np.array([0]),
+            data={"class_name": np.array([self.class_name]),
+                  "detection_id": np.array([str(uuid.uuid4())])},
+            metadata=dict(detections.metadata),
+        )  # fmt: skip
+        return {"predictions": merged}
