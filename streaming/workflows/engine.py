@@ -106,6 +106,9 @@ class CompiledWorkflow:
         self._image_input = image_input
         self._video_metadata_input = video_metadata_input
         self._observers = [s.block for s in steps if s.block.observes_frames]
+        self._started: str | None = None
+        """The first frame's ``frame_timestamp``: when the stream started, for blocks that
+        count time since (``ExtractFrameMetadata``'s ``seconds_since_start``)."""
         self._levels: dict[str | None, int] = {None: 1}
         self._levels.update({s.block.name: s.dims.output.level for s in steps})
 
@@ -129,6 +132,9 @@ class CompiledWorkflow:
     def run(
         self, image: np.ndarray, video_metadata: dict[str, Any], frame: FrameState
     ) -> dict[str, Any]:
+        if self._started is None:  # the stream's own clock starts at its first frame
+            self._started = video_metadata.get("frame_timestamp")
+        video_metadata.setdefault("stream_started_at", self._started)
         frame.video = video_metadata
         state = _FrameRun(self._levels)
         state.values[(None, self._image_input)] = WorkflowImage(image, self._image_input)

@@ -118,6 +118,16 @@ def test_each_operation_on_the_values_it_takes(operations, value, expected):
     assert run(operations, value) == expected
 
 
+def test_seconds_since_start_on_a_live_stream_that_declares_no_rate_is_by_its_own_clock():
+    chain = QueryCompiler("step", "operations", names=None).chain(
+        [op("ExtractFrameMetadata", property_name="seconds_since_start")]
+    )
+    live = {**VIDEO, "fps": None, "stream_started_at": "2026-11-24T09:59:57.500000+00:00"}
+    assert chain(IMAGE, Env({}, live)) == 2.5
+    with pytest.raises(QueryError, match="fps or its timestamps"):
+        chain(IMAGE, Env({}, {**VIDEO, "fps": None}))
+
+
 def test_the_detections_operations():
     d = _detections()
     assert names(run([op("SortDetections", mode="confidence", ascending=False)], d)) == [
@@ -256,3 +266,25 @@ def test_a_value_an_operation_cannot_take_fails_the_frame_by_name(operations, va
 def test_json_of_numpy_values():
     assert json.loads(run([op("ConvertDictionaryToJSON")], {"n": np.int64(3)})) == {"n": 3}
     assert isinstance(datetime.fromisoformat(VIDEO["frame_timestamp"]), datetime)
+
+
+def test_a_workflow_counts_seconds_since_its_streams_first_frame():
+    from streaming.workflows import compile_workflow, parse_spec
+    from streaming.workflows.blocks.base import BuildContext, FrameState
+
+    since = op("ExtractFrameMetadata", property_name="seconds_since_start")
+    spec = {
+        "version": "1.0",
+        "inputs": [{"type": "InferenceImage", "name": "image"}],
+        "steps": [{"type": "roboflow_core/property_definition@v1", "name": "t",
+                   "data": "$inputs.image", "operations": [since]}],
+        "outputs": [{"type": "JsonField", "name": "t", "selector": "$steps.t.output"}],
+    }  # fmt: skip
+    workflow = compile_workflow(parse_spec(spec), BuildContext(None))
+    image = np.zeros((4, 4, 3), np.uint8)
+    seconds = [
+        workflow.run(image, {"frame_number": n, "frame_timestamp": stamp, "fps": None},
+                     FrameState())["t"]
+        for n, stamp in ((1, "2026-11-24T10:00:00+00:00"), (2, "2026-11-24T10:00:02+00:00"))
+    ]  # fmt: skip
+    assert seconds == [0.0, 2.0]

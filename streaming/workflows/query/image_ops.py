@@ -51,9 +51,16 @@ def _frame_metadata(node: dict[str, Any], q: QueryCompiler) -> Op:
             stamp = env.video.get("frame_timestamp")
             return datetime.fromisoformat(stamp) if isinstance(stamp, str) else stamp
         fps = env.video.get("fps")
-        if not fps or number is None:
-            raise q.where.error("ExtractFrameMetadata: seconds_since_start needs the stream's fps")
-        return (number - 1) / fps
+        if fps and number is not None:
+            return (number - 1) / fps
+        # A live stream that declares no rate: its own clock, from its first frame.
+        stamp, started = env.video.get("frame_timestamp"), env.video.get("stream_started_at")
+        if isinstance(stamp, str) and isinstance(started, str):
+            elapsed = datetime.fromisoformat(stamp) - datetime.fromisoformat(started)
+            return elapsed.total_seconds()
+        raise q.where.error(
+            "ExtractFrameMetadata: seconds_since_start needs the stream's fps or its timestamps"
+        )
 
     return run
 
