@@ -43,9 +43,12 @@ class WebhookStats:
 
 @dataclass(frozen=True, slots=True)
 class _Delivery:
-    body: bytes
+    body: bytes | None
     params: dict[str, str | list[str]] | None
     headers: dict[str, str] | None
+    method: str = "POST"
+    files: dict[str, bytes] | None = None
+    form: dict[str, str] | None = None
 
 
 class WebhookSink:
@@ -69,9 +72,7 @@ class WebhookSink:
         self._max_attempts = max_attempts
         self._initial_backoff = initial_backoff
         self._max_backoff = max_backoff
-        self._http = httpx.Client(
-            timeout=timeout_s, headers={"content-type": "application/json", **(headers or {})}
-        )
+        self._http = httpx.Client(timeout=timeout_s, headers=headers or {})
         self._worker: QueueWorker[_Delivery] = QueueWorker(
             f"webhook {self.masked_url}", self._deliver, capacity=queue_size, drop_oldest=True,
             on_drop=self._dropped,
@@ -79,14 +80,23 @@ class WebhookSink:
 
     def write(
         self,
-        record: dict[str, Any],
+        record: dict[str, Any] | None,
         *,
         params: dict[str, str | list[str]] | None = None,
         headers: dict[str, str] | None = None,
+        method: str = "POST",
+        files: dict[str, bytes] | None = None,
+        form: dict[str, str] | None = None,
     ) -> None:
-        """``params`` join the URL's own query, ``headers`` the sink's, for this record."""
-        body = json.dumps(record, separators=(",", ":"), default=str).encode()
-        self._worker.put(_Delivery(body, params or None, headers or None))
+        """``record`` as the JSON body (None: no JSON); ``params`` join the URL's own query,
+        ``headers`` the sink's, for this record. With ``files`` or ``form`` the body is a
+        multipart or form-encoded one instead, as the reference's ``requests`` sends it."""
+        body = None
+        if record is not None and not files and not form:
+            body = json.dumps(record, separators=(",", ":"), default=str).encode()
+        self._worker.put(
+            _Delivery(body, params or None, headers or None, method, files or None, form or None)
+        )
 
     def pending(self) -> int:
         return self._worker.pending()
@@ -100,10 +110,7 @@ class WebhookSink:
             if self._worker.stopping.is_set():
                 return  # closing: what is left is abandoned
             try:
-                response = self._http.post(
-                    self.url, content=delivery.body, params=delivery.params,
-                    headers=delivery.headers,
-                )  # fmt: skip
+                response = self._send(delivery)
                 if response.is_success:
                     self.stats.delivered += 1
                     return
@@ -119,6 +126,16 @@ class WebhookSink:
             backoff = min(self._max_backoff, backoff * 2)
         self.stats.failed += 1
         log.warning("webhook %s: gave up on a delivery: %s", self.masked_url, error)
+
+    def _send(self, delivery: _Delivery) -> httpx.Response:
+        headers = httpx.Headers(delivery.headers or {})  # names in any case, once each
+        if delivery.body is not None and "content-type" not in headers:
+            headers["content-type"] = "application/json"
+        files = {name: (name, data) for name, data in (delivery.files or {}).items()}
+        return self._http.request(
+            delivery.method, self.url, content=delivery.body, params=delivery.params,
+            headers=headers, files=files or None, data=delivery.form,
+        )  # fmt: skip
 
     def close(self) -> None:
         """Idempotent; deliveries still queued are abandoned (counted as dropped)."""

@@ -6,7 +6,7 @@ import json
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-__all__ = ["WebhookReceiver"]
+__all__ = ["RequestRecorder", "WebhookReceiver"]
 
 
 class WebhookReceiver:
@@ -55,3 +55,48 @@ class WebhookReceiver:
             self._up = False
             self.http.shutdown()
             self.http.server_close()
+
+
+class RequestRecorder:
+    """A local endpoint that answers every request (GET, POST, PUT) at once with 204 and
+    keeps its method, path, headers and raw body; a context manager."""
+
+    def __init__(self) -> None:
+        self.requests: list[tuple[str, str, dict[str, str], bytes]] = []
+        self.received = threading.Condition()
+        recorder = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def _record(self) -> None:
+                length = int(self.headers.get("content-length") or 0)
+                body = self.rfile.read(length) if length else b""
+                with recorder.received:
+                    recorder.requests.append(
+                        (self.command, self.path, {k.lower(): v for k, v in self.headers.items()},
+                         body)
+                    )  # fmt: skip
+                    recorder.received.notify_all()
+                self.send_response(204)
+                self.end_headers()
+
+            do_GET = do_POST = do_PUT = _record
+
+            def log_message(self, *_: object) -> None:
+                pass
+
+        self.http = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.http.server_address[1]}/hook"
+        self._thread = threading.Thread(target=self.http.serve_forever, daemon=True)
+        self._thread.start()
+
+    def wait_requests(self, count: int, timeout: float = 20) -> list:
+        with self.received:
+            assert self.received.wait_for(lambda: len(self.requests) >= count, timeout)
+            return list(self.requests)
+
+    def __enter__(self) -> RequestRecorder:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.http.shutdown()
+        self.http.server_close()

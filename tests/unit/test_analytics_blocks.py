@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import numpy as np
@@ -373,3 +374,47 @@ def test_continue_if_stays_open_stop_delay_after_its_condition(stop_delay, held)
         {"evaluation_parameters": {"count": 0}},
     ])  # fmt: skip
     assert verdicts == [Verdict.SKIP, Verdict.RUN, Verdict.of(held)]
+
+
+@pytest.mark.parametrize("method", ["GET", "PUT", "POST"])
+def test_a_webhook_sink_sends_its_method_with_json_form_data_or_files(method):
+    from streaming.workflows.blocks.sinks import WebhookSinkBlock
+    from tests.support.webhook import RequestRecorder
+
+    upper = [{"type": "StringToUpperCase"}]
+    with RequestRecorder() as endpoint:
+        sinks = [
+            build(WebhookSinkBlock, url=endpoint.url, method=method, cooldown_seconds=0,
+                  json_payload={"camera": 1}, json_payload_operations={"camera": []}),
+            build(WebhookSinkBlock, url=endpoint.url, method=method, cooldown_seconds=0,
+                  form_data={"label": 1}, form_data_operations={"label": upper}),
+            build(WebhookSinkBlock, url=endpoint.url, method=method, cooldown_seconds=0,
+                  multi_part_encoded_files={"report": 1}),
+        ]  # fmt: skip
+        try:
+            sinks[0].run({"json_payload": {"camera": "gate"}}, frame_at(0))
+            endpoint.wait_requests(1)
+            sinks[1].run({"form_data": {"label": "person"}}, frame_at(0))
+            endpoint.wait_requests(2)
+            sinks[2].run({"multi_part_encoded_files": {"report": b"\x89PNG..."}}, frame_at(0))
+            (as_json, as_form, as_files) = endpoint.wait_requests(3)
+        finally:
+            for sink in sinks:
+                sink.close()
+    assert {r[0] for r in (as_json, as_form, as_files)} == {method}
+    assert as_json[2]["content-type"] == "application/json"
+    assert json.loads(as_json[3]) == {"camera": "gate"}
+    assert as_form[2]["content-type"] == "application/x-www-form-urlencoded"
+    assert as_form[3] == b"label=PERSON"  # through its operations
+    assert as_files[2]["content-type"].startswith("multipart/form-data; boundary=")
+    assert b'name="report"; filename="report"' in as_files[3] and b"\x89PNG..." in as_files[3]
+
+
+def test_webhook_operations_on_a_value_the_part_lacks_are_refused():
+    from streaming.workflows.blocks.sinks import WebhookSinkBlock
+
+    with pytest.raises(WorkflowCompilationError, match="form_data_operations names \\['x'\\]"):
+        build(WebhookSinkBlock, url="http://127.0.0.1:9/hook", form_data={"label": 1},
+              form_data_operations={"x": []})  # fmt: skip
+    with pytest.raises(WorkflowCompilationError, match="method must be one of GET, POST, PUT"):
+        build(WebhookSinkBlock, url="http://127.0.0.1:9/hook", method="DELETE")

@@ -25,6 +25,7 @@ from sinks.webhook import WebhookSink
 
 from ...errors import WorkflowCompilationError
 from ...events import EventKind
+from ..query import Env, Op, QueryCompiler
 from ..serialization import serialize_value
 from .base import IMAGE, Block, BlockSettings, BuildContext, FieldSpec, FrameState
 
@@ -49,6 +50,35 @@ def _texts(entries: dict[str, Any] | None, join: bool) -> dict[str, Any]:
     return out
 
 
+def _operations(
+    step: str, part: str, names: list[str], operations: dict[str, Any]
+) -> dict[str, Op]:
+    """Each named value's operations as one function; a name the part lacks is refused."""
+    unknown = sorted(set(operations) - set(names))
+    if unknown:
+        raise WorkflowCompilationError(
+            f"step '{step}': {part}_operations names {unknown}, which {part} does not have"
+        )
+    compiler = QueryCompiler(step, f"{part}_operations", names, part)
+    return {
+        key: compiler.chain(ops, f"{part}_operations '{key}'") for key, ops in operations.items()
+    }
+
+
+def _as_bytes(value: Any) -> bytes:
+    """A multipart file's content: bytes as they are (an image through ConvertImageToJPEG),
+    text as UTF-8, anything else as its result JSON."""
+    if isinstance(value, bytes):
+        return value
+    return _as_text(value).encode()
+
+
+def _as_text(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    return json.dumps(serialize_value(value, _PAYLOAD_JPEG_QUALITY, None), separators=(",", ":"))
+
+
 @dataclass(frozen=True, kw_only=True)
 class WebhookSinkSettings(BlockSettings):
     url: Any
@@ -56,6 +86,11 @@ class WebhookSinkSettings(BlockSettings):
     query_parameters: list[str]
     headers: list[str]
     json_payload: list[str]
+    json_payload_operations: dict[str, Any]
+    multi_part_encoded_files: list[str]
+    multi_part_encoded_files_operations: dict[str, Any]
+    form_data: list[str]
+    form_data_operations: dict[str, Any]
     request_timeout: int
     fire_and_forget: Any
     disable_sink: Any
@@ -63,17 +98,25 @@ class WebhookSinkSettings(BlockSettings):
 
 
 class WebhookSinkBlock(Block):
-    """Sends ``json_payload`` (values as the result JSON has them) to ``url``."""
+    """Sends a request to ``url`` with ``method`` (GET, POST or PUT): ``json_payload``
+    (values as the result JSON has them) as a JSON body, or, where the step names any,
+    ``multi_part_encoded_files`` as a multipart body or ``form_data`` as a form, as the
+    reference's ``requests`` does; each part's values first through its ``*_operations``."""
 
     type_ids = ("roboflow_core/webhook_sink@v1",)
     url_fields = ("url",)
     fields = {
         "url": FieldSpec(),
-        "method": FieldSpec(default="POST"),
+        "method": FieldSpec(default="POST", choices=("GET", "POST", "PUT")),
         # Each entry a literal, a parameter or a step's output (as the reference's manifest).
         "query_parameters": FieldSpec(default=None, entries=True),
         "headers": FieldSpec(default=None, entries=True),
         "json_payload": FieldSpec(default=None, entries=True),
+        "json_payload_operations": FieldSpec(default={}, type="object"),
+        "multi_part_encoded_files": FieldSpec(default=None, entries=True),
+        "multi_part_encoded_files_operations": FieldSpec(default={}, type="object"),
+        "form_data": FieldSpec(default=None, entries=True),
+        "form_data_operations": FieldSpec(default={}, type="object"),
         "request_timeout": FieldSpec(default=2, type="integer", minimum=1),
         "fire_and_forget": FieldSpec(default=True),
         "disable_sink": FieldSpec(default=False),
@@ -87,10 +130,13 @@ class WebhookSinkBlock(Block):
         url = config.url
         if not isinstance(url, str) or urlsplit(url).scheme not in ("http", "https"):
             raise WorkflowCompilationError(f"step '{name}': url must be an http(s) URL")
-        if config.method != "POST":
-            raise WorkflowCompilationError(
-                f"step '{name}': method {config.method!r} is not supported here (POST)"
-            )
+        self._method = config.method
+        # Each part's values through their operations (the reference's *_operations).
+        self._operations = {
+            part: _operations(name, part, getattr(config, part),
+                              getattr(config, f"{part}_operations"))
+            for part in ("json_payload", "multi_part_encoded_files", "form_data")
+        }  # fmt: skip
         self._url = url
         self._timeout = config.request_timeout
         self._cooldown = config.cooldown_seconds
@@ -115,14 +161,23 @@ class WebhookSinkBlock(Block):
         sink = self._sink_now()
         if sink is None:  # the stream is over
             return self._result(True, False, "Sink is closed")
+        env = Env(video=frame.video)
+        parts = {
+            part: {key: chains[key](value, env) if key in chains else value
+                   for key, value in (inputs.get(part) or {}).items()}
+            for part, chains in self._operations.items()
+        }  # fmt: skip
         payload = {
             key: serialize_value(value, _PAYLOAD_JPEG_QUALITY, None)
-            for key, value in inputs["json_payload"].items()
+            for key, value in parts["json_payload"].items()
         }
         sink.write(
             payload,
             params=_texts(inputs.get("query_parameters"), join=False),
             headers=_texts(inputs.get("headers"), join=True),
+            method=self._method,
+            files={k: _as_bytes(v) for k, v in parts["multi_part_encoded_files"].items()},
+            form={k: _as_text(v) for k, v in parts["form_data"].items() if v is not None},
         )
         self._last_sent = now
         return self._result(False, False, "Notification sent in the background")
