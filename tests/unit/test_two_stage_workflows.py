@@ -409,3 +409,21 @@ def test_detections_combine_into_one_set_and_merge_into_one_box(models):
     assert one.xyxy.tolist() == [[15.0, 18.0, 44.0, 44.0]]  # around the dog and the cat
     assert list(one.data["class_name"]) == ["merged_detection"]
     assert float(one.confidence[0]) == pytest.approx(float(out["detections"].confidence.min()))
+
+
+def test_a_csv_row_per_crop_with_its_columns_and_a_timestamp(models):
+    spec = copy.deepcopy(TWO_STAGE)
+    extract = [{"type": "ClassificationPropertyExtract", "property_name": "top_class"}]
+    spec["steps"].append(step("csv_formatter@v1", "rows",
+                              columns_data={"colour": "$steps.cls.predictions", "note": "=cmd()"},
+                              columns_operations={"colour": extract}))  # fmt: skip
+    spec["outputs"].append({"type": "JsonField", "name": "rows", "selector": "$steps.rows.*"})
+    out = run(spec, models)
+    rows = out["rows"]["csv_content"]
+    assert len(rows) == 2  # one per crop
+    for csv_text, answer in zip(rows, out["classes"], strict=True):
+        header, line = csv_text.splitlines()
+        assert header == "colour,note,timestamp"
+        colour, note, stamp = line.split(",")
+        assert (colour, note) == (answer["top"], "'=cmd()")  # a formula, quoted
+        assert stamp.endswith("+00:00")

@@ -22,7 +22,12 @@ from .detection import (
 )
 from .filtering import DetectionsFilterBlock, PropertyDefinitionBlock
 from .flow import ContinueIfBlock, DeltaFilterBlock, RateLimiterBlock
-from .formatters import ExpressionBlock, FirstNonEmptyOrDefaultBlock, JsonParserBlock
+from .formatters import (
+    CsvFormatterBlock,
+    ExpressionBlock,
+    FirstNonEmptyOrDefaultBlock,
+    JsonParserBlock,
+)
 from .fusion import (
     DetectionsClassesReplacementBlock,
     DetectionsCombineBlock,
@@ -116,6 +121,7 @@ BLOCKS: dict[str, type[Block]] = {
         JsonParserBlock,
         DetectionsCombineBlock,
         DetectionsMergeBlock,
+        CsvFormatterBlock,
     )
     for type_id in cls.type_ids
 }

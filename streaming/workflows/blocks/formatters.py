@@ -1,21 +1,25 @@
 """Shaping values for what comes next: the first value a branch produced, else a default
-(``first_non_empty_or_default``: after flow control, one of several branches ran), and a
-switch over the query language (``expression``: the first case whose condition holds)."""
+(``first_non_empty_or_default``: after flow control, one of several branches ran), a
+switch over the query language (``expression``: the first case whose condition holds),
+the JSON in a text (``json_parser``), and a CSV row (``csv_formatter``)."""
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import logging
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any, ClassVar
 
 from ...errors import WorkflowCompilationError
 from ..query import Env, QueryCompiler
 from .base import ANY, Block, BlockSettings, BuildContext, FieldSpec, FrameState
 
-__all__ = ["ExpressionBlock", "FirstNonEmptyOrDefaultBlock", "JsonParserBlock"]
+__all__ = ["CsvFormatterBlock", "ExpressionBlock", "FirstNonEmptyOrDefaultBlock", "JsonParserBlock"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -183,3 +187,64 @@ class JsonParserBlock(Block):
             return {"error_status": True, **dict.fromkeys(self.expected)}
         values = {field: parsed.get(field) for field in self.expected}
         return {"error_status": not all(f in parsed for f in self.expected), **values}
+
+
+_CSV_INJECTION = ("=", "+", "-", "@", "\t", "\r")
+"""What a spreadsheet reads as a formula at the start of a cell: such text gets a quote."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class CsvFormatterSettings(BlockSettings):
+    columns_data: list[str]
+    columns_operations: dict[str, Any]
+
+
+class CsvFormatterBlock(Block):
+    """One CSV row (with its header) per element: ``columns_data``'s values, each through
+    its ``columns_operations``, and a ``timestamp`` column (UTC, ISO 8601). Text that a
+    spreadsheet would run as a formula is quoted with a leading ``'``."""
+
+    type_ids = ("roboflow_core/csv_formatter@v1",)
+    fields = {
+        "columns_data": FieldSpec(entries=True),
+        "columns_operations": FieldSpec(default={}, type="object"),
+    }
+    Settings: ClassVar[type[BlockSettings]] = CsvFormatterSettings
+    outputs = {"csv_content": "string"}
+
+    def __init__(self, name: str, config: CsvFormatterSettings, context: BuildContext) -> None:
+        super().__init__(name, config, context)
+        names = set(config.columns_data)
+        if "timestamp" in names | set(config.columns_operations):
+            raise WorkflowCompilationError(
+                f"step '{name}': 'timestamp' is the column this block adds; name yours otherwise"
+            )
+        unknown = sorted(set(config.columns_operations) - names)
+        if unknown:
+            raise WorkflowCompilationError(
+                f"step '{name}': columns_operations names {unknown}, which columns_data lacks"
+            )
+        compiler = QueryCompiler(name, "columns_operations", names, "columns_data")
+        self.operations = {
+            key: compiler.chain(ops, f"columns_operations '{key}'")
+            for key, ops in config.columns_operations.items()
+        }
+
+    def run(self, inputs: dict[str, Any], frame: FrameState) -> dict[str, Any]:
+        row = dict(inputs["columns_data"])
+        for key, chain in self.operations.items():
+            row[key] = chain(row[key], Env(video=frame.video))
+        row["timestamp"] = datetime.now(tz=UTC).isoformat()
+        out = io.StringIO()
+        writer = csv.writer(out, lineterminator="\n")
+        writer.writerow(row)
+        writer.writerow(_cell(value) for value in row.values())
+        return {"csv_content": out.getvalue()}
+
+
+def _cell(value: Any) -> Any:
+    if value is None:
+        return ""
+    if isinstance(value, str) and value.startswith(_CSV_INJECTION):
+        return "'" + value
+    return value
