@@ -187,6 +187,9 @@ class Settings(BaseSettings):
     )
     """Where pipelines' jsonl and video_file sinks and workflows' event sinks write (requests
     name files, never paths)."""
+    file_sink_dir: Path | None = None
+    """Where workflows' ``local_file_sink`` steps may write (each step's
+    ``target_directory`` inside it); unset, such a step is refused when compiled."""
     data_dir: Path = Field(
         default_factory=lambda: Path.home() / ".local" / "share" / "visionstream"
     )

@@ -35,8 +35,9 @@ def private_directories(settings: Settings) -> None:
     """The data and sink directories, created if missing, readable by the server's user
     only; one the server does not own is left as it is, with a warning."""
     mode = _modes(settings)[0]
-    for directory in (settings.data_dir, settings.sink_dir):
-        _restrict(Path(directory), mode)
+    for directory in (settings.data_dir, settings.sink_dir, settings.file_sink_dir):
+        if directory is not None:
+            _restrict(Path(directory), mode)
 
 
 def _restrict(directory: Path, mode: int) -> None:

@@ -241,6 +241,7 @@ class PipelineManager:
             {"pipeline": pipeline_id, "source": str(reference.source_id)},
             self._settings.sink_dir,
             events,
+            self._settings,
         )
         return await compile_config(config, spec, context, egress=self._egress)
 

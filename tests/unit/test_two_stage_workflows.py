@@ -427,3 +427,56 @@ def test_a_csv_row_per_crop_with_its_columns_and_a_timestamp(models):
         colour, note, stamp = line.split(",")
         assert (colour, note) == (answer["top"], "'=cmd()")  # a formula, quoted
         assert stamp.endswith("+00:00")
+
+
+def file_sink_spec(**sink) -> dict:
+    count = [{"type": "SequenceLength"}]
+    return {
+        "version": "1.0",
+        "inputs": [{"type": "InferenceImage", "name": "image"}],
+        "steps": [
+            DETECT,
+            step("csv_formatter@v1", "row", columns_data={"found": "$steps.det.predictions"},
+                 columns_operations={"found": count}),
+            step("local_file_sink@v1", "save", content="$steps.row.csv_content",
+                 **{"output_mode": "append_log", "target_directory": "counts", **sink}),
+        ],
+        "outputs": [{"type": "JsonField", "name": "saved", "selector": "$steps.save.*"}],
+    }  # fmt: skip
+
+
+def test_a_local_file_sink_appends_csv_rows_to_files_inside_its_directory(models, tmp_path):
+    context = BuildContext(models, settings=Settings(file_sink_dir=tmp_path))
+    workflow = compile_workflow(parse_spec(file_sink_spec(max_entries_per_file=2)), context)
+    try:
+        saved = [workflow.run(scene(), {}, FrameState())["saved"] for _ in range(3)]
+    finally:
+        workflow.close()
+    assert {s["error_status"] for s in saved} == {False}
+    files = sorted((tmp_path / "counts").iterdir())
+    assert [f.suffix for f in files] == [".csv", ".csv"]  # a new file after 2 entries
+    first = files[0].read_text().splitlines()
+    assert first[0] == "found,timestamp" and [r.split(",")[0] for r in first[1:]] == ["2", "2"]
+    assert len(files[1].read_text().splitlines()) == 2  # its own header, one row
+    assert all(f.name.startswith("workflow_output_") for f in files)
+
+
+@pytest.mark.parametrize(
+    ("sink", "message"),
+    [
+        ({"target_directory": "../elsewhere"}, "outside the file sink directory"),
+        ({"target_directory": "/etc"}, "outside the file sink directory"),
+        ({"target_directory": "link"}, "outside the file sink directory"),  # a symlink out
+        ({"file_name_prefix": "../x"}, "file_name_prefix must be a file name"),
+    ],
+)
+def test_a_local_file_sink_never_writes_outside_its_directory(models, tmp_path, sink, message):
+    root = tmp_path / "files"
+    root.mkdir()
+    (root / "link").symlink_to(tmp_path)
+    context = BuildContext(models, settings=Settings(file_sink_dir=root))
+    with pytest.raises(WorkflowCompilationError, match=message):
+        compile_workflow(parse_spec(file_sink_spec(**sink)), context)
+    # Without the setting, no local_file_sink at all: the message names it.
+    with pytest.raises(WorkflowCompilationError, match="STREAMING_FILE_SINK_DIR"):
+        compile_workflow(parse_spec(file_sink_spec()), BuildContext(models, settings=Settings()))

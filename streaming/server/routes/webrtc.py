@@ -114,8 +114,9 @@ async def open_session(
             assert config is not None and specification is not None
             stream = {"pipeline": f"session:{session_id}", "source": "webrtc"}
             context = BuildContext(
-                state.models, stream=stream, sink_dir=settings.sink_dir, events=state.events
-            )
+                state.models, stream=stream, sink_dir=settings.sink_dir, events=state.events,
+                settings=settings,
+            )  # fmt: skip
             workflow = outputs = await compile_config(
                 config, specification, context, egress=state.egress
             )

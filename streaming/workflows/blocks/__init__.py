@@ -20,6 +20,7 @@ from .detection import (
     ObjectDetectionModelBlock,
     ObjectDetectionModelBlockV3,
 )
+from .files import LocalFileSinkBlock
 from .filtering import DetectionsFilterBlock, PropertyDefinitionBlock
 from .flow import ContinueIfBlock, DeltaFilterBlock, RateLimiterBlock
 from .formatters import (
@@ -122,6 +123,7 @@ BLOCKS: dict[str, type[Block]] = {
         DetectionsCombineBlock,
         DetectionsMergeBlock,
         CsvFormatterBlock,
+        LocalFileSinkBlock,
     )
     for type_id in cls.type_ids
 }

@@ -14,6 +14,7 @@ from typing import Any, ClassVar, Literal, Protocol, cast
 import numpy as np
 import supervision as sv
 
+from ...config import Settings
 from ...errors import WorkflowCompilationError
 from ...events import EventRecord, EventRecorder
 from ...inference.model import DetectionModel, StageTimer
@@ -94,6 +95,9 @@ class BuildContext:
     """Where event sinks write (``STREAMING_SINK_DIR``); None: this stream keeps no files."""
     events: EventRecorder | None = None
     """The event store's queue (line crossings, zone entries, event sinks); None: not kept."""
+    settings: Settings | None = None
+    """The server's settings, for blocks that reach outside the stream (where a file sink
+    may write, the SMTP server); None: such blocks are refused."""
 
     def event(self, kind: str, step: str, **fields: Any) -> None:
         """Stores one event of this stream (``EventRecord``'s fields), if events are kept."""
