@@ -413,7 +413,7 @@ def test_a_webhook_sink_sends_its_method_with_json_form_data_or_files(method):
 def test_webhook_operations_on_a_value_the_part_lacks_are_refused():
     from streaming.workflows.blocks.sinks import WebhookSinkBlock
 
-    with pytest.raises(WorkflowCompilationError, match="form_data_operations names \\['x'\\]"):
+    with pytest.raises(WorkflowCompilationError, match="form_data_operations: names \\['x'\\]"):
         build(WebhookSinkBlock, url="http://127.0.0.1:9/hook", form_data={"label": 1},
               form_data_operations={"x": []})  # fmt: skip
     with pytest.raises(WorkflowCompilationError, match="method must be one of GET, POST, PUT"):

@@ -363,7 +363,7 @@ def test_an_expression_switches_on_each_crops_answer(models):
     assert out["said"] == ["stop" if t == "red" else t.upper() for t in tops]
     # Operations on a value the data does not have are refused when compiled.
     spec["steps"][-1]["data_operations"] = {"other": extract}
-    with pytest.raises(WorkflowCompilationError, match="data_operations names \\['other'\\]"):
+    with pytest.raises(WorkflowCompilationError, match="data_operations: names \\['other'\\]"):
         compile_spec(spec, models)
 
 

@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from typing import Any, ClassVar
 
 from ...errors import WorkflowCompilationError
-from ..query import Env, QueryCompiler
+from ..query import Env, QueryCompiler, named_chains
 from .base import ANY, Block, BlockSettings, BuildContext, FieldSpec, FrameState
 
 __all__ = ["CsvFormatterBlock", "ExpressionBlock", "FirstNonEmptyOrDefaultBlock", "JsonParserBlock"]
@@ -77,16 +77,8 @@ class ExpressionBlock(Block):
     def __init__(self, name: str, config: ExpressionSettings, context: BuildContext) -> None:
         super().__init__(name, config, context)
         names = set(config.data)
-        unknown = sorted(set(config.data_operations) - names)
-        if unknown:
-            raise WorkflowCompilationError(
-                f"step '{name}': data_operations names {unknown}, which data does not define"
-            )
-        compiler = QueryCompiler(name, "data_operations", names, "data")
-        self.operations = {
-            key: compiler.chain(ops, f"data_operations '{key}'")
-            for key, ops in config.data_operations.items()
-        }
+        self.operations = named_chains(name, "data", "data_operations", names,
+                                       config.data_operations)  # fmt: skip
         switch = config.switch
         cases = switch.get("cases")
         if switch.get("type") != "CasesDefinition" or not isinstance(cases, list):
@@ -219,16 +211,8 @@ class CsvFormatterBlock(Block):
             raise WorkflowCompilationError(
                 f"step '{name}': 'timestamp' is the column this block adds; name yours otherwise"
             )
-        unknown = sorted(set(config.columns_operations) - names)
-        if unknown:
-            raise WorkflowCompilationError(
-                f"step '{name}': columns_operations names {unknown}, which columns_data lacks"
-            )
-        compiler = QueryCompiler(name, "columns_operations", names, "columns_data")
-        self.operations = {
-            key: compiler.chain(ops, f"columns_operations '{key}'")
-            for key, ops in config.columns_operations.items()
-        }
+        self.operations = named_chains(name, "columns_data", "columns_operations", names,
+                                       config.columns_operations)  # fmt: skip
 
     def run(self, inputs: dict[str, Any], frame: FrameState) -> dict[str, Any]:
         row = dict(inputs["columns_data"])

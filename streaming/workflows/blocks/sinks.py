@@ -25,7 +25,7 @@ from sinks.webhook import WebhookSink
 
 from ...errors import WorkflowCompilationError
 from ...events import EventKind
-from ..query import Env, Op, QueryCompiler
+from ..query import Env, named_chains
 from ..serialization import serialize_value
 from .base import IMAGE, Block, BlockSettings, BuildContext, FieldSpec, FrameState
 
@@ -48,21 +48,6 @@ def _texts(entries: dict[str, Any] | None, join: bool) -> dict[str, Any]:
         else:
             out[str(key)] = str(value)
     return out
-
-
-def _operations(
-    step: str, part: str, names: list[str], operations: dict[str, Any]
-) -> dict[str, Op]:
-    """Each named value's operations as one function; a name the part lacks is refused."""
-    unknown = sorted(set(operations) - set(names))
-    if unknown:
-        raise WorkflowCompilationError(
-            f"step '{step}': {part}_operations names {unknown}, which {part} does not have"
-        )
-    compiler = QueryCompiler(step, f"{part}_operations", names, part)
-    return {
-        key: compiler.chain(ops, f"{part}_operations '{key}'") for key, ops in operations.items()
-    }
 
 
 def _as_bytes(value: Any) -> bytes:
@@ -133,8 +118,8 @@ class WebhookSinkBlock(Block):
         self._method = config.method
         # Each part's values through their operations (the reference's *_operations).
         self._operations = {
-            part: _operations(name, part, getattr(config, part),
-                              getattr(config, f"{part}_operations"))
+            part: named_chains(name, part, f"{part}_operations", getattr(config, part),
+                               getattr(config, f"{part}_operations"))
             for part in ("json_payload", "multi_part_encoded_files", "form_data")
         }  # fmt: skip
         self._url = url

@@ -2,7 +2,7 @@
 every operation, operand kind and comparator, wherever a block of ours takes them
 (``detections_filter``, ``property_definition``, ``continue_if``, ``data_aggregator``)."""
 
-from .compiler import BINARY, UNARY, Condition, QueryCompiler
+from .compiler import BINARY, UNARY, Condition, QueryCompiler, named_chains
 from .operations import OPERATIONS, Op
 from .values import PROPERTIES, Env, QueryError, Row
 
@@ -17,4 +17,5 @@ __all__ = [
     "QueryCompiler",
     "QueryError",
     "Row",
+    "named_chains",
 ]

@@ -19,7 +19,7 @@ import numpy as np
 from .operations import OPERATIONS, Op
 from .values import Env, Row, Where, python
 
-__all__ = ["BINARY", "UNARY", "Condition", "QueryCompiler"]
+__all__ = ["BINARY", "UNARY", "Condition", "QueryCompiler", "named_chains"]
 
 Condition = Callable[[Env, Row | None], bool]
 """A compiled statement: true or false for one evaluation (and the detection under test)."""
@@ -229,3 +229,21 @@ class QueryCompiler:
             return python(operations(env.values[name], env))
 
         return named
+
+
+def named_chains(
+    step: str, values_field: str, operations_field: str, names: Collection[str], operations: Any
+) -> dict[str, Op]:
+    """The reference's ``*_operations`` of a block whose ``values_field`` names values (an
+    expression's ``data``, a CSV's ``columns_data``, a webhook's ``form_data``): each named
+    value's operations as one function; naming a value the field lacks is refused."""
+    where = Where(step, operations_field)
+    if not isinstance(operations, dict):
+        raise where.fail("must be an object of operation lists")
+    unknown = sorted(set(operations) - set(names))
+    if unknown:
+        raise where.fail(f"names {unknown}, which {values_field} does not have")
+    compiler = QueryCompiler(step, operations_field, names, values_field)
+    return {
+        key: compiler.chain(ops, f"{operations_field} '{key}'") for key, ops in operations.items()
+    }
