@@ -285,6 +285,9 @@ class Settings(BaseSettings):
     """How long a batch waits for more frames after its first one (Triton's semantics)."""
     batch_workers: int = Field(default=2, ge=1)
     """Batches of one model in flight at once (one forms while the other runs)."""
+    max_crop_batch: int = Field(default=32, ge=1)
+    """The most crops (slices, ...) of one frame a model runs at once where it takes any
+    batch size: a classifier on 20 crops is one run; 1 runs each crop on its own."""
     malloc_trim: bool = True
     """After sessions end, return freed heap to the system (glibc's ``malloc_trim``): without
     it RSS creeps up with session churn (``benchmarks churn``)."""

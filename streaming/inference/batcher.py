@@ -42,8 +42,9 @@ class BatchStats:
 _STOP = object()
 
 REQUEST_BATCH = 32
-"""The most images of one request run at once where a model takes any batch size: a frame's
-crops for a classifier (one run, not one per crop), bounded so memory stays small."""
+"""The most images of one request run at once where a model takes any batch size (the
+default of ``STREAMING_MAX_CROP_BATCH``): a frame's crops for a classifier in one run, not
+one per crop, bounded so memory stays small."""
 
 
 class DynamicBatcher:
@@ -59,10 +60,12 @@ class DynamicBatcher:
         workers: int = 1,
         on_batch: Callable[[int, float], None] | None = None,
         name: str = "model",
+        request_batch: int = REQUEST_BATCH,
     ) -> None:
         self.session = session
         self.max_batch_size = max(1, max_batch_size)
         self.max_queue_delay = max_queue_delay_ms / 1000.0
+        self._request_batch = max(1, request_batch)
         self._on_batch = on_batch
         self._queue: queue.Queue[_Request | object] = queue.Queue()
         self._closed = False
@@ -98,10 +101,10 @@ class DynamicBatcher:
     @property
     def request_limit(self) -> int:
         """The most images one caller's request runs at once (``infer_many``): the model's
-        fixed batch size, or ``REQUEST_BATCH`` (at least ``max_batch_size``) where it takes
+        fixed batch size, or ``request_batch`` (``STREAMING_MAX_CROP_BATCH``) where it takes
         any."""
         static = self.session.inputs[0].shape[0] if self.session.inputs else -1
-        return static if static > 0 else max(self.max_batch_size, REQUEST_BATCH)
+        return min(static, self._request_batch) if static > 0 else self._request_batch
 
     def infer_many(self, blobs: list[np.ndarray]) -> list[tuple[list[np.ndarray], BatchStats]]:
         """One caller's several images (a frame's crops, one blob each) in as few session

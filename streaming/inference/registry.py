@@ -231,6 +231,7 @@ class ModelRegistry:
                     else None
                 ),
                 name=manifest.name,
+                request_batch=self._settings.max_crop_batch,
             )
             model = DetectionModel(manifest, session, batcher)
             model.warm_up()
