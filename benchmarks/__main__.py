@@ -33,6 +33,7 @@ NAMES = {
     "recording": "a camera read with and without recording its packets: CPU per camera",
     "hostile": "the attacker's requests (20,000 candidates, deep JSON, trickle) before and after",
     "ab": "this checkout's server vs an earlier commit's, alternated (setup, blur, CPU, pipeline)",
+    "two-stage": "detect, crop, classify every crop (batched or not) vs one stage; sliced 2x2, 3x3",
     "plots": "PNG plots from the results",
 }
 

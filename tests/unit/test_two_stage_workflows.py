@@ -480,3 +480,33 @@ def test_a_local_file_sink_never_writes_outside_its_directory(models, tmp_path, 
     # Without the setting, no local_file_sink at all: the message names it.
     with pytest.raises(WorkflowCompilationError, match="STREAMING_FILE_SINK_DIR"):
         compile_workflow(parse_spec(file_sink_spec()), BuildContext(models, settings=Settings()))
+
+
+@pytest.mark.parametrize(
+    ("operation", "shape"),
+    [
+        ({"task_type": "resize", "width": 32, "height": None}, (32, 32)),  # aspect kept
+        ({"task_type": "resize", "width": 40, "height": 20}, (20, 40)),
+        ({"task_type": "rotate", "rotation_degrees": 90}, (64, 64)),
+        ({"task_type": "flip", "flip_type": "horizontal"}, (64, 64)),
+    ],
+)
+def test_images_are_preprocessed_before_a_model_and_crops_stay_crops(models, operation, shape):
+    spec = copy.deepcopy(TWO_STAGE)
+    spec["steps"] += [
+        step("image_preprocessing@v1", "prep", image="$inputs.image", **operation),
+        step("convert_grayscale@v1", "grey", image="$steps.crop.crops"),
+    ]
+    spec["outputs"] += [
+        {"type": "JsonField", "name": "prep", "selector": "$steps.prep.image"},
+        {"type": "JsonField", "name": "grey", "selector": "$steps.grey.image"},
+    ]
+    out = run(spec, models)
+    prep = out["prep"].numpy
+    assert prep.shape[:2] == shape
+    if operation["task_type"] == "flip":  # the dog's red box, mirrored left to right
+        assert (prep[24, 64 - 20] == RED).all() and (prep[24, 20] == 0).all()
+    # Each crop in grey (three equal channels), still where it was cut from.
+    for grey, crop in zip(out["grey"], out["crops"], strict=True):
+        assert grey.numpy.shape == crop.numpy.shape and grey.parent_origin == crop.parent_origin
+        assert (grey.numpy[..., 0] == grey.numpy[..., 2]).all()

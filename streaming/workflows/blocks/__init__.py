@@ -36,6 +36,7 @@ from .fusion import (
     DimensionCollapseBlock,
 )
 from .geometry import DetectionOffsetBlock
+from .image_ops import ConvertGrayscaleBlock, ImagePreprocessingBlock
 from .model_visualization import (
     ClassificationLabelVisualizationBlock,
     KeypointVisualizationBlock,
@@ -124,6 +125,8 @@ BLOCKS: dict[str, type[Block]] = {
         DetectionsMergeBlock,
         CsvFormatterBlock,
         LocalFileSinkBlock,
+        ConvertGrayscaleBlock,
+        ImagePreprocessingBlock,
     )
     for type_id in cls.type_ids
 }
