@@ -510,3 +510,33 @@ def test_images_are_preprocessed_before_a_model_and_crops_stay_crops(models, ope
     for grey, crop in zip(out["grey"], out["crops"], strict=True):
         assert grey.numpy.shape == crop.numpy.shape and grey.parent_origin == crop.parent_origin
         assert (grey.numpy[..., 0] == grey.numpy[..., 2]).all()
+
+
+def test_contrast_is_stretched_and_morphology_removes_specks(models):
+    dull = np.full((32, 32, 3), 100, np.uint8)
+    dull[8:24, 8:24] = 140  # a square a little brighter than its ground
+    speck = dull.copy()
+    speck[2, 2] = 255  # one bright pixel that an opening removes
+    spec = {
+        "version": "1.0",
+        "inputs": [{"type": "InferenceImage", "name": "image"}],
+        "steps": [
+            step("contrast_enhancement@v1", "stretch", image="$inputs.image"),
+            step("morphological_transformation@v2", "open", image="$inputs.image",
+                 operation="Opening", kernel_size=3),
+            step("morphological_transformation@v1", "grey_close", image="$inputs.image"),
+        ],
+        "outputs": [{"type": "JsonField", "name": n, "selector": f"$steps.{n}.image"}
+                    for n in ("stretch", "open", "grey_close")],
+    }  # fmt: skip
+    out = run(spec, models, dull)
+    stretched = out["stretch"].numpy
+    assert stretched[0, 0].tolist() == [0, 0, 0] and stretched[16, 16].tolist() == [255] * 3
+    out = run(spec, models, speck)
+    assert out["open"].numpy[2, 2].tolist() == [100, 100, 100]  # the speck is gone
+    grey = out["grey_close"].numpy
+    assert grey.shape == speck.shape and (grey[..., 0] == grey[..., 1]).all()
+    with pytest.raises(WorkflowCompilationError, match="operation must be one of"):
+        bad = copy.deepcopy(spec)
+        bad["steps"][2]["operation"] = "Opening then Closing"  # v2's, not v1's
+        compile_spec(bad, models)

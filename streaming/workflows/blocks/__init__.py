@@ -36,7 +36,13 @@ from .fusion import (
     DimensionCollapseBlock,
 )
 from .geometry import DetectionOffsetBlock
-from .image_ops import ConvertGrayscaleBlock, ImagePreprocessingBlock
+from .image_ops import (
+    ContrastEnhancementBlock,
+    ConvertGrayscaleBlock,
+    ImagePreprocessingBlock,
+    MorphologicalTransformationBlock,
+    MorphologicalTransformationV2Block,
+)
 from .model_visualization import (
     ClassificationLabelVisualizationBlock,
     KeypointVisualizationBlock,
@@ -127,6 +133,9 @@ BLOCKS: dict[str, type[Block]] = {
         LocalFileSinkBlock,
         ConvertGrayscaleBlock,
         ImagePreprocessingBlock,
+        ContrastEnhancementBlock,
+        MorphologicalTransformationBlock,
+        MorphologicalTransformationV2Block,
     )
     for type_id in cls.type_ids
 }

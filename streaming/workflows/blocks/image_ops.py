@@ -1,6 +1,7 @@
 """Image operations the reference's workflows put before a model: grey
-(``convert_grayscale``) and resize, rotate or flip (``image_preprocessing``). Each gives a
-new image in the old one's place (a crop stays a crop, with its origin)."""
+(``convert_grayscale``), resize, rotate or flip (``image_preprocessing``), contrast
+stretched (``contrast_enhancement``) and morphology (``morphological_transformation``).
+Each gives a new image in the old one's place (a crop stays a crop, with its origin)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,15 @@ import numpy as np
 
 from .base import IMAGE, Block, BlockSettings, BuildContext, FieldSpec, FrameState, WorkflowImage
 
-__all__ = ["ConvertGrayscaleBlock", "ImagePreprocessingBlock", "rotated"]
+__all__ = [
+    "ContrastEnhancementBlock",
+    "ConvertGrayscaleBlock",
+    "ImagePreprocessingBlock",
+    "MorphologicalTransformationBlock",
+    "MorphologicalTransformationV2Block",
+    "rotated",
+    "stretched",
+]
 
 
 class ConvertGrayscaleBlock(Block):
@@ -105,3 +114,132 @@ class ImagePreprocessingBlock(Block):
         else:
             pixels = cv2.flip(image.numpy, _FLIPS[c.flip_type])
         return {"image": image.derived(pixels)}
+
+
+@dataclass(frozen=True, kw_only=True)
+class ContrastSettings(BlockSettings):
+    clip_limit: int
+    contrast_multiplier: float
+    normalize_brightness: bool
+
+
+def stretched(
+    pixels: np.ndarray, clip_percent: float, multiplier: float, gamma: float
+) -> np.ndarray:
+    """Each channel stretched to 0-255 between its ``clip_percent`` and ``100 -
+    clip_percent`` percentiles (its extremes at 0), scaled about 128 by ``multiplier``,
+    then through ``gamma``; a flat channel is left as it is."""
+    out = pixels.astype(np.float32)
+    channels = out[..., None] if out.ndim == 2 else out
+    for c in range(channels.shape[2]):
+        channel = channels[..., c]
+        if clip_percent > 0:
+            low, high = np.quantile(channel, [clip_percent / 100, 1 - clip_percent / 100])
+        else:
+            low, high = channel.min(), channel.max()
+        if high <= low:
+            continue
+        value = (channel - low) / (high - low) * 255.0
+        if multiplier != 1.0:
+            value = 128.0 + (value - 128.0) * multiplier
+        if gamma != 1.0:
+            value = np.power(np.clip(value, 0, 255) / 255.0, gamma) * 255.0
+        channels[..., c] = np.clip(value, 0, 255)
+    return out.astype(np.uint8)
+
+
+class ContrastEnhancementBlock(Block):
+    """Contrast stretched channel by channel: ``clip_limit`` percent of the darkest and
+    brightest pixels clipped, ``contrast_multiplier`` about mid-grey, and midtones
+    brightened (gamma 1/1.3) when ``normalize_brightness``."""
+
+    type_ids = ("roboflow_core/contrast_enhancement@v1",)
+    fields = {
+        "image": FieldSpec((IMAGE,), per_frame=True),
+        "clip_limit": FieldSpec(default=0, type="integer", minimum=0, maximum=50),
+        "contrast_multiplier": FieldSpec(default=1.0, type="number", minimum=0.1, maximum=5.0),
+        "normalize_brightness": FieldSpec(default=False, type="boolean"),
+    }
+    Settings: ClassVar[type[BlockSettings]] = ContrastSettings
+    outputs = {"image": IMAGE}
+
+    def __init__(self, name: str, config: ContrastSettings, context: BuildContext) -> None:
+        super().__init__(name, config, context)
+        gamma = 1.0 / 1.3 if config.normalize_brightness else 1.0
+        self.stretch = (float(config.clip_limit), config.contrast_multiplier, gamma)
+
+    def run(self, inputs: dict[str, Any], frame: FrameState) -> dict[str, Any]:
+        image: WorkflowImage = inputs["image"]
+        return {"image": image.derived(stretched(image.numpy, *self.stretch))}
+
+
+_MORPHOLOGY = {
+    "Opening": cv2.MORPH_OPEN,
+    "Closing": cv2.MORPH_CLOSE,
+    "Gradient": cv2.MORPH_GRADIENT,
+    "Top Hat": cv2.MORPH_TOPHAT,
+    "Black Hat": cv2.MORPH_BLACKHAT,
+}
+
+
+def morphology(pixels: np.ndarray, kernel_size: int, operation: str) -> np.ndarray:
+    kernel = np.ones((kernel_size, kernel_size), np.uint8)
+    if operation == "Erosion":
+        return cv2.erode(pixels, kernel, iterations=1)
+    if operation == "Dilation":
+        return cv2.dilate(pixels, kernel, iterations=1)
+    if operation == "Opening then Closing":
+        opened = cv2.morphologyEx(pixels, cv2.MORPH_OPEN, kernel)
+        return cv2.morphologyEx(opened, cv2.MORPH_CLOSE, kernel)
+    return cv2.morphologyEx(pixels, _MORPHOLOGY[operation], kernel)
+
+
+@dataclass(frozen=True, kw_only=True)
+class MorphologySettings(BlockSettings):
+    kernel_size: int
+    operation: str
+
+
+class MorphologicalTransformationV2Block(Block):
+    """Erosion, dilation, opening, closing, both, gradient, top hat or black hat with a
+    square kernel, on the colour image (v2)."""
+
+    type_ids: ClassVar[tuple[str, ...]] = ("roboflow_core/morphological_transformation@v2",)
+    operations: ClassVar[tuple[str, ...]] = (
+        "Erosion", "Dilation", "Opening", "Closing", "Opening then Closing", "Gradient",
+        "Top Hat", "Black Hat",
+    )  # fmt: skip
+    fields = {
+        "image": FieldSpec((IMAGE,), per_frame=True),
+        "kernel_size": FieldSpec(default=5, type="integer", minimum=1),
+        "operation": FieldSpec(default="Opening then Closing", choices=operations),
+    }
+    Settings: ClassVar[type[BlockSettings]] = MorphologySettings
+    outputs = {"image": IMAGE}
+    grey: ClassVar[bool] = False
+
+    def __init__(self, name: str, config: MorphologySettings, context: BuildContext) -> None:
+        super().__init__(name, config, context)
+        self.kernel_size, self.operation = config.kernel_size, config.operation
+
+    def run(self, inputs: dict[str, Any], frame: FrameState) -> dict[str, Any]:
+        image: WorkflowImage = inputs["image"]
+        pixels = image.numpy
+        if pixels.ndim == 2:
+            pixels = cv2.cvtColor(pixels, cv2.COLOR_GRAY2BGR)
+        if self.grey:  # v1 works on the grey image (kept in three channels, as ours is)
+            pixels = cv2.cvtColor(cv2.cvtColor(pixels, cv2.COLOR_BGR2GRAY), cv2.COLOR_GRAY2BGR)
+        return {"image": image.derived(morphology(pixels, self.kernel_size, self.operation))}
+
+
+class MorphologicalTransformationBlock(MorphologicalTransformationV2Block):
+    """v1: on the grey image; its default is closing."""
+
+    type_ids: ClassVar[tuple[str, ...]] = ("roboflow_core/morphological_transformation@v1",)
+    operations = tuple(o for o in MorphologicalTransformationV2Block.operations
+                       if o != "Opening then Closing")  # fmt: skip
+    fields = {
+        **MorphologicalTransformationV2Block.fields,
+        "operation": FieldSpec(default="Closing", choices=operations),
+    }
+    grey = True
