@@ -540,3 +540,14 @@ def test_contrast_is_stretched_and_morphology_removes_specks(models):
         bad = copy.deepcopy(spec)
         bad["steps"][2]["operation"] = "Opening then Closing"  # v2's, not v1's
         compile_spec(bad, models)
+
+
+def test_each_crop_has_its_dominant_colour(models):
+    spec = copy.deepcopy(TWO_STAGE)
+    spec["steps"].append(step("dominant_color@v1", "colour", image="$steps.crop.crops"))
+    spec["outputs"].append(
+        {"type": "JsonField", "name": "colour", "selector": "$steps.colour.rgb_color"}
+    )
+    out = run(spec, models)
+    expected = {"red": (255, 0, 0), "blue": (0, 0, 255)}
+    assert out["colour"] == [expected[c["top"]] for c in out["classes"]]

@@ -39,6 +39,7 @@ from .geometry import DetectionOffsetBlock
 from .image_ops import (
     ContrastEnhancementBlock,
     ConvertGrayscaleBlock,
+    DominantColorBlock,
     ImagePreprocessingBlock,
     MorphologicalTransformationBlock,
     MorphologicalTransformationV2Block,
@@ -136,6 +137,7 @@ BLOCKS: dict[str, type[Block]] = {
         ContrastEnhancementBlock,
         MorphologicalTransformationBlock,
         MorphologicalTransformationV2Block,
+        DominantColorBlock,
     )
     for type_id in cls.type_ids
 }

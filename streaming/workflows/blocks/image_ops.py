@@ -1,6 +1,7 @@
 """Image operations the reference's workflows put before a model: grey
 (``convert_grayscale``), resize, rotate or flip (``image_preprocessing``), contrast
-stretched (``contrast_enhancement``) and morphology (``morphological_transformation``).
+stretched (``contrast_enhancement``) and morphology (``morphological_transformation``);
+and the colour most of an image is (``dominant_color``).
 Each gives a new image in the old one's place (a crop stays a crop, with its origin)."""
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from .base import IMAGE, Block, BlockSettings, BuildContext, FieldSpec, FrameSta
 __all__ = [
     "ContrastEnhancementBlock",
     "ConvertGrayscaleBlock",
+    "DominantColorBlock",
     "ImagePreprocessingBlock",
     "MorphologicalTransformationBlock",
     "MorphologicalTransformationV2Block",
@@ -243,3 +245,60 @@ class MorphologicalTransformationBlock(MorphologicalTransformationV2Block):
         "operation": FieldSpec(default="Closing", choices=operations),
     }
     grey = True
+
+
+@dataclass(frozen=True, kw_only=True)
+class DominantColorSettings(BlockSettings):
+    color_clusters: int
+    max_iterations: int
+    target_size: int
+
+
+def dominant_color(pixels: np.ndarray, clusters: int, iterations: int) -> tuple[int, int, int]:
+    """The centre of the largest of ``clusters`` k-means clusters of the pixels, as RGB
+    (seeded: the same image gives the same colour)."""
+    colour = pixels if pixels.ndim == 3 else cv2.cvtColor(pixels, cv2.COLOR_GRAY2BGR)
+    points: np.ndarray = colour.reshape(-1, 3).astype(np.float32)
+    rng = np.random.default_rng(0)
+    clusters = min(clusters, len(points))
+    centres = points[rng.choice(len(points), clusters, replace=False)]
+    labels = np.zeros(len(points), int)
+    for _ in range(iterations):
+        labels = np.argmin(((points[:, None] - centres) ** 2).sum(axis=2), axis=1)
+        moved = np.array([
+            points[labels == i].mean(axis=0) if (labels == i).any()
+            else points[rng.integers(len(points))]  # an empty cluster starts afresh
+            for i in range(clusters)
+        ])  # fmt: skip
+        if np.allclose(centres, moved):
+            break
+        centres = moved
+    counts = np.bincount(labels, minlength=clusters)
+    b, g, r = (int(np.clip(round(float(v)), 0, 255)) for v in centres[int(np.argmax(counts))])
+    return (r, g, b)
+
+
+class DominantColorBlock(Block):
+    """The colour most of the image is, as ``rgb_color`` ``(r, g, b)``: k-means with
+    ``color_clusters`` clusters on the image sampled down to about ``target_size``."""
+
+    type_ids = ("roboflow_core/dominant_color@v1",)
+    fields = {
+        "image": FieldSpec((IMAGE,), per_frame=True),
+        "color_clusters": FieldSpec(default=4, type="integer", minimum=1, maximum=10),
+        "max_iterations": FieldSpec(default=100, type="integer", minimum=1, maximum=500),
+        "target_size": FieldSpec(default=100, type="integer", minimum=1, maximum=250),
+    }
+    Settings: ClassVar[type[BlockSettings]] = DominantColorSettings
+    outputs = {"rgb_color": "rgb_color"}
+
+    def __init__(self, name: str, config: DominantColorSettings, context: BuildContext) -> None:
+        super().__init__(name, config, context)
+        self.config = config
+
+    def run(self, inputs: dict[str, Any], frame: FrameState) -> dict[str, Any]:
+        pixels = inputs["image"].numpy
+        c = self.config
+        step = max(1, min(pixels.shape[:2]) // c.target_size)
+        sampled = pixels[::step, ::step]
+        return {"rgb_color": dominant_color(sampled, c.color_clusters, c.max_iterations)}
