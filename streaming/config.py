@@ -187,6 +187,10 @@ class Settings(BaseSettings):
     )
     """Where pipelines' jsonl and video_file sinks and workflows' event sinks write (requests
     name files, never paths)."""
+    workflow_secrets: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    """Environment variables a workflow's ``environment_secrets_store`` may read (names,
+    comma-separated); none by default, and never the server's own (``STREAMING_*``,
+    ``VISIONSTREAM_*``)."""
     file_sink_dir: Path | None = None
     """Where workflows' ``local_file_sink`` steps may write (each step's
     ``target_directory`` inside it); unset, such a step is refused when compiled."""
@@ -306,7 +310,7 @@ class Settings(BaseSettings):
 
     @field_validator(
         "ice_servers", "ice_host_addresses", "onnx_providers", "allowed_networks",
-        "trusted_proxies", mode="before",
+        "trusted_proxies", "workflow_secrets", mode="before",
     )  # fmt: skip
     @classmethod
     def _csv(cls, value: object) -> object:

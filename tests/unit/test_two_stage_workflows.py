@@ -551,3 +551,30 @@ def test_each_crop_has_its_dominant_colour(models):
     out = run(spec, models)
     expected = {"red": (255, 0, 0), "blue": (0, 0, 255)}
     assert out["colour"] == [expected[c["top"]] for c in out["classes"]]
+
+
+def secrets_spec(*names: str) -> dict:
+    return {
+        "version": "1.0",
+        "inputs": [{"type": "InferenceImage", "name": "image"}],
+        "steps": [step("environment_secrets_store@v1", "vault",
+                       variables_storing_secrets=list(names))],
+        "outputs": [{"type": "JsonField", "name": "vault", "selector": "$steps.vault.*"}],
+    }  # fmt: skip
+
+
+def test_a_workflow_reads_only_the_secrets_the_server_lends(models, monkeypatch):
+    monkeypatch.setenv("CAMERA_TOKEN", "t0k3n")
+    monkeypatch.setenv("STREAMING_API_KEY", "the-servers-own")
+    lent = Settings(workflow_secrets="CAMERA_TOKEN,STREAMING_API_KEY,MISSING_ONE")
+    context = BuildContext(models, settings=lent)
+    workflow = compile_workflow(parse_spec(secrets_spec("CAMERA_TOKEN", "MISSING_ONE")), context)
+    try:
+        out = workflow.run(scene(), {}, FrameState())
+    finally:
+        workflow.close()
+    assert out["vault"] == {"camera_token": "t0k3n", "missing_one": None}
+    for names in (["OTHER_TOKEN"], ["STREAMING_API_KEY"]):  # not lent; the server's own
+        with pytest.raises(WorkflowCompilationError, match="STREAMING_WORKFLOW_SECRETS") as caught:
+            compile_workflow(parse_spec(secrets_spec(*names)), context)
+        assert names[0] in str(caught.value)

@@ -51,6 +51,7 @@ from .model_visualization import (
     PolygonVisualizationBlock,
 )
 from .motion import PathDeviationBlock, StabilizeDetectionsBlock, VelocityBlock
+from .secrets import EnvironmentSecretsStoreBlock
 from .sinks import EventSinkBlock, MqttSinkBlock, WebhookSinkBlock
 from .slicing import DetectionsStitchBlock, ImageSlicerBlock, ImageSlicerV2Block
 from .tracking import ByteTrackerBlock
@@ -138,6 +139,7 @@ BLOCKS: dict[str, type[Block]] = {
         MorphologicalTransformationBlock,
         MorphologicalTransformationV2Block,
         DominantColorBlock,
+        EnvironmentSecretsStoreBlock,
     )
     for type_id in cls.type_ids
 }
