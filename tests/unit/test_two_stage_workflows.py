@@ -578,3 +578,18 @@ def test_a_workflow_reads_only_the_secrets_the_server_lends(models, monkeypatch)
         with pytest.raises(WorkflowCompilationError, match="STREAMING_WORKFLOW_SECRETS") as caught:
             compile_workflow(parse_spec(secrets_spec(*names)), context)
         assert names[0] in str(caught.value)
+
+
+def test_detections_transformation_runs_the_query_languages_operations(models):
+    spec = copy.deepcopy(TWO_STAGE)
+    operations = [
+        {"type": "SortDetections", "mode": "center_x", "ascending": False},
+        {"type": "DetectionsSelection", "mode": "first"},
+    ]
+    spec["steps"].append(step("detections_transformation@v1", "rightmost",
+                              predictions="$steps.det.predictions", operations=operations))  # fmt: skip
+    spec["outputs"].append(
+        {"type": "JsonField", "name": "rightmost", "selector": "$steps.rightmost.predictions"}
+    )
+    out = run(spec, models)
+    assert list(out["rightmost"].data["class_name"]) == ["cat"]  # the cat is right of the dog

@@ -21,7 +21,11 @@ from .detection import (
     ObjectDetectionModelBlockV3,
 )
 from .files import LocalFileSinkBlock
-from .filtering import DetectionsFilterBlock, PropertyDefinitionBlock
+from .filtering import (
+    DetectionsFilterBlock,
+    DetectionsTransformationBlock,
+    PropertyDefinitionBlock,
+)
 from .flow import ContinueIfBlock, DeltaFilterBlock, RateLimiterBlock
 from .formatters import (
     CsvFormatterBlock,
@@ -140,6 +144,7 @@ BLOCKS: dict[str, type[Block]] = {
         MorphologicalTransformationV2Block,
         DominantColorBlock,
         EnvironmentSecretsStoreBlock,
+        DetectionsTransformationBlock,
     )
     for type_id in cls.type_ids
 }

@@ -30,7 +30,12 @@ from .base import (
     FrameState,
 )
 
-__all__ = ["DetectionsFilterBlock", "PropertyDefinitionBlock", "operations_chain"]
+__all__ = [
+    "DetectionsFilterBlock",
+    "DetectionsTransformationBlock",
+    "PropertyDefinitionBlock",
+    "operations_chain",
+]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -72,6 +77,14 @@ class DetectionsFilterBlock(Block):
             )
         frame.add_time("analytics", started)
         return {"predictions": detections}
+
+
+class DetectionsTransformationBlock(DetectionsFilterBlock):
+    """The detections through ``operations`` (the same query language: sort, select,
+    offset, rename classes, filter ...), the reference's name for what a filter does
+    when its operations do more than filter."""
+
+    type_ids = ("roboflow_core/detections_transformation@v1", "DetectionsTransformation")
 
 
 @dataclass(frozen=True, kw_only=True)
