@@ -586,8 +586,9 @@ def test_detections_transformation_runs_the_query_languages_operations(models):
         {"type": "SortDetections", "mode": "center_x", "ascending": False},
         {"type": "DetectionsSelection", "mode": "first"},
     ]
-    spec["steps"].append(step("detections_transformation@v1", "rightmost",
-                              predictions="$steps.det.predictions", operations=operations))  # fmt: skip
+    rightmost = step("detections_transformation@v1", "rightmost",
+                     predictions="$steps.det.predictions", operations=operations)  # fmt: skip
+    spec["steps"].append(rightmost)
     spec["outputs"].append(
         {"type": "JsonField", "name": "rightmost", "selector": "$steps.rightmost.predictions"}
     )
