@@ -1,0 +1,144 @@
+"""A two-stage workflow (detect, crop each detection, classify every crop, classes back onto
+the detections) through the unmodified inference-sdk, against the real server process: over
+HTTP (``run_workflow``) and over WebRTC (``webrtc.stream``). The detector is the default
+model on a real photo; the classifier a real one of the simplest kind (each crop's dominant
+colour), added as a user adds theirs (``visionstream models add``)."""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import shutil
+import threading
+
+import cv2
+import pytest
+from inference_sdk import InferenceHTTPClient
+from inference_sdk.webrtc import StreamConfig
+
+from tests.conftest import load_photo
+from tests.support.models import add_model
+from tests.support.onnx_models import COLOURS, colour_classifier
+from tests.support.sdk import LoopManualSource
+from tests.support.server import running_server
+
+pytestmark = pytest.mark.e2e
+
+MODEL = "yolov3-tiny-416"
+
+
+def step(kind: str, name: str, **fields: object) -> dict:
+    return {"type": f"roboflow_core/{kind}", "name": name, **fields}
+
+
+TWO_STAGE = {
+    "version": "1.0",
+    "inputs": [{"type": "InferenceImage", "name": "image"}],
+    "steps": [
+        step("roboflow_object_detection_model@v2", "det", images="$inputs.image", model_id=MODEL),
+        step("dynamic_crop@v1", "crop", images="$inputs.image",
+             predictions="$steps.det.predictions"),
+        step("roboflow_classification_model@v2", "cls", images="$steps.crop.crops",
+             model_id="colours"),
+        step("detections_classes_replacement@v1", "swap",
+             object_detection_predictions="$steps.det.predictions",
+             classification_predictions="$steps.cls.predictions"),
+    ],
+    "outputs": [
+        {"type": "JsonField", "name": "detections", "selector": "$steps.det.predictions"},
+        {"type": "JsonField", "name": "crops", "selector": "$steps.crop.crops"},
+        {"type": "JsonField", "name": "classes", "selector": "$steps.cls.predictions"},
+        {"type": "JsonField", "name": "relabelled", "selector": "$steps.swap.predictions"},
+    ],
+}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def two_stage_server(default_model_dir, tmp_path_factory):
+    models = tmp_path_factory.mktemp("two-stage-models")
+    shutil.copytree(default_model_dir / MODEL, models / MODEL)
+    export = colour_classifier(tmp_path_factory.mktemp("exports") / "colours.onnx")
+    added = add_model(models, str(export), "--name", "colours", "--decoder", "classification",
+                      "--names", ",".join(COLOURS), "--resize", "stretch")  # fmt: skip
+    assert added.returncode == 0, added.stderr
+    with running_server(models_dir=str(models)) as process:
+        yield process
+
+
+def check_two_stage(out: dict) -> None:
+    """Each crop classified, its answer naming the detection it was cut for, and the
+    detections relabelled with those answers: the reference's nesting and fields."""
+    detections = out["detections"]["predictions"]
+    assert detections, "the default model finds things in the photo"
+    ids = {d["detection_id"] for d in detections}
+    classes = out["classes"]
+    assert isinstance(classes, list) and len(classes) == len(detections)
+    assert {c["parent_id"] for c in classes} == ids
+    assert all(c["top"] in COLOURS and c["prediction_type"] == "classification" for c in classes)
+    relabelled = out["relabelled"]["predictions"]
+    assert sorted(p["class"] for p in relabelled) == sorted(c["top"] for c in classes)
+
+
+def test_run_workflow_returns_each_crops_class_nested_as_the_reference_does(
+    two_stage_server, photos
+):
+    client = InferenceHTTPClient(api_url=two_stage_server.url, api_key=None)
+    (out,) = client.run_workflow(
+        specification=TWO_STAGE, images={"image": load_photo(photos, "dog.jpg")}
+    )
+    check_two_stage(out)
+    # The SDK hands each crop over as its base64 (as it does any image output); the JSON
+    # itself carries where each crop lies, as the reference's does.
+    assert len(out["crops"]) == len(out["detections"]["predictions"])
+    encoded = base64.b64encode(cv2.imencode(".jpg", load_photo(photos, "dog.jpg"))[1]).decode()
+    answer = two_stage_server.post("/workflows/run", json={
+        "specification": TWO_STAGE, "inputs": {"image": {"type": "base64", "value": encoded}},
+    })  # fmt: skip
+    assert answer.status_code == 200, answer.text
+    (raw,) = answer.json()["outputs"]
+    for crop in raw["crops"]:
+        assert crop["type"] == "base64" and crop["root_parent_id"] == "image"
+        assert set(crop["parent_origin"]) == {"offset_x", "offset_y", "width", "height"}
+        assert crop["parent_id"] in {d["detection_id"] for d in raw["detections"]["predictions"]}
+
+
+def test_a_webrtc_session_sends_each_frames_crop_classes(two_stage_server, photos):
+    photo = load_photo(photos, "dog.jpg")
+    source = LoopManualSource()
+    session = InferenceHTTPClient(api_url=two_stage_server.url, api_key=None).webrtc.stream(
+        source=source, workflow=TWO_STAGE,
+        config=StreamConfig(data_output=["detections", "classes", "relabelled"]),
+    )  # fmt: skip
+    results: list[dict] = []
+    arrived = threading.Condition()
+
+    @session.on_data()
+    def _collect(data: dict, metadata: object) -> None:
+        with arrived:
+            results.append(data)
+            arrived.notify_all()
+
+    stop = threading.Event()
+
+    def feed() -> None:
+        if source.connected.wait(60):
+            while not stop.wait(0.2):
+                source.send_on_loop(photo)
+
+    threading.Thread(target=feed, daemon=True).start()
+
+    def run() -> None:  # starts the session and holds it until closed
+        with contextlib.suppress(TimeoutError):
+            session.wait(timeout=120)
+
+    runner = threading.Thread(target=run, daemon=True)
+    runner.start()
+    try:
+        with arrived:
+            assert arrived.wait_for(lambda: len(results) >= 2, 60), results
+        first = results[0]
+    finally:
+        stop.set()
+        session.close()
+        runner.join(30)
+    check_two_stage(first)
