@@ -188,12 +188,9 @@ class Settings(BaseSettings):
     """Where pipelines' jsonl and video_file sinks and workflows' event sinks write (requests
     name files, never paths)."""
     workflow_secrets: Annotated[list[str], NoDecode] = Field(default_factory=list)
-    """Environment variables a workflow's ``environment_secrets_store`` may read (names,
-    comma-separated); none by default, and never the server's own (``STREAMING_*``,
-    ``VISIONSTREAM_*``)."""
+    """Variables ``environment_secrets_store`` may read (never ``STREAMING_*``)."""
     file_sink_dir: Path | None = None
-    """Where workflows' ``local_file_sink`` steps may write (each step's
-    ``target_directory`` inside it); unset, such a step is refused when compiled."""
+    """Where ``local_file_sink`` steps may write; unset, such a step is refused."""
     data_dir: Path = Field(
         default_factory=lambda: Path.home() / ".local" / "share" / "visionstream"
     )
@@ -290,8 +287,7 @@ class Settings(BaseSettings):
     batch_workers: int = Field(default=2, ge=1)
     """Batches of one model in flight at once (one forms while the other runs)."""
     max_crop_batch: int = Field(default=32, ge=1)
-    """The most crops (slices, ...) of one frame a model runs at once where it takes any
-    batch size: a classifier on 20 crops is one run; 1 runs each crop on its own."""
+    """The most crops of one frame a model runs at once (1: each on its own)."""
     malloc_trim: bool = True
     """After sessions end, return freed heap to the system (glibc's ``malloc_trim``): without
     it RSS creeps up with session churn (``benchmarks churn``)."""
