@@ -53,8 +53,15 @@ def test_our_client_watches_a_camera_and_two_viewers_share_one_connection(server
         assert [(s["url"], s["consumers"], s["state"]) for s in sources] == [
             (camera.url, 2, "streaming")
         ]
+        (reader,) = sources
     camera.wait_clients(connections + 1)
-    assert camera.clients == connections + 1  # one RTSP connection for both viewers
+    # One RTSP connection for both viewers: the camera saw the one reader's connection, and
+    # again only where that reader reconnected (a loaded machine can stall the camera past
+    # the read timeout: a clean run in CI counted 2, with the hub still at one reader).
+    opened = camera.clients - connections
+    assert (
+        1 + reader["reconnects"] <= opened <= 1 + reader["reconnects"] + reader["failed_attempts"]
+    ), reader
     server.wait_sessions_closed(closed + 2)
     assert server.get("/healthz").json()["sources"] == []
 
