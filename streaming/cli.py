@@ -125,11 +125,13 @@ def _serve_on_ray(args: argparse.Namespace) -> int:
 
 def _models_pull(args: argparse.Namespace) -> int:
     from .inference.default_model import DEFAULT_MODEL_ID, ensure_default_model
+    from .inference.ocr_model import OCR_MODEL_ID, ensure_ocr_model
 
-    if args.name != DEFAULT_MODEL_ID:
-        print(f"unknown model '{args.name}'; pullable: {DEFAULT_MODEL_ID}", file=sys.stderr)
+    pullable = {DEFAULT_MODEL_ID: ensure_default_model, OCR_MODEL_ID: ensure_ocr_model}
+    if args.name not in pullable:
+        print(f"unknown model '{args.name}'; pullable: {', '.join(pullable)}", file=sys.stderr)
         return 2
-    path = ensure_default_model(_settings().models_dir, progress=lambda m: print(m, flush=True))
+    path = pullable[args.name](_settings().models_dir, lambda m: print(m, flush=True))
     print(path)
     return 0
 
@@ -334,7 +336,8 @@ def _add_models(command: Command) -> None:
     model_commands = models.add_subparsers(dest="models_command", required=True)
     pull = model_commands.add_parser("pull", help="fetch and convert a model",
                                      formatter_class=_HelpFormatter)  # fmt: skip
-    pull.add_argument("name", nargs="?", default="yolov3-tiny-416", help="the model")
+    pull.add_argument("name", nargs="?", default="yolov3-tiny-416",
+                      help="yolov3-tiny-416 (the default detector) or pp-ocrv4 (OCR)")  # fmt: skip
     pull.set_defaults(func=_models_pull)
     model_commands.add_parser("list", help="models ready to serve").set_defaults(func=_models_list)
     add = model_commands.add_parser(

@@ -121,6 +121,18 @@ def default_model_dir(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def ocr_model_files() -> Path:
+    """Where ``visionstream models pull pp-ocrv4`` (tests/install.sh) put the OCR model; a
+    test copies it into a models directory of its own."""
+    from streaming.inference.ocr_model import OCR_MODEL_ID
+
+    installed = INSTALLED_MODELS / OCR_MODEL_ID
+    if not (installed / "manifest.json").is_file():
+        pytest.fail(f"the OCR model is not in {installed}: run tests/install.sh first")
+    return installed
+
+
+@pytest.fixture(scope="session")
 def person(photos, default_model_dir) -> np.ndarray:
     """The person in person.jpg (640x480), cut out along the default model's own box: an
     object the model finds, to move around generated scenes."""

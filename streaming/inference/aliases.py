@@ -9,7 +9,7 @@ it by either id, and by another short name of the same platform id (``yolo11n-64
 
 from __future__ import annotations
 
-__all__ = ["REFERENCE_ALIASES", "names_for", "suggested_name"]
+__all__ = ["OCR_IDS", "REFERENCE_ALIASES", "names_for", "suggested_name"]
 
 REFERENCE_ALIASES: dict[str, str] = {
     "yolov8n-640": "coco/3",
@@ -167,7 +167,17 @@ REFERENCE_ALIASES: dict[str, str] = {
 }
 
 
+OCR_IDS = frozenset({
+    "doctr/default", "doctr_rec/default", "doctr_det/default",
+    "pp_ocr/small-small", "pp_ocr/tiny-tiny", "pp_ocr/medium-medium",
+    "pp_ocr/small-none", "pp_ocr/none-small", "easy_ocr/english_g2",
+})  # fmt: skip
+"""The reference's OCR models (DocTR, PP-OCR, EasyOCR): served by our one OCR model."""
+
+
 def names_for(model_id: str) -> list[str]:
+    if model_id in OCR_IDS:
+        return [model_id, "pp-ocrv4"]
     """Every id the model ``model_id`` names may be served under, ``model_id`` first."""
     target = REFERENCE_ALIASES.get(model_id, model_id)
     return [model_id, *(n for n, p in REFERENCE_ALIASES.items() if p == target and n != model_id)]

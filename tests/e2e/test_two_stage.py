@@ -2,7 +2,8 @@
 the detections) through the unmodified inference-sdk, against the real server process: over
 HTTP (``run_workflow``) and over WebRTC (``webrtc.stream``). The detector is the default
 model on a real photo; the classifier a real one of the simplest kind (each crop's dominant
-colour), added as a user adds theirs (``visionstream models add``)."""
+colour), added as a user adds theirs (``visionstream models add``); the OCR model is the one
+``visionstream models pull pp-ocrv4`` fetches, reading a sign painted onto the photo."""
 
 from __future__ import annotations
 
@@ -54,9 +55,10 @@ TWO_STAGE = {
 
 
 @pytest.fixture(scope="module")
-def two_stage_server(default_model_dir, tmp_path_factory):
+def two_stage_server(default_model_dir, ocr_model_files, tmp_path_factory):
     models = tmp_path_factory.mktemp("two-stage-models")
     shutil.copytree(default_model_dir / MODEL, models / MODEL)
+    shutil.copytree(ocr_model_files, models / ocr_model_files.name)
     export = colour_classifier(tmp_path_factory.mktemp("exports") / "colours.onnx")
     added = add_model(models, str(export), "--name", "colours", "--decoder", "classification",
                       "--names", ",".join(COLOURS), "--resize", "stretch")  # fmt: skip
@@ -142,3 +144,38 @@ def test_a_webrtc_session_sends_each_frames_crop_classes(two_stage_server, photo
         session.close()
         runner.join(30)
     check_two_stage(first)
+
+
+OCR = {
+    "version": "1.0",
+    "inputs": [{"type": "InferenceImage", "name": "image"}],
+    "steps": [
+        step("ocr_model@v1", "sign", images="$inputs.image"),
+        step("stitch_ocr_detections@v2", "lines", predictions="$steps.sign.predictions"),
+        step("roboflow_object_detection_model@v2", "det", images="$inputs.image", model_id=MODEL),
+        step("dynamic_crop@v1", "crop", images="$inputs.image",
+             predictions="$steps.det.predictions"),
+        step("pp_ocr@v1", "on_crops", images="$steps.crop.crops"),
+    ],
+    "outputs": [
+        {"type": "JsonField", "name": "text", "selector": "$steps.sign.result"},
+        {"type": "JsonField", "name": "stitched", "selector": "$steps.lines.ocr_text"},
+        {"type": "JsonField", "name": "detections", "selector": "$steps.det.predictions"},
+        {"type": "JsonField", "name": "per_crop", "selector": "$steps.on_crops.*"},
+    ],
+}  # fmt: skip
+
+
+def test_run_workflow_reads_a_sign_on_the_frame_and_text_on_each_crop(two_stage_server, photos):
+    photo = load_photo(photos, "dog.jpg")
+    photo[400:470, 20:300] = 255  # a sign in the bottom-left corner, clear of the animals
+    cv2.putText(photo, "EXIT 42", (40, 452), cv2.FONT_HERSHEY_SIMPLEX, 1.5, (0, 0, 0), 3)
+    client = InferenceHTTPClient(api_url=two_stage_server.url, api_key=None)
+    (out,) = client.run_workflow(specification=OCR, images={"image": photo})
+    assert "EXIT 42" in out["text"] and "EXIT 42" in out["stitched"]
+    # One OCR answer per crop, nested per crop as the reference nests them.
+    detections = out["detections"]["predictions"]
+    per_crop = out["per_crop"]
+    assert len(per_crop) == len(detections) > 0
+    assert {c["parent_id"] for c in per_crop} == {d["detection_id"] for d in detections}
+    assert all(c["prediction_type"] == "ocr" and isinstance(c["result"], str) for c in per_crop)

@@ -150,9 +150,10 @@ async def _infer(
         raise unknown_model(body.model_id) from None
     try:
         if tasks and model.task not in tasks:
-            route = next(r for r, done in _ROUTE_TASKS.items() if model.task in done)
+            route = next((r for r, done in _ROUTE_TASKS.items() if model.task in done), None)
             raise InvalidRequest(
-                f"model '{body.model_id}' does {model.task}; call /infer/{route} for it"
+                f"model '{body.model_id}' does {model.task}; "
+                + (f"call /infer/{route} for it" if route else "run it in a workflow step")
             )
         images = await load_images(body.image, "image", image_limits(state), state.egress)
         config = WorkflowConfiguration()

@@ -55,9 +55,11 @@ from .model_visualization import (
     PolygonVisualizationBlock,
 )
 from .motion import PathDeviationBlock, StabilizeDetectionsBlock, VelocityBlock
+from .ocr import OcrModelBlock, PpOcrBlock
 from .secrets import EnvironmentSecretsStoreBlock
 from .sinks import EventSinkBlock, MqttSinkBlock, WebhookSinkBlock
 from .slicing import DetectionsStitchBlock, ImageSlicerBlock, ImageSlicerV2Block
+from .text_stitching import StitchOcrDetectionsBlock, StitchOcrDetectionsV2Block
 from .tracking import ByteTrackerBlock
 from .transforms import ImageBlurBlock
 from .visualization import (
@@ -145,6 +147,10 @@ BLOCKS: dict[str, type[Block]] = {
         DominantColorBlock,
         EnvironmentSecretsStoreBlock,
         DetectionsTransformationBlock,
+        OcrModelBlock,
+        PpOcrBlock,
+        StitchOcrDetectionsBlock,
+        StitchOcrDetectionsV2Block,
     )
     for type_id in cls.type_ids
 }

@@ -42,6 +42,7 @@ __all__ = [
     "KeypointDetectionModelBlockV3",
     "ObjectDetectionModelBlock",
     "ObjectDetectionModelBlockV3",
+    "stamped",
 ]
 
 _DETECTING = ("object-detection", "instance-segmentation", "keypoint-detection")
@@ -75,6 +76,19 @@ class KeypointDetectionModelSettings(FixedConfidence, KeypointSettings, DecodeSe
 @dataclass(frozen=True, kw_only=True)
 class KeypointDetectionModelV3Settings(ChosenConfidence, KeypointSettings, DecodeSettings):
     pass
+
+
+def stamped(image: WorkflowImage, detections: sv.Detections) -> sv.Detections:
+    """``detections`` found on ``image``, with what the results say of each (its id, its
+    image's id) and of the image (its size; where it lay in its parent, for a crop)."""
+    n = len(detections)
+    detections.data["detection_id"] = np.array([str(uuid.uuid4()) for _ in range(n)])
+    detections.data["parent_id"] = np.array([image.parent_id] * n)
+    height, width = image.numpy.shape[:2]
+    detections.metadata["image_size"] = (width, height)
+    if image.parent_origin is not None:  # found on a crop or slice: where it lay
+        detections.metadata["parent_origin"] = image.parent_origin
+    return detections
 
 
 class ObjectDetectionModelBlock(ModelBlock):
@@ -141,15 +155,8 @@ class ObjectDetectionModelBlock(ModelBlock):
 
     def result(self, image: WorkflowImage, detections: sv.Detections) -> dict[str, Any]:
         """The step's outputs for one image's detections."""
-        n = len(detections)
-        detections.data["detection_id"] = np.array([str(uuid.uuid4()) for _ in range(n)])
-        detections.data["parent_id"] = np.array([image.parent_id] * n)
-        height, width = image.numpy.shape[:2]
-        detections.metadata["image_size"] = (width, height)
-        if image.parent_origin is not None:  # found on a crop or slice: where it lay
-            detections.metadata["parent_origin"] = image.parent_origin
         return {
-            "predictions": detections,
+            "predictions": stamped(image, detections),
             "inference_id": str(uuid.uuid4()),
             "model_id": self.model_id,
         }

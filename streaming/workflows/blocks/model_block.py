@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from ...errors import WorkflowCompilationError
 from ...inference.registry import UnknownModel
@@ -35,8 +35,11 @@ __all__ = [
 ]
 
 
-def acquire_model(name: str, model_id: str, context: BuildContext, tasks: tuple[str, ...]):
-    """The step's model from the registry, of one of ``tasks``; a 400 naming it otherwise."""
+def acquire_model(
+    name: str, model_id: str, context: BuildContext, tasks: tuple[str, ...], hint: str = ""
+):
+    """The step's model from the registry, of one of ``tasks``; a 400 naming it otherwise
+    (with ``hint``: how to get it, when it is missing)."""
     if not isinstance(model_id, str) or not model_id:
         raise WorkflowCompilationError(f"step '{name}': model_id must be a non-empty string")
     try:
@@ -44,7 +47,7 @@ def acquire_model(name: str, model_id: str, context: BuildContext, tasks: tuple[
     except UnknownModel:
         known = ", ".join(context.models.available()) or "none"
         raise WorkflowCompilationError(
-            f"step '{name}': unknown model_id '{model_id}' (available: {known})"
+            f"step '{name}': unknown model_id '{model_id}' (available: {known}){hint}"
         ) from None
     task = getattr(model, "task", "object-detection")
     if task not in tasks:
@@ -138,14 +141,22 @@ class ModelBlock(Block):
 
     def __init__(self, name: str, config: ModelSettings, context: BuildContext) -> None:
         super().__init__(name, config, context)
-        self.model = acquire_model(name, config.model_id, context, self.tasks)
-        self.model_id = config.model_id
+        self.model_id = self.model_of(config)
+        self.model = acquire_model(name, self.model_id, context, self.tasks, self.missing_hint)
+
         self._models: ModelSource | None = context.models  # released once, on close
         try:
             self.configure(name, config)
         except BaseException:
             self.close()  # a block that is never built is never closed: release it here
             raise
+
+    missing_hint: ClassVar[str] = ""
+    """Said when the step's model is not in the models directory."""
+
+    def model_of(self, config: ModelSettings) -> str:
+        """The model the step runs (its ``model_id``, unless the block has a fixed one)."""
+        return config.model_id
 
     def configure(self, name: str, config: ModelSettings) -> None:
         """The subclass's own fields, checked once the model is held."""
