@@ -10,13 +10,34 @@ from typing import Annotated, Literal
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-__all__ = ["ClientSettings", "Settings"]
+__all__ = ["ClientSettings", "Settings", "SmtpSettings"]
 
 
 def _split_csv(value: object) -> object:
     if isinstance(value, str):
         return [part.strip() for part in value.split(",") if part.strip()]
     return value
+
+
+class SmtpSettings(BaseSettings):
+    """The server's mail relay (``STREAMING_SMTP_*``): what ``email_notification@v2`` steps
+    that ask for Roboflow's managed provider send through, and how every SMTP connection a
+    workflow makes is secured."""
+
+    model_config = SettingsConfigDict(env_prefix="STREAMING_SMTP_", extra="ignore")
+
+    host: str | None = None
+    """The relay; unset, a step asking for the managed provider is refused."""
+    port: int = Field(default=465, ge=1, le=65535)
+    username: str | None = None
+    password: SecretStr | None = None
+    sender: str | None = None
+    """The From address of the relay's messages (default: ``username``)."""
+    tls: Literal["auto", "implicit", "starttls", "none"] = "auto"
+    """``auto``: implicit TLS on port 465, STARTTLS elsewhere (a server without it is an
+    error); ``none`` sends in the clear, passwords included: for a relay on this machine."""
+    ca_file: Path | None = None
+    """A CA bundle to check SMTP servers' certificates against (default: the system's)."""
 
 
 class Settings(BaseSettings):
@@ -191,6 +212,8 @@ class Settings(BaseSettings):
     """Variables ``environment_secrets_store`` may read (never ``STREAMING_*``)."""
     file_sink_dir: Path | None = None
     """Where ``local_file_sink`` steps may write; unset, such a step is refused."""
+    smtp: SmtpSettings = Field(default_factory=SmtpSettings)
+    """Mail (``STREAMING_SMTP_*``)."""
     data_dir: Path = Field(
         default_factory=lambda: Path.home() / ".local" / "share" / "visionstream"
     )
@@ -304,10 +327,8 @@ class Settings(BaseSettings):
             )
         return self
 
-    @field_validator(
-        "ice_servers", "ice_host_addresses", "onnx_providers", "allowed_networks",
-        "trusted_proxies", "workflow_secrets", mode="before",
-    )  # fmt: skip
+    @field_validator("ice_servers", "ice_host_addresses", "onnx_providers", "allowed_networks",
+                     "trusted_proxies", "workflow_secrets", mode="before")  # fmt: skip
     @classmethod
     def _csv(cls, value: object) -> object:
         return _split_csv(value)

@@ -136,6 +136,10 @@ class Compiler:
                 continue
             selector = parse_selector(value)
             if selector is None:
+                if field.per_frame and field.literal and value is not None:
+                    literal = self.literal(value, where)
+                    bound.bindings[field_name] = Const(field.check(step.name, field_name, literal))
+                    continue
                 if field.per_frame and value is not None:
                     raise WorkflowCompilationError(f"{where} must be a selector, got {value!r}")
                 if not field.per_frame:
@@ -144,7 +148,7 @@ class Compiler:
                 continue
             source, kind = self.resolve(selector, where)
             if isinstance(source, Const):
-                if field.per_frame and ANY not in field.kinds:
+                if field.per_frame and ANY not in field.kinds and not field.literal:
                     raise WorkflowCompilationError(f"{where} needs per-frame data, not a parameter")
                 checked = field.check(step.name, field_name, source.value)
                 if field.per_frame:  # a field of any kind takes a parameter's value each frame

@@ -278,14 +278,25 @@ def workflow_urls(specification: Any, parameters: dict[str, Any] | None) -> list
     found: list[tuple[str, str]] = []
     for step in specification.get("steps") or []:
         block = get_block(str(step.get("type"))) if isinstance(step, dict) else None
-        for url_field in block.url_fields if block is not None else ():
-            value = step.get(url_field)
-            selector = parse_selector(value) if isinstance(value, str) else None
-            if selector is not None and selector.step is None:
-                value = values.get(selector.name)
-            if isinstance(value, str):
-                found.append((f"step '{step.get('name')}' {url_field}", value))
+        if block is None:
+            continue
+        for url_field in block.url_fields:
+            if isinstance(url := _given(step, url_field, values), str):
+                found.append((f"step '{step.get('name')}' {url_field}", url))
+        for host_field, port_field, default_port in block.host_fields:
+            host = _given(step, host_field, values)
+            port = _given(step, port_field, values, default_port)
+            if isinstance(host, str) and isinstance(port, int) and "/" not in host:
+                shown = f"[{host}]" if ":" in host else host  # an IPv6 address
+                found.append((f"step '{step.get('name')}' {host_field}", f"smtp://{shown}:{port}"))
     return found
+
+
+def _given(step: dict, field: str, values: dict[Any, Any], default: Any = None) -> Any:
+    """A step's field as written, or the value of the parameter it names."""
+    value = step.get(field, default)
+    selector = parse_selector(value) if isinstance(value, str) else None
+    return values.get(selector.name) if selector and selector.step is None else value
 
 
 def compile_workflow(

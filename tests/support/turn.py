@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import shutil
 import socket
-import subprocess
 from pathlib import Path
 
+from tests.support.certs import loopback_certificate
 from tests.support.server import LoggedProcess, free_port, wait_for
 
 TURNSERVER = shutil.which("turnserver") or "/usr/bin/turnserver"
@@ -36,14 +36,7 @@ class TurnServer(LoggedProcess):
     def __init__(self, directory: Path) -> None:
         directory.mkdir(parents=True, exist_ok=True)
         self.port, self.tls_port = free_port(), free_port()
-        self.ca_file = directory / "turn-cert.pem"
-        key = directory / "turn-key.pem"
-        subprocess.run(
-            ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
-             "-keyout", str(key), "-out", str(self.ca_file), "-subj", "/CN=127.0.0.1",
-             "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost"],
-            check=True, capture_output=True,
-        )  # fmt: skip
+        self.ca_file, key = loopback_certificate(directory, "turn")
         relay = free_port()  # a base for the relay range: 200 ports nobody else was given
         super().__init__(
             [TURNSERVER, "-n", "-v", "--no-cli", "--log-file", "stdout", "--simple-log",

@@ -20,6 +20,7 @@ from .detection import (
     ObjectDetectionModelBlock,
     ObjectDetectionModelBlockV3,
 )
+from .email import EmailNotificationBlock, EmailNotificationV2Block
 from .files import LocalFileSinkBlock
 from .filtering import (
     DetectionsFilterBlock,
@@ -151,6 +152,8 @@ BLOCKS: dict[str, type[Block]] = {
         PpOcrBlock,
         StitchOcrDetectionsBlock,
         StitchOcrDetectionsV2Block,
+        EmailNotificationBlock,
+        EmailNotificationV2Block,
     )
     for type_id in cls.type_ids
 }

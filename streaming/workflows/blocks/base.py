@@ -209,6 +209,9 @@ class FieldSpec:
     """A list whose items may each be a literal, a parameter or per-frame data
     (``first_non_empty_or_default``'s ``data``): the block's config holds how many, and
     each frame's inputs the list of values (None where one is missing)."""
+    literal: bool = False
+    """A per-frame field that takes a literal or a parameter too (an e-mail's recipients:
+    written in the step, or a step's output)."""
     steps: bool = False
     """A list of step selectors (``$steps.<name>``): the steps a flow-control block lets run
     or not (``next_steps``); the block gets their names."""
@@ -340,6 +343,9 @@ class Block(ABC):
     fields: ClassVar[dict[str, FieldSpec]]
     Settings: ClassVar[type[BlockSettings]] = BlockSettings
     """What ``__init__`` is given: the fields that are not per frame, typed."""
+    host_fields: ClassVar[tuple[tuple[str, str, int], ...]] = ()
+    """Fields naming a host the server will connect to: (host field, port field, default
+    port), checked as ``url_fields`` are (an e-mail step's ``smtp_server``)."""
     url_fields: ClassVar[tuple[str, ...]] = ()
     """Fields naming a URL the server will connect to: checked against the egress policy
     before the stream starts (``workflow_urls``)."""

@@ -1,0 +1,283 @@
+"""``email_notification`` v1 and v2: a message per frame that reaches the step (put it behind
+``continue_if`` or ``delta_filter``), ``{{ $parameters.name }}`` in the text replaced by
+``message_parameters`` (each through its ``message_parameters_operations``), files attached.
+
+Mail goes through ``sinks.email.EmailSender`` (a queue on a thread of its own, retries), so
+a frame never waits on a mail server, whatever ``fire_and_forget`` says; ``cooldown_seconds``
+spaces messages. v1 sends plain text through the step's SMTP server; v2 sends HTML (images
+among the parameters inline) through the step's server (``Custom SMTP``) or, for Roboflow's
+managed provider, the server's own relay (``STREAMING_SMTP_*``), refused when compiled if
+there is none. Every SMTP host a step names passes the egress policy before it compiles.
+"""
+
+from __future__ import annotations
+
+import html
+import ipaddress
+import re
+import threading
+import time
+from dataclasses import dataclass
+from email.message import EmailMessage
+from typing import Any, ClassVar
+
+import cv2
+
+from sinks.email import EmailSender, SmtpServer, compose
+
+from ...config import SmtpSettings
+from ...errors import WorkflowCompilationError
+from ..query import Env, named_chains
+from ..serialization import serialize_value
+from .base import ANY, Block, BlockSettings, BuildContext, FieldSpec, FrameState, WorkflowImage
+
+__all__ = ["EmailNotificationBlock", "EmailNotificationV2Block"]
+
+PLACEHOLDER = re.compile(r"{{\s*\$parameters\.(\w+)\s*}}")
+MANAGED = "Roboflow Managed API Key"
+CUSTOM = "Custom SMTP"
+_HOST = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,62})(?:\.[A-Za-z0-9-]{1,63})*\.?")
+_IMAGE_STYLE = "max-width: 600px; height: auto;"
+_SENDERS_KEPT = 4
+"""Distinct SMTP servers (or logins) a step keeps a sender for: one, nearly always."""
+
+
+def _jpeg(image: WorkflowImage) -> bytes:
+    ok, data = cv2.imencode(".jpg", image.numpy, [cv2.IMWRITE_JPEG_QUALITY, 90])
+    if not ok:
+        raise ValueError("the image could not be encoded")
+    return data.tobytes()
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, int | float | bool) or value is None:
+        return str(value)
+    return str(serialize_value(value, 75, None))
+
+
+def _addresses(value: Any, field: str) -> list[str]:
+    """One address or a list of them; a ValueError naming the field otherwise."""
+    listed = [value] if isinstance(value, str) else value
+    if not isinstance(listed, list) or not all(isinstance(a, str) and "@" in a for a in listed):
+        raise ValueError(f"{field} must be an e-mail address or a list of them")
+    return listed
+
+
+@dataclass(frozen=True, kw_only=True)
+class EmailSettings(BlockSettings):
+    subject: str
+    message: str
+    message_parameters: list[str]
+    message_parameters_operations: dict[str, Any]
+    attachments: list[str]
+    smtp_server: Any
+    smtp_port: int
+    fire_and_forget: Any
+    disable_sink: Any
+    cooldown_seconds: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class EmailV2Settings(EmailSettings):
+    email_provider: str
+
+
+_ADDRESS = FieldSpec((ANY,), per_frame=True, literal=True)
+
+
+class EmailNotificationBlock(Block):
+    """v1: plain text through the step's own SMTP server, logged in as ``sender_email``."""
+
+    type_ids: ClassVar[tuple[str, ...]] = ("roboflow_core/email_notification@v1",)
+    host_fields = (("smtp_server", "smtp_port", 465),)
+    fields = {
+        "subject": FieldSpec(type="string"),
+        "message": FieldSpec(type="string"),
+        "sender_email": _ADDRESS,
+        "receiver_email": _ADDRESS,
+        "cc_receiver_email": FieldSpec((ANY,), default=None, per_frame=True, literal=True),
+        "bcc_receiver_email": FieldSpec((ANY,), default=None, per_frame=True, literal=True),
+        "message_parameters": FieldSpec(default=None, entries=True),
+        "message_parameters_operations": FieldSpec(default={}, type="object"),
+        "attachments": FieldSpec(default=None, entries=True),
+        "smtp_server": FieldSpec(type="string"),
+        "sender_email_password": FieldSpec((ANY,), per_frame=True, literal=True),
+        "smtp_port": FieldSpec(default=465, type="integer", minimum=1, maximum=65535),
+        "fire_and_forget": FieldSpec(default=True),
+        "disable_sink": FieldSpec(default=False),
+        "cooldown_seconds": FieldSpec(default=5, type="integer", minimum=0),
+    }
+    Settings: ClassVar[type[BlockSettings]] = EmailSettings
+    outputs = {"error_status": "boolean", "throttling_status": "boolean", "message": "string"}
+    as_html = False
+
+    def __init__(self, name: str, config: EmailSettings, context: BuildContext) -> None:
+        super().__init__(name, config, context)
+        self._subject = config.subject
+        self._template = config.message
+        self._chains = named_chains(
+            name, "message_parameters", "message_parameters_operations",
+            config.message_parameters, config.message_parameters_operations,
+        )  # fmt: skip
+        self._smtp = context.settings.smtp if context.settings is not None else SmtpSettings()
+        self._relay: SmtpServer | None = None
+        self._check_server(name, config)
+        self._cooldown = config.cooldown_seconds
+        self._disabled = bool(config.disable_sink)
+        self._senders: dict[SmtpServer, EmailSender] = {}
+        self._lock = threading.Lock()
+        self._closed = False
+        self._last_sent: float | None = None
+
+    def _check_server(self, name: str, config: EmailSettings) -> None:
+        host = config.smtp_server
+        if isinstance(host, str):
+            try:
+                ipaddress.ip_address(host)
+            except ValueError:
+                if not _HOST.fullmatch(host):
+                    raise WorkflowCompilationError(
+                        f"step '{name}': smtp_server must be a host name or address, got {host!r}"
+                    ) from None
+        self._host, self._port = host, config.smtp_port
+
+    def _server(self, inputs: dict[str, Any]) -> tuple[SmtpServer, str]:
+        """The server this frame's message goes through, and its From address."""
+        if self._relay is not None:
+            return self._relay, self._smtp.sender or self._smtp.username or ""
+        sender = inputs.get("sender_email")
+        password = inputs.get("sender_email_password")
+        if not isinstance(sender, str) or not sender or not isinstance(password, str):
+            raise ValueError(
+                "Custom SMTP requires sender_email, smtp_server, and sender_email_password"
+            )
+        server = SmtpServer(
+            self._host, self._port, username=sender, password=password,
+            tls=self._smtp.tls, ca_file=self._smtp.ca_file,
+        )  # fmt: skip
+        return server, sender
+
+    def _sender(self, server: SmtpServer) -> EmailSender | None:
+        with self._lock:
+            if self._closed:
+                return None
+            sender = self._senders.get(server)
+            if sender is None:
+                if len(self._senders) >= _SENDERS_KEPT:  # a password that changes each frame
+                    _, oldest = self._senders.popitem()
+                    oldest.close()
+                sender = self._senders[server] = EmailSender(server)
+            return sender
+
+    def run(self, inputs: dict[str, Any], frame: FrameState) -> dict[str, Any]:
+        if self._disabled:
+            return self._result(False, False, "Sink was disabled by parameter `disable_sink`")
+        now = time.monotonic()
+        if self._last_sent is not None and now - self._last_sent < self._cooldown:
+            return self._result(False, True, "Sink cooldown applies")
+        try:
+            server, from_address = self._server(inputs)
+            message = self._message(inputs, from_address, frame)
+        except ValueError as exc:
+            return self._result(True, False, str(exc))
+        sender = self._sender(server)
+        if sender is None or not sender.send(message):
+            return self._result(True, False, "Sink is closed")
+        self._last_sent = now
+        return self._result(False, False, "Notification sent in the background")
+
+    def _message(
+        self, inputs: dict[str, Any], from_address: str, frame: FrameState
+    ) -> EmailMessage:
+        env = Env(video=frame.video)
+        parameters = {
+            key: self._chains[key](value, env) if key in self._chains else value
+            for key, value in (inputs.get("message_parameters") or {}).items()
+        }
+        inline: dict[str, bytes] = {}
+
+        def fill(match: re.Match[str], markup: bool) -> str:
+            key = match.group(1)
+            if key not in parameters:
+                return match.group(0)  # the reference leaves unknown placeholders as written
+            value = parameters[key]
+            if not markup:
+                return _text(value)
+            if isinstance(value, WorkflowImage):
+                inline[f"image_{key}"] = _jpeg(value)
+                return f'<img src="cid:image_{key}" alt="{key}" style="{_IMAGE_STYLE}">'
+            return html.escape(_text(value))
+
+        text = PLACEHOLDER.sub(lambda m: fill(m, False), self._template)
+        body = PLACEHOLDER.sub(lambda m: fill(m, True), self._template).replace("\n", "<br>\n")
+        return compose(
+            sender=from_address,
+            to=_addresses(inputs.get("receiver_email"), "receiver_email"),
+            cc=_addresses(inputs.get("cc_receiver_email") or [], "cc_receiver_email"),
+            bcc=_addresses(inputs.get("bcc_receiver_email") or [], "bcc_receiver_email"),
+            subject=self._subject,
+            text=text,
+            html=body if self.as_html else None,
+            inline_images=inline,
+            attachments=self._attachments(inputs.get("attachments") or {}),
+        )
+
+    def _attachments(self, given: dict[str, Any]) -> dict[str, bytes]:
+        files: dict[str, bytes] = {}
+        for name, value in given.items():
+            if value is None:
+                continue
+            if isinstance(value, WorkflowImage):
+                if not self.as_html:
+                    raise ValueError(f"attachment '{name}': v1 attaches text or bytes, not images")
+                name = name if name.lower().endswith((".jpg", ".jpeg")) else f"{name}.jpg"
+                files[name] = _jpeg(value)
+            else:
+                files[name] = value if isinstance(value, bytes) else _text(value).encode()
+        return files
+
+    @staticmethod
+    def _result(error: bool, throttled: bool, message: str) -> dict[str, Any]:
+        return {"error_status": error, "throttling_status": throttled, "message": message}
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            senders, self._senders = list(self._senders.values()), {}
+        for sender in senders:
+            sender.close()
+
+
+class EmailNotificationV2Block(EmailNotificationBlock):
+    """v2: HTML with inline images, image attachments, and a choice of provider."""
+
+    type_ids: ClassVar[tuple[str, ...]] = ("roboflow_core/email_notification@v2",)
+    fields = EmailNotificationBlock.fields | {
+        "email_provider": FieldSpec(default=MANAGED, choices=(MANAGED, CUSTOM)),
+        "sender_email": FieldSpec((ANY,), default=None, per_frame=True, literal=True),
+        "smtp_server": FieldSpec(default=None, type="string"),
+        "sender_email_password": FieldSpec((ANY,), default=None, per_frame=True, literal=True),
+    }
+    Settings: ClassVar[type[BlockSettings]] = EmailV2Settings
+    as_html = True
+
+    def _check_server(self, name: str, config: EmailSettings) -> None:
+        assert isinstance(config, EmailV2Settings)
+        if config.email_provider == CUSTOM:
+            if config.smtp_server is None:
+                raise WorkflowCompilationError(f"step '{name}': Custom SMTP needs smtp_server")
+            super()._check_server(name, config)
+            return
+        smtp = self._smtp
+        if not smtp.host or not (smtp.sender or smtp.username):
+            raise WorkflowCompilationError(
+                f"step '{name}': email_provider '{MANAGED}' sends through this server's own "
+                "mail relay, and none is set: set STREAMING_SMTP_HOST and STREAMING_SMTP_SENDER "
+                "(with STREAMING_SMTP_USERNAME and STREAMING_SMTP_PASSWORD if it needs a login), "
+                f"or give the step email_provider '{CUSTOM}' and its smtp_server"
+            )
+        password = smtp.password.get_secret_value() if smtp.password else None
+        self._relay = SmtpServer(smtp.host, smtp.port, username=smtp.username,
+                                 password=password, tls=smtp.tls, ca_file=smtp.ca_file)  # fmt: skip
