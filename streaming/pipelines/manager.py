@@ -242,6 +242,7 @@ class PipelineManager:
             self._settings.sink_dir,
             events,
             self._settings,
+            self._library.stored,
         )
         return await compile_config(config, spec, context, egress=self._egress)
 

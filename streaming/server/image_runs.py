@@ -33,7 +33,8 @@ async def compiled(
 ) -> AsyncIterator[CompiledWorkflow]:
     """``specification`` compiled for one request (its URLs checked against the egress
     policy first), closed when the request is done with it."""
-    context = BuildContext(state.models, sink_dir=state.settings.sink_dir, settings=state.settings)
+    context = BuildContext(state.models, sink_dir=state.settings.sink_dir, settings=state.settings,
+                           workflows=state.workflows.stored)  # fmt: skip
     workflow = await compile_config(config, specification, context, egress=state.egress)
     try:
         yield workflow

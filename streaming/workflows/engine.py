@@ -29,6 +29,7 @@ from .blocks.base import (
     WorkflowImage,
 )
 from .dimensions import StepDims
+from .inner import inlined
 from .spec import WorkflowSpec, parse_selector
 
 __all__ = ["CompiledWorkflow", "compile_workflow", "workflow_urls"]
@@ -308,6 +309,7 @@ def compile_workflow(
     parameters: dict[str, Any] | None = None,
 ) -> CompiledWorkflow:
     """Blocking (it loads models): call it off the event loop."""
+    spec = inlined(spec, context.workflows)
     compiler = Compiler(spec, image_input_name, video_metadata_input_name, parameters or {})
     bound = {step.name: compiler.bind(step) for step in spec.steps}
     for name, step in bound.items():  # a gated step runs after the step that gates it

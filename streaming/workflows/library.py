@@ -173,6 +173,10 @@ class WorkflowLibrary:
             f"or name one of this server's workflows ({known})"
         )
 
+    def stored(self, workspace: str | None, workflow_id: str) -> dict[str, Any]:
+        """A stored workflow's specification (``inner_workflow`` steps name them)."""
+        return self.get(workspace, workflow_id).specification
+
     def specification(self, config: WorkflowConfiguration) -> dict[str, Any]:
         """The request's inline specification, else the library's workflow it names."""
         if config.workflow_specification is not None:

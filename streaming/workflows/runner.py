@@ -25,6 +25,7 @@ from ..egress import EgressPolicy
 from ..protocol.messages import WorkflowConfiguration
 from .blocks.base import BuildContext, FrameState
 from .engine import CompiledWorkflow, compile_workflow, workflow_urls
+from .inner import inlined
 from .spec import WorkflowSpec, parse_spec
 
 __all__ = [
@@ -51,6 +52,7 @@ async def compile_config(
     parameter from whatever the request came through) passes ``egress`` first: the one
     check of workflow URLs, since every way to run a workflow compiles it here."""
     spec = specification if isinstance(specification, WorkflowSpec) else parse_spec(specification)
+    spec = inlined(spec, context.workflows)  # a child's URLs are checked with the parent's
     for where, url in workflow_urls(spec.model_dump(), config.workflows_parameters):
         await egress.check_url(url, where)
     return await asyncio.to_thread(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from datetime import datetime
 from enum import Enum
@@ -98,6 +98,8 @@ class BuildContext:
     settings: Settings | None = None
     """The server's settings, for blocks that reach outside the stream (where a file sink
     may write, the SMTP server); None: such blocks are refused."""
+    workflows: Callable[[str | None, str], dict[str, Any]] | None = None
+    """Stored workflows by workspace and id, for ``inner_workflow`` steps that name one."""
 
     def event(self, kind: str, step: str, **fields: Any) -> None:
         """Stores one event of this stream (``EventRecord``'s fields), if events are kept."""
