@@ -10,9 +10,11 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from ..errors import WorkflowCompilationError
 from .blocks import BLOCKS, get_block
-from .blocks.base import ANY, IMAGE, REQUIRED, VIDEO_METADATA, Block
+from .blocks.base import ANY, IMAGE, REQUIRED, VIDEO_METADATA, Block, WorkflowImage
 from .dimensions import CONSTANT, FRAME, Dim, StepDims, check_gate, step_dims
 from .spec import (
     IMAGE_INPUT_TYPES,
@@ -148,7 +150,12 @@ class Compiler:
                 continue
             source, kind = self.resolve(selector, where)
             if isinstance(source, Const):
-                if field.per_frame and ANY not in field.kinds and not field.literal:
+                if (
+                    field.per_frame
+                    and ANY not in field.kinds
+                    and not field.literal
+                    and (kind not in field.kinds)
+                ):
                     raise WorkflowCompilationError(f"{where} needs per-frame data, not a parameter")
                 checked = field.check(step.name, field_name, source.value)
                 if field.per_frame:  # a field of any kind takes a parameter's value each frame
@@ -257,12 +264,18 @@ class Compiler:
                 f"{where}: selector '{selector.raw}' names no workflow input"
             )
         if spec_input.type in IMAGE_INPUT_TYPES:
-            if selector.name != self._image:
-                raise WorkflowCompilationError(
-                    f"{where}: image input '{selector.name}' is never fed; frames go to "
-                    f"'{self._image}'"
-                )
-            return Ref(None, selector.name), IMAGE
+            if selector.name == self._image:
+                return Ref(None, selector.name), IMAGE
+            still = self._parameters.get(selector.name)
+            if isinstance(still, np.ndarray) and still.ndim in (2, 3) and still.dtype == np.uint8:
+                # A second image (a template to find): one still image for every frame.
+                pixels = still if still.ndim == 3 else np.repeat(still[:, :, None], 3, axis=2)
+                return Const(WorkflowImage(pixels, selector.name)), IMAGE
+            raise WorkflowCompilationError(
+                f"{where}: image input '{selector.name}' is never fed; frames go to "
+                f"'{self._image}', and a second image is given as one still image in the "
+                "request's inputs (or workflows_parameters)"
+            )
         if spec_input.type in VIDEO_METADATA_INPUT_TYPES:
             return Ref(None, self._video_metadata), VIDEO_METADATA
         if spec_input.type in PARAMETER_INPUT_TYPES:

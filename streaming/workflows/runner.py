@@ -21,12 +21,14 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from ..config import Settings
 from ..egress import EgressPolicy
 from ..protocol.messages import WorkflowConfiguration
+from ..request_images import ImageLimits, load_stills
 from .blocks.base import BuildContext, FrameState
 from .engine import CompiledWorkflow, compile_workflow, workflow_urls
 from .inner import inlined
-from .spec import WorkflowSpec, parse_spec
+from .spec import IMAGE_INPUT_TYPES, WorkflowSpec, parse_spec
 
 __all__ = [
     "FrameFacts",
@@ -55,13 +57,20 @@ async def compile_config(
     spec = inlined(spec, context.workflows)  # a child's URLs are checked with the parent's
     for where, url in workflow_urls(spec.model_dump(), config.workflows_parameters):
         await egress.check_url(url, where)
+    # Image inputs other than the frames' (a template to find) come as still images.
+    stills = [i.name for i in spec.inputs
+              if i.type in IMAGE_INPUT_TYPES and i.name != config.image_input_name]  # fmt: skip
+    parameters = config.workflows_parameters
+    if stills and parameters:
+        limits = ImageLimits.of(context.settings or Settings())
+        parameters = await load_stills(parameters, stills, limits, egress)
     return await asyncio.to_thread(
         compile_workflow,
         spec,
         context,
         image_input_name=config.image_input_name,
         video_metadata_input_name=config.video_metadata_input_name,
-        parameters=config.workflows_parameters,
+        parameters=parameters,
     )
 
 

@@ -468,3 +468,24 @@ def test_every_block_version_and_operation_alike_over_http_and_webrtc(
         if name in FRAME_DEPENDENT:
             continue
         assert _comparable(over_webrtc[name]) == _comparable(ran[name]), name
+
+
+def test_run_workflow_with_a_second_image_finds_the_template_in_the_first(client, photos):
+    """Two image inputs through the SDK: the images run over, and a still one (a template)."""
+    photo = load_photo(photos, "dog.jpg")
+    spec = {
+        "version": "1.0",
+        "inputs": [{"type": "InferenceImage", "name": "image"},
+                   {"type": "InferenceImage", "name": "template"}],
+        "steps": [{"type": "roboflow_core/template_matching@v1", "name": "find",
+                   "image": "$inputs.image", "template": "$inputs.template",
+                   "matching_threshold": 0.9}],
+        "outputs": [{"type": "JsonField", "name": "found", "selector": "$steps.find.*"}],
+    }  # fmt: skip
+    (out,) = client.run_workflow(
+        specification=spec, images={"image": photo, "template": photo[200:260, 300:380]}
+    )
+    found = out["found"]
+    assert found["number_of_matches"] == 1
+    (box,) = found["predictions"]["predictions"]
+    assert (box["x"], box["y"], box["width"], box["height"]) == (340, 230, 80, 60)

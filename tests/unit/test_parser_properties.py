@@ -22,8 +22,8 @@ from streaming.protocol.chunking import Reassembler, iter_chunks, maybe_gunzip
 from streaming.protocol.messages import MAX_CONTROL_MESSAGE_BYTES, parse_control_message
 from streaming.protocol.upload import UPLOAD_HEADER, iter_upload_chunks
 from streaming.protocol.v2 import V2Error, parse_request
+from streaming.request_images import ImageLimits, load_images
 from streaming.rtc.offer import check_offer_sdp
-from streaming.server.images import ImageLimits, load_images
 from streaming.workflows.spec import parse_spec
 
 FUZZ = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])

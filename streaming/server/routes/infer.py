@@ -29,12 +29,12 @@ from starlette.formparsers import MultiPartException, MultiPartParser
 from ...errors import InvalidRequest, NotFound
 from ...inference.registry import UnknownModel
 from ...protocol.messages import WorkflowConfiguration
+from ...request_images import ImageLimits, load_images
 from ...workflows.blocks.base import WorkflowImage
 from ...workflows.serialization import serialize_detections
 from ..docs import ERROR_RESPONSES, json_body
 from ..http import guarded_body
 from ..image_runs import compiled, run_images
-from ..images import ImageLimits, load_images
 from ..state import ServerState, get_state
 from .models import unknown_model
 
@@ -89,9 +89,7 @@ class InferenceRequest(BaseModel):
 
 
 def image_limits(state: ServerState) -> ImageLimits:
-    settings = state.settings
-    return ImageLimits(settings.max_images_per_request, settings.max_frame_pixels,
-                       settings.max_infer_request_bytes)  # fmt: skip
+    return ImageLimits.of(state.settings)
 
 
 def _specification(task: str, body: InferenceRequest) -> dict[str, Any]:

@@ -27,6 +27,7 @@ from pydantic import BaseModel, ConfigDict, TypeAdapter
 
 from ...errors import InvalidRequest, NotFound, WorkflowRunError
 from ...protocol.messages import WorkflowConfiguration
+from ...request_images import load_images
 from ...workflows.blocks.base import (
     ANY,
     CLASSIFICATION,
@@ -42,7 +43,6 @@ from ...workflows.spec import IMAGE_INPUT_TYPES, VIDEO_METADATA_INPUT_TYPES
 from ..docs import ERROR_RESPONSES, json_body
 from ..http import authenticated_body
 from ..image_runs import compiled, run_images
-from ..images import load_images
 from ..state import ServerState, get_state
 from .infer import image_limits
 
@@ -87,12 +87,9 @@ def _image_input(specification: dict[str, Any]) -> str | None:
     ]
     if not names:
         return None
-    if len(names) != 1:
-        raise InvalidRequest(
-            "this server runs workflows with exactly one image input; this one declares "
-            f"{len(names)}{': ' + ', '.join(names) if names else ''}"
-        )
-    return names[0]
+    # Several: the images run over go to 'image' (else the first declared); each other one
+    # is a still image for every run (a template to find).
+    return "image" if "image" in names else names[0]
 
 
 async def _run(

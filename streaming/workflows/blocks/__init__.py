@@ -5,6 +5,7 @@ from __future__ import annotations
 from .aggregation import DataAggregatorBlock
 from .analytics import LineCounterBlock, LineCounterV1Block, TimeInZoneBlock
 from .base import Block
+from .change import BackgroundSubtractionBlock, MotionDetectionBlock
 from .classification import (
     ClassificationModelBlock,
     ClassificationModelBlockV3,
@@ -21,6 +22,12 @@ from .detection import (
     ObjectDetectionModelBlockV3,
 )
 from .email import EmailNotificationBlock, EmailNotificationV2Block
+from .features import (
+    SiftBlock,
+    SiftComparisonBlock,
+    SiftComparisonV2Block,
+    TemplateMatchingBlock,
+)
 from .files import LocalFileSinkBlock
 from .filtering import (
     DetectionsFilterBlock,
@@ -28,6 +35,7 @@ from .filtering import (
     PropertyDefinitionBlock,
 )
 from .flow import ContinueIfBlock, DeltaFilterBlock, RateLimiterBlock
+from .focus import CameraFocusBlock, CameraFocusV2Block
 from .formatters import (
     CsvFormatterBlock,
     ExpressionBlock,
@@ -154,6 +162,14 @@ BLOCKS: dict[str, type[Block]] = {
         StitchOcrDetectionsV2Block,
         EmailNotificationBlock,
         EmailNotificationV2Block,
+        BackgroundSubtractionBlock,
+        MotionDetectionBlock,
+        CameraFocusBlock,
+        CameraFocusV2Block,
+        SiftBlock,
+        SiftComparisonBlock,
+        SiftComparisonV2Block,
+        TemplateMatchingBlock,
     )
     for type_id in cls.type_ids
 }

@@ -16,7 +16,7 @@ import base64
 import binascii
 import io
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import cv2
@@ -26,10 +26,11 @@ from PIL import Image
 
 from sources.urls import mask_url
 
-from ..egress import EgressPolicy
-from ..errors import InvalidRequest, RequestTooLarge, SourceUnavailable
+from .config import Settings
+from .egress import EgressPolicy
+from .errors import InvalidRequest, RequestTooLarge, SourceUnavailable
 
-__all__ = ["ImageLimits", "load_images"]
+__all__ = ["ImageLimits", "load_images", "load_stills"]
 
 _URL_TIMEOUT_S = 10.0
 
@@ -42,6 +43,11 @@ class ImageLimits:
     """Width x height of one image, read from its header before it is decoded."""
     max_bytes: int
     """Encoded bytes of one fetched image."""
+
+    @classmethod
+    def of(cls, settings: Settings) -> ImageLimits:
+        return cls(settings.max_images_per_request, settings.max_frame_pixels,
+                   settings.max_infer_request_bytes)  # fmt: skip
 
 
 async def load_images(
@@ -152,3 +158,18 @@ async def _fetch(url: str, where: str, limits: ImageLimits, egress: EgressPolicy
             return bytes(body)
     except httpx.HTTPError as exc:
         raise SourceUnavailable(f"{where}: cannot fetch {shown}: {type(exc).__name__}") from None
+
+
+async def load_stills(
+    parameters: dict[str, Any], names: list[str], limits: ImageLimits, egress: EgressPolicy
+) -> dict[str, Any]:
+    """``parameters`` with each of ``names`` (a workflow's image inputs other than the one
+    frames go to: a template to find) decoded to one image, as any request image is."""
+    out = dict(parameters)
+    for name in names:
+        value = out.get(name)
+        if value is None or isinstance(value, np.ndarray):
+            continue
+        (out[name],) = await load_images(value, f"inputs.{name}", replace(limits, max_images=1),
+                                         egress)  # fmt: skip
+    return out
