@@ -125,6 +125,9 @@ class Compiler:
                 bound.gates = self.step_names(step.name, value, where)
                 bound.config[field_name] = list(bound.gates)
                 continue
+            if field.listed and value is None and field.default is None:
+                bound.config[field_name] = None  # an optional list not given (an alias's)
+                continue
             if field.entries or field.listed:
                 if field.listed:
                     if not isinstance(value, list) or not value:

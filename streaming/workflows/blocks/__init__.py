@@ -12,6 +12,7 @@ from .classification import (
     MultiLabelClassificationModelBlock,
     MultiLabelClassificationModelBlockV3,
 )
+from .consensus import DetectionsConsensusBlock
 from .crops import AbsoluteStaticCropBlock, DynamicCropBlock, RelativeStaticCropBlock
 from .detection import (
     InstanceSegmentationModelBlock,
@@ -170,6 +171,7 @@ BLOCKS: dict[str, type[Block]] = {
         SiftComparisonBlock,
         SiftComparisonV2Block,
         TemplateMatchingBlock,
+        DetectionsConsensusBlock,
     )
     for type_id in cls.type_ids
 }
