@@ -66,6 +66,7 @@ from .model_visualization import (
 )
 from .motion import PathDeviationBlock, StabilizeDetectionsBlock, VelocityBlock
 from .ocr import OcrModelBlock, PpOcrBlock
+from .rollup import DetectionsListRollupBlock
 from .secrets import EnvironmentSecretsStoreBlock
 from .sinks import EventSinkBlock, MqttSinkBlock, WebhookSinkBlock
 from .slicing import DetectionsStitchBlock, ImageSlicerBlock, ImageSlicerV2Block
@@ -172,6 +173,7 @@ BLOCKS: dict[str, type[Block]] = {
         SiftComparisonV2Block,
         TemplateMatchingBlock,
         DetectionsConsensusBlock,
+        DetectionsListRollupBlock,
     )
     for type_id in cls.type_ids
 }
