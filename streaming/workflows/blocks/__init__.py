@@ -22,6 +22,7 @@ from .detection import (
     ObjectDetectionModelBlock,
     ObjectDetectionModelBlockV3,
 )
+from .dynamic_zone import DynamicZoneBlock
 from .email import EmailNotificationBlock, EmailNotificationV2Block
 from .features import (
     SiftBlock,
@@ -66,6 +67,7 @@ from .model_visualization import (
 )
 from .motion import PathDeviationBlock, StabilizeDetectionsBlock, VelocityBlock
 from .ocr import OcrModelBlock, PpOcrBlock
+from .perspective import PerspectiveCorrectionBlock
 from .rollup import DetectionsListRollupBlock
 from .secrets import EnvironmentSecretsStoreBlock
 from .sinks import EventSinkBlock, MqttSinkBlock, WebhookSinkBlock
@@ -174,6 +176,8 @@ BLOCKS: dict[str, type[Block]] = {
         TemplateMatchingBlock,
         DetectionsConsensusBlock,
         DetectionsListRollupBlock,
+        DynamicZoneBlock,
+        PerspectiveCorrectionBlock,
     )
     for type_id in cls.type_ids
 }
