@@ -13,12 +13,16 @@ from streaming.config import Settings
 from streaming.errors import WorkflowCompilationError
 from streaming.inference.registry import ModelRegistry
 from streaming.workflows import compile_workflow, parse_spec
-from streaming.workflows.blocks.base import BuildContext, FrameState
+from streaming.workflows.blocks.base import BuildContext, FrameState, WorkflowImage
 from streaming.workflows.blocks.dynamic_zone import (
     DynamicZoneBlock,
     DynamicZoneSettings,
     least_squares_polygon,
     simplified_polygon,
+)
+from streaming.workflows.blocks.model_visualization import (
+    ModelComparisonSettings,
+    ModelComparisonVisualizationBlock,
 )
 from streaming.workflows.blocks.perspective import corrected, transform_for
 
@@ -108,3 +112,19 @@ def test_dynamic_zone_gives_zones_from_masks(registry):
         midpoint_fraction=0.5), BuildContext(registry)).run({"predictions": detections},
                                                               FrameState())  # fmt: skip
     assert cv2.contourArea(np.array(bigger["zones"][0], np.int32)) > cv2.contourArea(TRAPEZOID)
+
+
+def test_model_comparison_tints_what_only_one_model_found(registry):
+    def boxes(*xyxy: tuple[int, int, int, int]) -> sv.Detections:
+        return sv.Detections(xyxy=np.array(xyxy, float), class_id=np.zeros(len(xyxy), int))
+
+    settings = ModelComparisonSettings(copy_image=True, color_a="GREEN", color_b="RED",
+                                       background_color="BLACK", opacity=1.0)  # fmt: skip
+    block = ModelComparisonVisualizationBlock("cmp", settings, BuildContext(registry))
+    scene = np.full((40, 60, 3), 100, np.uint8)
+    out = block.run({"image": WorkflowImage(scene, "image"), "predictions_a": boxes((0, 0, 30, 40)),
+                     "predictions_b": boxes((20, 0, 60, 40))}, FrameState())["image"].numpy  # fmt: skip
+    assert out[5, 5].tolist() == [0, 255, 0]  # only A: green (BGR)
+    assert out[5, 50].tolist() == [0, 0, 255]  # only B: red
+    assert out[5, 25].tolist() == [100, 100, 100]  # both: as it was
+    assert (scene == 100).all()  # drawn on a copy

@@ -63,6 +63,7 @@ from .model_visualization import (
     ClassificationLabelVisualizationBlock,
     KeypointVisualizationBlock,
     MaskVisualizationBlock,
+    ModelComparisonVisualizationBlock,
     PolygonVisualizationBlock,
 )
 from .motion import PathDeviationBlock, StabilizeDetectionsBlock, VelocityBlock
@@ -178,6 +179,7 @@ BLOCKS: dict[str, type[Block]] = {
         DetectionsListRollupBlock,
         DynamicZoneBlock,
         PerspectiveCorrectionBlock,
+        ModelComparisonVisualizationBlock,
     )
     for type_id in cls.type_ids
 }

@@ -15,6 +15,7 @@ import supervision as sv
 from ...errors import WorkflowCompilationError
 from .base import (
     CLASSIFICATION,
+    DETECTION_KINDS,
     IMAGE,
     Block,
     BlockSettings,
@@ -22,6 +23,7 @@ from .base import (
     FieldSpec,
     FrameState,
     WorkflowImage,
+    fraction,
 )
 from .checks import color
 from .visualization import AnnotatorBlock, AnnotatorSettings
@@ -30,6 +32,7 @@ __all__ = [
     "ClassificationLabelVisualizationBlock",
     "KeypointVisualizationBlock",
     "MaskVisualizationBlock",
+    "ModelComparisonVisualizationBlock",
     "PolygonVisualizationBlock",
 ]
 
@@ -269,3 +272,59 @@ def _anchor(position: sv.Position, width: int, height: int, block: int) -> tuple
     if "BOTTOM" in name:
         return x, max(0, height - block)
     return x, max(0, (height - block) // 2)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ModelComparisonSettings(AnnotatorSettings):
+    color_a: str
+    color_b: str
+    background_color: str
+    opacity: float
+
+
+def _covered(detections: sv.Detections, shape: tuple[int, ...]) -> np.ndarray:
+    """Where the detections lie: their masks, else their boxes."""
+    covered = np.zeros(shape[:2], bool)
+    if detections.mask is not None:
+        for mask in np.asarray(detections.mask):
+            covered |= mask.astype(bool)
+        return covered
+    for x1, y1, x2, y2 in detections.xyxy.astype(int):
+        covered[max(0, y1) : y2, max(0, x1) : x2] = True
+    return covered
+
+
+class ModelComparisonVisualizationBlock(AnnotatorBlock):
+    """Two models' detections compared: where only A found something tinted ``color_a``,
+    only B ``color_b``, neither ``background_color``; where both did, the image as it is."""
+
+    type_ids: ClassVar[tuple[str, ...]] = ("roboflow_core/model_comparison_visualization@v1",)
+    fields = {
+        "image": FieldSpec((IMAGE,), per_frame=True),
+        "predictions_a": FieldSpec(DETECTION_KINDS, per_frame=True),
+        "predictions_b": FieldSpec(DETECTION_KINDS, per_frame=True),
+        "color_a": FieldSpec(default="GREEN", type="string"),
+        "color_b": FieldSpec(default="RED", type="string"),
+        "background_color": FieldSpec(default="BLACK", type="string"),
+        "opacity": fraction(0.7),
+        "copy_image": FieldSpec(default=True, type="boolean"),
+    }
+    Settings: ClassVar[type[BlockSettings]] = ModelComparisonSettings
+
+    def __init__(self, name: str, config: ModelComparisonSettings, context: BuildContext) -> None:
+        super().__init__(name, config, context)
+        self.tints = [color(name, field, getattr(config, field)).as_bgr()
+                      for field in ("background_color", "color_a", "color_b")]  # fmt: skip
+        self.opacity = config.opacity
+
+    def run(self, inputs: dict[str, Any], frame: FrameState) -> dict[str, Any]:
+        started = time.perf_counter()
+        image: WorkflowImage = inputs["image"]
+        scene = image.numpy.copy() if self.copy_image else image.numpy
+        a = _covered(inputs["predictions_a"], scene.shape)
+        b = _covered(inputs["predictions_b"], scene.shape)
+        for where, tint in zip((~a & ~b, a & ~b, b & ~a), self.tints, strict=True):
+            blended = scene[where] * (1 - self.opacity) + np.array(tint) * self.opacity
+            scene[where] = blended.round().astype(np.uint8)
+        frame.add_time("annotate", started)
+        return {"image": image.derived(scene)}
