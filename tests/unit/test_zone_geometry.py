@@ -122,8 +122,9 @@ def test_model_comparison_tints_what_only_one_model_found(registry):
                                        background_color="BLACK", opacity=1.0)  # fmt: skip
     block = ModelComparisonVisualizationBlock("cmp", settings, BuildContext(registry))
     scene = np.full((40, 60, 3), 100, np.uint8)
-    out = block.run({"image": WorkflowImage(scene, "image"), "predictions_a": boxes((0, 0, 30, 40)),
-                     "predictions_b": boxes((20, 0, 60, 40))}, FrameState())["image"].numpy  # fmt: skip
+    given = {"image": WorkflowImage(scene, "image"), "predictions_a": boxes((0, 0, 30, 40)),
+             "predictions_b": boxes((20, 0, 60, 40))}  # fmt: skip
+    out = block.run(given, FrameState())["image"].numpy
     assert out[5, 5].tolist() == [0, 255, 0]  # only A: green (BGR)
     assert out[5, 50].tolist() == [0, 0, 255]  # only B: red
     assert out[5, 25].tolist() == [100, 100, 100]  # both: as it was
