@@ -104,13 +104,13 @@ def test_run_workflow_returns_each_crops_class_nested_as_the_reference_does(
         assert crop["parent_id"] in {d["detection_id"] for d in raw["detections"]["predictions"]}
 
 
-def test_a_webrtc_session_sends_each_frames_crop_classes(two_stage_server, photos):
-    photo = load_photo(photos, "dog.jpg")
+def streamed(server, spec: dict, photo, outputs: list[str], count: int = 2) -> list[dict]:
+    """The first ``count`` results of a WebRTC session of the unmodified SDK on ``spec``,
+    fed ``photo`` over and over."""
     source = LoopManualSource()
-    session = InferenceHTTPClient(api_url=two_stage_server.url, api_key=None).webrtc.stream(
-        source=source, workflow=TWO_STAGE,
-        config=StreamConfig(data_output=["detections", "classes", "relabelled"]),
-    )  # fmt: skip
+    session = InferenceHTTPClient(api_url=server.url, api_key=None).webrtc.stream(
+        source=source, workflow=spec, config=StreamConfig(data_output=outputs)
+    )
     results: list[dict] = []
     arrived = threading.Condition()
 
@@ -137,12 +137,17 @@ def test_a_webrtc_session_sends_each_frames_crop_classes(two_stage_server, photo
     runner.start()
     try:
         with arrived:
-            assert arrived.wait_for(lambda: len(results) >= 2, 60), results
-        first = results[0]
+            assert arrived.wait_for(lambda: len(results) >= count, 60), results
+            return list(results[:count])
     finally:
         stop.set()
         session.close()
         runner.join(30)
+
+
+def test_a_webrtc_session_sends_each_frames_crop_classes(two_stage_server, photos):
+    first, _ = streamed(two_stage_server, TWO_STAGE, load_photo(photos, "dog.jpg"),
+                        ["detections", "classes", "relabelled"])  # fmt: skip
     check_two_stage(first)
 
 
@@ -166,10 +171,15 @@ OCR = {
 }  # fmt: skip
 
 
-def test_run_workflow_reads_a_sign_on_the_frame_and_text_on_each_crop(two_stage_server, photos):
+def with_sign(photos):
     photo = load_photo(photos, "dog.jpg")
     photo[400:470, 20:300] = 255  # a sign in the bottom-left corner, clear of the animals
     cv2.putText(photo, "EXIT 42", (40, 452), cv2.FONT_HERSHEY_SIMPLEX, 1.5, (0, 0, 0), 3)
+    return photo
+
+
+def test_run_workflow_reads_a_sign_on_the_frame_and_text_on_each_crop(two_stage_server, photos):
+    photo = with_sign(photos)
     client = InferenceHTTPClient(api_url=two_stage_server.url, api_key=None)
     (out,) = client.run_workflow(specification=OCR, images={"image": photo})
     assert "EXIT 42" in out["text"] and "EXIT 42" in out["stitched"]
@@ -179,3 +189,10 @@ def test_run_workflow_reads_a_sign_on_the_frame_and_text_on_each_crop(two_stage_
     assert len(per_crop) == len(detections) > 0
     assert {c["parent_id"] for c in per_crop} == {d["detection_id"] for d in detections}
     assert all(c["prediction_type"] == "ocr" and isinstance(c["result"], str) for c in per_crop)
+
+
+def test_a_webrtc_session_reads_the_sign_in_every_frame(two_stage_server, photos):
+    results = streamed(two_stage_server, OCR, with_sign(photos), ["text", "per_crop"])
+    for result in results:
+        assert "EXIT 42" in result["text"]
+        assert all(c["prediction_type"] == "ocr" for c in result["per_crop"])

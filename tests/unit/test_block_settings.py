@@ -59,3 +59,32 @@ def test_flow_control_is_a_verdict_not_an_output() -> None:
                                               "RateLimiterBlock"}  # fmt: skip
     assert all(cls.outputs == {} for cls in flow)
     assert Verdict.of(True) is Verdict.RUN and Verdict.of(False) is Verdict.SKIP
+
+
+_WRONG_TYPE = {"string": 12345, "boolean": "yes", "list": "x", "object": [1], "integer": 1.5,
+               "number": "many"}  # fmt: skip
+
+
+def test_every_field_of_every_block_refuses_what_it_does_not_take() -> None:
+    """The one checker the compiler runs on every literal and parameter: each bounded or
+    typed field of each block refuses a value out of its bounds, choices or type, with our
+    error naming the step and the field."""
+    from streaming.errors import WorkflowCompilationError
+
+    checked = 0
+    for type_id, cls in BLOCKS.items():
+        for name, spec in cls.fields.items():
+            bad: list[Any] = []
+            if spec.choices is not None:
+                bad.append("\x00not one of them")
+            elif spec.type in _WRONG_TYPE:
+                bad.append(_WRONG_TYPE[spec.type])
+            if spec.choices is None and spec.type in ("number", "integer"):
+                bad += [v - 1 for v in (spec.minimum,) if v is not None]
+                bad += [v + 1 for v in (spec.maximum,) if v is not None]
+                bad += [v for v in (spec.above, spec.below) if v is not None]
+            for value in bad:
+                with pytest.raises(WorkflowCompilationError, match=f"step 's': {name} must be"):
+                    spec.check("s", name, value)
+                checked += 1
+    assert checked > 300  # every block's fields, not a few
