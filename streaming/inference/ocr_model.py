@@ -12,8 +12,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import shutil
-import tempfile
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
@@ -21,7 +19,7 @@ from pathlib import Path
 import onnx
 
 from ..errors import ModelError
-from .default_model import pip_download
+from .default_model import pip_download, staging
 from .manifest import ModelManifest
 
 __all__ = ["OCR_MODEL_ID", "ensure_ocr_model"]
@@ -61,13 +59,9 @@ def ensure_ocr_model(models_dir: Path, progress: Callable[[str], None] = log.inf
     target = models_dir / OCR_MODEL_ID
     if (target / "manifest.json").exists():
         return target
-    models_dir.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=models_dir, prefix=".prepare-") as scratch:
-        work = Path(scratch)
+    with staging(models_dir, OCR_MODEL_ID) as (work, staged):
         progress(f"preparing OCR model {OCR_MODEL_ID}: downloading {_PACKAGE} (15 MB)")
         wheel = pip_download(_PACKAGE, work, "rapidocr_onnxruntime-*.whl")
-        staged = work / OCR_MODEL_ID
-        staged.mkdir()
         with zipfile.ZipFile(wheel) as archive:
             for name, (member, sha256) in _FILES.items():
                 data = archive.read(member)
@@ -91,8 +85,5 @@ def ensure_ocr_model(models_dir: Path, progress: Callable[[str], None] = log.inf
             source=f"pypi wheel {_PACKAGE}",
             sha256=_FILES["det.onnx"][1],
         ).save(staged)
-        if not (target / "manifest.json").exists():
-            shutil.rmtree(target, ignore_errors=True)
-            staged.rename(target)  # atomic inside one directory: no half-written model
     progress(f"OCR model {OCR_MODEL_ID} ready in {target}")
     return target

@@ -15,8 +15,6 @@ from __future__ import annotations
 import html
 import ipaddress
 import re
-import threading
-import time
 from dataclasses import dataclass
 from email.message import EmailMessage
 from typing import Any, ClassVar
@@ -29,7 +27,8 @@ from ...config import SmtpSettings
 from ...errors import WorkflowCompilationError
 from ..query import Env, named_chains
 from ..serialization import serialize_value
-from .base import ANY, Block, BlockSettings, BuildContext, FieldSpec, FrameState, WorkflowImage
+from .base import ANY, BlockSettings, BuildContext, FieldSpec, FrameState, WorkflowImage
+from .sinks import NotificationBlock
 
 __all__ = ["EmailNotificationBlock", "EmailNotificationV2Block"]
 
@@ -87,7 +86,7 @@ class EmailV2Settings(EmailSettings):
 _ADDRESS = FieldSpec((ANY,), per_frame=True, literal=True)
 
 
-class EmailNotificationBlock(Block):
+class EmailNotificationBlock(NotificationBlock):
     """v1: plain text through the step's own SMTP server, logged in as ``sender_email``."""
 
     type_ids: ClassVar[tuple[str, ...]] = ("roboflow_core/email_notification@v1",)
@@ -110,7 +109,6 @@ class EmailNotificationBlock(Block):
         "cooldown_seconds": FieldSpec(default=5, type="integer", minimum=0),
     }
     Settings: ClassVar[type[BlockSettings]] = EmailSettings
-    outputs = {"error_status": "boolean", "throttling_status": "boolean", "message": "string"}
     as_html = False
 
     def __init__(self, name: str, config: EmailSettings, context: BuildContext) -> None:
@@ -124,12 +122,8 @@ class EmailNotificationBlock(Block):
         self._smtp = context.settings.smtp if context.settings is not None else SmtpSettings()
         self._relay: SmtpServer | None = None
         self._check_server(name, config)
-        self._cooldown = config.cooldown_seconds
-        self._disabled = bool(config.disable_sink)
         self._senders: dict[SmtpServer, EmailSender] = {}
-        self._lock = threading.Lock()
-        self._closed = False
-        self._last_sent: float | None = None
+        self.hold(config.cooldown_seconds, bool(config.disable_sink))
 
     def _check_server(self, name: str, config: EmailSettings) -> None:
         host = config.smtp_server
@@ -172,21 +166,17 @@ class EmailNotificationBlock(Block):
             return sender
 
     def run(self, inputs: dict[str, Any], frame: FrameState) -> dict[str, Any]:
-        if self._disabled:
-            return self._result(False, False, "Sink was disabled by parameter `disable_sink`")
-        now = time.monotonic()
-        if self._last_sent is not None and now - self._last_sent < self._cooldown:
-            return self._result(False, True, "Sink cooldown applies")
+        if (held := self.held_back()) is not None:
+            return held
         try:
             server, from_address = self._server(inputs)
             message = self._message(inputs, from_address, frame)
         except ValueError as exc:
-            return self._result(True, False, str(exc))
+            return self.result(True, False, str(exc))
         sender = self._sender(server)
         if sender is None or not sender.send(message):
-            return self._result(True, False, "Sink is closed")
-        self._last_sent = now
-        return self._result(False, False, "Notification sent in the background")
+            return self.result(True, False, "Sink is closed")
+        return self.sent()
 
     def _message(
         self, inputs: dict[str, Any], from_address: str, frame: FrameState
@@ -237,10 +227,6 @@ class EmailNotificationBlock(Block):
             else:
                 files[name] = value if isinstance(value, bytes) else _text(value).encode()
         return files
-
-    @staticmethod
-    def _result(error: bool, throttled: bool, message: str) -> dict[str, Any]:
-        return {"error_status": error, "throttling_status": throttled, "message": message}
 
     def close(self) -> None:
         with self._lock:

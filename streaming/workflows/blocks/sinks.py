@@ -29,7 +29,7 @@ from ..query import Env, named_chains
 from ..serialization import serialize_value
 from .base import IMAGE, Block, BlockSettings, BuildContext, FieldSpec, FrameState
 
-__all__ = ["EventSinkBlock", "MqttSinkBlock", "WebhookSinkBlock"]
+__all__ = ["EventSinkBlock", "MqttSinkBlock", "NotificationBlock", "WebhookSinkBlock"]
 
 # JPEG quality of images put in a payload (a thumbnail's worth, not the video's).
 _PAYLOAD_JPEG_QUALITY = 75
@@ -82,7 +82,39 @@ class WebhookSinkSettings(BlockSettings):
     cooldown_seconds: int
 
 
-class WebhookSinkBlock(Block):
+class NotificationBlock(Block):
+    """What the reference's notification sinks share: ``disable_sink``, ``cooldown_seconds``
+    between deliveries, and the three outputs saying what became of each frame's."""
+
+    outputs = {"error_status": "boolean", "throttling_status": "boolean", "message": "string"}
+
+    def hold(self, cooldown: int, disabled: bool) -> None:
+        """Called from ``__init__`` with the step's settings."""
+        self._cooldown = cooldown
+        self._disabled = disabled
+        self._lock = threading.Lock()
+        self._closed = False
+        self._last_sent: float | None = None
+
+    def held_back(self) -> dict[str, Any] | None:
+        """This frame's outputs when it sends nothing (disabled, or cooling down), else None."""
+        if self._disabled:
+            return self.result(False, False, "Sink was disabled by parameter `disable_sink`")
+        now = time.monotonic()
+        if self._last_sent is not None and now - self._last_sent < self._cooldown:
+            return self.result(False, True, "Sink cooldown applies")
+        return None
+
+    def sent(self) -> dict[str, Any]:
+        self._last_sent = time.monotonic()
+        return self.result(False, False, "Notification sent in the background")
+
+    @staticmethod
+    def result(error: bool, throttled: bool, message: str) -> dict[str, Any]:
+        return {"error_status": error, "throttling_status": throttled, "message": message}
+
+
+class WebhookSinkBlock(NotificationBlock):
     """Sends a request to ``url`` with ``method`` (GET, POST or PUT): ``json_payload``
     (values as the result JSON has them) as a JSON body, or, where the step names any,
     ``multi_part_encoded_files`` as a multipart body or ``form_data`` as a form, as the
@@ -108,7 +140,6 @@ class WebhookSinkBlock(Block):
         "cooldown_seconds": FieldSpec(default=5, type="integer", minimum=0),
     }
     Settings: ClassVar[type[BlockSettings]] = WebhookSinkSettings
-    outputs = {"error_status": "boolean", "throttling_status": "boolean", "message": "string"}
 
     def __init__(self, name: str, config: WebhookSinkSettings, context: BuildContext) -> None:
         super().__init__(name, config, context)
@@ -124,12 +155,8 @@ class WebhookSinkBlock(Block):
         }  # fmt: skip
         self._url = url
         self._timeout = config.request_timeout
-        self._cooldown = config.cooldown_seconds
-        self._disabled = bool(config.disable_sink)
         self._sink: WebhookSink | None = None
-        self._lock = threading.Lock()
-        self._closed = False
-        self._last_sent: float | None = None
+        self.hold(config.cooldown_seconds, bool(config.disable_sink))
 
     def _sink_now(self) -> WebhookSink | None:
         with self._lock:
@@ -138,14 +165,11 @@ class WebhookSinkBlock(Block):
             return self._sink
 
     def run(self, inputs: dict[str, Any], frame: FrameState) -> dict[str, Any]:
-        if self._disabled:
-            return self._result(False, False, "Sink was disabled by parameter `disable_sink`")
-        now = time.monotonic()
-        if self._last_sent is not None and now - self._last_sent < self._cooldown:
-            return self._result(False, True, "Sink cooldown applies")
+        if (held := self.held_back()) is not None:
+            return held
         sink = self._sink_now()
         if sink is None:  # the stream is over
-            return self._result(True, False, "Sink is closed")
+            return self.result(True, False, "Sink is closed")
         env = Env(video=frame.video)
         parts = {
             part: {key: chains[key](value, env) if key in chains else value
@@ -164,12 +188,7 @@ class WebhookSinkBlock(Block):
             files={k: _as_bytes(v) for k, v in parts["multi_part_encoded_files"].items()},
             form={k: _as_text(v) for k, v in parts["form_data"].items() if v is not None},
         )
-        self._last_sent = now
-        return self._result(False, False, "Notification sent in the background")
-
-    @staticmethod
-    def _result(error: bool, throttled: bool, message: str) -> dict[str, Any]:
-        return {"error_status": error, "throttling_status": throttled, "message": message}
+        return self.sent()
 
     def close(self) -> None:
         with self._lock:
