@@ -72,7 +72,7 @@ def test_every_field_of_every_block_refuses_what_it_does_not_take() -> None:
     from streaming.errors import WorkflowCompilationError
 
     checked = 0
-    for type_id, cls in BLOCKS.items():
+    for cls in BLOCKS.values():
         for name, spec in cls.fields.items():
             bad: list[Any] = []
             if spec.choices is not None:
