@@ -5,7 +5,11 @@
   (``STREAMING_MAX_CROP_BATCH=1``: a run per crop), against the one-stage workflow (the
   default detector) on the same frame;
 - the default detector on a 1280x960 frame in one pass, and sliced into 2x2 and 3x3 tiles
-  (``image_slicer@v2``, 20 % overlap) with the tiles' detections stitched back (NMS).
+  (``image_slicer@v2``, 20 % overlap) with the tiles' detections stitched back (NMS);
+- OCR (PP-OCRv4, ``visionstream models pull pp-ocrv4``): a word rendered in each of the
+  fixed detector's boxes, read on every crop (``pp_ocr``, ``text_detection: none``), the
+  crops' text recognised in batches of up to 32 and one crop per run; and ``ocr_model``
+  (detection and recognition) on the whole frame. Skipped when the OCR model is not pulled.
 
 The first stage is a fixed-output export with N boxes (its run costs next to nothing), so
 the two-stage figures are the second stage's cost: the crops, a classifier of MobileNet-like
@@ -23,6 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import cv2
 import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
@@ -30,6 +35,7 @@ from onnx import TensorProto, helper, numpy_helper
 from benchmarks.common import percentiles, write_result
 from streaming.config import Settings
 from streaming.inference.manifest import ModelManifest
+from streaming.inference.ocr_model import OCR_MODEL_ID
 from streaming.inference.registry import ModelRegistry
 from streaming.workflows import compile_workflow, parse_spec
 from streaming.workflows.blocks.base import BuildContext, FrameState
@@ -127,6 +133,59 @@ def sliced(tile: tuple[int, int]) -> dict:
     ], "$steps.stitch.predictions")  # fmt: skip
 
 
+def ocr_two_stage(count: int) -> dict:
+    return spec([
+        step("roboflow_object_detection_model@v2", "det", images="$inputs.image",
+             model_id=f"boxes-{count}"),
+        step("dynamic_crop@v1", "crop", images="$inputs.image",
+             predictions="$steps.det.predictions"),
+        step("pp_ocr@v1", "ocr", images="$steps.crop.crops", text_detection="none"),
+    ], "$steps.ocr.result")  # fmt: skip
+
+
+def labelled(frame: np.ndarray, count: int) -> np.ndarray:
+    """``frame`` with a short word on white in the middle of each fixed box."""
+    out = frame.copy()
+    columns = int(np.ceil(np.sqrt(count)))
+    for i in range(count):
+        x = int(50 + (i % columns) * 540 / columns)
+        y = int(80 + (i // columns) * 480 / columns)
+        out[y - 14 : y + 14, x - 28 : x + 28] = 255
+        cv2.putText(out, f"K{i}", (x - 22, y + 9), cv2.FONT_HERSHEY_SIMPLEX, 0.8, (0, 0, 0), 2)
+    return out
+
+
+def ocr_rows(root: Path, frame: np.ndarray, args: argparse.Namespace) -> list[dict]:
+    """Recognition in batches of up to 32 regions, and one region per run (the default on
+    a CPU), alternated in rounds."""
+    registries = {
+        name: ModelRegistry(Settings(models_dir=root, max_batch_size=size))
+        for name, size in (("batches of 32", 32), ("one run per crop", 1))
+    }
+    rows: list[dict] = []
+    try:
+        for count in COUNTS:
+            scene = labelled(frame, count)
+            rounds: dict[str, list[dict]] = {name: [] for name in registries}
+            for _ in range(args.rounds):
+                for name, registry in registries.items():
+                    rounds[name].append(measure(registry, ocr_two_stage(count), scene,
+                                                args.frames))  # fmt: skip
+            for name, results in rounds.items():
+                rows.append({"workflow": f"OCR on each crop, {count} crops, {name}",
+                             **_median(results)})  # fmt: skip
+                print(json.dumps(rows[-1]), flush=True)
+        whole = spec([step("ocr_model@v1", "ocr", images="$inputs.image")],
+                     "$steps.ocr.predictions")  # fmt: skip
+        rows.append({"workflow": "OCR on the frame (ocr_model, 20 words)",
+                     **measure(registries["one run per crop"], whole, labelled(frame, 20),
+                               args.frames)})  # fmt: skip
+    finally:
+        for registry in registries.values():
+            registry.close()
+    return rows
+
+
 def measure(registry: ModelRegistry, workflow_spec: dict, image: np.ndarray, frames: int) -> dict:
     workflow = compile_workflow(parse_spec(workflow_spec), BuildContext(registry))
     try:
@@ -167,6 +226,9 @@ def main(argv: list[str] | None = None) -> None:
     with tempfile.TemporaryDirectory() as directory:
         root = Path(directory)
         shutil.copytree(args.models / DETECTOR, root / DETECTOR)
+        has_ocr = (args.models / OCR_MODEL_ID / "manifest.json").is_file()
+        if has_ocr:
+            shutil.copytree(args.models / OCR_MODEL_ID, root / OCR_MODEL_ID)
         cnn_classifier(root / "cnn")
         for count in COUNTS:
             fixed_detector(root, count)
@@ -195,6 +257,10 @@ def main(argv: list[str] | None = None) -> None:
                 tiles = len(slice_offsets((1280, 960), tile, (0.2, 0.2), centred=True))
                 result = measure(batched, sliced(tile), large, args.frames)
                 rows.append({"workflow": f"1280x960, sliced {label} ({tiles} tiles)", **result})
+            if has_ocr:
+                rows += ocr_rows(root, frame, args)
+            else:
+                print(f"OCR skipped: run `visionstream models pull {OCR_MODEL_ID}`", flush=True)
         finally:
             for registry in registries.values():
                 registry.close()

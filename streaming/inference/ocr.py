@@ -46,7 +46,6 @@ _REC_MIN_WIDTH = 320
 _REC_MAX_WIDTH = 3200
 _CLS_SHAPE = (48, 192)
 _CLS_THRESH = 0.9
-_REC_CHUNK = 16
 
 
 @dataclass(frozen=True)
@@ -184,7 +183,10 @@ class TextReader(DetectionModel):
         recogniser: InferenceSession,
         angle: InferenceSession | None,
         charset: list[str],
+        chunk: int = 16,
     ) -> None:
+        """``chunk``: the most text regions one recognition run takes (the model's batch
+        size, at most ``STREAMING_MAX_CROP_BATCH``)."""
         # Not DetectionModel's decoders: nothing here is letterboxed or decoded per box.
         self.manifest = manifest
         self.session = session
@@ -192,6 +194,7 @@ class TextReader(DetectionModel):
         self.recogniser = recogniser
         self.angle = angle
         self.charset = charset
+        self.chunk = max(1, chunk)
 
     def detect_many(
         self, images: list[np.ndarray], options: DecodeOptions, timer: StageTimer | None = None
@@ -217,8 +220,10 @@ class TextReader(DetectionModel):
                 regions.append([np.array([[0, 0], [w, 0], [w, h], [0, h]], np.float32)])
             else:
                 regions.append([line.quad for line in self.locate(image)])
+        # A whole image is read as it is (recognition alone, as PaddleOCR does it); a found
+        # region is cut out upright, a tall one turned (vertical text).
         crops = [
-            _upright_crop(image, quad)
+            _upright_crop(image, quad) if detect else np.ascontiguousarray(image)
             for image, quads in zip(images, regions, strict=True)
             for quad in quads
         ]
@@ -248,8 +253,8 @@ class TextReader(DetectionModel):
             return crops
         height, width = _CLS_SHAPE
         turned = list(crops)
-        for start in range(0, len(crops), _REC_CHUNK):
-            chunk = crops[start : start + _REC_CHUNK]
+        for start in range(0, len(crops), self.chunk):
+            chunk = crops[start : start + self.chunk]
             scores = self.angle.run(_padded(chunk, height, width))[0]
             for i, score in enumerate(scores):
                 if int(score.argmax()) == 1 and float(score[1]) > _CLS_THRESH:
@@ -262,8 +267,8 @@ class TextReader(DetectionModel):
         ratios = [c.shape[1] / c.shape[0] for c in crops]
         order = np.argsort(ratios, kind="stable")
         out: list[tuple[str, float]] = [("", 0.0)] * len(crops)
-        for start in range(0, len(order), _REC_CHUNK):
-            chunk = order[start : start + _REC_CHUNK]
+        for start in range(0, len(order), self.chunk):
+            chunk = order[start : start + self.chunk]
             widest = max(ratios[i] for i in chunk)
             width = min(_REC_MAX_WIDTH, max(_REC_MIN_WIDTH, math.ceil(_REC_HEIGHT * widest)))
             probs = self.recogniser.run(_padded([crops[i] for i in chunk], _REC_HEIGHT, width))[0]

@@ -47,7 +47,8 @@ def models(tmp_path_factory, ocr_model_files):
     root = tmp_path_factory.mktemp("models")
     shutil.copytree(ocr_model_files, root / ocr_model_files.name)
     model_directory(root, "boxes", [("output", YOLO_ROWS)], decoder="yolov3")
-    registry = ModelRegistry(Settings(models_dir=root))
+    # Batches of up to 32 (a GPU's; on a CPU the default is a region per run).
+    registry = ModelRegistry(Settings(models_dir=root, max_batch_size=32))
     yield registry
     registry.close()
 
