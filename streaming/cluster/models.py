@@ -134,7 +134,8 @@ def session_opener(deployed: set[str]) -> Any:
     def open_model(
         manifest: ModelManifest, directory: Path, settings: Settings
     ) -> InferenceSession:
-        if directory.name not in deployed:
+        # A model of several networks (OCR) runs in the process: a deployment serves one.
+        if directory.name not in deployed or manifest.parts:
             return open_session(manifest, directory, settings)
         handle = serve.get_deployment_handle(deployment_name(directory.name), app_name=APP_NAME)
         return ServeModelSession(handle)
