@@ -25,6 +25,7 @@ from ray.cluster_utils import Cluster
 from sources import decode_stamp
 from streaming.client import Client, PipelineSource
 from streaming.client import StreamConfig as ClientStreamConfig
+from streaming.inference.default_model import DEFAULT_MODEL_ID
 from tests.conftest import DETECT_SPEC, load_photo
 from tests.e2e.test_browser import open_page, wait_stats
 from tests.support.browser import chromium
@@ -33,6 +34,7 @@ from tests.support.media import write_y4m
 from tests.support.postgres import PostgresServer, postgres_available
 from tests.support.sdk import LoopManualSource, SdkSession
 from tests.support.server import ServerProcess, ray_server_process, wait_for
+from tests.support.workflows import check_sliced, sliced_detection
 
 pytestmark = pytest.mark.e2e
 
@@ -266,6 +268,24 @@ def test_pipeline_actors_on_two_nodes_write_events_any_replica_lists(
         for pipeline_id in ids:
             ray_server.post(f"/inference_pipelines/{pipeline_id}/terminate")
     wait_for(lambda: not ray_server.pipeline_nodes(), WAIT_S, "both actors gone")
+
+
+def test_a_two_stage_workflow_runs_per_tile_in_a_pipeline_actor(ray_server, camera):
+    """Batch dimensions through a Ray pipeline actor's run path: a result per tile."""
+    response = ray_server.start_pipeline(camera.url, sliced_detection(DEFAULT_MODEL_ID))
+    assert response.status_code == 200, response.text
+    pipeline_id = response.json()["context"]["pipeline_id"]
+    try:
+
+        def consumed() -> dict | None:
+            answer = httpx.request("GET", f"{ray_server.url}/inference_pipelines/{pipeline_id}"
+                                   "/consume", json={"wait_seconds": 5}, timeout=30)  # fmt: skip
+            outputs = answer.json().get("outputs") if answer.status_code == 200 else None
+            return outputs[0] if outputs else None
+
+        check_sliced(wait_for(consumed, START_S, "a result of the sliced workflow"))
+    finally:
+        ray_server.post(f"/inference_pipelines/{pipeline_id}/terminate")
 
 
 class PipelinePoller:

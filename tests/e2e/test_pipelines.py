@@ -13,12 +13,14 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from sources import decode_stamp
 from streaming.client import Client, PipelineSource, RTSPSource, StreamConfig
+from streaming.inference.default_model import DEFAULT_MODEL_ID
 from streaming.protocol.notices import NoticeCode
 from streaming.protocol.workflows import people_counting
 from tests.conftest import DETECT_SPEC
 from tests.support.camera import RTSPCamera
 from tests.support.server import ServerProcess, wait_for
 from tests.support.webhook import WebhookReceiver
+from tests.support.workflows import check_sliced, sliced_detection
 
 pytestmark = pytest.mark.e2e
 
@@ -479,3 +481,15 @@ def test_sources_are_added_to_and_removed_from_a_running_pipeline(server, camera
     finally:
         terminate(server, pipeline_id)
         second.close()
+
+
+def test_a_two_stage_workflow_runs_per_tile_in_a_pipeline(server, camera):
+    """Batch dimensions through the pipeline's run path: each frame's tiles, a result each."""
+    response = server.start_pipeline(camera.url, sliced_detection(DEFAULT_MODEL_ID))
+    assert response.status_code == 200, response.text
+    pipeline_id = response.json()["context"]["pipeline_id"]
+    try:
+        (outputs,) = consume(server, pipeline_id, wait=30)["outputs"]
+        check_sliced(outputs)
+    finally:
+        terminate(server, pipeline_id)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from streaming.protocol.workflows import people_counting
 
-__all__ = ["crossing_events"]
+__all__ = ["check_sliced", "crossing_events", "sliced_detection"]
 
 
 def crossing_events(url: str) -> dict:
@@ -45,3 +45,33 @@ def crossing_events(url: str) -> dict:
         {"type": "JsonField", "name": "event", "selector": "$steps.event.message"}
     )
     return spec
+
+
+def sliced_detection(model: str) -> dict:
+    """Two stages whatever the frame shows: the frame cut into 2x2 overlapping tiles, the
+    detector on each tile (one list per frame of a result per tile), stitched back."""
+    return {
+        "version": "1.0",
+        "inputs": [{"type": "InferenceImage", "name": "image"}],
+        "steps": [
+            {"type": "roboflow_core/image_slicer@v2", "name": "tiles", "image": "$inputs.image",
+             "slice_width": 192, "slice_height": 144},
+            {"type": "roboflow_core/roboflow_object_detection_model@v2", "name": "det",
+             "images": "$steps.tiles.slices", "model_id": model},
+            {"type": "roboflow_core/detections_stitch@v1", "name": "stitch",
+             "reference_image": "$inputs.image", "predictions": "$steps.det.predictions"},
+        ],
+        "outputs": [
+            {"type": "JsonField", "name": "per_tile", "selector": "$steps.det.predictions"},
+            {"type": "JsonField", "name": "stitched", "selector": "$steps.stitch.predictions"},
+        ],
+    }  # fmt: skip
+
+
+def check_sliced(outputs: dict) -> None:
+    """A result of ``sliced_detection`` on a 320x240 frame: a list of four tiles' results,
+    each made on its own tile, nested as the reference nests them."""
+    tiles = outputs["per_tile"]
+    assert isinstance(tiles, list) and len(tiles) == 4, tiles
+    assert all(t["image"] == {"width": 192, "height": 144} for t in tiles), tiles
+    assert outputs["stitched"]["image"] == {"width": 320, "height": 240}
