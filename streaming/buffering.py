@@ -14,8 +14,9 @@ Filling (what ``put`` does when the buffer is full):
   camera that declares 30 fps and delivers 29.8 at 1 frame in 17 whatever the consumer does.
 
 Consumption (what ``get`` returns): ``LAZY`` the oldest item; ``EAGER`` the newest, discarding
-the older ones. ``max_fps`` spaces what ``get`` returns: with ``WAIT`` filling (files) it waits,
-otherwise items that come too early are dropped.
+the older ones. ``max_fps``: with ``WAIT`` filling (files) ``get`` waits, pacing the file;
+otherwise ``put`` keeps exactly ``max_fps`` of the stream's frames by their own timestamps
+(``sampling.RateSampler``) and drops the rest before they are buffered.
 
 Short names used by the sessions: ``latest`` (one slot, newest wins), ``drop_oldest``, ``wait``.
 Every discarded item is counted in ``drops`` by reason; nothing here is ever unbounded.
@@ -29,6 +30,8 @@ from collections import Counter, deque
 from collections.abc import Callable
 from enum import StrEnum
 from typing import Generic, Literal, TypeVar
+
+from .sampling import RateSampler
 
 __all__ = ["BufferClosed", "Consumption", "Filling", "FrameBuffer", "Strategy"]
 
@@ -97,7 +100,10 @@ class FrameBuffer(Generic[T]):
         consumption: Consumption | str = Consumption.LAZY,
         max_fps: float | None = None,
         clock: Callable[[], float] = time.monotonic,
+        timestamp: Callable[[T], float | None] | None = None,
     ) -> None:
+        """``timestamp``: an item's time on its stream's clock, which ``max_fps`` samples
+        by (default, or None for an item: when it is put)."""
         if strategy == "latest":
             capacity = 1
         if capacity < 1:
@@ -120,6 +126,11 @@ class FrameBuffer(Generic[T]):
         self._adaptive_in_row = 0
         self._next_due = 0.0
         self._clock = clock
+        self._timestamp = timestamp
+        # Streams are sampled where frames come in; a file (WAIT) is paced where it is read.
+        self.sampler = (
+            RateSampler(max_fps) if max_fps and self.filling is not Filling.WAIT else None
+        )
 
     def __len__(self) -> int:
         return len(self._items)
@@ -161,6 +172,10 @@ class FrameBuffer(Generic[T]):
                 )
             if self._closed:
                 raise BufferClosed
+            if self.sampler is not None:
+                stamped = self._timestamp(item) if self._timestamp is not None else None
+                if not self.sampler.keep(self._clock() if stamped is None else stamped):
+                    return self._drop("max_fps")
             if self._adaptive and self._adaptive_drop(self._clock()):
                 return self._drop("adaptive")
             discarded = 0
@@ -187,13 +202,11 @@ class FrameBuffer(Generic[T]):
                 item = self._items.popleft()
                 self._changed.notify_all()
             now = self._clock()
-            if self.max_fps and now < self._next_due:
-                if self.filling is not Filling.WAIT:
-                    self._drop("max_fps")
-                    continue
+            paced = self.max_fps and self.filling is Filling.WAIT
+            if paced and now < self._next_due:
                 await asyncio.sleep(self._next_due - now)  # pacing a file to max_fps
                 now = self._clock()
-            if self.max_fps:
+            if paced and self.max_fps:
                 self._next_due = max(now, self._next_due) + 1.0 / self.max_fps
             if self._adaptive:
                 self._consumed.tick(now)

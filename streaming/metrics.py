@@ -38,8 +38,14 @@ class Metrics:
             "visionstream_frames_received", "Frames taken from sources", registry=self.registry
         )
         self.frames_processed = Counter(
-            "visionstream_frames_processed", "Frames run through a workflow", registry=self.registry
+            "visionstream_frames_processed",
+            "Frames run through a workflow, by path: a WebRTC session, a pipeline's source, a "
+            "WHIP publisher's",
+            ["path"],
+            registry=self.registry,
         )
+        for path in ("session", "pipeline", "whip"):
+            self.frames_processed.labels(path)  # every path shows from the start, at 0
         self.frames_dropped = Counter(
             "visionstream_frames_dropped",
             "Frames dropped before processing",
@@ -214,9 +220,14 @@ class SourceMetrics:
     the pipeline is terminated; a frame still in a worker thread then reports nothing (it
     would bring the series back)."""
 
-    def __init__(self, metrics: Metrics, pipeline: str, source: int) -> None:
+    def __init__(
+        self, metrics: Metrics, pipeline: str, source: int, path: str = "pipeline"
+    ) -> None:
+        """``path``: how its frames count in ``visionstream_frames_processed`` (``whip``
+        for a WHIP publisher's stream)."""
         self._metrics = metrics
         self._labels = (pipeline, str(source))
+        self._processed = metrics.frames_processed.labels(path)
         self._lines: set[str] = set()
         self._zones: set[str] = set()
         self._lock = threading.Lock()
@@ -240,6 +251,7 @@ class SourceMetrics:
             self._done.append(now)
             m = self._metrics
             m.source_frames.labels(*self._labels).inc()
+            self._processed.inc()
             span = now - self._done[0]
             if len(self._done) > 1 and span > 0:
                 m.source_fps.labels(*self._labels).set((len(self._done) - 1) / span)

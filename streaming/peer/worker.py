@@ -308,7 +308,7 @@ class PeerWorker:
             )
             processed = await loop.run_in_executor(self._executor, self._processor.process, job)
             self.frames_processed = frame_id
-            self._metrics.frames_processed.inc()
+            self._metrics.frames_processed.labels("session").inc()
             self._metrics.stage_ms.labels("queue_wait").observe(queue_wait_ms)
             for stage, ms in processed.stage_ms.items():
                 self._metrics.stage_ms.labels(stage).observe(ms)

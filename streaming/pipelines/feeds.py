@@ -24,7 +24,7 @@ from ..feed import FedFrame, FrameFeed, Spawn
 from .models import SourceReference
 from .status import PipelineStatus, Severity, SourceSlot, SourceState
 
-__all__ = ["SourceFeed", "buffer_for"]
+__all__ = ["SourceFeed", "buffer_for", "frame_time"]
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +39,17 @@ def buffer_for(ref: SourceReference, video: Any, size: int) -> FrameBuffer[FedFr
     consumption = video.source_buffer_consumption_strategy or (
         Consumption.LAZY if file else Consumption.EAGER
     )
-    return FrameBuffer(filling, size, consumption, video.max_fps)
+    return FrameBuffer(filling, size, consumption, video.max_fps, timestamp=frame_time)
+
+
+def frame_time(item: FedFrame) -> float | None:
+    """When the frame was taken, on its stream's clock (None where it carries no time):
+    what ``max_fps`` samples by."""
+    frame = item.frame
+    pts, time_base = frame.pts, frame.time_base
+    if pts is None or time_base is None:
+        return None
+    return float(pts * time_base)
 
 
 class SourceFeed:

@@ -163,7 +163,7 @@ class PipelineManager:
         self._starting += 1
         pipeline_id = pipeline_id or str(uuid.uuid4())
         analytics = [
-            SourceMetrics(self._metrics, pipeline_id, r.source_id)
+            SourceMetrics(self._metrics, pipeline_id, r.source_id, _path(r.reference))
             for r in references
             if self._metrics is not None
         ]
@@ -257,7 +257,7 @@ class PipelineManager:
         (resolved,) = resolve_references(reference, allow_local, published)
         source = SourceReference(pipeline.next_source_id, resolved.reference, resolved.kind)
         series = (
-            SourceMetrics(self._metrics, pipeline_id, source.source_id)
+            SourceMetrics(self._metrics, pipeline_id, source.source_id, _path(source.reference))
             if self._metrics is not None
             else None
         )
@@ -385,3 +385,8 @@ class PipelineManager:
             await self._stop(pipeline_id)
             log.info("pipeline %s stopped with the server", pipeline_id[:8])
         self._store.close()
+
+
+def _path(reference: str | int) -> str:
+    """How a source's frames count: a WHIP publisher's stream, or a pipeline's source."""
+    return "whip" if str(reference).startswith(PUBLISHED_SCHEME) else "pipeline"

@@ -233,6 +233,7 @@ class Pipeline:
             source.processed += 1
             source.last_frame_id = facts.frame_number
             source.last_completed_at = time.monotonic()
+            source.completions.append(source.last_completed_at)
             if source.metrics is not None:
                 source.metrics.frame(facts.stream_restarts, source.buffer.dropped)
             self._status.processed(source.last_completed_at)

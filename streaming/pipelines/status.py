@@ -63,6 +63,19 @@ class Severity(IntEnum):
     ERROR = 40
 
 
+_RATE_WINDOW = 30
+"""Frames the achieved rate is measured over."""
+
+
+def _rate(times: deque[float]) -> float | None:
+    span = times[-1] - times[0] if len(times) > 1 else 0.0
+    return (len(times) - 1) / span if span > 0 else None
+
+
+def _rounded(value: float | None) -> float | None:
+    return round(value, 2) if value is not None else None
+
+
 @dataclass(eq=False)
 class SourceSlot:
     """One source of a pipeline: where its frames come from, its buffer and workflow, and
@@ -77,6 +90,8 @@ class SourceSlot:
     processed: int = 0
     last_frame_id: int = 0
     last_completed_at: float | None = None
+    completions: deque[float] = field(default_factory=lambda: deque(maxlen=_RATE_WINDOW))
+    """When its last frames were done (``time.monotonic()``): the rate achieved."""
     latencies: deque[tuple[float, float, float]] = field(
         default_factory=lambda: deque(maxlen=_LATENCY_WINDOW)
     )
@@ -137,6 +152,11 @@ class SourceSlot:
             "stats": stats,
             "drops": dict(self.buffer.drops),
             "frames_processed": self.processed,
+            # Ours: the rate asked for, the rate its sampler keeps of the stream, and the
+            # results a second this source gets (its last frames done).
+            "max_fps": self.buffer.max_fps,
+            "sampled_fps": _rounded(self.buffer.sampler.achieved if self.buffer.sampler else None),
+            "results_fps": _rounded(_rate(self.completions)),
         }
 
     def completion_report(self) -> dict[str, Any]:

@@ -137,3 +137,22 @@ async def test_max_fps_drops_early_items_on_live_buffers():
     assert taken[0] == 0 and 9 <= len(taken) <= 10
     assert all(b - a >= 3 for a, b in itertools.pairwise(taken))
     assert buffer.drops == {"max_fps": 40 - len(taken)}
+
+
+async def test_max_fps_samples_a_live_stream_by_its_own_timestamps():
+    """15 fps stamped frames, arriving in bursts (the clock says nothing of when each was
+    taken): exactly 5 a second are kept, by their stamps, before they are buffered."""
+    clock = FakeClock()
+    buffer = FrameBuffer(Filling.DROP_OLDEST, 100, max_fps=5, clock=clock,
+                         timestamp=lambda item: item / 15)  # fmt: skip
+    for i in range(15 * 60):  # a minute of frames, put in bursts of 30
+        clock.now = (i // 30) * 2.0
+        await buffer.put(i)
+        if len(buffer) == 100:
+            while len(buffer):
+                await buffer.get()
+    kept = 15 * 60 - buffer.drops["max_fps"]
+    assert kept == 5 * 60  # every third frame: 5 a second exactly
+    assert buffer.sampler is not None and buffer.sampler.achieved == pytest.approx(5.0)
+    # A file (WAIT) is paced where it is read, never sampled.
+    assert FrameBuffer(Filling.WAIT, 4, max_fps=5).sampler is None
