@@ -34,6 +34,7 @@ NAMES = {
     "hostile": "the attacker's requests (20,000 candidates, deep JSON, trickle) before and after",
     "ab": "this checkout's server vs an earlier commit's, alternated (setup, blur, CPU, pipeline)",
     "two-stage": "detect, crop, classify every crop (batched or not) vs one stage; sliced 2x2, 3x3",
+    "sampling": "max_fps on live cameras: results a second vs asked, this checkout vs earlier",
     "plots": "PNG plots from the results",
 }
 
