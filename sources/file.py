@@ -13,26 +13,10 @@ from fractions import Fraction
 from pathlib import Path
 
 import av
-import cv2
-import numpy as np
 
 from .base import FrameSource, SourceError, SourceFrame
 
 __all__ = ["FileSource"]
-
-
-# av.VideoFrame.rotation is counter-clockwise degrees, FFmpeg's display-matrix convention.
-_UPRIGHT = {
-    90: cv2.ROTATE_90_COUNTERCLOCKWISE,
-    180: cv2.ROTATE_180,
-    270: cv2.ROTATE_90_CLOCKWISE,
-}
-
-
-def upright(image: np.ndarray, rotation: float) -> np.ndarray:
-    """``image`` turned as its display matrix says (multiples of 90 degrees only)."""
-    code = _UPRIGHT.get(round(rotation / 90) * 90 % 360)
-    return image if code is None else cv2.rotate(image, code)
 
 
 class FileSource(FrameSource):
@@ -113,8 +97,10 @@ class FileSource(FrameSource):
                 )
                 return None
             pts = decoded.pts if decoded.pts is not None else self._index
-            image = upright(decoded.to_ndarray(format="bgr24"), decoded.rotation)
-            frame = SourceFrame(image, pts, self._time_base, self._index)
+            frame = SourceFrame(
+                None, pts, self._time_base, self._index,
+                decoded=decoded, rotation=decoded.rotation,
+            )  # fmt: skip
             self._index += 1
         if self.realtime:
             self._pace(pts)

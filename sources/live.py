@@ -298,7 +298,7 @@ class LiveSource(FrameSource):
             self._changed.notify_all()
         # Stamped on arrival: pts stay monotonic across reconnects, whatever the camera sends.
         pts = round((now - self._origin) * RTP_CLOCK.denominator)
-        return SourceFrame(decoded.to_ndarray(format="bgr24"), pts, RTP_CLOCK, index)
+        return SourceFrame(None, pts, RTP_CLOCK, index, decoded=decoded)
 
     # ------------------------------------------------------------------ control
 

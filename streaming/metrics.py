@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections import deque
 from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.metrics_core import Metric
 from prometheus_client.parser import text_string_to_metric_families
+
+if TYPE_CHECKING:  # the pipelines import this module
+    from .pipelines.motion import MotionStats
 
 __all__ = ["Metrics", "SourceMetrics", "merge_workers"]
 
@@ -151,6 +156,26 @@ class Metrics:
             registry=self.registry,
         )
 
+        self.source_detected = Counter(
+            "visionstream_source_frames_detected",
+            "Frames a motion-gated pipeline source ran its models on",
+            source,
+            registry=self.registry,
+        )
+        self.source_gated = Counter(
+            "visionstream_source_frames_gated",
+            "Frames a motion-gated pipeline source did not run its models on (nothing "
+            "moved: their last outputs were given again)",
+            source,
+            registry=self.registry,
+        )
+        self.source_motion = Gauge(
+            "visionstream_source_motion_area",
+            "The fraction of a motion-gated pipeline source's last frame that moved",
+            source,
+            registry=self.registry,
+        )
+
     def _declare_events(self) -> None:
         """The event store's writes, drops and queue."""
         self.events_written = Counter(
@@ -235,6 +260,9 @@ class SourceMetrics:
         self._done: deque[float] = deque(maxlen=30)
         self._reconnects = 0
         self._dropped = 0
+        self._detected = 0
+        self._gated = 0
+        self._gate_series = False
         for family in self._source_families():
             family.labels(*self._labels)  # every series shows from the start, at 0
 
@@ -242,8 +270,13 @@ class SourceMetrics:
         m = self._metrics
         return (m.source_frames, m.source_fps, m.source_reconnects, m.source_dropped)
 
-    def frame(self, reconnects: int, dropped: int) -> None:
-        """A frame was processed; ``reconnects`` and ``dropped`` are the source's totals."""
+    def _gate_families(self) -> tuple[Counter | Gauge, ...]:
+        m = self._metrics
+        return (m.source_detected, m.source_gated, m.source_motion)
+
+    def frame(self, reconnects: int, dropped: int, motion: MotionStats | None = None) -> None:
+        """A frame was processed; ``reconnects`` and ``dropped`` are the source's totals,
+        ``motion`` its motion gate's (a gated source's)."""
         with self._lock:
             if self._closed:
                 return
@@ -261,6 +294,18 @@ class SourceMetrics:
             if dropped > self._dropped:
                 m.source_dropped.labels(*self._labels).inc(dropped - self._dropped)
                 self._dropped = dropped
+            if motion is not None:
+                self._motion(motion)
+
+    def _motion(self, motion: MotionStats) -> None:
+        """Call with the lock held."""
+        m, labels = self._metrics, self._labels
+        m.source_detected.labels(*labels).inc(motion.frames_detected - self._detected)
+        m.source_gated.labels(*labels).inc(motion.frames_gated - self._gated)
+        self._detected, self._gated = motion.frames_detected, motion.frames_gated
+        if motion.motion_area is not None:
+            m.source_motion.labels(*labels).set(motion.motion_area)
+        self._gate_series = True
 
     def line(self, step: str, count_in: int, count_out: int) -> None:
         with self._lock:
@@ -290,5 +335,9 @@ class SourceMetrics:
                 self._metrics.zone_occupancy.remove(*self._labels, step)
             for family in self._source_families():
                 family.remove(*self._labels)
+            if self._gate_series:
+                for gate_family in self._gate_families():
+                    with contextlib.suppress(KeyError):  # a gauge never set
+                        gate_family.remove(*self._labels)
             self._lines.clear()
             self._zones.clear()

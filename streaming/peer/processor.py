@@ -165,7 +165,7 @@ class FrameProcessor:
         frame_id, outputs = facts.frame_number, job.outputs
         started = time.perf_counter()
         selection = self.selection  # one consistent view even if a control message swaps it
-        # Decoded files arrive as BGR already (decoded and turned upright on the reader's thread).
+        # A decoded file's frame is converted (and turned upright) here, on the worker.
         image = frame.image if isinstance(frame, SourceFrame) else frame.to_ndarray(format="bgr24")
         state = FrameState()
         state.timer["convert"] = (time.perf_counter() - started) * 1000

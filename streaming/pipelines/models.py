@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Container
 from dataclasses import dataclass
-from typing import Literal
+from typing import Annotated, Literal
 from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -25,6 +25,7 @@ __all__ = [
     "ConsumePayload",
     "InitialisePipelinePayload",
     "LocalSourceRefused",
+    "MotionGating",
     "SinkConfiguration",
     "SourceReference",
     "VideoConfiguration",
@@ -107,6 +108,33 @@ class SinkConfiguration(_Lenient):
     record: RecordConfiguration | None = None
 
 
+_Fraction = Annotated[float, Field(ge=0, le=1)]
+_Polygon = Annotated[list[tuple[_Fraction, _Fraction]], Field(min_length=3, max_length=64)]
+
+
+class MotionGating(_Lenient):
+    """Ours: run the workflow's models only on frames where something moved
+    (``pipelines.motion``); on a still frame they give their last outputs again."""
+
+    enabled: bool | None = None
+    """None: on for cameras (and WHIP publishers), off for files and local devices."""
+    ignore: list[_Polygon] = Field(default_factory=list, max_length=32)
+    """Regions where motion does not count (a clock, trees): polygons of ``[x, y]`` points
+    in fractions of the frame's width and height."""
+    threshold: int = Field(default=25, ge=1, le=255)
+    """How much a grey level must change (of 255) for a pixel to have moved."""
+    min_area: float = Field(default=0.002, gt=0, le=1)
+    """The fraction of the frame that must move for the frame to count as moving."""
+    refresh_seconds: float = Field(default=5.0, gt=0, le=3600)
+    """The models run at least this often (the stream's seconds) however still it is."""
+    width: int = Field(default=320, ge=32, le=1920)
+    """Width of the grey copy motion is measured on (its height keeps the aspect)."""
+
+    def applies_to(self, kind: str) -> bool:
+        """Whether a source of ``kind`` (``SourceReference.kind``) is gated."""
+        return self.enabled if self.enabled is not None else kind == "camera"
+
+
 class InitialisePipelinePayload(_Lenient):
     """``POST /inference_pipelines/initialise``: sources, workflow, sinks."""
 
@@ -116,6 +144,7 @@ class InitialisePipelinePayload(_Lenient):
     sink_configuration: SinkConfiguration = Field(default_factory=SinkConfiguration)
     consumption_timeout: float | None = Field(default=None, gt=0)
     decoding_buffer_size: int = Field(default=64, ge=1, le=1024)
+    motion_gating: MotionGating = Field(default_factory=MotionGating)
 
 
 class ConsumePayload(_Lenient):

@@ -28,9 +28,10 @@ from ..metrics import SourceMetrics
 from ..tasks import Closer, TaskOwner
 from ..watching import Ended, PipelineResult, Watcher
 from ..workflows.engine import CompiledWorkflow
-from ..workflows.runner import FrameFacts, WorkflowOutputs, run_frame
+from ..workflows.runner import FrameFacts, WorkflowOutputs
 from .feeds import SourceFeed, buffer_for
 from .models import ConsumePayload, InitialisePipelinePayload, SourceReference
+from .motion import MotionGate, run_gated
 from .recording import Recording
 from .results import PipelineResults
 from .status import PipelineStatus, Severity, SourceSlot, SourceState
@@ -78,7 +79,6 @@ class Pipeline:
         self._recording = recording
         self.pipeline_id = pipeline_id or str(uuid.uuid4())
         self.payload = payload
-        video = payload.video_configuration
         self._hub = hub
         self._executor = executor
         self._jpeg_quality = jpeg_quality
@@ -91,8 +91,7 @@ class Pipeline:
         self._terminated_event = asyncio.Event()
         self.last_consumed = time.monotonic()
         self._sources = [
-            SourceSlot(ref, buffer_for(ref, video, payload.decoding_buffer_size), workflow)
-            for ref, workflow in zip(references, workflows, strict=True)
+            self._slot(ref, workflow) for ref, workflow in zip(references, workflows, strict=True)
         ]
         for slot, series in zip(self._sources, source_metrics, strict=False):
             slot.metrics = series
@@ -101,6 +100,15 @@ class Pipeline:
             self.pipeline_id[:8], payload.sink_configuration, self.source_ids, sink_dir,
             executor, jpeg_quality,
         )  # fmt: skip
+
+    def _slot(self, reference: SourceReference, workflow: CompiledWorkflow) -> SourceSlot:
+        payload = self.payload
+        buffer = buffer_for(reference, payload.video_configuration, payload.decoding_buffer_size)
+        slot = SourceSlot(reference, buffer, workflow)
+        gating = payload.motion_gating
+        if gating.applies_to(reference.kind) and workflow.holds_when_still:
+            slot.gate = MotionGate(gating)
+        return slot
 
     async def start(self) -> None:
         """Subscribe to every source and start processing; raises if a source is refused."""
@@ -144,10 +152,7 @@ class Pipeline:
     ) -> None:
         """One more source, its own buffer and workflow, started beside the others (paused
         with them when the pipeline is); raises if it is refused (a device missing)."""
-        video = self.payload.video_configuration
-        slot = SourceSlot(
-            reference, buffer_for(reference, video, self.payload.decoding_buffer_size), workflow
-        )
+        slot = self._slot(reference, workflow)
         slot.metrics = metrics
         self._start_source(slot)  # raises before anything is kept
         self._next_source_id = max(self._next_source_id, reference.source_id + 1)
@@ -222,7 +227,7 @@ class Pipeline:
             )
             started = time.perf_counter()
             run = await loop.run_in_executor(
-                self._executor, run_frame, source.workflow, frame.image, facts
+                self._executor, run_gated, source.workflow, source.gate, frame, facts
             )
             if run.error is not None:  # one bad frame must not end a monitoring pipeline
                 self._status.inference_error(run.error)
@@ -235,7 +240,8 @@ class Pipeline:
             source.last_completed_at = time.monotonic()
             source.completions.append(source.last_completed_at)
             if source.metrics is not None:
-                source.metrics.frame(facts.stream_restarts, source.buffer.dropped)
+                gate = source.gate.stats() if source.gate is not None else None
+                source.metrics.frame(facts.stream_restarts, source.buffer.dropped, gate)
             self._status.processed(source.last_completed_at)
             if source.announce:
                 source.announce = False

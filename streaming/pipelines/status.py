@@ -22,6 +22,7 @@ from ..feed import FedFrame
 from ..metrics import SourceMetrics
 from ..workflows.engine import CompiledWorkflow
 from .models import SourceReference
+from .motion import MotionGate
 
 __all__ = ["PipelineStatus", "Severity", "SourceSlot", "SourceState"]
 
@@ -101,6 +102,8 @@ class SourceSlot:
     """Log the next processed frame (the first, and the first after each reconnection)."""
     task: asyncio.Task[None] | None = None
     """The task that runs its frames through its workflow (ends when its buffer closes)."""
+    gate: MotionGate | None = None
+    """Its motion gate (``payload.motion_gating``); None: its models run on every frame."""
     recorder: SegmentRecorder | None = None
     """Its camera's recording (``sink_configuration.record``); None: not recorded."""
 
@@ -157,6 +160,8 @@ class SourceSlot:
             "max_fps": self.buffer.max_fps,
             "sampled_fps": _rounded(self.buffer.sampler.achieved if self.buffer.sampler else None),
             "results_fps": _rounded(_rate(self.completions)),
+            # Ours: a gated source's frames its models ran on and did not (nothing moved).
+            "motion": self.gate.stats().to_dict() if self.gate is not None else None,
         }
 
     def completion_report(self) -> dict[str, Any]:

@@ -186,7 +186,7 @@ class FrameSourceTrack(MediaStreamTrack):
                 return tail_flush_frame(last)
             self.stop()
             raise MediaStreamError
-        video = av.VideoFrame.from_ndarray(frame.image, format="bgr24")
+        video = frame.video_frame()  # the decoder's own frame: no BGR round trip
         video.pts, video.time_base = frame.pts, frame.time_base
         self.frames_sent += 1
         self._last = video

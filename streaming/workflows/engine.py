@@ -10,6 +10,8 @@ element at its dimension (``batches.py``), all of a frame's at once (``Block.run
 
 from __future__ import annotations
 
+import copy
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -139,6 +141,12 @@ class CompiledWorkflow:
             planned.block.close()
 
     @property
+    def holds_when_still(self) -> bool:
+        """Whether a step on the whole frame holds its outputs on a still frame (a model):
+        only then does a motion gate save anything."""
+        return any(s.block.holds_when_still and s.dims.level == 1 for s in self._steps)
+
+    @property
     def output_names(self) -> list[str]:
         return list(self._outputs)
 
@@ -151,17 +159,23 @@ class CompiledWorkflow:
         ]
 
     def run(
-        self, image: np.ndarray, video_metadata: dict[str, Any], frame: FrameState
+        self,
+        image: np.ndarray | Callable[[], np.ndarray],
+        video_metadata: dict[str, Any],
+        frame: FrameState,
     ) -> dict[str, Any]:
+        """``image``: the frame's pixels, or a function that makes them (called only if a
+        step reads them)."""
         if self._started is None:  # the stream's own clock starts at its first frame
             self._started = video_metadata.get("frame_timestamp")
         video_metadata.setdefault("stream_started_at", self._started)
         frame.video = video_metadata
         state = _FrameRun(self._levels)
-        state.values[(None, self._image_input)] = WorkflowImage(image, self._image_input)
+        root = WorkflowImage(image, self._image_input)
+        state.values[(None, self._image_input)] = root
         state.values[(None, self._video_metadata_input)] = video_metadata
         for block in self._observers:
-            block.observe(image, frame)
+            block.observe(root.numpy, frame)
         for planned in self._steps:
             _run_step(planned, state, frame)
         return {name: unmasked(state.whole(src)) for name, src in self._outputs.items()}
@@ -208,13 +222,27 @@ def _run_once(planned: _PlannedStep, state: _FrameRun, frame: FrameState) -> Non
         state.ran[name] = True if inputs is not None else MASKED
         state.produced[name] = []
         return
-    result = block.run(inputs, frame) if inputs is not None else {}
+    result = _held_or_run(block, inputs, frame) if inputs is not None else {}
     state.ran[name] = True if inputs is not None else MASKED
     produced = list(planned.output_names)
     produced.extend(k for k in result if k not in produced)
     state.produced[name] = produced
     for output in produced:
         state.values[(name, output)] = result.get(output) if inputs is not None else MASKED
+
+
+def _held_or_run(block: Block, inputs: dict[str, Any], frame: FrameState) -> dict[str, Any]:
+    """The block's outputs. On a still frame (motion gating: nothing moved since its last
+    run), a block that holds (a model on the frame) gives a copy of its last outputs instead
+    of running: a parked car keeps its box, so its tracker id and time in zone go on."""
+    if not block.holds_when_still:
+        return block.run(inputs, frame)
+    if frame.still and block.held is not None:
+        frame.held_steps += 1
+        return copy.deepcopy(block.held)  # a later step may change what it is given
+    result = block.run(inputs, frame)
+    block.held = copy.deepcopy(result)
+    return result
 
 
 def _unmasked_items(value: dict[str, Any] | list[Any]) -> dict[str, Any] | list[Any]:

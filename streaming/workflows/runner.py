@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
@@ -139,7 +140,7 @@ class FrameRun:
 
 def run_frame(
     workflow: CompiledWorkflow,
-    image: np.ndarray,
+    image: np.ndarray | Callable[[], np.ndarray],
     facts: FrameFacts,
     state: FrameState | None = None,
 ) -> FrameRun:

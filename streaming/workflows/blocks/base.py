@@ -166,6 +166,11 @@ class FrameState:
     video: dict[str, Any] = field(default_factory=dict)
     """The frame's video metadata as the reference has it (``frame_timestamp``, ``fps``,
     ``frame_number``, ``comes_from_video_file``): what the query language reads."""
+    still: bool = False
+    """Nothing moved since the frame the models last ran on (a pipeline's motion gate):
+    the steps that hold give their last outputs again (``Block.holds_when_still``)."""
+    held_steps: int = 0
+    """How many steps gave their last outputs again on this frame."""
     _facts: tuple[int, VideoFacts] | None = field(default=None, init=False, repr=False)
 
     @property
@@ -407,6 +412,12 @@ class Block(ABC):
         """Every element of a frame at the step's dimension at once (one per crop): a model
         block runs them as one batch; others run each in turn."""
         return [self.run(inputs, frame) for inputs in batch]
+
+    holds_when_still: ClassVar[bool] = False
+    """True (a model on the whole frame): on a still frame (``FrameState.still``) the
+    engine gives the block's last outputs again instead of running it."""
+    held: dict[str, Any] | None = None
+    """What the engine gives again on a still frame (its last outputs, when it holds)."""
 
     observes_frames: ClassVar[bool] = False
     """True: ``observe`` sees every frame of the stream, whether or not flow control lets

@@ -3,6 +3,7 @@ that know where they lie (the reference's parent and root metadata)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -25,18 +26,44 @@ class Origin:
                 "width": self.width, "height": self.height}  # fmt: skip
 
 
-@dataclass
 class WorkflowImage:
     """An image flowing through a workflow: BGR uint8 pixels and where they came from. A
     crop (or slice) knows its parent (``parent_id``: the detection it was cut for) and the
-    frame it ultimately came from (``root_id``), with its place in each."""
+    frame it ultimately came from (``root_id``), with its place in each.
 
-    numpy: np.ndarray
-    parent_id: str
-    parent_origin: Origin | None = None
-    """None: not a crop (the frame, or an image made from it pixel for pixel)."""
-    root_id: str | None = None
-    root_origin: Origin | None = None
+    ``numpy`` may be given as a function that makes the pixels: a frame's are then made when
+    a step first reads them, and never for a frame whose steps all skip it (motion gating)."""
+
+    __slots__ = ("_load", "_pixels", "parent_id", "parent_origin", "root_id", "root_origin")
+
+    def __init__(
+        self,
+        numpy: np.ndarray | Callable[[], np.ndarray],
+        parent_id: str,
+        parent_origin: Origin | None = None,
+        root_id: str | None = None,
+        root_origin: Origin | None = None,
+    ) -> None:
+        self._pixels: np.ndarray | None = None if callable(numpy) else numpy
+        self._load: Callable[[], np.ndarray] | None = numpy if callable(numpy) else None
+        self.parent_id = parent_id
+        self.parent_origin = parent_origin
+        """None: not a crop (the frame, or an image made from it pixel for pixel)."""
+        self.root_id = root_id
+        self.root_origin = root_origin
+
+    @property
+    def numpy(self) -> np.ndarray:
+        """The pixels (made now if they were given as a function: a workflow runs on one
+        thread, so once)."""
+        if self._pixels is None:
+            assert self._load is not None
+            self._pixels, self._load = self._load(), None
+        return self._pixels
+
+    def __repr__(self) -> str:
+        shape = "unread" if self._pixels is None else "x".join(map(str, self._pixels.shape))
+        return f"WorkflowImage({self.parent_id!r}, {shape})"
 
     def crop(self, x1: int, y1: int, x2: int, y2: int, crop_id: str) -> WorkflowImage:
         """The pixels of ``[x1, x2) x [y1, y2)`` (clipped to the image) as a crop named

@@ -133,6 +133,7 @@ class ModelBlock(Block):
     the model, which must do one of ``tasks``."""
 
     tasks: tuple[str, ...]
+    holds_when_still = True  # a model's answer on the same pixels is the same answer
 
     @classmethod
     def check_bindings(cls, name: str, bound: set[str]) -> None:
