@@ -35,6 +35,7 @@ NAMES = {
     "ab": "this checkout's server vs an earlier commit's, alternated (setup, blur, CPU, pipeline)",
     "two-stage": "detect, crop, classify every crop (batched or not) vs one stage; sliced 2x2, 3x3",
     "sampling": "max_fps on live cameras: results a second vs asked, this checkout vs earlier",
+    "cameras-per-box": "N 720p cameras, a pipeline each: CPU per camera, slowest rate, gated",
     "plots": "PNG plots from the results",
 }
 

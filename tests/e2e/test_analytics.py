@@ -247,3 +247,60 @@ def test_a_camera_pipeline_logs_each_crossing_with_evidence_through_a_reconnect(
 def status_of(server: ServerProcess, pipeline_id: str) -> dict:
     report = server.get(f"/inference_pipelines/{pipeline_id}/status").json()["report"]
     return report["sources_metadata"][0]
+
+
+def walk_and_stand(person, step: int = 8, stand: int = 60):
+    """The camera's picture at each frame: the person walks across the line into the zone,
+    stands there ``stand`` frames, walks back and stands as long at the start."""
+    half = person.shape[1] // 2 + 1
+    there = list(range(half, 640 - half, step))
+    path = there + [there[-1]] * stand + there[::-1] + [there[0]] * stand
+    return lambda index: walker_scene(person, path[index % len(path)])
+
+
+def test_motion_gating_loses_no_crossing_and_no_time_in_zone_on_a_camera(file_server, person):
+    """Two pipelines on one camera (one reader: the same frames, sampled alike), the model
+    gated by motion in one and on every frame in the other: the same crossings, the same
+    zone entry, the same time in the zone, while the gated one's model rested."""
+    picture = walk_and_stand(person)
+    with RTSPCamera(640, 480, fps=15, path="yard", picture=picture) as cam:
+        ids = {}
+        for name, gating in (("gated", {}), ("every", {"enabled": False})):
+            started = file_server.start_pipeline(
+                cam.url, counting_and_timing(), motion_gating=gating,
+                video_configuration={"type": "VideoConfiguration",
+                                     "video_reference": cam.url, "max_fps": 5},
+            )  # fmt: skip
+            assert started.status_code == 200, started.text
+            ids[name] = started.json()["context"]["pipeline_id"]
+        try:
+
+            def exited(pipeline_id: str) -> list[dict]:
+                return file_server.events(pipeline=pipeline_id, kind="zone_exit")
+
+            wait_for(lambda: all(exited(i) for i in ids.values()), 180, "a zone exit in each")
+            motion = status_of(file_server, ids["gated"])["motion"]
+            every = status_of(file_server, ids["every"])["motion"]
+        finally:
+            for pipeline_id in ids.values():
+                file_server.post(f"/inference_pipelines/{pipeline_id}/terminate")
+
+    def first_cycle(pipeline_id: str) -> dict:
+        stored = file_server.events(pipeline=pipeline_id)
+        exit_at = next(i for i, e in enumerate(stored) if e["kind"] == "zone_exit")
+        before = stored[: exit_at + 1]
+        return {
+            "crossings": [e["direction"] for e in before if e["kind"] == "line_crossing"],
+            "entries": sum(e["kind"] == "zone_entry" for e in before),
+            "time_in_zone": stored[exit_at]["payload"]["time_in_zone"],
+        }
+
+    gated, ungated = first_cycle(ids["gated"]), first_cycle(ids["every"])
+    # Across the line into the zone (one crossing), then out of the zone (its exit).
+    assert len(gated["crossings"]) == 1 and gated["crossings"] == ungated["crossings"]
+    assert gated["entries"] == ungated["entries"] == 1
+    # The same frames, sampled alike: the same time in the zone, to a sampled frame.
+    assert abs(gated["time_in_zone"] - ungated["time_in_zone"]) <= 0.25, (gated, ungated)
+    assert gated["time_in_zone"] >= 3.5  # the 4 s stand, counted while the model rested
+    assert motion is not None and motion["frames_gated"] > 0
+    assert every is None  # gating off: no gate, the model on every frame
