@@ -1,7 +1,8 @@
 """How many cameras one box watches: N cameras, one monitoring pipeline each, this checkout's
 server (motion gating off, then on) against an earlier commit's, alternated.
 
-The camera: a pre-encoded clip, H.264 1280x720 at 15 fps, 1 s GOP, 20 s long. A person (cut
+The camera: a pre-encoded clip, H.264 1280x720 at 15 fps, 1 s GOP, no B-frames (as IP
+cameras send), 20 s long. A person (cut
 from the Debian darknet photo along the default model's box) walks across a street photo
 for 8 s, then nothing moves for 12 s, as most camera time goes; a little sensor noise on
 every frame. Each camera is a process that sends the clip's packets as they are (``ffmpeg
@@ -15,17 +16,23 @@ results a second (the slowest and the mean), and the server's CPU (% of one core
 per camera. Results: ``results/cameras_per_box.json``; ``python -m benchmarks plots`` draws
 it.
 
+With ``--sub-streams COUNTS`` (this checkout only): each camera sends a 1920x1080 15 fps
+main stream, recorded and never decoded, and a 640x360 5 fps sub-stream of the same scene,
+decoded and detected on (``sub_streams``); results ``results/cameras_per_box_substreams.json``.
+
 Run: ``unshare --net sh -c 'ip link set lo up && python -m benchmarks cameras-per-box
---before REV'``.
+--before REV'`` (and ``--sub-streams 16,32,40``).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -64,8 +71,9 @@ def _person() -> np.ndarray:
     return image[y1:y2, x1:x2].copy()
 
 
-def make_clip(path: Path) -> Path:
-    """The camera's clip (see the module's text), as MPEG-TS."""
+def make_clip(path: Path, size: tuple[int, int] = SIZE, fps: int = FPS) -> Path:
+    """The camera's clip (see the module's text), as MPEG-TS, of ``size`` (rows, columns) at
+    ``fps`` (a divisor of 15): the same scene at any size, the person as large in it."""
     from tests.conftest import PHOTO_DIRS
 
     photos = next(Path(p) for p in PHOTO_DIRS if p and (Path(p) / "horses.jpg").is_file())
@@ -76,17 +84,21 @@ def make_clip(path: Path) -> Path:
     top = SIZE[0] - height - 40
     walk = WALK_S * FPS
     with av.open(str(path), "w", format="mpegts") as container:
-        stream = container.add_stream("libx264", rate=FPS, options={"preset": "veryfast"})
-        stream.width, stream.height, stream.pix_fmt = SIZE[1], SIZE[0], "yuv420p"
-        stream.codec_context.gop_size = FPS
-        stream.bit_rate = 2_000_000
-        for index in range((WALK_S + STILL_S) * FPS):
+        # No B-frames, as IP cameras send: a frame a packet, in display order.
+        options = {"preset": "veryfast", "x264-params": "bframes=0"}
+        stream = container.add_stream("libx264", rate=fps, options=options)
+        stream.width, stream.height, stream.pix_fmt = size[1], size[0], "yuv420p"
+        stream.codec_context.gop_size = fps
+        stream.bit_rate = round(2_000_000 * size[0] * size[1] / (SIZE[0] * SIZE[1]))
+        for index in range(0, (WALK_S + STILL_S) * FPS, FPS // fps):
             frame = background.copy()
             if index < walk:
                 left = round((SIZE[1] - width) * index / (walk - 1))
                 frame[top : top + height, left : left + width] = person
             noise = rng.normal(0, 2.0, frame.shape)
             frame = np.clip(frame + noise, 0, 255).astype(np.uint8)
+            if size != SIZE:
+                frame = cv2.resize(frame, size[::-1], interpolation=cv2.INTER_AREA)
             video = av.VideoFrame.from_ndarray(frame, format="bgr24")
             for packet in stream.encode(video):
                 container.mux(packet)
@@ -101,81 +113,110 @@ def _free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-def send(clip: Path, url: str) -> None:
-    """A camera: ``clip``'s packets, never decoded, sent to ``url`` as MPEG-TS in real
-    time, looped with their timestamps going on (``ffmpeg -re -stream_loop -1 -c copy``:
-    the machines here have PyAV's FFmpeg, not its command)."""
+def send(clip: Path, urls: list[str]) -> None:
+    """Cameras: ``clip``'s packets, never decoded, sent to each of ``urls`` as MPEG-TS in
+    real time, looped with their timestamps going on (``ffmpeg -re -stream_loop -1 -c copy``
+    per camera: the machines here have PyAV's FFmpeg, not its command)."""
+    outputs = [av.open(f"{url}?pkt_size=1316", "w", format="mpegts",
+                       options={"flush_packets": "1"}) for url in urls]  # fmt: skip
     loop_at = time.perf_counter()
     offset = 0
-    with av.open(f"{url}?pkt_size=1316", "w", format="mpegts",
-                 options={"flush_packets": "1"}) as output:  # fmt: skip
-        with av.open(str(clip)) as source:
-            stream = source.streams.video[0]
-            sent = output.add_stream_from_template(stream)
-            span = 0
-            while True:
-                source.seek(0)
-                for packet in source.demux(stream):
-                    if packet.pts is None:
-                        continue
-                    due = loop_at + float((packet.pts - stream.start_time) * stream.time_base)
-                    if (wait := due - time.perf_counter()) > 0:
-                        time.sleep(wait)  # pacing a camera in real time
-                    span = max(span, packet.pts - stream.start_time + (packet.duration or 0))
-                    packet.pts += offset
-                    packet.dts = None if packet.dts is None else packet.dts + offset
-                    packet.stream = sent
+    with av.open(str(clip)) as source:
+        stream = source.streams.video[0]
+        sent = [output.add_stream_from_template(stream) for output in outputs]
+        span = 0
+        while True:
+            source.seek(0)
+            for packet in source.demux(stream):
+                if packet.pts is None:
+                    continue
+                # Paced by decode order, as a camera sends (the clip has no B-frames anyway).
+                stamp = packet.dts if packet.dts is not None else packet.pts
+                due = loop_at + float((stamp - stream.start_time) * stream.time_base)
+                if (wait := due - time.perf_counter()) > 0:
+                    time.sleep(wait)  # pacing a camera in real time
+                span = max(span, packet.pts - stream.start_time + (packet.duration or 0))
+                pts = packet.pts + offset
+                dts = None if packet.dts is None else packet.dts + offset
+                for output, to in zip(outputs, sent, strict=True):
+                    packet.pts, packet.dts, packet.stream = pts, dts, to
                     output.mux(packet)
-                offset += span
-                loop_at += float(span * stream.time_base)
+            offset += span
+            loop_at += float(span * stream.time_base)
 
 
-def _senders(clip: Path, count: int) -> tuple[list[subprocess.Popen[bytes]], list[str]]:
+def _senders(
+    clip: Path, count: int, per_process: int = 1
+) -> tuple[list[subprocess.Popen[bytes]], list[str]]:
+    """``count`` cameras sending ``clip``, ``per_process`` of them from each process."""
     urls = [f"udp://127.0.0.1:{_free_port()}" for _ in range(count)]
     code = "import sys; from pathlib import Path; from benchmarks.cameras_per_box import send; "
-    code += "send(Path(sys.argv[1]), sys.argv[2])"
-    senders = [
-        subprocess.Popen([sys.executable, "-c", code, str(clip), url], cwd=ROOT,
-                         stdin=subprocess.DEVNULL)  # fmt: skip
-        for url in urls
-    ]
+    code += "send(Path(sys.argv[1]), sys.argv[2:])"
+    senders = []
+    for i in range(0, count, per_process):
+        command = [sys.executable, "-c", code, str(clip), *urls[i : i + per_process]]
+        senders.append(subprocess.Popen(command, cwd=ROOT, stdin=subprocess.DEVNULL))
     return senders, urls
 
 
-def _start(server: Any, url: str, gating: bool | None) -> str:
-    """A pipeline on ``url``: through the SDK (the server's default gating), or the SDK's
-    body with ``motion_gating`` set."""
-    from inference_sdk import InferenceHTTPClient
-
+def _body(url: str, gating: bool | None, sub: str | None) -> dict[str, Any]:
+    """The SDK's ``initialise`` body, with our fields: gating set, a sub-stream recorded."""
     from streaming.protocol.workflows import object_detection
 
-    if gating is None:
+    video: dict[str, Any] = {"type": "VideoConfiguration", "video_reference": url,
+                             "max_fps": MAX_FPS}  # fmt: skip
+    body: dict[str, Any] = {
+        "video_configuration": video,
+        "processing_configuration": {"type": "WorkflowConfiguration",
+                                     "workflow_specification": object_detection()},
+    }  # fmt: skip
+    if gating is not None:
+        body["motion_gating"] = {"enabled": gating}
+    if sub is not None:
+        video["sub_streams"] = {url: sub}
+        record = {"mode": "continuous", "segment_seconds": 60}
+        body["sink_configuration"] = {"type": "MemorySinkConfiguration", "record": record}
+    return body
+
+
+def _start(server: Any, url: str, gating: bool | None, sub: str | None = None) -> str:
+    """A pipeline on ``url``: through the SDK (the server's defaults), or the SDK's body
+    with our fields."""
+    if gating is None and sub is None:
+        from inference_sdk import InferenceHTTPClient
+
+        from streaming.protocol.workflows import object_detection
+
         client = InferenceHTTPClient(api_url=server.url, api_key=None)
         started = client.start_inference_pipeline_with_workflow(
             video_reference=url, workflow_specification=object_detection(), max_fps=MAX_FPS
         )
         return str(started["context"]["pipeline_id"])
-    answer = server.post("/inference_pipelines/initialise", json={
-        "video_configuration": {"type": "VideoConfiguration", "video_reference": url,
-                                "max_fps": MAX_FPS},
-        "processing_configuration": {"type": "WorkflowConfiguration",
-                                     "workflow_specification": object_detection()},
-        "motion_gating": {"enabled": gating},
-    })  # fmt: skip
+    answer = server.post("/inference_pipelines/initialise", json=_body(url, gating, sub))
     answer.raise_for_status()
     return str(answer.json()["context"]["pipeline_id"])
 
 
-def run_cameras(server_root: Path, clip: Path, count: int, gating: bool | None) -> dict:
-    """``count`` cameras and pipelines on a fresh server from ``server_root``."""
+def run_cameras(
+    server_root: Path, clip: Path, count: int, gating: bool | None, sub_clip: Path | None = None
+) -> dict:
+    """``count`` cameras and pipelines on a fresh server from ``server_root``; with
+    ``sub_clip``, each camera also sends that as its sub-stream, detected on, while ``clip``
+    (the main stream) is recorded."""
     from tests.support.server import ServerProcess
 
     os.environ["VISIONSTREAM_BENCH_SERVER_ROOT"] = str(server_root)
-    senders, urls = _senders(clip, count)
-    server = ServerProcess(max_pipelines="64")
+    per_process = 1 if sub_clip is None else 8  # 2 x 32 sender processes would crowd 2 cores
+    senders, urls = _senders(clip, count, per_process)
+    subs: list[str | None] = [None] * count
+    if sub_clip is not None:
+        more, sub_urls = _senders(sub_clip, count, per_process)
+        senders, subs = senders + more, list(sub_urls)
+    sinks = tempfile.TemporaryDirectory(prefix="visionstream-bench-sinks-")
+    server = ServerProcess(max_pipelines="64", sink_dir=sinks.name)
     try:
         server.wait_ready()
-        ids = [_start(server, url, gating) for url in urls]
+        ids = [_start(server, url, gating, sub) for url, sub in zip(urls, subs, strict=True)]
         for pipeline_id in ids:
             server.wait_for_output(f"pipeline {pipeline_id[:8]} source 0: processing", timeout=90)
 
@@ -195,13 +236,20 @@ def run_cameras(server_root: Path, clip: Path, count: int, gating: bool | None) 
         cpu = meter.stop()
         for pipeline_id in ids:
             server.post(f"/inference_pipelines/{pipeline_id}/terminate")
+        recorded = sum(f.stat().st_size for f in Path(sinks.name).rglob("*.mp4"))
     finally:
         server.stop()
         for sender in senders:
             sender.terminate()
         for sender in senders:
             sender.wait(10)
+        sinks.cleanup()
         os.environ.pop("VISIONSTREAM_BENCH_SERVER_ROOT", None)
+    return _figures(count, before, after, elapsed, cpu, recorded)
+
+
+def _figures(count: int, before: list[dict], after: list[dict], elapsed: float, cpu: float,
+             recorded: int) -> dict[str, Any]:  # fmt: skip
     rates = [(a["frames_processed"] - b["frames_processed"]) / elapsed
              for a, b in zip(after, before, strict=True)]  # fmt: skip
     figures: dict[str, Any] = {
@@ -211,11 +259,13 @@ def run_cameras(server_root: Path, clip: Path, count: int, gating: bool | None) 
         "server_cpu_percent": cpu,
         "cpu_per_camera_percent": round(cpu / count, 1),
     }
-    motion = [a.get("motion") for a in after]
-    if all(motion):
+    motion: list[dict[str, Any]] = [m for a in after if (m := a.get("motion"))]
+    if motion and len(motion) == len(after):
         detected = sum(m["frames_detected"] for m in motion)
         gated = sum(m["frames_gated"] for m in motion)
         figures["gated_share"] = round(gated / max(1, detected + gated), 3)
+    if recorded:
+        figures["recorded_mb"] = round(recorded / 1e6, 1)
     return figures
 
 
@@ -227,10 +277,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--cameras", default="4,8,16", help="camera counts, comma-separated")
     parser.add_argument("--more", default="24,32", help="counts tried with gating only")
     parser.add_argument("--clip", type=Path, default=Path("/tmp/visionstream-camera-720p.ts"))
+    parser.add_argument("--sub-streams", default="",
+                        help="instead: this checkout only, 1080p main streams recorded and "
+                             "640x360 5 fps sub-streams detected on, for these counts")  # fmt: skip
     args = parser.parse_args(argv)
     from streaming.rtc.ice import restrict_host_addresses
 
     restrict_host_addresses(["127.0.0.1"])
+    if args.sub_streams:
+        sub_streams([int(c) for c in args.sub_streams.split(",") if c])
+        return
     clip = args.clip if args.clip.is_file() else make_clip(args.clip)
     counts = [int(c) for c in args.cameras.split(",") if c]
     more = [int(c) for c in args.more.split(",") if c]
@@ -253,6 +309,25 @@ def main(argv: list[str] | None = None) -> None:
         "clip": {"size": f"{SIZE[1]}x{SIZE[0]}", "fps": FPS, "walk_s": WALK_S,
                  "still_s": STILL_S, "max_fps": MAX_FPS},
         "rounds": rounds,
+    })  # fmt: skip
+    print(f"wrote {path}")
+
+
+def sub_streams(counts: list[int]) -> None:
+    """Cameras with a sub-stream: the main stream 1920x1080 at 15 fps, recorded (never
+    decoded); the sub-stream 640x360 at 5 fps, decoded, gated and detected on."""
+    clips = {}
+    for name, size, fps in (("1080p", (1080, 1920), FPS), ("360p5", (360, 640), 5)):
+        path = Path(f"/tmp/visionstream-camera-{name}.ts")
+        clips[name] = path if path.is_file() else make_clip(path, size, fps)
+    runs = []
+    for count in counts:
+        runs.append(run_cameras(ROOT, clips["1080p"], count, None, clips["360p5"]))
+        print(json.dumps(runs[-1]), flush=True)
+    path = write_result("cameras_per_box_substreams", {
+        "what": f"{head()}: 1080p 15 fps main streams recorded, 640x360 5 fps sub-streams "
+                "detected on (motion gating on)",
+        "runs": runs,
     })  # fmt: skip
     print(f"wrote {path}")
 

@@ -1,6 +1,7 @@
 """PNG plots from the JSON results: the latency CDF (latency.json), delivered fps and p95
 latency against concurrent sessions (concurrency.json), and ours against the reference server
-(reference.json). Run: ``python -m benchmarks plots``; writes results/*.png."""
+(reference.json), CPU per camera and the slowest camera's rate against cameras
+(cameras_per_box.json). Run: ``python -m benchmarks plots``; writes results/*.png."""
 
 from __future__ import annotations
 
@@ -82,12 +83,43 @@ def reference(data: dict) -> str:
     return "reference.png"
 
 
+def cameras_per_box(data: dict) -> str:
+    """CPU per camera and the slowest camera's rate against cameras, each variant's mean over
+    the rounds (with sub-streams, where measured)."""
+    variants: dict[str, dict[int, list[dict]]] = {}
+    for measured in data["rounds"]:
+        for name in ("before", "gating_off", "gating_on"):
+            for run in measured.get(name, []):
+                variants.setdefault(name, {}).setdefault(run["cameras"], []).append(run)
+    subs = _load("cameras_per_box_substreams")
+    if subs:
+        for run in subs["runs"]:
+            variants.setdefault("sub_streams", {}).setdefault(run["cameras"], []).append(run)
+    figure, (cpu_axes, fps_axes) = plt.subplots(1, 2, figsize=(11, 4))
+    for name, runs in variants.items():
+        n = sorted(runs)
+        cpu_axes.plot(n, [np.mean([r["cpu_per_camera_percent"] for r in runs[c]]) for c in n],
+                      "o-", label=name)  # fmt: skip
+        fps_axes.plot(n, [np.mean([r["slowest_fps"] for r in runs[c]]) for c in n], "o-",
+                      label=name)  # fmt: skip
+    fps_axes.axhline(4.9, color="grey", ls=":", label="4.9 results/s")
+    cpu_axes.set(xlabel="cameras", ylabel="server CPU per camera (% of a core)")
+    fps_axes.set(xlabel="cameras", ylabel="slowest camera's results/s")
+    for axes in (cpu_axes, fps_axes):
+        axes.grid(alpha=0.3)
+        axes.legend()
+    figure.suptitle("720p 15 fps cameras, a pipeline each at max_fps 5, default detector")
+    figure.tight_layout()
+    figure.savefig(RESULTS / "cameras_per_box.png", dpi=110)
+    return "cameras_per_box.png"
+
+
 def main(argv: list[str] | None = None) -> None:
     argparse.ArgumentParser(
         prog="benchmarks plots", description=__doc__.splitlines()[0]
     ).parse_args(argv)
     for name, plot in (("latency", latency_cdf), ("concurrency", concurrency),
-                       ("reference", reference)):  # fmt: skip
+                       ("reference", reference), ("cameras_per_box", cameras_per_box)):  # fmt: skip
         data = _load(name)
         print(f"{name}: {plot(data)}" if data else f"{name}: no results/{name}.json yet")
 

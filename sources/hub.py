@@ -25,7 +25,8 @@ log = logging.getLogger(__name__)
 
 Deliver = Callable[[SourceFrame], None]
 Ended = Callable[[str | None], None]
-SourceFactory = Callable[[str], FrameSource]
+SourceFactory = Callable[[str, bool], FrameSource]
+"""``factory(url, decode)``: the reader of ``url`` (not ``decode``: its packets only)."""
 
 
 @dataclass(eq=False)
@@ -36,13 +37,15 @@ class Subscription:
     deliver: Deliver
     _hub: SourceHub = field(repr=False)
     ended: Ended | None = None
+    decode: bool = True
+    """False: a reader of the camera's packets only (never decoded; ``deliver`` unused)."""
     """Called (on the reader thread, with the source's error) if the source ends by itself."""
     closed: bool = False
 
     @property
     def source(self) -> FrameSource | None:
         """The shared source (for its stats), while this subscription is open."""
-        return None if self.closed else self._hub.source_of(self.url)
+        return None if self.closed else self._hub.source_of(self.url, self.decode)
 
     def close(self) -> None:
         """Idempotent; the last subscriber to leave closes the camera's reader."""
@@ -50,8 +53,12 @@ class Subscription:
 
 
 class _Reader:
-    def __init__(self, url: str, source: FrameSource, forget: Callable[[_Reader], None]) -> None:
+    def __init__(
+        self, url: str, source: FrameSource, forget: Callable[[_Reader], None], decode: bool
+    ) -> None:
         self.url = url
+        self.key = _key(url, decode)
+        self.decode = decode
         self.source = source
         self._forget = forget
         self.subscribers: list[Subscription] = []
@@ -74,6 +81,10 @@ class _Reader:
                 subscription.ended(self.source.error)
 
 
+def _key(url: str, decode: bool) -> str:
+    return url if decode else f"packets:{url}"
+
+
 class SourceHub:
     """One reader per camera URL, however many sessions and pipelines watch it."""
 
@@ -83,16 +94,21 @@ class SourceHub:
         self._lock = threading.Lock()
         self.readers_opened = 0
 
-    def subscribe(self, url: str, deliver: Deliver, ended: Ended | None = None) -> Subscription:
-        """Raises whatever the factory raises for a URL it refuses (e.g. ``SourceError``)."""
+    def subscribe(
+        self, url: str, deliver: Deliver, ended: Ended | None = None, *, decode: bool = True
+    ) -> Subscription:
+        """Raises whatever the factory raises for a URL it refuses (e.g. ``SourceError``).
+        Not ``decode``: the camera's packets only, for a recorder (its own reader: one that
+        decodes is shared by those that want frames)."""
+        key = _key(url, decode)
         with self._lock:
-            reader = self._readers.get(url)
+            reader = self._readers.get(key)
             if reader is None:
-                reader = _Reader(url, self._factory(url), self._forget)
-                self._readers[url] = reader
+                reader = _Reader(url, self._factory(url, decode), self._forget, decode)
+                self._readers[key] = reader
                 self.readers_opened += 1
                 reader.thread.start()
-            subscription = Subscription(url, deliver, self, ended)
+            subscription = Subscription(url, deliver, self, ended, decode)
             reader.subscribers.append(subscription)
             return subscription
 
@@ -101,23 +117,24 @@ class SourceHub:
             if subscription.closed:
                 return
             subscription.closed = True
-            reader = self._readers.get(subscription.url)
+            key = _key(subscription.url, subscription.decode)
+            reader = self._readers.get(key)
             if reader is None:
                 return
             reader.subscribers.remove(subscription)
             if reader.subscribers:
                 return
-            del self._readers[subscription.url]
+            del self._readers[key]
         reader.source.close()  # the reader thread sees None and ends
 
     def _forget(self, reader: _Reader) -> None:
         with self._lock:
-            if self._readers.get(reader.url) is reader:
-                del self._readers[reader.url]
+            if self._readers.get(reader.key) is reader:
+                del self._readers[reader.key]
 
-    def source_of(self, url: str) -> FrameSource | None:
+    def source_of(self, url: str, decode: bool = True) -> FrameSource | None:
         with self._lock:
-            reader = self._readers.get(url)
+            reader = self._readers.get(_key(url, decode))
             return reader.source if reader is not None else None
 
     def stats(self) -> list[dict[str, Any]]:
@@ -128,6 +145,7 @@ class SourceHub:
             entry: dict[str, Any] = {
                 "url": mask_url(reader.url),
                 "consumers": len(reader.subscribers),
+                "decoded": reader.decode,
             }
             stats = getattr(reader.source, "stats", None)
             if callable(stats):

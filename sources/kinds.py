@@ -53,6 +53,9 @@ class Opening:
     """Injected in place of OpenCV's capture for local cameras (tests)."""
     published: Callable[[str], FrameSource] | None = None
     """Opens this server's own ``whip://`` streams (its WHIP publishers); None: there are none."""
+    hwaccel: str | None = None
+    """Cameras' hardware decoding (FFmpeg's device type, ``cuda``, ``vaapi``...); None: none."""
+    decoder_threads: int = 1
 
 
 Open = Callable[[str, Opening], FrameSource]
@@ -75,8 +78,11 @@ class SourceKind:
     """Why a URL of this kind cannot be read on this machine, or None when it can."""
 
 
-def _open_camera(url: str, opening: Opening) -> FrameSource:
-    return LiveSource(url, read_timeout=opening.read_timeout, max_backoff=opening.max_backoff)
+def _open_camera(url: str, opening: Opening, decode: bool = True) -> FrameSource:
+    return LiveSource(
+        url, read_timeout=opening.read_timeout, max_backoff=opening.max_backoff, decode=decode,
+        hwaccel=opening.hwaccel, threads=opening.decoder_threads,
+    )  # fmt: skip
 
 
 def _open_device(reference: str, opening: Opening) -> FrameSource:
@@ -157,17 +163,26 @@ def has_scheme_and_host(url: str, schemes: tuple[str, ...]) -> bool:
         return False
 
 
-def open_source(reference: str, opening: Opening) -> FrameSource:
+def open_source(reference: str, opening: Opening, decode: bool = True) -> FrameSource:
     """Opens what the hub shares: a camera, a local device or a published stream.
-    ``SourceError`` for anything else (or what this machine cannot read)."""
+    ``SourceError`` for anything else (or what this machine cannot read). Not ``decode``:
+    a camera read for its packets only (a sub-stream's main stream, recorded)."""
     kind = kind_of(reference)
     if kind is None or kind.open is None:
         raise SourceError(f"{mask_url(reference)} is not a source the hub opens")
     if problem := kind.problem(reference):
         raise SourceError(problem)
+    if not decode:
+        if kind is not CAMERA:
+            raise SourceError(f"{mask_url(reference)}: only a camera URL is read undecoded")
+        return _open_camera(reference, opening, decode=False)
     return kind.open(reference, opening)
 
 
-def opener(opening: Opening) -> Callable[[str], FrameSource]:
+def opener(opening: Opening) -> Callable[[str, bool], FrameSource]:
     """``open_source`` with ``opening``: the hub's source factory."""
-    return lambda reference: open_source(reference, opening)
+
+    def factory(reference: str, decode: bool = True) -> FrameSource:
+        return open_source(reference, opening, decode)
+
+    return factory

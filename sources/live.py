@@ -27,6 +27,7 @@ from enum import Enum
 from typing import Any
 
 import av
+from av.codec.hwaccel import HWAccel
 
 from .base import RTP_CLOCK, FrameSource, SourceError, SourceFrame
 from .demuxing import Redirected, demuxer_for, http_demuxer, reason_of, redirect_of
@@ -64,6 +65,8 @@ class LiveStats:
     failed_attempts: int
     last_error: str | None
     last_frame_age_s: float | None
+    decoder: str = "software"
+    """``software``, a hardware device type (``cuda``...), or ``none``: packets only."""
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -81,7 +84,16 @@ class LiveSource(FrameSource):
         max_backoff: float = 10.0,
         initial_backoff: float = 0.25,
         healthy_after: float = 10.0,
+        decode: bool = True,
+        hwaccel: str | None = None,
+        threads: int = 1,
     ) -> None:
+        """Not ``decode``: only the packets are read (for the packet sinks: a recorder of a
+        camera whose sub-stream is what gets decoded); ``read`` then returns only None,
+        once closed, and ``frames`` counts packets. ``hwaccel``: FFmpeg's device type to
+        decode on (``cuda``, ``vaapi``...); where it cannot be opened the source logs why
+        once and decodes in software from then on. ``threads``: the decoder's (0: FFmpeg's
+        choice)."""
         # Which schemes are cameras is ``sources.kinds``' to say; this reads what FFmpeg opens.
         scheme = url.partition("://")[0].lower()
         if scheme == "srt" and (missing := relay_missing()):
@@ -98,7 +110,12 @@ class LiveSource(FrameSource):
         self.initial_backoff = initial_backoff
         self.healthy_after = healthy_after
         self._container: av.container.InputContainer | None = None
-        self._frames: Iterator[av.VideoFrame] | None = None
+        self._frames: Iterator[av.VideoFrame | None] | None = None
+        self.decode = decode
+        self._hwaccel = hwaccel if decode else None
+        self._threads = threads
+        self.size: tuple[int, int] | None = None
+        """The current connection's picture (width, height), once connected."""
         self._connected_at = 0.0
         self._backoff = 0.0
         self._closed = threading.Event()
@@ -140,6 +157,9 @@ class LiveSource(FrameSource):
                 except av.error.FFmpegError as exc:
                     self._lost(self._stall_or(reason_of(exc, "stopped sending")))
                     continue
+                if decoded is None:  # a packet, not decoded: counted, and on to the next
+                    self._arrived()
+                    continue
                 return self._frame(decoded)
             self._disconnect()
             return None
@@ -180,15 +200,7 @@ class LiveSource(FrameSource):
                 return False  # closed
             url = relayed
         try:
-            container = av.open(
-                url,
-                format=self._format,
-                # FFmpeg follows HTTP redirects wherever they point unless told not to.
-                options={**self._options, "max_redirects": "0"} if self._http else self._options,
-                # Measured: a stalled RTSP read ends only at PyAV's second read timeout (FFmpeg
-                # retries once), so half the budget each makes the whole wait read_timeout.
-                timeout=(self.read_timeout, self.read_timeout / 2),
-            )
+            container = self._open(url)
         except (av.error.FFmpegError, OSError) as exc:
             reason = reason_of(exc, "failed")
             if isinstance(exc, av.error.ExitError):  # FFmpeg's words for our open timeout
@@ -205,7 +217,11 @@ class LiveSource(FrameSource):
             return False
         stream = container.streams.video[0]
         stream.thread_type = "SLICE"
-        self._container, self._frames = container, self._packets.decoded(container, stream)
+        stream.codec_context.thread_count = self._threads
+        frames = self._packets.decoded if self.decode else self._packets.passed
+        self._container, self._frames = container, frames(container, stream)
+        context = stream.codec_context
+        self.size = (context.width, context.height) if context.width else None
         self._connected_at = time.monotonic()
         log.info("connected to %s in %.2f s", self.masked_url, self._connected_at - opening)
         with self._changing():
@@ -214,6 +230,38 @@ class LiveSource(FrameSource):
             self._set_state(LiveState.STREAMING)
             self._changed.notify_all()
         return True
+
+    def _open(self, url: str) -> av.container.InputContainer:
+        def opened(hwaccel: HWAccel | None) -> av.container.InputContainer:
+            return av.open(
+                url,
+                format=self._format,
+                # FFmpeg follows HTTP redirects wherever they point unless told not to.
+                options={**self._options, "max_redirects": "0"} if self._http else self._options,
+                # Measured: a stalled RTSP read ends only at PyAV's second read timeout (FFmpeg
+                # retries once), so half the budget each makes the whole wait read_timeout.
+                timeout=(self.read_timeout, self.read_timeout / 2),
+                hwaccel=hwaccel,
+            )
+
+        if self._hwaccel is None:
+            return opened(None)
+        try:
+            return opened(HWAccel(self._hwaccel, allow_software_fallback=True))
+        except (av.error.FFmpegError, OSError, ValueError) as exc:
+            # The device cannot be opened here (no GPU, no driver): said once, then software.
+            container = opened(None)  # the camera's own failure, if it has one, raises here
+            why = reason_of(exc, "failed")
+            log.warning("%s: hardware decoding (%s) is not available here (%s): decoding in "
+                        "software", self.masked_url, self._hwaccel, why)  # fmt: skip
+            self._hwaccel = None
+            return container
+
+    @property
+    def decoder(self) -> str:
+        """How frames are decoded: ``software``, FFmpeg's hardware device type, or
+        ``none`` (packets only)."""
+        return "none" if not self.decode else self._hwaccel or "software"
 
     def _failed(self, error: str) -> None:
         with self._changing():
@@ -288,7 +336,8 @@ class LiveSource(FrameSource):
             self._packets.lost()
         self._container, self._frames = None, None
 
-    def _frame(self, decoded: av.VideoFrame) -> SourceFrame:
+    def _arrived(self) -> tuple[int, float]:
+        """A frame (or, not decoding, a packet) came: counted; its index and arrival."""
         now = time.monotonic()
         self._origin = now if self._origin is None else self._origin
         with self._changed:
@@ -296,6 +345,13 @@ class LiveSource(FrameSource):
             self._frames_read += 1
             self._arrivals.append(now)
             self._changed.notify_all()
+        return index, now
+
+    def _frame(self, decoded: av.VideoFrame) -> SourceFrame:
+        if self.size is None:  # the probe did not say: the first picture does
+            self.size = (decoded.width, decoded.height)
+        index, now = self._arrived()
+        assert self._origin is not None
         # Stamped on arrival: pts stay monotonic across reconnects, whatever the camera sends.
         pts = round((now - self._origin) * RTP_CLOCK.denominator)
         return SourceFrame(None, pts, RTP_CLOCK, index, decoded=decoded)
@@ -335,6 +391,7 @@ class LiveSource(FrameSource):
             failed_attempts=self._failed_attempts,
             last_error=self._last_error,
             last_frame_age_s=round(now - arrivals[-1], 3) if arrivals else None,
+            decoder=self.decoder,
         )
 
     def close(self) -> None:

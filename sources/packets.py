@@ -46,16 +46,26 @@ class PacketTap:
         """``container.decode(stream)``, with each packet shown to the sinks first (the
         camera's own encoding, written without decoding)."""
         for packet in container.demux(stream):
-            with self._lock:
-                sinks = list(self._sinks.items())
-            for sink, opened in sinks:
-                if not opened:  # new, or after a reconnect: this connection's parameters
-                    sink.opened(stream)
-                    with self._lock:
-                        if sink in self._sinks:
-                            self._sinks[sink] = True
-                sink.packet(packet)
+            self._show(stream, packet)
             yield from packet.decode()
+
+    def passed(self, container: Any, stream: Any) -> Iterator[None]:
+        """Each packet shown to the sinks, never decoded: None for each."""
+        for packet in container.demux(stream):
+            if packet.size:  # not the demuxer's empty flush packet at the end
+                self._show(stream, packet)
+                yield None
+
+    def _show(self, stream: Any, packet: av.Packet) -> None:
+        with self._lock:
+            sinks = list(self._sinks.items())
+        for sink, opened in sinks:
+            if not opened:  # new, or after a reconnect: this connection's parameters
+                sink.opened(stream)
+                with self._lock:
+                    if sink in self._sinks:
+                        self._sinks[sink] = True
+            sink.packet(packet)
 
     def lost(self) -> None:
         """The connection ended: the sinks that had it hear so; all wait for the next one."""

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import ipaddress
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-__all__ = ["ClientSettings", "Settings", "SmtpSettings"]
+__all__ = ["ClientSettings", "DecodeSettings", "Settings", "SmtpSettings"]
 
 
 def _split_csv(value: object) -> object:
@@ -38,6 +38,25 @@ class SmtpSettings(BaseSettings):
     error); ``none`` sends in the clear, passwords included: for a relay on this machine."""
     ca_file: Path | None = None
     """A CA bundle to check SMTP servers' certificates against (default: the system's)."""
+
+
+class DecodeSettings(BaseSettings):
+    """How cameras are decoded (``STREAMING_DECODE_*``)."""
+
+    model_config = SettingsConfigDict(env_prefix="STREAMING_DECODE_", extra="ignore")
+
+    hwaccel: Literal["none", "cuda", "vaapi", "qsv", "videotoolbox", "d3d11va", "drm"] = "none"
+    """Decode cameras on this device through FFmpeg's hwaccel (NVDEC is ``cuda``). Where it
+    cannot be opened, a camera says so once (a warning, its stats' ``decoder``) and decodes
+    in software."""
+    threads: int = Field(default=1, ge=0, le=64)
+    """Decoder threads per camera: 1 (one core per camera at most: a box watching many
+    cameras spreads them over its cores), 0 for FFmpeg's choice (about one per core)."""
+
+    def opening_fields(self) -> dict[str, Any]:
+        """What ``sources.kinds.Opening`` takes of these."""
+        return {"hwaccel": None if self.hwaccel == "none" else self.hwaccel,
+                "decoder_threads": self.threads}  # fmt: skip
 
 
 class Settings(BaseSettings):
@@ -214,6 +233,8 @@ class Settings(BaseSettings):
     """Where ``local_file_sink`` steps may write; unset, such a step is refused."""
     smtp: SmtpSettings = Field(default_factory=SmtpSettings)
     """Mail (``STREAMING_SMTP_*``)."""
+    decode: DecodeSettings = Field(default_factory=DecodeSettings)
+    """Cameras' decoding (``STREAMING_DECODE_*``)."""
     data_dir: Path = Field(
         default_factory=lambda: Path.home() / ".local" / "share" / "visionstream"
     )

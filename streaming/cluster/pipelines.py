@@ -94,7 +94,9 @@ class PipelineActor:
         self._node = ray.get_runtime_context().get_node_id()
         self._executor = ThreadPoolExecutor(settings.workflow_threads, "workflow")
         opening = Opening(
-            read_timeout=settings.rtsp_read_timeout, max_backoff=settings.rtsp_max_backoff
+            read_timeout=settings.rtsp_read_timeout,
+            max_backoff=settings.rtsp_max_backoff,
+            **settings.decode.opening_fields(),
         )
         self._hub = SourceHub(opener(opening))
         self._metrics = Metrics()
@@ -182,10 +184,10 @@ class PipelineActor:
         await asyncio.shield(self._started)
         return await self._manager.consume(self._id, payload)
 
-    async def add_source(self, reference: str | int) -> int:
+    async def add_source(self, reference: str | int, sub_stream: str | None = None) -> int:
         """The new source's id."""
         await asyncio.shield(self._started)
-        return await self._manager.add_source(self._id, reference)
+        return await self._manager.add_source(self._id, reference, sub_stream=sub_stream)
 
     async def remove_source(self, source_id: int) -> None:
         await asyncio.shield(self._started)
@@ -346,8 +348,9 @@ class ClusterPipelines:
             raise TooManySessions(
                 f"{settings.max_pipelines} pipelines are running (STREAMING_MAX_PIPELINES)"
             )
+        video = payload.video_configuration
         resolve_references(
-            payload.video_configuration.video_reference, settings.allow_local_sources
+            video.video_reference, settings.allow_local_sources, sub_streams=video.sub_streams
         )
         config = payload.processing_configuration
         inline = config.model_copy(
@@ -404,10 +407,12 @@ class ClusterPipelines:
         except PipelineRestarting:  # nothing new while it moves, as when a camera stalls
             return {"outputs": [], "frames_metadata": []}
 
-    async def add_source(self, pipeline_id: str, reference: str | int) -> int:
+    async def add_source(
+        self, pipeline_id: str, reference: str | int, sub_stream: str | None = None
+    ) -> int:
         """In the pipeline's actor, on its node. (An actor Ray restarts starts from the
         request it was made with: added sources are lost then.)"""
-        return int(await self._call(pipeline_id, "add_source", reference))
+        return int(await self._call(pipeline_id, "add_source", reference, sub_stream))
 
     async def remove_source(self, pipeline_id: str, source_id: int) -> None:
         await self._call(pipeline_id, "remove_source", source_id)

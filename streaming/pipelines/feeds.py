@@ -93,7 +93,7 @@ class SourceFeed:
             feed.call_soon(self._ended, error)
 
         try:
-            slot.subscription = hub.subscribe(str(slot.reference.reference), deliver, ended)
+            slot.subscription = hub.subscribe(str(slot.reference.decoded), deliver, ended)
         except SourceError as exc:  # a device missing or busy: the request's answer says so
             raise SourceUnavailable(f"video_reference {slot.reference.shown}: {exc}") from None
         slot.state = SourceState.INITIALISING

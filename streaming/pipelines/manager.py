@@ -8,6 +8,7 @@ import socket
 import uuid
 from collections.abc import Awaitable, Callable, Container
 from concurrent.futures import Executor
+from dataclasses import replace
 from typing import Any, Protocol
 
 from pydantic import ValidationError
@@ -39,6 +40,7 @@ from .models import (
 from .pipeline import Pipeline
 from .recording import Recording, SourceTriggers
 from .store import PipelineStore
+from .substreams import ScaledEvents
 
 __all__ = ["PipelineManager", "PipelineNotFound", "Pipelines"]
 
@@ -63,8 +65,11 @@ class Pipelines(Protocol):
         self, payload: InitialisePipelinePayload, pipeline_id: str | None = None
     ) -> str: ...
 
-    async def add_source(self, pipeline_id: str, reference: str | int) -> int:
-        """Starts one more source on a running pipeline; returns its id."""
+    async def add_source(
+        self, pipeline_id: str, reference: str | int, *, sub_stream: str | None = None
+    ) -> int:
+        """Starts one more source on a running pipeline (``sub_stream``: its sub-stream,
+        decoded instead); returns its id."""
 
     async def remove_source(self, pipeline_id: str, source_id: int) -> None: ...
 
@@ -155,8 +160,9 @@ class PipelineManager:
             raise TooManySessions(
                 f"{settings.max_pipelines} pipelines are running (STREAMING_MAX_PIPELINES)"
             )
+        video = payload.video_configuration
         references = resolve_references(
-            payload.video_configuration.video_reference, settings.allow_local_sources, published
+            video.video_reference, settings.allow_local_sources, published, video.sub_streams
         )
         config = payload.processing_configuration
         specification = self._library.specification(config)
@@ -235,6 +241,8 @@ class PipelineManager:
         metrics: SourceMetrics | None,
         events: EventRecorder | None,
     ) -> CompiledWorkflow:
+        if reference.detect is not None and events is not None:  # boxes in the main's pixels
+            events = ScaledEvents(events, self._hub, str(reference.reference), reference.detect)
         context = BuildContext(
             self._models,
             metrics,
@@ -247,15 +255,21 @@ class PipelineManager:
         return await compile_config(config, spec, context, egress=self._egress)
 
     async def add_source(
-        self, pipeline_id: str, reference: str | int, *, published: Container[str] = ()
+        self,
+        pipeline_id: str,
+        reference: str | int,
+        *,
+        published: Container[str] = (),
+        sub_stream: str | None = None,
     ) -> int:
         """Starts one more source on a running pipeline; returns its id. The stored request
         lists it, so a restarted server starts it again (numbered afresh: ids follow the
         list); a publisher's stream (in ``published``) is not stored."""
         pipeline = self.get(pipeline_id)
         allow_local = self._settings.allow_local_sources
-        (resolved,) = resolve_references(reference, allow_local, published)
-        source = SourceReference(pipeline.next_source_id, resolved.reference, resolved.kind)
+        subs = {str(reference): sub_stream} if sub_stream is not None else None
+        (resolved,) = resolve_references(reference, allow_local, published, subs)
+        source = replace(resolved, source_id=pipeline.next_source_id)
         series = (
             SourceMetrics(self._metrics, pipeline_id, source.source_id, _path(source.reference))
             if self._metrics is not None
@@ -295,7 +309,8 @@ class PipelineManager:
     async def _save(self, pipeline: Pipeline) -> None:
         """The request as it now stands (its sources as they now are, but for publishers'
         streams, which end with the server), for a restart."""
-        pipeline.payload.video_configuration.video_reference = pipeline.references
+        video = pipeline.payload.video_configuration
+        video.video_reference, video.sub_streams = pipeline.references, pipeline.sub_streams
         payload = pipeline.payload.model_copy(deep=True)
         payload.video_configuration.video_reference = [
             r for r in pipeline.references if not str(r).startswith(PUBLISHED_SCHEME)

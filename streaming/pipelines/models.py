@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Container
-from dataclasses import dataclass
+from collections.abc import Container, Mapping
+from dataclasses import dataclass, replace
 from typing import Annotated, Literal
 from urllib.parse import urlsplit, urlunsplit
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from sinks.jsonl import JsonlSinkConfiguration
 from sinks.video import VideoFileSinkConfiguration
@@ -54,6 +54,9 @@ class VideoConfiguration(_Lenient):
     source_buffer_consumption_strategy: Consumption | None = None
     video_source_properties: dict[str, float | str] | None = None
     batch_collection_timeout: float | None = Field(default=None, ge=0)
+    sub_streams: dict[str, str] | None = Field(default=None, max_length=256)
+    """Ours: a camera's sub-stream, by its main stream's URL (as in ``video_reference``):
+    the sub-stream is decoded (detection, viewers), the main one only recorded."""
 
     @field_validator("video_reference")
     @classmethod
@@ -64,6 +67,25 @@ class VideoConfiguration(_Lenient):
             raise ValueError("video_reference must not be an empty list")
         return value
 
+    @field_validator("sub_streams")
+    @classmethod
+    def _sub_streams(cls, value: dict[str, str] | None) -> dict[str, str] | None:
+        for sub in (value or {}).values():
+            _check_reference(sub)
+        return value
+
+    @model_validator(mode="after")
+    def _mains_listed(self) -> VideoConfiguration:
+        given = self.video_reference
+        listed = set(given) if isinstance(given, list) else {given}
+        for main in self.sub_streams or {}:
+            if main not in listed:
+                raise ValueError(f"sub_streams names {mask_url(main)}, not in video_reference")
+        return self
+
+    def sub_stream_of(self, reference: str | int) -> str | None:
+        return (self.sub_streams or {}).get(reference) if isinstance(reference, str) else None
+
 
 class AddSourcePayload(_Lenient):
     """Ours: ``POST /inference_pipelines/{id}/sources``, one more source for a running
@@ -71,11 +93,14 @@ class AddSourcePayload(_Lenient):
 
     video_reference: str | int
     api_key: str | None = None
+    sub_stream: str | None = None
+    """A camera's sub-stream to decode instead (``sub_streams``)."""
 
-    @field_validator("video_reference")
+    @field_validator("video_reference", "sub_stream")
     @classmethod
     def _reference(cls, value: object) -> object:
-        _check_reference(value)
+        if value is not None:
+            _check_reference(value)
         return value
 
 
@@ -170,13 +195,25 @@ class SourceReference:
     source_id: int
     reference: str | int
     kind: Literal["camera", "file", "device"]
+    detect: str | None = None
+    """A camera's sub-stream: decoded for the workflow, while ``reference`` (the main
+    stream) is read only for its packets (recorded, never decoded)."""
+
+    @property
+    def decoded(self) -> str | int:
+        """What is decoded for the workflow and viewers."""
+        return self.detect if self.detect is not None else self.reference
 
     @property
     def shown(self) -> str:
         """As status shows it: credentials and query removed (the reference's rule)."""
-        if isinstance(self.reference, int):
-            return str(self.reference)
-        parts = urlsplit(mask_url(self.reference))
+        return self.shown_of(self.reference)
+
+    @staticmethod
+    def shown_of(reference: str | int) -> str:
+        if isinstance(reference, int):
+            return str(reference)
+        parts = urlsplit(mask_url(reference))
         host = parts.netloc.rpartition("@")[2]
         return urlunsplit((parts.scheme, host, parts.path, "", ""))
 
@@ -203,10 +240,30 @@ def _check_reference(reference: object) -> None:
 
 
 def resolve_references(
-    value: str | int | list[str | int], allow_local: bool, published: Container[str] = ()
+    value: str | int | list[str | int],
+    allow_local: bool,
+    published: Container[str] = (),
+    sub_streams: Mapping[str, str] | None = None,
 ) -> list[SourceReference]:
     """Classify each reference; local ones are refused unless the server allows them.
-    ``published``: the server's own stream URLs (a WHIP publisher's), read as cameras are."""
+    ``published``: the server's own stream URLs (a WHIP publisher's), read as cameras are.
+    ``sub_streams``: a camera's sub-stream by its URL (both must be camera URLs)."""
+    resolved = _resolve(value, allow_local, published)
+    for main, sub in (sub_streams or {}).items():
+        if kind_of(sub) is not CAMERA:
+            raise InvalidRequest(f"sub-stream {mask_url(sub)}: not a camera URL")
+        _resolve(sub, allow_local=False, published=())  # what this machine cannot read
+        for i, ref in enumerate(resolved):
+            if ref.reference == main:
+                if ref.kind != "camera" or ref.reference in published:
+                    raise InvalidRequest(f"{ref.shown}: only a camera URL has a sub-stream")
+                resolved[i] = replace(ref, detect=sub)
+    return resolved
+
+
+def _resolve(
+    value: str | int | list[str | int], allow_local: bool, published: Container[str]
+) -> list[SourceReference]:
     resolved = []
     for source_id, reference in enumerate(value if isinstance(value, list) else [value]):
         if isinstance(reference, str) and reference in published:

@@ -19,10 +19,10 @@ from concurrent.futures import Executor
 from pathlib import Path
 from typing import Any
 
-from sources import SourceFrame
+from sources import SourceError, SourceFrame
 from sources.hub import SourceHub
 
-from ..errors import Conflict, NotFound
+from ..errors import Conflict, NotFound, SourceUnavailable
 from ..events import EventRecorder
 from ..metrics import SourceMetrics
 from ..tasks import Closer, TaskOwner
@@ -35,8 +35,14 @@ from .motion import MotionGate, run_gated
 from .recording import Recording
 from .results import PipelineResults
 from .status import PipelineStatus, Severity, SourceSlot, SourceState
+from .substreams import scale_between, scaled_outputs
 
 __all__ = ["LastSource", "Pipeline", "SourceNotFound"]
+
+
+def _undecoded(_: SourceFrame) -> None:
+    """A main stream's reader never decodes: nothing is delivered."""
+
 
 log = logging.getLogger(__name__)
 
@@ -126,17 +132,36 @@ class Pipeline:
         )
         if source.reference.kind != "file":  # cameras and devices, shared
             feed.subscribe(self._hub)
-            recording, live = self._recording, source.live  # live: a camera URL, not a device
+            if source.reference.detect is not None:  # the main stream: packets, never decoded
+                self._read_main(source)
+            recording, live = self._recording, source.recorded  # a camera URL's, not a device's
             if recording is not None and live is not None and recording.records(source.source_id):
                 source.recorder = recording.start(source.source_id, live)
         else:
             self._spawn(feed.read_file())
         source.task = self._tasks.spawn(self._process(source))
 
+    def _read_main(self, source: SourceSlot) -> None:
+        """A sub-stream camera's main stream: a reader of its packets (for the recording
+        and the main's picture size); refused, the source is left as it was never read."""
+        try:
+            main = str(source.reference.reference)
+            source.main = self._hub.subscribe(main, _undecoded, decode=False)
+        except SourceError as exc:
+            source.stop_reading()
+            raise SourceUnavailable(f"video_reference {source.reference.shown}: {exc}") from None
+
     @property
     def references(self) -> list[str | int]:
         """Its sources' references as they now are (sources added and removed included)."""
         return [source.reference.reference for source in self._sources]
+
+    @property
+    def sub_streams(self) -> dict[str, str] | None:
+        """Its cameras' sub-streams as they now are, by main stream (None: none)."""
+        subs = {str(s.reference.reference): s.reference.detect for s in self._sources
+                if s.reference.detect is not None}  # fmt: skip
+        return subs or None
 
     def position(self, source_id: int) -> int | None:
         """Where the source is among the pipeline's sources now; None once removed."""
@@ -187,7 +212,7 @@ class Pipeline:
         """Its open segment finished (a file that plays), before it leaves the camera."""
         recorder, slot.recorder = slot.recorder, None
         if recorder is not None and self._recording is not None:
-            await asyncio.to_thread(self._recording.stop, slot.source_id, slot.live, recorder)
+            await asyncio.to_thread(self._recording.stop, slot.source_id, slot.recorded, recorder)
 
     async def _process(self, source: SourceSlot) -> None:
         try:
@@ -246,9 +271,10 @@ class Pipeline:
             if source.announce:
                 source.announce = False
                 log.info("pipeline %s source %d: processing", self.pipeline_id[:8], source_id)
-            result = PipelineResult(
-                source_id, facts.frame_number, item.received_at, frame, run.outputs
-            )
+            outputs = run.outputs
+            if source.main is not None:  # a sub-stream's detections, in the main's pixels
+                outputs = scaled_outputs(outputs, scale_between(source.recorded, live))
+            result = PipelineResult(source_id, facts.frame_number, item.received_at, frame, outputs)
             await self.results.dispatch(result)
         if source.reference.kind == "file":
             if source.state is not SourceState.ERROR:

@@ -102,6 +102,8 @@ class SourceSlot:
     """Log the next processed frame (the first, and the first after each reconnection)."""
     task: asyncio.Task[None] | None = None
     """The task that runs its frames through its workflow (ends when its buffer closes)."""
+    main: Subscription | None = None
+    """A camera with a sub-stream: its main stream's reader (packets only, recorded)."""
     gate: MotionGate | None = None
     """Its motion gate (``payload.motion_gating``); None: its models run on every frame."""
     recorder: SegmentRecorder | None = None
@@ -114,6 +116,8 @@ class SourceSlot:
             live.remove_listener(self.listener)
         if self.subscription is not None:
             self.subscription.close()
+        if self.main is not None:
+            self.main.close()
         if self.file is not None:
             self.file.close()
 
@@ -122,9 +126,26 @@ class SourceSlot:
         return self.reference.source_id
 
     @property
+    def recorded(self) -> LiveSource | None:
+        """The camera stream a recording taps: the main stream where a sub-stream is what
+        is decoded."""
+        source = self.main.source if self.main is not None else None
+        return source if isinstance(source, LiveSource) else self.live
+
+    @property
     def live(self) -> LiveSource | None:
         source = self.subscription.source if self.subscription is not None else None
         return source if isinstance(source, LiveSource) else None
+
+    def _main_report(self) -> dict[str, Any] | None:
+        if self.reference.detect is None:
+            return None
+        main = self.recorded if self.main is not None else None
+        return {
+            "detect_reference": SourceReference.shown_of(self.reference.detect),
+            "main_stats": main.stats().to_dict() if main is not None else None,
+            "main_size": list(main.size) if main is not None and main.size else None,
+        }
 
     def latency_report(self) -> dict[str, Any]:
         entries = list(self.latencies)
@@ -154,6 +175,9 @@ class SourceSlot:
             # Ours: the camera's own stats (masked), and every drop by reason.
             "stats": stats,
             "drops": dict(self.buffer.drops),
+            # Ours: a camera with a sub-stream: ``stats`` are the sub-stream's (decoded),
+            # these its main stream's (packets read and recorded, never decoded).
+            "sub_stream": self._main_report(),
             "frames_processed": self.processed,
             # Ours: the rate asked for, the rate its sampler keeps of the stream, and the
             # results a second this source gets (its last frames done).

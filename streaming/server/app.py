@@ -115,6 +115,7 @@ def _build_state(settings: Settings, metrics: Metrics, parts: _Parts) -> ServerS
         max_backoff=settings.rtsp_max_backoff,
         capture_factory=parts.capture_factory,
         published=publishers.open,
+        **settings.decode.opening_fields(),
     )
     hub = SourceHub(opener(opening))
     library = WorkflowLibrary(settings.workflows_dir, settings.default_model)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 
@@ -104,3 +105,53 @@ def test_reads_an_mjpeg_camera():
     finally:
         reader.close()
         camera.close()
+
+
+def test_hardware_decoding_asked_where_there_is_none_falls_back_to_software(camera, caplog):
+    """``STREAMING_DECODE_HWACCEL``: a camera asked to decode on a device this machine lacks
+    decodes in software, and says so once. (On the GPU machine, ``cuda`` decodes there:
+    ``../shared/gpu-checklist.md``.)"""
+    if os.path.exists("/dev/dri"):
+        pytest.skip("this machine may have VAAPI: the fallback is not what would happen")
+    reader = Reader(LiveSource(camera.url, hwaccel="vaapi"))
+    try:
+        stats = reader.source.wait_for(lambda s: s.frames >= 10, timeout=10)
+        reader.source.wait_for(lambda s: s.frames >= 20, timeout=10)  # and it goes on
+    finally:
+        reader.close()
+    assert stats.decoder == "software" and stats.disconnects == 0
+    warnings = [r.getMessage() for r in caplog.records if "hardware decoding" in r.getMessage()]
+    assert len(warnings) == 1 and "vaapi" in warnings[0] and "software" in warnings[0]
+    assert any(i is not None for _, i in reader.frames)  # the frames' pixels are right
+
+
+def test_a_camera_read_for_its_packets_never_decodes(camera):
+    """A sub-stream camera's main stream: its packets go to the sinks; ``read`` gives no frame
+    until closed, and the stats count packets."""
+    class Sink:
+        def __init__(self) -> None:
+            self.packets = 0
+            self.streams: list[tuple[int, int]] = []
+
+        def opened(self, stream) -> None:
+            self.streams.append((stream.codec_context.width, stream.codec_context.height))
+
+        def packet(self, packet) -> None:
+            self.packets += 1
+
+        def lost(self) -> None:
+            pass
+
+    source, sink = LiveSource(camera.url, decode=False), Sink()
+    source.add_packet_sink(sink)
+    returned: list[object] = []
+    thread = threading.Thread(target=lambda: returned.append(source.read()), daemon=True)
+    thread.start()
+    try:
+        stats = source.wait_for(lambda s: s.frames >= 30, timeout=10)
+    finally:
+        source.close()
+        thread.join(10)
+    assert returned == [None] and stats.decoder == "none" and stats.state == "streaming"
+    assert sink.packets >= 30 and sink.streams == [(camera.width, camera.height)]
+    assert source.size == (camera.width, camera.height)

@@ -5,7 +5,10 @@ from start to end, and a crossing's clip comes from the recording around it."""
 
 from __future__ import annotations
 
+import io
+
 import av
+import cv2
 import httpx
 import pytest
 
@@ -174,3 +177,77 @@ def test_a_recording_is_finished_by_sigterm_and_recovered_after_a_kill(tmp_path)
                 one = third.get(f"/recordings/{pipeline_id}/0?start={segment['start']}"
                                 f"&end={segment['end']}")  # fmt: skip
                 assert one.status_code == 200 and decoded(one.content, tmp_path)[0] > 0
+
+
+def test_a_camera_with_a_sub_stream_detects_on_it_and_records_the_main_one(server, person):
+    """The main stream (960x720) is read for its packets only and recorded; the sub-stream
+    (640x480, the same scene) is decoded and detected on; the detections come back in the
+    main stream's pixels."""
+    scene = walking_back_and_forth(person)
+
+    def main_picture(index: int):
+        return cv2.resize(scene(index), (960, 720), interpolation=cv2.INTER_AREA)
+
+    record = {"mode": "continuous", "segment_seconds": 2}
+    with (
+        RTSPCamera(960, 720, fps=15, path="main", picture=main_picture) as main,
+        RTSPCamera(640, 480, fps=15, path="sub", picture=scene) as sub,
+    ):
+        started = server.start_pipeline(
+            main.url, DETECT_SPEC, sink_configuration={"record": record},
+            video_configuration={"type": "VideoConfiguration", "video_reference": main.url,
+                                 "max_fps": 5, "sub_streams": {main.url: sub.url}},
+        )  # fmt: skip
+        assert started.status_code == 200, started.text
+        pipeline_id = started.json()["context"]["pipeline_id"]
+        try:
+
+            def scaled_person() -> dict | None:
+                body = server.fresh_result(pipeline_id)
+                if body is None:
+                    return None
+                found = body["outputs"][0]["predictions"]
+                if found["image"]["width"] != 960:  # the main stream not connected yet
+                    return None
+                people = [p for p in found["predictions"] if p["class"] == "person"]
+                return {"image": found["image"], "person": people[0]} if people else None
+
+            seen = wait_for(scaled_person, START_S, "a person in the main stream's pixels")
+            wait_for(lambda: index(server, pipeline_id)["segments"], START_S, "a segment")
+            report = server.get(f"/inference_pipelines/{pipeline_id}/status").json()["report"]
+            readers = server.get("/healthz").json()["sources"]
+        finally:
+            server.post(f"/inference_pipelines/{pipeline_id}/terminate")
+    assert seen["image"] == {"width": 960, "height": 720}
+    # The person as the sub-stream shows it, one and a half times as tall.
+    assert abs(seen["person"]["height"] / (1.5 * person.shape[0]) - 1) < 0.2, seen
+    (source,) = report["sources_metadata"]
+    assert source["source_reference"] == main.url
+    assert source["sub_stream"]["detect_reference"] == sub.url
+    assert source["sub_stream"]["main_size"] == [960, 720]
+    assert source["sub_stream"]["main_stats"]["frames"] > 0  # its packets, read
+    assert source["stats"]["url"] == sub.url  # what is decoded
+    decoded_by_url = {r["url"]: r["decoded"] for r in readers}
+    assert decoded_by_url == {main.url: False, sub.url: True}
+    segment = index(server, pipeline_id)["segments"][0]
+    recorded_file = server.get(f"/recordings/{pipeline_id}/0?start={segment['start']}"
+                               f"&end={segment['end']}")  # fmt: skip
+    assert recorded_file.status_code == 200
+    with av.open(io.BytesIO(recorded_file.content)) as container:
+        stream = container.streams.video[0]
+        assert (stream.codec_context.width, stream.codec_context.height) == (960, 720)
+
+
+@pytest.mark.parametrize(
+    ("sub_streams", "words"),
+    [
+        ({"rtsp://127.0.0.1:9/other": "rtsp://127.0.0.1:9/sub"}, "not in video_reference"),
+        ({"rtsp://127.0.0.1:9/main": "./sub.mp4"}, "not a camera URL"),
+    ],
+)
+def test_bad_sub_streams_say_what_is_wrong(server, sub_streams, words):
+    video = {"type": "VideoConfiguration", "video_reference": "rtsp://127.0.0.1:9/main",
+             "sub_streams": sub_streams}  # fmt: skip
+    answer = server.start_pipeline(video["video_reference"], DETECT_SPEC, video_configuration=video)
+    assert answer.status_code in (400, 403, 422), answer.text
+    assert words in answer.text

@@ -57,7 +57,8 @@ _KEYED = _payload(_KeyOnly)
 async def _check_egress(state: ServerState, payload: InitialisePipelinePayload) -> None:
     """Cameras and the webhook: hosts this server may connect to for a caller."""
     references = payload.video_configuration.video_reference
-    for reference in references if isinstance(references, list) else [references]:
+    subs = list((payload.video_configuration.sub_streams or {}).values())
+    for reference in [*(references if isinstance(references, list) else [references]), *subs]:
         await _check_reference(state, reference)
     webhook = payload.sink_configuration.webhook if payload.sink_configuration else None
     if webhook is not None:
@@ -133,7 +134,11 @@ async def add_source(
     the answer's ``source_id`` tags its results and names it for removal."""
     await state.check_accepting()
     await _check_reference(state, payload.video_reference)
-    source_id = await state.pipelines.add_source(pipeline_id, payload.video_reference)
+    if payload.sub_stream is not None:
+        await _check_reference(state, payload.sub_stream)
+    source_id = await state.pipelines.add_source(
+        pipeline_id, payload.video_reference, sub_stream=payload.sub_stream
+    )
     return _success(pipeline_id, source_id=source_id)
 
 

@@ -1,0 +1,55 @@
+"""SourceFrame: a decoded frame's BGR pixels are made on first use, once, however many
+threads ask; its grey copy comes from the luma plane without them."""
+
+from __future__ import annotations
+
+import threading
+from fractions import Fraction
+
+import av
+import numpy as np
+
+from sources import SourceFrame
+
+
+def decoded(image: np.ndarray) -> av.VideoFrame:
+    return av.VideoFrame.from_ndarray(image, format="bgr24").reformat(format="yuv420p")
+
+
+def gradient(height: int = 120, width: int = 160) -> np.ndarray:
+    ramp = np.linspace(0, 255, width, dtype=np.uint8)
+    return np.repeat(np.repeat(ramp[None, :, None], height, axis=0), 3, axis=2)
+
+
+def test_pixels_are_made_once_on_first_use_by_whichever_thread_asks():
+    frame = SourceFrame(None, 0, Fraction(1, 90000), 0, decoded=decoded(gradient()))
+    assert not frame.converted
+    seen: list[np.ndarray] = []
+    threads = [threading.Thread(target=lambda: seen.append(frame.image)) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert frame.converted and len({id(image) for image in seen}) == 1
+    assert seen[0].shape == (120, 160, 3) and abs(int(seen[0][60, 150, 1]) - 239) <= 4
+
+
+def test_the_grey_copy_needs_no_conversion_and_matches_the_pixels_one():
+    image = gradient()
+    lazy = SourceFrame(None, 0, Fraction(1, 90000), 0, decoded=decoded(image))
+    eager = SourceFrame(image, 0, Fraction(1, 90000), 0)
+    small = lazy.grey(80)
+    assert not lazy.converted and small.shape == (60, 80)
+    assert np.abs(small.astype(int) - eager.grey(80).astype(int)).max() <= 6
+    assert lazy.grey(1000).shape == (120, 160)  # never wider than the frame
+
+
+def test_a_turned_frame_is_turned_when_converted_and_encoded_from_its_pixels():
+    image = gradient(120, 160)
+    frame = SourceFrame(None, 0, Fraction(1, 90000), 0, decoded=decoded(image), rotation=90)
+    assert frame.grey(160).shape == (160, 120)  # upright, as the pixels will be
+    assert frame.image.shape == (160, 120, 3)
+    video = frame.video_frame()
+    assert (video.width, video.height) == (120, 160)
+    plain = decoded(image)
+    assert SourceFrame(None, 0, Fraction(1, 90000), 0, decoded=plain).video_frame() is plain
