@@ -84,13 +84,13 @@ class SourceFrame:
     def grey(self, width: int) -> np.ndarray:
         """A small grey copy, ``width`` pixels wide (never wider than the frame), the frame's
         aspect kept: from the luma plane when not converted yet (no colour conversion)."""
-        with self._lock:
+        with self._lock:  # PyAV's frame keeps one scaler: never two threads in it at once
             decoded, image = self._decoded, self._image
-        if image is None and decoded is not None:
-            width = min(width, decoded.width)
-            height = max(1, round(decoded.height * width / decoded.width))
-            small = decoded.reformat(width=width, height=height, format="gray")
-            return upright(small.to_ndarray(), self._rotation)
+            if image is None and decoded is not None:
+                width = min(width, decoded.width)
+                height = max(1, round(decoded.height * width / decoded.width))
+                small = decoded.reformat(width=width, height=height, format="gray")
+                return upright(small.to_ndarray(), self._rotation)
         assert image is not None
         height, full = image.shape[:2]
         width = min(width, full)

@@ -4,9 +4,13 @@ in words with credentials masked."""
 
 from __future__ import annotations
 
+import logging
+from typing import Any
 from urllib.parse import urlsplit
 
+import av
 import httpx
+from av.codec.hwaccel import HWAccel
 
 from .base import SourceError
 from .urls import mask_credentials, mask_url
@@ -16,10 +20,15 @@ __all__ = [
     "Demuxer",
     "Redirected",
     "demuxer_for",
+    "hardware_in_use",
     "http_demuxer",
+    "not_opened",
+    "open_container",
     "reason_of",
     "redirect_of",
 ]
+
+log = logging.getLogger(__name__)
 
 Demuxer = tuple[str | None, dict[str, str]]
 """FFmpeg's format (None: probe) and its options."""
@@ -92,3 +101,63 @@ def _refuse_redirect(answer: httpx.Response) -> None:
 def reason_of(exc: Exception, fallback: str) -> str:
     text = getattr(exc, "strerror", None) or str(exc) or fallback
     return mask_credentials(text)
+
+
+def open_container(
+    url: str,
+    format: str | None,
+    options: dict[str, str],
+    read_timeout: float,
+    hwaccel: str | None,
+    shown: str,
+) -> tuple[Any, str | None]:
+    """``av.open`` for a live stream, and the hardware decoding in use: ``hwaccel`` (FFmpeg's
+    device type) where its device opens, else None, said once in the log (``shown``: the
+    URL, masked). Raises FFmpeg's error for the stream's own failure."""
+
+    def opened(accel: HWAccel | None) -> Any:
+        return av.open(
+            url,
+            format=format,
+            options=options,
+            # Measured: a stalled RTSP read ends only at PyAV's second read timeout (FFmpeg
+            # retries once), so half the budget each makes the whole wait read_timeout.
+            timeout=(read_timeout, read_timeout / 2),
+            hwaccel=accel,
+        )
+
+    if hwaccel is None:
+        return opened(None), None
+    try:
+        return opened(HWAccel(hwaccel, allow_software_fallback=True)), hwaccel
+    except (av.error.FFmpegError, OSError, ValueError) as exc:
+        # The device cannot be opened here (no GPU, no driver): said once, then software.
+        container = opened(None)  # the stream's own failure, if it has one, raises here
+        log.warning("%s: hardware decoding (%s) is not available here (%s): decoding in "
+                    "software", shown, hwaccel, reason_of(exc, "failed"))  # fmt: skip
+        return container, None
+
+
+def not_opened(exc: Exception, read_timeout: float, relay: str | None, url: str | None) -> str:
+    """Why a stream did not open, in words. ``relay``: the SRT relay's state (FFmpeg saw only
+    its loopback side: say the SRT one); ``url``: an HTTP stream's, whose redirect (refused)
+    is said if that is what it was."""
+    reason = reason_of(exc, "failed")
+    if isinstance(exc, av.error.ExitError):  # FFmpeg's words for our open timeout
+        reason = f"nothing to read within {read_timeout:g} s"
+    if relay is not None:
+        return f"{reason} ({relay})"
+    if url is not None and (redirect := redirect_of(url, read_timeout)):
+        return redirect
+    return reason
+
+
+def hardware_in_use(context: Any, hwaccel: str, shown: str) -> str | None:
+    """``hwaccel`` if the decoder (``context``, after its first frame) decodes on it, else
+    None, said in the log: FFmpeg falls back to software silently where the device type
+    exists but no device answers."""
+    if context.is_hwaccel:
+        return hwaccel
+    log.warning("%s: hardware decoding (%s) is not available here (no device took the "
+                "stream): decoding in software", shown, hwaccel)  # fmt: skip
+    return None

@@ -27,10 +27,18 @@ from enum import Enum
 from typing import Any
 
 import av
-from av.codec.hwaccel import HWAccel
 
+from .announcer import Announcer
 from .base import RTP_CLOCK, FrameSource, SourceError, SourceFrame
-from .demuxing import Redirected, demuxer_for, http_demuxer, reason_of, redirect_of
+from .demuxing import (
+    Redirected,
+    demuxer_for,
+    hardware_in_use,
+    http_demuxer,
+    not_opened,
+    open_container,
+    reason_of,
+)
 from .packets import PacketSink, PacketTap
 from .srt import SRTRelay, relay_missing
 from .urls import mask_url
@@ -72,6 +80,16 @@ class LiveStats:
         return dict(self.__dict__)
 
 
+def _stall_or(reason: str, quiet_since: float, read_timeout: float) -> str:
+    """Why a read failed. PyAV's read timeout interrupts FFmpeg wherever it waits, and some
+    of FFmpeg's RTSP code reports that interrupt as its own error ("Invalid data found", seen
+    on a loaded machine) rather than ExitError: a failure after a read timeout's worth of
+    silence (since ``quiet_since``) is the stall, whatever FFmpeg calls it."""
+    if time.monotonic() - quiet_since >= read_timeout / 2:
+        return f"no data for {read_timeout:g} s"
+    return reason
+
+
 class LiveSource(FrameSource):
     """A camera or stream read through PyAV on a thread of its own, reconnecting with backoff
     whenever it fails; listeners hear every state change."""
@@ -88,12 +106,10 @@ class LiveSource(FrameSource):
         hwaccel: str | None = None,
         threads: int = 1,
     ) -> None:
-        """Not ``decode``: only the packets are read (for the packet sinks: a recorder of a
-        camera whose sub-stream is what gets decoded); ``read`` then returns only None,
-        once closed, and ``frames`` counts packets. ``hwaccel``: FFmpeg's device type to
-        decode on (``cuda``, ``vaapi``...); where it cannot be opened the source logs why
-        once and decodes in software from then on. ``threads``: the decoder's (0: FFmpeg's
-        choice)."""
+        """Not ``decode``: the packets only, for the packet sinks (a main stream recorded
+        while its sub-stream is decoded); ``read`` returns None once closed, and ``frames``
+        counts packets. ``hwaccel``: FFmpeg's device type to decode on (``cuda``...); where
+        it cannot be opened, said once, then software. ``threads``: 0 is FFmpeg's choice."""
         # Which schemes are cameras is ``sources.kinds``' to say; this reads what FFmpeg opens.
         scheme = url.partition("://")[0].lower()
         if scheme == "srt" and (missing := relay_missing()):
@@ -114,6 +130,7 @@ class LiveSource(FrameSource):
         self.decode = decode
         self._hwaccel = hwaccel if decode else None
         self._threads = threads
+        self._unchecked: Any = None  # a decoder that may not have taken the hardware asked
         self.size: tuple[int, int] | None = None
         """The current connection's picture (width, height), once connected."""
         self._connected_at = 0.0
@@ -130,12 +147,10 @@ class LiveSource(FrameSource):
         self._last_error: str | None = None
         self._arrivals: deque[float] = deque(maxlen=30)
         self._origin: float | None = None
-        self._listeners: list[Callable[[str, str, LiveStats], None]] = []
         self._packets = PacketTap()
-        # State changes wait here, made under the lock, until it is released: a listener
+        # State changes wait there, made under the lock, until it is released: a listener
         # may then call ``stats()`` (or anything else that takes the lock) without deadlock.
-        self._unannounced: deque[tuple[str, str, LiveStats]] = deque()
-        self._announcing = threading.RLock()  # keeps changes in order across threads
+        self._announcer = Announcer(self._stats_lock)
 
     # ----------------------------------------------------------------- reading
 
@@ -155,24 +170,20 @@ class LiveSource(FrameSource):
                     self._lost(f"no data for {self.read_timeout:g} s")
                     continue
                 except av.error.FFmpegError as exc:
-                    self._lost(self._stall_or(reason_of(exc, "stopped sending")))
+                    quiet = max(self._connected_at, self._arrivals[-1] if self._arrivals else 0)
+                    self._lost(
+                        _stall_or(reason_of(exc, "stopped sending"), quiet, self.read_timeout)
+                    )
                     continue
                 if decoded is None:  # a packet, not decoded: counted, and on to the next
                     self._arrived()
                     continue
+                if self._hwaccel is not None and self._unchecked is not None:  # the first frame
+                    context, self._unchecked = self._unchecked, None
+                    self._hwaccel = hardware_in_use(context, self._hwaccel, self.masked_url)
                 return self._frame(decoded)
             self._disconnect()
             return None
-
-    def _stall_or(self, reason: str) -> str:
-        """Why a read failed. PyAV's read timeout interrupts FFmpeg wherever it waits, and
-        some of FFmpeg's RTSP code reports that interrupt as its own error ("Invalid data
-        found", seen on a loaded machine) rather than ExitError: a failure after a read
-        timeout's worth of silence is the stall, whatever FFmpeg calls it."""
-        last = max(self._connected_at, self._arrivals[-1] if self._arrivals else 0.0)
-        if time.monotonic() - last >= self.read_timeout / 2:
-            return f"no data for {self.read_timeout:g} s"
-        return reason
 
     def _connect(self) -> bool:
         if self._backoff and self._closed.wait(self._backoff):
@@ -202,14 +213,9 @@ class LiveSource(FrameSource):
         try:
             container = self._open(url)
         except (av.error.FFmpegError, OSError) as exc:
-            reason = reason_of(exc, "failed")
-            if isinstance(exc, av.error.ExitError):  # FFmpeg's words for our open timeout
-                reason = f"nothing to read within {self.read_timeout:g} s"
-            if self._relay is not None:  # FFmpeg saw the loopback side only: say the SRT one
-                reason = f"{reason} ({self._relay.state()})"
-            elif self._http and (redirect := redirect_of(self.url, self.read_timeout)):
-                reason = redirect
-            self._failed(f"cannot connect to {self.masked_url}: {reason}")
+            relay = self._relay.state() if self._relay is not None else None
+            why = not_opened(exc, self.read_timeout, relay, self.url if self._http else None)
+            self._failed(f"cannot connect to {self.masked_url}: {why}")
             return False
         if not container.streams.video:
             container.close()
@@ -220,6 +226,7 @@ class LiveSource(FrameSource):
         stream.codec_context.thread_count = self._threads
         frames = self._packets.decoded if self.decode else self._packets.passed
         self._container, self._frames = container, frames(container, stream)
+        self._unchecked = stream.codec_context
         context = stream.codec_context
         self.size = (context.width, context.height) if context.width else None
         self._connected_at = time.monotonic()
@@ -232,30 +239,12 @@ class LiveSource(FrameSource):
         return True
 
     def _open(self, url: str) -> av.container.InputContainer:
-        def opened(hwaccel: HWAccel | None) -> av.container.InputContainer:
-            return av.open(
-                url,
-                format=self._format,
-                # FFmpeg follows HTTP redirects wherever they point unless told not to.
-                options={**self._options, "max_redirects": "0"} if self._http else self._options,
-                # Measured: a stalled RTSP read ends only at PyAV's second read timeout (FFmpeg
-                # retries once), so half the budget each makes the whole wait read_timeout.
-                timeout=(self.read_timeout, self.read_timeout / 2),
-                hwaccel=hwaccel,
-            )
-
-        if self._hwaccel is None:
-            return opened(None)
-        try:
-            return opened(HWAccel(self._hwaccel, allow_software_fallback=True))
-        except (av.error.FFmpegError, OSError, ValueError) as exc:
-            # The device cannot be opened here (no GPU, no driver): said once, then software.
-            container = opened(None)  # the camera's own failure, if it has one, raises here
-            why = reason_of(exc, "failed")
-            log.warning("%s: hardware decoding (%s) is not available here (%s): decoding in "
-                        "software", self.masked_url, self._hwaccel, why)  # fmt: skip
-            self._hwaccel = None
-            return container
+        # FFmpeg follows HTTP redirects wherever they point unless told not to.
+        options = {**self._options, "max_redirects": "0"} if self._http else self._options
+        container, self._hwaccel = open_container(
+            url, self._format, options, self.read_timeout, self._hwaccel, self.masked_url
+        )
+        return container
 
     @property
     def decoder(self) -> str:
@@ -294,7 +283,7 @@ class LiveSource(FrameSource):
         """Call inside ``_changing()``; listeners hear about every change (and every failed
         attempt, which repeats the reconnecting state with a new error) once it is left."""
         previous, self._state = self._state, state
-        self._unannounced.append((previous.value, state.value, self._stats()))
+        self._announcer.queue(previous.value, state.value, self._stats())
 
     @contextlib.contextmanager
     def _changing(self) -> Iterator[None]:
@@ -302,25 +291,14 @@ class LiveSource(FrameSource):
         is released, in the order the changes were made."""
         with self._changed:
             yield
-        with self._announcing:
-            while True:
-                with self._stats_lock:
-                    if not self._unannounced:
-                        return
-                    change = self._unannounced.popleft()
-                    listeners = list(self._listeners)
-                for listener in listeners:
-                    listener(*change)
+        self._announcer.tell()
 
     def add_listener(self, listener: Callable[[str, str, LiveStats], None]) -> None:
         """``listener(previous_state, new_state, stats)`` on the reader thread; keep it short."""
-        with self._changed:
-            self._listeners.append(listener)
+        self._announcer.add(listener)
 
     def remove_listener(self, listener: Callable[[str, str, LiveStats], None]) -> None:
-        with self._changed:
-            if listener in self._listeners:
-                self._listeners.remove(listener)
+        self._announcer.remove(listener)
 
     def add_packet_sink(self, sink: PacketSink) -> None:
         """``sink`` gets every video packet read from now on (on the reader thread), from the

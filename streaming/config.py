@@ -233,8 +233,7 @@ class Settings(BaseSettings):
     """Where ``local_file_sink`` steps may write; unset, such a step is refused."""
     smtp: SmtpSettings = Field(default_factory=SmtpSettings)
     """Mail (``STREAMING_SMTP_*``)."""
-    decode: DecodeSettings = Field(default_factory=DecodeSettings)
-    """Cameras' decoding (``STREAMING_DECODE_*``)."""
+    decode: DecodeSettings = Field(default_factory=DecodeSettings)  # STREAMING_DECODE_*
     data_dir: Path = Field(
         default_factory=lambda: Path.home() / ".local" / "share" / "visionstream"
     )

@@ -263,11 +263,10 @@ class PipelineManager:
         sub_stream: str | None = None,
     ) -> int:
         """Starts one more source on a running pipeline; returns its id. The stored request
-        lists it, so a restarted server starts it again (numbered afresh: ids follow the
-        list); a publisher's stream (in ``published``) is not stored."""
+        lists it (a restart starts it again, numbered afresh), unless ``published`` has it."""
         pipeline = self.get(pipeline_id)
-        allow_local = self._settings.allow_local_sources
         subs = {str(reference): sub_stream} if sub_stream is not None else None
+        allow_local = self._settings.allow_local_sources
         (resolved,) = resolve_references(reference, allow_local, published, subs)
         source = replace(resolved, source_id=pipeline.next_source_id)
         series = (

@@ -26,16 +26,16 @@ from ..errors import Conflict, NotFound, SourceUnavailable
 from ..events import EventRecorder
 from ..metrics import SourceMetrics
 from ..tasks import Closer, TaskOwner
-from ..watching import Ended, PipelineResult, Watcher
+from ..watching import Ended, Watcher
 from ..workflows.engine import CompiledWorkflow
-from ..workflows.runner import FrameFacts, WorkflowOutputs
+from ..workflows.runner import WorkflowOutputs
 from .feeds import SourceFeed, buffer_for
 from .models import ConsumePayload, InitialisePipelinePayload, SourceReference
-from .motion import MotionGate, run_gated
+from .motion import MotionGate
+from .processing import Processing
 from .recording import Recording
 from .results import PipelineResults
 from .status import PipelineStatus, Severity, SourceSlot, SourceState
-from .substreams import scale_between, scaled_outputs
 
 __all__ = ["LastSource", "Pipeline", "SourceNotFound"]
 
@@ -106,6 +106,9 @@ class Pipeline:
             self.pipeline_id[:8], payload.sink_configuration, self.source_ids, sink_dir,
             executor, jpeg_quality,
         )  # fmt: skip
+        self._processing = Processing(
+            self.pipeline_id[:8], self._running, executor, self._status, self.results
+        )
 
     def _slot(self, reference: SourceReference, workflow: CompiledWorkflow) -> SourceSlot:
         payload = self.payload
@@ -216,7 +219,7 @@ class Pipeline:
 
     async def _process(self, source: SourceSlot) -> None:
         try:
-            await self._process_frames(source)
+            await self._processing.frames(source)
         finally:  # however it stopped (removed, its file ended, terminated, failed)
             self.results.tell_ended(source.source_id, self._why_ended(source))
 
@@ -228,58 +231,6 @@ class Pipeline:
         if source.reference.kind == "file":
             return f"the video of source {source.source_id} of pipeline {self.pipeline_id} ended"
         return f"source {source.source_id} of pipeline {self.pipeline_id} stopped"
-
-    async def _process_frames(self, source: SourceSlot) -> None:
-        loop = asyncio.get_running_loop()
-        source_id = source.reference.source_id
-        while True:
-            await self._running.wait()
-            item = await source.buffer.get()
-            if item is None:
-                break
-            frame = item.frame
-            assert isinstance(frame, SourceFrame)  # cameras and files decode to these
-            live = source.live
-            facts = FrameFacts(
-                str(source_id),
-                frame.index + 1,
-                item.received_at,
-                fps=item.fps,  # a file's own rate: its frames' times (time in zone) are exact
-                from_file=item.from_file,
-                # A tracker starts afresh after a reconnection (its tracks are stale);
-                # counters keep counting.
-                stream_restarts=live.reconnects if live else 0,
-            )
-            started = time.perf_counter()
-            run = await loop.run_in_executor(
-                self._executor, run_gated, source.workflow, source.gate, frame, facts
-            )
-            if run.error is not None:  # one bad frame must not end a monitoring pipeline
-                self._status.inference_error(run.error)
-                continue
-            done = time.perf_counter()
-            received_mono = item.received_mono
-            source.latencies.append((started - received_mono, done - started, done - received_mono))
-            source.processed += 1
-            source.last_frame_id = facts.frame_number
-            source.last_completed_at = time.monotonic()
-            source.completions.append(source.last_completed_at)
-            if source.metrics is not None:
-                gate = source.gate.stats() if source.gate is not None else None
-                source.metrics.frame(facts.stream_restarts, source.buffer.dropped, gate)
-            self._status.processed(source.last_completed_at)
-            if source.announce:
-                source.announce = False
-                log.info("pipeline %s source %d: processing", self.pipeline_id[:8], source_id)
-            outputs = run.outputs
-            if source.main is not None:  # a sub-stream's detections, in the main's pixels
-                outputs = scaled_outputs(outputs, scale_between(source.recorded, live))
-            result = PipelineResult(source_id, facts.frame_number, item.received_at, frame, outputs)
-            await self.results.dispatch(result)
-        if source.reference.kind == "file":
-            if source.state is not SourceState.ERROR:
-                source.state = SourceState.ENDED
-            self._status.video_finished(source_id)
 
     async def consume(self, payload: ConsumePayload) -> dict[str, list[Any]]:
         """The next result, as ``consume`` answers it: one slot per source, in the order of

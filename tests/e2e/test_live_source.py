@@ -128,6 +128,7 @@ def test_hardware_decoding_asked_where_there_is_none_falls_back_to_software(came
 def test_a_camera_read_for_its_packets_never_decodes(camera):
     """A sub-stream camera's main stream: its packets go to the sinks; ``read`` gives no frame
     until closed, and the stats count packets."""
+
     class Sink:
         def __init__(self) -> None:
             self.packets = 0

@@ -53,3 +53,25 @@ def test_a_turned_frame_is_turned_when_converted_and_encoded_from_its_pixels():
     assert (video.width, video.height) == (120, 160)
     plain = decoded(image)
     assert SourceFrame(None, 0, Fraction(1, 90000), 0, decoded=plain).video_frame() is plain
+
+
+def test_a_shared_frame_is_read_from_many_threads_at_once():
+    """A hub's frame goes to every consumer of the camera: their motion checks and
+    conversions on it take turns in PyAV's one scaler of the frame. (Two pipelines on one
+    camera hung when they did not: tests/e2e/test_analytics.py finds that; this does not
+    reproduce it, it checks that many readers at once all get through.)"""
+    frames = [SourceFrame(None, i, Fraction(1, 90000), i, decoded=decoded(gradient(720, 1280)))
+              for i in range(20)]  # fmt: skip
+    done: list[int] = []
+
+    def read(turn: int) -> None:
+        for frame in frames:
+            _ = frame.grey(160) if turn % 2 else frame.image
+        done.append(turn)
+
+    threads = [threading.Thread(target=read, args=(turn,), daemon=True) for turn in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert sorted(done) == list(range(8))
