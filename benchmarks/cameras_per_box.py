@@ -229,11 +229,15 @@ def run_cameras(
 
         time.sleep(_WARM_S)  # warm-up: the models' first runs, the readers' first GOPs
         meter = CpuMeter(server.process.pid)
+        cameras = [CpuMeter(sender.pid, children=False) for sender in senders]
         before, start = sources(), time.perf_counter()
         meter.start()
+        for camera in cameras:
+            camera.start()
         time.sleep(_MEASURE_S)  # the measuring window: one loop of the clip
         after, elapsed = sources(), time.perf_counter() - start
         cpu = meter.stop()
+        senders_cpu = sum(camera.stop() for camera in cameras)
         for pipeline_id in ids:
             server.post(f"/inference_pipelines/{pipeline_id}/terminate")
         recorded = sum(f.stat().st_size for f in Path(sinks.name).rglob("*.mp4"))
@@ -245,7 +249,8 @@ def run_cameras(
             sender.wait(10)
         sinks.cleanup()
         os.environ.pop("VISIONSTREAM_BENCH_SERVER_ROOT", None)
-    return _figures(count, before, after, elapsed, cpu, recorded)
+    return {**_figures(count, before, after, elapsed, cpu, recorded),
+            "senders_cpu_percent": round(senders_cpu, 1)}  # fmt: skip
 
 
 def _figures(count: int, before: list[dict], after: list[dict], elapsed: float, cpu: float,

@@ -24,6 +24,7 @@ from .base import (
     fraction,
 )
 from .detection import stamped
+from .image_ops import grey as in_grey
 
 __all__ = [
     "SiftBlock",
@@ -37,12 +38,8 @@ __all__ = [
 DESCRIPTORS = "numpy_array"
 
 
-def _grey(pixels: np.ndarray) -> np.ndarray:
-    return pixels if pixels.ndim == 2 else cv2.cvtColor(pixels, cv2.COLOR_BGR2GRAY)
-
-
 def sift(pixels: np.ndarray) -> tuple[list[cv2.KeyPoint], np.ndarray | None]:
-    grey = _grey(pixels)
+    grey = in_grey(pixels)
     everywhere = np.full(grey.shape, 255, np.uint8)  # no mask (the stubs want one)
     keypoints, descriptors = cv2.SIFT.create().detectAndCompute(grey, everywhere)
     return list(keypoints), descriptors
@@ -50,7 +47,7 @@ def sift(pixels: np.ndarray) -> tuple[list[cv2.KeyPoint], np.ndarray | None]:
 
 def _drawn(pixels: np.ndarray, keypoints: list[cv2.KeyPoint]) -> np.ndarray:
     """The image in grey with its keypoints drawn in colour."""
-    grey = _grey(pixels)
+    grey = in_grey(pixels)
     out = cv2.cvtColor(grey, cv2.COLOR_GRAY2BGR)
     return np.asarray(cv2.drawKeypoints(grey, keypoints, out))
 
@@ -211,8 +208,8 @@ class TemplateMatchingBlock(Block):
 
     def run(self, inputs: dict[str, Any], frame: FrameState) -> dict[str, Any]:
         image: WorkflowImage = inputs["image"]
-        template = _grey(inputs["template"].numpy)
-        pixels = _grey(image.numpy)
+        template = in_grey(inputs["template"].numpy)
+        pixels = in_grey(image.numpy)
         th, tw = template.shape[:2]
         if th > pixels.shape[0] or tw > pixels.shape[1]:
             ys, xs = np.array([], int), np.array([], int)  # a template larger than the image

@@ -14,20 +14,17 @@ import numpy as np
 import supervision as sv
 
 from .base import DETECTION_KINDS, IMAGE, Block, BlockSettings, BuildContext, FieldSpec, FrameState
+from .image_ops import grey as in_grey
 
 __all__ = ["CameraFocusBlock", "CameraFocusV2Block", "brenner", "tenengrad"]
 
 _GRIDS = {"None": 0, "2x2": 2, "3x3": 3, "4x4": 4, "5x5": 5}
 
 
-def _grey(pixels: np.ndarray) -> np.ndarray:
-    return pixels if pixels.ndim == 2 else cv2.cvtColor(pixels, cv2.COLOR_BGR2GRAY)
-
-
 def brenner(pixels: np.ndarray) -> tuple[np.ndarray, float]:
     """Brenner's measure per pixel (the larger of the rightward and downward two-pixel
     rises, squared) and its mean."""
-    grey = _grey(pixels).astype(np.int32)
+    grey = in_grey(pixels).astype(np.int32)
     rise = np.zeros(grey.shape, np.int64)
     rise[:, :-2] = np.clip(grey[:, 2:] - grey[:, :-2], 0, None)
     down = np.zeros(grey.shape, np.int64)
@@ -38,7 +35,7 @@ def brenner(pixels: np.ndarray) -> tuple[np.ndarray, float]:
 
 def tenengrad(pixels: np.ndarray) -> np.ndarray:
     """The squared Sobel gradient per pixel."""
-    grey = _grey(pixels)
+    grey = in_grey(pixels)
     gx = cv2.Sobel(grey, cv2.CV_32F, 1, 0, ksize=3)
     gy = cv2.Sobel(grey, cv2.CV_32F, 0, 1, ksize=3)
     return gx * gx + gy * gy
@@ -126,7 +123,7 @@ class CameraFocusV2Block(Block):
         out = cv2.cvtColor(pixels, cv2.COLOR_GRAY2BGR) if pixels.ndim == 2 else pixels.copy()
         height, width = out.shape[:2]
         if c.show_zebra_warnings:
-            grey = _grey(pixels)
+            grey = in_grey(pixels)
             y, x = np.ogrid[:height, :width]
             stripes = ((x + y) // 8) % 2 == 0
             for where, colour in (

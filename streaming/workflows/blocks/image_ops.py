@@ -21,9 +21,15 @@ __all__ = [
     "ImagePreprocessingBlock",
     "MorphologicalTransformationBlock",
     "MorphologicalTransformationV2Block",
+    "grey",
     "rotated",
     "stretched",
 ]
+
+
+def grey(pixels: np.ndarray) -> np.ndarray:
+    """One channel of grey (an image already grey as it is)."""
+    return pixels if pixels.ndim == 2 else np.asarray(cv2.cvtColor(pixels, cv2.COLOR_BGR2GRAY))
 
 
 class ConvertGrayscaleBlock(Block):
@@ -37,9 +43,7 @@ class ConvertGrayscaleBlock(Block):
 
     def run(self, inputs: dict[str, Any], frame: FrameState) -> dict[str, Any]:
         image: WorkflowImage = inputs["image"]
-        pixels = image.numpy
-        grey = pixels if pixels.ndim == 2 else cv2.cvtColor(pixels, cv2.COLOR_BGR2GRAY)
-        return {"image": image.derived(cv2.cvtColor(grey, cv2.COLOR_GRAY2BGR))}
+        return {"image": image.derived(cv2.cvtColor(grey(image.numpy), cv2.COLOR_GRAY2BGR))}
 
 
 @dataclass(frozen=True, kw_only=True)
