@@ -53,6 +53,11 @@ class SourceFrame:
         self.index = index
         """0-based position in the source."""
 
+    def __reduce__(self) -> tuple[type[SourceFrame], tuple[np.ndarray, int, Fraction, int]]:
+        """Pickled (a Ray actor's result to a watching replica) as its pixels: PyAV's frame
+        and the lock do not cross processes."""
+        return SourceFrame, (self.image, self.pts, self.time_base, self.index)
+
     @property
     def image(self) -> np.ndarray:
         """BGR, uint8, H x W x 3 (converted now, if this is its first use)."""

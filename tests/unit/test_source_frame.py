@@ -75,3 +75,19 @@ def test_a_shared_frame_is_read_from_many_threads_at_once():
     for thread in threads:
         thread.join(60)
     assert sorted(done) == list(range(8))
+
+
+def test_a_frame_and_its_workflow_image_pickle_as_their_pixels():
+    """A Ray pipeline actor hands its latest result to the replica a viewer watches from:
+    the frame (and an image a step has not read yet) travel as pixels."""
+    import pickle
+
+    from streaming.workflows.blocks.images import WorkflowImage
+
+    image = gradient()
+    frame = SourceFrame(None, 7, Fraction(1, 90000), 3, decoded=decoded(image))
+    lazy = WorkflowImage(lambda: frame.image, "image")
+    copied_frame, copied_image = pickle.loads(pickle.dumps((frame, lazy)))
+    assert (copied_frame.pts, copied_frame.time_base, copied_frame.index) == (7, frame.time_base, 3)
+    assert np.array_equal(copied_frame.image, frame.image)
+    assert copied_image.parent_id == "image" and np.array_equal(copied_image.numpy, frame.image)

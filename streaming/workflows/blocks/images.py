@@ -61,6 +61,11 @@ class WorkflowImage:
             self._pixels, self._load = self._load(), None
         return self._pixels
 
+    def __reduce__(self) -> tuple[type[WorkflowImage], tuple[object, ...]]:
+        """Pickled with its pixels made (a function that makes them does not travel)."""
+        return WorkflowImage, (self.numpy, self.parent_id, self.parent_origin, self.root_id,
+                               self.root_origin)  # fmt: skip
+
     def __repr__(self) -> str:
         shape = "unread" if self._pixels is None else "x".join(map(str, self._pixels.shape))
         return f"WorkflowImage({self.parent_id!r}, {shape})"
