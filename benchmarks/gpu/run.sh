@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# The lent GPU machine's one command (after `python -m benchmarks gpu-bundle` here):
+#   bash benchmarks/gpu/run.sh [--smoke]
+# Installs the bundle's wheels into a scratch folder (the machine has no registry), then runs
+# each step of probe.py as its own process under its own time limit, most wanted first, so a
+# step that hangs costs only itself and a run cut short still leaves its JSON under $OUT.
+# --smoke: every step at its smallest size (on a CPU machine each GPU step says "no GPU").
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(cd "$here/../.." && pwd)
+bundle=${GPU_BUNDLE:-$here/bundle}
+out=${OUT:-/tmp/visionstream-gpu}
+smoke=
+[ "${1:-}" = --smoke ] && smoke=--smoke
+total=${GPU_RUN_SECONDS:-420}
+site=$(mktemp -d)
+trap 'rm -rf "$site"' EXIT
+mkdir -p "$out"
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$site" \
+  "$bundle"/wheels/*.whl || echo "wheels: install failed"
+export PYTHONPATH="$site:$repo" PYTHONUNBUFFERED=1
+nvidia-smi 2>&1 | head -15 || echo "nvidia-smi: none here"
+# step:limit (seconds). compile last: inductor's first call alone can take minutes.
+for entry in env:60 parity:120 torch:120 graphs:120 ort_cpu:120 end_to_end:90 decode:150 compile:180; do
+  step=${entry%%:*}
+  limit=${entry##*:}
+  left=$((total - SECONDS))
+  if [ "$left" -lt 20 ]; then
+    echo "[$step] skipped: the run's $total s are spent"
+    continue
+  fi
+  [ "$limit" -gt "$left" ] && limit=$left
+  timeout -k 5 "$limit" python3 "$here/probe.py" "$step" --bundle "$bundle" --out "$out" \
+    --work "$site" $smoke || echo "[$step] ended with status $? (limit $limit s)"
+done
+echo "gpu run: $SECONDS s; results in $out"
