@@ -27,6 +27,7 @@ Run: ``unshare --net sh -c 'ip link set lo up && python -m benchmarks cameras-pe
 from __future__ import annotations
 
 import argparse
+import heapq
 import json
 import os
 import socket
@@ -113,48 +114,65 @@ def _free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-def send(clip: Path, urls: list[str]) -> None:
+def send(clip: Path, urls: list[str], phases: list[float] | None = None) -> None:
     """Cameras: ``clip``'s packets, never decoded, sent to each of ``urls`` as MPEG-TS in
     real time, looped with their timestamps going on (``ffmpeg -re -stream_loop -1 -c copy``
-    per camera: the machines here have PyAV's FFmpeg, not its command)."""
-    outputs = [av.open(f"{url}?pkt_size=1316", "w", format="mpegts",
-                       options={"flush_packets": "1"}) for url in urls]  # fmt: skip
-    loop_at = time.perf_counter()
-    offset = 0
+    per camera: the machines here have PyAV's FFmpeg, not its command). Camera ``i`` starts
+    ``phases[i]`` of the way into the clip (0 to 1; at the keyframe before it): independent
+    cameras do not all see the same thing at the same moment."""
     with av.open(str(clip)) as source:
         stream = source.streams.video[0]
+        packets = [p for p in source.demux(stream) if p.pts is not None]
+        outputs = [av.open(f"{url}?pkt_size=1316", "w", format="mpegts",
+                           options={"flush_packets": "1"}) for url in urls]  # fmt: skip
         sent = [output.add_stream_from_template(stream) for output in outputs]
-        span = 0
-        while True:
-            source.seek(0)
-            for packet in source.demux(stream):
-                if packet.pts is None:
-                    continue
-                # Paced by decode order, as a camera sends (the clip has no B-frames anyway).
-                stamp = packet.dts if packet.dts is not None else packet.pts
-                due = loop_at + float((stamp - stream.start_time) * stream.time_base)
-                if (wait := due - time.perf_counter()) > 0:
-                    time.sleep(wait)  # pacing a camera in real time
-                span = max(span, packet.pts - stream.start_time + (packet.duration or 0))
-                pts = packet.pts + offset
-                dts = None if packet.dts is None else packet.dts + offset
-                for output, to in zip(outputs, sent, strict=True):
-                    packet.pts, packet.dts, packet.stream = pts, dts, to
-                    output.mux(packet)
-            offset += span
-            loop_at += float(span * stream.time_base)
+        time_base = stream.time_base
+    # Paced by decode order, as a camera sends (the clip has no B-frames anyway).
+    stamps = [p.dts if p.dts is not None else p.pts for p in packets]
+    pts = [p.pts for p in packets]  # the packets' own, as each send rewrites them
+    first = min(stamps)
+    span = max(p.pts + (p.duration or 0) for p in packets) - first
+    period = float(span * time_base)
+    keys = [i for i, p in enumerate(packets) if p.is_keyframe] or [0]
+    starts = [max((k for k in keys if float((stamps[k] - first) * time_base) <= f * period),
+                  default=0) for f in (phases or [0.0] * len(urls))]  # fmt: skip
+    began = time.perf_counter()
+    # (due, camera, how many packets it has sent): the cameras' packets in time order.
+    queue = [(0.0, camera, 0) for camera in range(len(urls))]
+    while True:
+        due, camera, count = heapq.heappop(queue)
+        if (wait := began + due - time.perf_counter()) > 0:
+            time.sleep(wait)  # pacing a camera in real time
+        loops, index = divmod(starts[camera] + count, len(packets))
+        packet = packets[index]
+        # The camera's own timestamps: from 0 at its start, going on across loops.
+        shift = loops * span - stamps[starts[camera]]
+        packet.pts, packet.dts = pts[index] + shift, stamps[index] + shift
+        packet.stream = sent[camera]
+        outputs[camera].mux(packet)
+        following = starts[camera] + count + 1
+        next_loops, next_index = divmod(following, len(packets))
+        next_due = (next_loops * period + float((stamps[next_index] - stamps[starts[camera]])
+                                                * time_base))  # fmt: skip
+        heapq.heappush(queue, (next_due, camera, count + 1))
 
 
 def _senders(
-    clip: Path, count: int, per_process: int = 1
+    clip: Path, count: int, per_process: int = 1, stagger: bool = False
 ) -> tuple[list[subprocess.Popen[bytes]], list[str]]:
-    """``count`` cameras sending ``clip``, ``per_process`` of them from each process."""
+    """``count`` cameras sending ``clip``, ``per_process`` of them from each process; with
+    ``stagger``, camera ``i`` starts ``i / count`` of the way into the clip, so that the
+    person walks past a different camera at each moment (else all see it at once)."""
     urls = [f"udp://127.0.0.1:{_free_port()}" for _ in range(count)]
-    code = "import sys; from pathlib import Path; from benchmarks.cameras_per_box import send; "
-    code += "send(Path(sys.argv[1]), sys.argv[2:])"
+    phases = [i / count if stagger else 0.0 for i in range(count)]
+    code = "import json, sys; from pathlib import Path; "
+    code += "from benchmarks.cameras_per_box import send; "
+    code += "send(Path(sys.argv[1]), json.loads(sys.argv[2]), json.loads(sys.argv[3]))"
     senders = []
     for i in range(0, count, per_process):
-        command = [sys.executable, "-c", code, str(clip), *urls[i : i + per_process]]
+        group = slice(i, i + per_process)
+        command = [sys.executable, "-c", code, str(clip), json.dumps(urls[group]),
+                   json.dumps(phases[group])]  # fmt: skip
         senders.append(subprocess.Popen(command, cwd=ROOT, stdin=subprocess.DEVNULL))
     return senders, urls
 
@@ -198,7 +216,12 @@ def _start(server: Any, url: str, gating: bool | None, sub: str | None = None) -
 
 
 def run_cameras(
-    server_root: Path, clip: Path, count: int, gating: bool | None, sub_clip: Path | None = None
+    server_root: Path,
+    clip: Path,
+    count: int,
+    gating: bool | None,
+    sub_clip: Path | None = None,
+    stagger: bool = False,
 ) -> dict:
     """``count`` cameras and pipelines on a fresh server from ``server_root``; with
     ``sub_clip``, each camera also sends that as its sub-stream, detected on, while ``clip``
@@ -207,10 +230,10 @@ def run_cameras(
 
     os.environ["VISIONSTREAM_BENCH_SERVER_ROOT"] = str(server_root)
     per_process = 1 if sub_clip is None else 8  # 2 x 32 sender processes would crowd 2 cores
-    senders, urls = _senders(clip, count, per_process)
+    senders, urls = _senders(clip, count, per_process, stagger)
     subs: list[str | None] = [None] * count
     if sub_clip is not None:
-        more, sub_urls = _senders(sub_clip, count, per_process)
+        more, sub_urls = _senders(sub_clip, count, per_process, stagger)
         senders, subs = senders + more, list(sub_urls)
     sinks = tempfile.TemporaryDirectory(prefix="visionstream-bench-sinks-")
     server = ServerProcess(max_pipelines="64", sink_dir=sinks.name)
@@ -282,6 +305,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--cameras", default="4,8,16", help="camera counts, comma-separated")
     parser.add_argument("--more", default="24,32", help="counts tried with gating only")
     parser.add_argument("--clip", type=Path, default=Path("/tmp/visionstream-camera-720p.ts"))
+    parser.add_argument("--stagger", action="store_true",
+                        help="camera i starts i/N of the way into the clip (independent "
+                             "cameras), not all in step (the worst case)")  # fmt: skip
+    parser.add_argument("--hints", default="",
+                        help="with --sub-streams: OpenVINO performance hints to run each "
+                             "count with, e.g. LATENCY,THROUGHPUT")  # fmt: skip
     parser.add_argument("--sub-streams", default="",
                         help="instead: this checkout only, 1080p main streams recorded and "
                              "640x360 5 fps sub-streams detected on, for these counts")  # fmt: skip
@@ -290,7 +319,8 @@ def main(argv: list[str] | None = None) -> None:
 
     restrict_host_addresses(["127.0.0.1"])
     if args.sub_streams:
-        sub_streams([int(c) for c in args.sub_streams.split(",") if c])
+        hints = [h for h in args.hints.split(",") if h] or None
+        sub_streams([int(c) for c in args.sub_streams.split(",") if c], args.stagger, hints)
         return
     clip = args.clip if args.clip.is_file() else make_clip(args.clip)
     counts = [int(c) for c in args.cameras.split(",") if c]
@@ -304,11 +334,11 @@ def main(argv: list[str] | None = None) -> None:
         runs: dict[str, Any] = {}
         for name, gating in variants.items():
             sizes = counts + ([] if earlier or gating is False else more)
-            runs[name] = [run_cameras(root, clip, n, gating) for n in sizes]
+            runs[name] = [run_cameras(root, clip, n, gating, None, args.stagger) for n in sizes]
         return runs
 
     rounds = alternated(args.before, args.rounds, measure)
-    path = write_result("cameras_per_box", {
+    path = write_result("cameras_per_box" + ("_staggered" if args.stagger else ""), {
         "what": f"server at {args.before} (before) vs {head()} (after: motion gating off, "
                 "then on), alternated",
         "clip": {"size": f"{SIZE[1]}x{SIZE[0]}", "fps": FPS, "walk_s": WALK_S,
@@ -318,20 +348,29 @@ def main(argv: list[str] | None = None) -> None:
     print(f"wrote {path}")
 
 
-def sub_streams(counts: list[int]) -> None:
+def sub_streams(counts: list[int], stagger: bool = False, hints: list[str] | None = None) -> None:
     """Cameras with a sub-stream: the main stream 1920x1080 at 15 fps, recorded (never
-    decoded); the sub-stream 640x360 at 5 fps, decoded, gated and detected on."""
+    decoded); the sub-stream 640x360 at 5 fps, decoded, gated and detected on. With
+    ``hints``, each count is run once per OpenVINO performance hint, one after the other
+    (``STREAMING_OPENVINO_PERFORMANCE_HINT``): side by side on the same machine."""
     clips = {}
     for name, size, fps in (("1080p", (1080, 1920), FPS), ("360p5", (360, 640), 5)):
         path = Path(f"/tmp/visionstream-camera-{name}.ts")
         clips[name] = path if path.is_file() else make_clip(path, size, fps)
     runs = []
     for count in counts:
-        runs.append(run_cameras(ROOT, clips["1080p"], count, None, clips["360p5"]))
-        print(json.dumps(runs[-1]), flush=True)
-    path = write_result("cameras_per_box_substreams", {
+        for hint in hints or [None]:
+            if hint is not None:
+                os.environ["STREAMING_OPENVINO_PERFORMANCE_HINT"] = hint
+            run = run_cameras(ROOT, clips["1080p"], count, None, clips["360p5"], stagger)
+            runs.append(run if hint is None else {"openvino_hint": hint, **run})
+            print(json.dumps(runs[-1]), flush=True)
+    os.environ.pop("STREAMING_OPENVINO_PERFORMANCE_HINT", None)
+    name = "cameras_per_box_substreams" + ("_staggered" if stagger else "")
+    path = write_result(name, {
         "what": f"{head()}: 1080p 15 fps main streams recorded, 640x360 5 fps sub-streams "
-                "detected on (motion gating on)",
+                "detected on (motion gating on); cameras "
+                + ("staggered: camera i starts i/N into the clip" if stagger else "in step"),
         "runs": runs,
     })  # fmt: skip
     print(f"wrote {path}")
