@@ -30,6 +30,7 @@ import argparse
 import heapq
 import json
 import os
+import random
 import socket
 import subprocess
 import sys
@@ -108,10 +109,28 @@ def make_clip(path: Path, size: tuple[int, int] = SIZE, fps: int = FPS) -> Path:
     return path
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+_HANDED_OUT: set[int] = set()
+"""Ports given to cameras in this process: a later call never gives one again."""
+
+
+def _free_ports(count: int) -> list[int]:
+    """``count`` free UDP ports below the kernel's ephemeral range: a port the kernel hands
+    out (a sender's own socket binds one) could otherwise be a camera's port by the time
+    the server listens on it ("Address already in use")."""
+    low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    ports: list[int] = []
+    candidate = random.randrange(10_000, low - 2 * count - 1000)
+    while len(ports) < count:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+            try:
+                probe.bind(("127.0.0.1", candidate))
+                if candidate not in _HANDED_OUT:
+                    ports.append(candidate)
+            except OSError:
+                pass
+        candidate += 1
+    _HANDED_OUT.update(ports)
+    return ports
 
 
 def send(clip: Path, urls: list[str], phases: list[float] | None = None) -> None:
@@ -163,7 +182,7 @@ def _senders(
     """``count`` cameras sending ``clip``, ``per_process`` of them from each process; with
     ``stagger``, camera ``i`` starts ``i / count`` of the way into the clip, so that the
     person walks past a different camera at each moment (else all see it at once)."""
-    urls = [f"udp://127.0.0.1:{_free_port()}" for _ in range(count)]
+    urls = [f"udp://127.0.0.1:{port}" for port in _free_ports(count)]
     phases = [i / count if stagger else 0.0 for i in range(count)]
     code = "import json, sys; from pathlib import Path; "
     code += "from benchmarks.cameras_per_box import send; "
