@@ -327,9 +327,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--stagger", action="store_true",
                         help="camera i starts i/N of the way into the clip (independent "
                              "cameras), not all in step (the worst case)")  # fmt: skip
-    parser.add_argument("--hints", default="",
-                        help="with --sub-streams: OpenVINO performance hints to run each "
-                             "count with, e.g. LATENCY,THROUGHPUT")  # fmt: skip
+    parser.add_argument("--variants", default="",
+                        help="with --sub-streams: the server's environment per variant, "
+                             "alternated, e.g. 'STREAMING_WORKFLOW_THREADS=4;"
+                             "STREAMING_WORKFLOW_THREADS=16'")  # fmt: skip
     parser.add_argument("--sub-streams", default="",
                         help="instead: this checkout only, 1080p main streams recorded and "
                              "640x360 5 fps sub-streams detected on, for these counts")  # fmt: skip
@@ -338,8 +339,10 @@ def main(argv: list[str] | None = None) -> None:
 
     restrict_host_addresses(["127.0.0.1"])
     if args.sub_streams:
-        hints = [h for h in args.hints.split(",") if h] or None
-        sub_streams([int(c) for c in args.sub_streams.split(",") if c], args.stagger, hints)
+        variants = [dict(pair.split("=", 1) for pair in v.split(",") if pair)
+                    for v in args.variants.split(";") if v] or None  # fmt: skip
+        counts = [int(c) for c in args.sub_streams.split(",") if c]
+        sub_streams(counts, args.stagger, variants, args.rounds)
         return
     clip = args.clip if args.clip.is_file() else make_clip(args.clip)
     counts = [int(c) for c in args.cameras.split(",") if c]
@@ -367,25 +370,36 @@ def main(argv: list[str] | None = None) -> None:
     print(f"wrote {path}")
 
 
-def sub_streams(counts: list[int], stagger: bool = False, hints: list[str] | None = None) -> None:
+def sub_streams(
+    counts: list[int], stagger: bool = False, variants: list[dict[str, str]] | None = None,
+    rounds: int = 1,
+) -> None:  # fmt: skip
     """Cameras with a sub-stream: the main stream 1920x1080 at 15 fps, recorded (never
     decoded); the sub-stream 640x360 at 5 fps, decoded, gated and detected on. With
-    ``hints``, each count is run once per OpenVINO performance hint, one after the other
-    (``STREAMING_OPENVINO_PERFORMANCE_HINT``): side by side on the same machine."""
+    ``variants`` (the server's environment, e.g. ``STREAMING_WORKFLOW_THREADS``), each count
+    is run once per variant, alternated, ``rounds`` times: side by side on one machine."""
     clips = {}
     for name, size, fps in (("1080p", (1080, 1920), FPS), ("360p5", (360, 640), 5)):
         path = Path(f"/tmp/visionstream-camera-{name}.ts")
         clips[name] = path if path.is_file() else make_clip(path, size, fps)
     runs = []
     for count in counts:
-        for hint in hints or [None]:
-            if hint is not None:
-                os.environ["STREAMING_OPENVINO_PERFORMANCE_HINT"] = hint
-            run = run_cameras(ROOT, clips["1080p"], count, None, clips["360p5"], stagger)
-            runs.append(run if hint is None else {"openvino_hint": hint, **run})
-            print(json.dumps(runs[-1]), flush=True)
-    os.environ.pop("STREAMING_OPENVINO_PERFORMANCE_HINT", None)
+        for _ in range(rounds):
+            for variant in variants or [{}]:
+                saved = {key: os.environ.get(key) for key in variant}
+                os.environ.update(variant)
+                try:
+                    run = run_cameras(ROOT, clips["1080p"], count, None, clips["360p5"], stagger)
+                finally:
+                    for key, value in saved.items():
+                        if value is None:
+                            os.environ.pop(key, None)
+                        else:
+                            os.environ[key] = value
+                runs.append({**({"env": variant} if variant else {}), **run})
+                print(json.dumps(runs[-1]), flush=True)
     name = "cameras_per_box_substreams" + ("_staggered" if stagger else "")
+    name += "_variants" if variants else ""
     path = write_result(name, {
         "what": f"{head()}: 1080p 15 fps main streams recorded, 640x360 5 fps sub-streams "
                 "detected on (motion gating on); cameras "
