@@ -99,9 +99,10 @@ class SourceFrame:
         assert image is not None
         height, full = image.shape[:2]
         width = min(width, full)
-        grey = cv2.cvtColor(image, cv2.COLOR_BGR2GRAY)
         size = (width, max(1, round(height * width / full)))
-        return np.asarray(cv2.resize(grey, size, interpolation=cv2.INTER_AREA))
+        # Made small first: the colour conversion then touches a few pixels, not all.
+        small_bgr = cv2.resize(image, size, interpolation=cv2.INTER_AREA)
+        return np.asarray(cv2.cvtColor(small_bgr, cv2.COLOR_BGR2GRAY))
 
 
 # av.VideoFrame.rotation is counter-clockwise degrees, FFmpeg's display-matrix convention.
