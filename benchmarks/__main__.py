@@ -36,6 +36,7 @@ NAMES = {
     "two-stage": "detect, crop, classify every crop (batched or not) vs one stage; sliced 2x2, 3x3",
     "sampling": "max_fps on live cameras: results a second vs asked, this checkout vs earlier",
     "cameras-per-box": "N 720p cameras, a pipeline each: CPU per camera, slowest rate, gated",
+    "rect-input": "the default model at 416x416 vs 416x256 (16:9 rect) on OpenVINO: CPU per run",
     "gpu-bundle": "what the lent GPU machine lacks, in one folder: then bash benchmarks/gpu/run.sh",
     "plots": "PNG plots from the results",
 }

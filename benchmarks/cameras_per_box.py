@@ -196,16 +196,27 @@ def _senders(
     return senders, urls
 
 
-def _body(url: str, gating: bool | None, sub: str | None) -> dict[str, Any]:
-    """The SDK's ``initialise`` body, with our fields: gating set, a sub-stream recorded."""
+def _workflow(detect_only: bool = False) -> dict[str, Any]:
+    """The default detector workflow (detections, boxes and labels drawn); ``detect_only``:
+    its detections alone, nothing drawn (a headless monitor that stores events)."""
     from streaming.protocol.workflows import object_detection
 
+    spec = object_detection()
+    if detect_only:
+        spec["steps"], spec["outputs"] = spec["steps"][:1], spec["outputs"][:1]
+    return spec
+
+
+def _body(
+    url: str, gating: bool | None, sub: str | None, detect_only: bool = False
+) -> dict[str, Any]:
+    """The SDK's ``initialise`` body, with our fields: gating set, a sub-stream recorded."""
     video: dict[str, Any] = {"type": "VideoConfiguration", "video_reference": url,
                              "max_fps": MAX_FPS}  # fmt: skip
     body: dict[str, Any] = {
         "video_configuration": video,
         "processing_configuration": {"type": "WorkflowConfiguration",
-                                     "workflow_specification": object_detection()},
+                                     "workflow_specification": _workflow(detect_only)},
     }  # fmt: skip
     if gating is not None:
         body["motion_gating"] = {"enabled": gating}
@@ -216,20 +227,22 @@ def _body(url: str, gating: bool | None, sub: str | None) -> dict[str, Any]:
     return body
 
 
-def _start(server: Any, url: str, gating: bool | None, sub: str | None = None) -> str:
+def _start(
+    server: Any, url: str, gating: bool | None, sub: str | None = None, detect_only: bool = False
+) -> str:
     """A pipeline on ``url``: through the SDK (the server's defaults), or the SDK's body
     with our fields."""
-    if gating is None and sub is None:
+    if gating is None and sub is None and not detect_only:
         from inference_sdk import InferenceHTTPClient
-
-        from streaming.protocol.workflows import object_detection
 
         client = InferenceHTTPClient(api_url=server.url, api_key=None)
         started = client.start_inference_pipeline_with_workflow(
-            video_reference=url, workflow_specification=object_detection(), max_fps=MAX_FPS
+            video_reference=url, workflow_specification=_workflow(), max_fps=MAX_FPS
         )
         return str(started["context"]["pipeline_id"])
-    answer = server.post("/inference_pipelines/initialise", json=_body(url, gating, sub))
+    answer = server.post(
+        "/inference_pipelines/initialise", json=_body(url, gating, sub, detect_only)
+    )
     answer.raise_for_status()
     return str(answer.json()["context"]["pipeline_id"])
 
@@ -241,6 +254,7 @@ def run_cameras(
     gating: bool | None,
     sub_clip: Path | None = None,
     stagger: bool = False,
+    detect_only: bool = False,
 ) -> dict:
     """``count`` cameras and pipelines on a fresh server from ``server_root``; with
     ``sub_clip``, each camera also sends that as its sub-stream, detected on, while ``clip``
@@ -258,7 +272,8 @@ def run_cameras(
     server = ServerProcess(max_pipelines="64", sink_dir=sinks.name)
     try:
         server.wait_ready()
-        ids = [_start(server, url, gating, sub) for url, sub in zip(urls, subs, strict=True)]
+        ids = [_start(server, url, gating, sub, detect_only)
+               for url, sub in zip(urls, subs, strict=True)]  # fmt: skip
         for pipeline_id in ids:
             server.wait_for_output(f"pipeline {pipeline_id[:8]} source 0: processing", timeout=90)
 
@@ -327,6 +342,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--stagger", action="store_true",
                         help="camera i starts i/N of the way into the clip (independent "
                              "cameras), not all in step (the worst case)")  # fmt: skip
+    parser.add_argument(
+        "--detect-only",
+        action="store_true",
+        help="with --sub-streams: the detector alone, nothing drawn",
+    )
     parser.add_argument("--variants", default="",
                         help="with --sub-streams: the server's environment per variant, "
                              "alternated, e.g. 'STREAMING_WORKFLOW_THREADS=4;"
@@ -342,7 +362,7 @@ def main(argv: list[str] | None = None) -> None:
         variants = [dict(pair.split("=", 1) for pair in v.split(",") if pair)
                     for v in args.variants.split(";") if v] or None  # fmt: skip
         counts = [int(c) for c in args.sub_streams.split(",") if c]
-        sub_streams(counts, args.stagger, variants, args.rounds)
+        sub_streams(counts, args.stagger, variants, args.rounds, args.detect_only)
         return
     clip = args.clip if args.clip.is_file() else make_clip(args.clip)
     counts = [int(c) for c in args.cameras.split(",") if c]
@@ -373,6 +393,7 @@ def main(argv: list[str] | None = None) -> None:
 def sub_streams(
     counts: list[int], stagger: bool = False, variants: list[dict[str, str]] | None = None,
     rounds: int = 1,
+    detect_only: bool = False,
 ) -> None:  # fmt: skip
     """Cameras with a sub-stream: the main stream 1920x1080 at 15 fps, recorded (never
     decoded); the sub-stream 640x360 at 5 fps, decoded, gated and detected on. With
@@ -389,7 +410,8 @@ def sub_streams(
                 saved = {key: os.environ.get(key) for key in variant}
                 os.environ.update(variant)
                 try:
-                    run = run_cameras(ROOT, clips["1080p"], count, None, clips["360p5"], stagger)
+                    run = run_cameras(ROOT, clips["1080p"], count, None, clips["360p5"],
+                                      stagger, detect_only)  # fmt: skip
                 finally:
                     for key, value in saved.items():
                         if value is None:
@@ -399,11 +421,13 @@ def sub_streams(
                 runs.append({**({"env": variant} if variant else {}), **run})
                 print(json.dumps(runs[-1]), flush=True)
     name = "cameras_per_box_substreams" + ("_staggered" if stagger else "")
+    name += "_detect_only" if detect_only else ""
     name += "_variants" if variants else ""
     path = write_result(name, {
         "what": f"{head()}: 1080p 15 fps main streams recorded, 640x360 5 fps sub-streams "
                 "detected on (motion gating on); cameras "
-                + ("staggered: camera i starts i/N into the clip" if stagger else "in step"),
+                + ("staggered: camera i starts i/N into the clip" if stagger else "in step")
+                + ("; the detector alone, nothing drawn" if detect_only else ""),
         "runs": runs,
     })  # fmt: skip
     print(f"wrote {path}")
