@@ -38,6 +38,7 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import av
 import cv2
@@ -407,17 +408,9 @@ def sub_streams(
     for count in counts:
         for _ in range(rounds):
             for variant in variants or [{}]:
-                saved = {key: os.environ.get(key) for key in variant}
-                os.environ.update(variant)
-                try:
+                with mock.patch.dict(os.environ, variant):  # the server process inherits it
                     run = run_cameras(ROOT, clips["1080p"], count, None, clips["360p5"],
                                       stagger, detect_only)  # fmt: skip
-                finally:
-                    for key, value in saved.items():
-                        if value is None:
-                            os.environ.pop(key, None)
-                        else:
-                            os.environ[key] = value
                 runs.append({**({"env": variant} if variant else {}), **run})
                 print(json.dumps(runs[-1]), flush=True)
     name = "cameras_per_box_substreams" + ("_staggered" if stagger else "")

@@ -3,8 +3,9 @@ so that a step that hangs or dies costs only itself: every step writes its JSON 
 output folder as soon as it ends, and a run cut short still returns what it measured.
 
 Standalone on purpose: the machine has torch, onnxruntime (CPU), onnx, numpy and OpenCV but
-none of the server's packages, so this reads the bundle's model itself and only imports our
-``sources.demuxing`` (PyAV from the bundle) for the decoding step. Without CUDA (``--smoke``
+none of the server's packages, so this reads the bundle's model itself and imports only the
+parts of ours that need nothing more: ``letterbox`` and ``sources.demuxing`` (PyAV from the
+bundle). ``run.sh`` puts the repository on the path. Without CUDA (``--smoke``
 on a CPU machine) each GPU step writes ``{"skipped": "no GPU"}`` and ends."""
 
 from __future__ import annotations
@@ -75,21 +76,14 @@ def load_model(bundle: Path) -> Any:
 
 
 def photos(bundle: Path) -> dict[str, np.ndarray]:
-    """The darknet photos letterboxed to the network input (BGR -> RGB, grey 128, /255)."""
+    """The darknet photos as the server prepares them (our ``letterbox``: grey 128, RGB, /255;
+    it needs only OpenCV and numpy, both on the machine)."""
     import cv2
 
-    out = {}
-    for path in sorted((bundle / "photos").glob("*.jpg")):
-        image = cv2.imread(str(path))
-        h, w = image.shape[:2]
-        scale = min(INPUT / w, INPUT / h)
-        nw, nh = round(w * scale), round(h * scale)
-        canvas = np.full((INPUT, INPUT, 3), 128, np.uint8)
-        top, left = (INPUT - nh) // 2, (INPUT - nw) // 2
-        canvas[top : top + nh, left : left + nw] = cv2.resize(image, (nw, nh))
-        rgb = canvas[:, :, ::-1].transpose(2, 0, 1).astype(np.float32) / 255
-        out[path.stem] = rgb[None]
-    return out
+    from streaming.inference.preprocess import letterbox
+
+    return {path.stem: letterbox(cv2.imread(str(path)), INPUT, INPUT)[0]
+            for path in sorted((bundle / "photos").glob("*.jpg"))}  # fmt: skip
 
 
 def top_detections(output: np.ndarray, names: list[str], threshold: float = 0.25) -> list:
@@ -395,7 +389,6 @@ def step_decode(args: argparse.Namespace) -> dict[str, Any]:
     """1080p H.264: FFmpeg's software decoder (1 thread: a camera's cost; all threads) vs
     NVDEC through our ``open_container`` (``STREAMING_DECODE_HWACCEL=cuda``), one stream and
     eight at once; ``bgr24`` conversion included where said."""
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
     size = (640, 360) if args.smoke else (1920, 1080)
     clip = Path(args.work) / "clip.mp4"
     make_clip(clip, 2 if args.smoke else 10, size)
@@ -457,6 +450,7 @@ def main() -> None:
     parser.add_argument("--work", default="/tmp")
     parser.add_argument("--smoke", action="store_true", help="smallest sizes, short budgets")
     args = parser.parse_args()
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # ours, run from anywhere
     args.batches = SMOKE_BATCHES if args.smoke else BATCHES
     args.budget = 0.2 if args.smoke else 2.0
     args.out.mkdir(parents=True, exist_ok=True)
