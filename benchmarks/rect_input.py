@@ -23,7 +23,7 @@ from benchmarks.common import write_result
 from streaming.inference.darknet import convert
 from streaming.inference.default_model import pip_download
 
-SHAPES = ((416, 416), (416, 256))
+SHAPES = ((416, 416), (416, 288), (416, 256))
 HINTS = ("LATENCY", "THROUGHPUT")
 
 
@@ -65,7 +65,7 @@ def main() -> None:
     core = ov.Core()
     compiled = {}
     for width, height in SHAPES:
-        model = convert(cfg.replace("height=416", f"height={height}"), weights).model
+        model = convert(cfg, weights, (width, height)).model
         for hint in HINTS:
             network = core.read_model(model.SerializeToString())
             compiled[(width, height, hint)] = core.compile_model(

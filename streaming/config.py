@@ -68,9 +68,7 @@ class Settings(BaseSettings):
     """Address the HTTP server binds to."""
     port: int = 9001
     """Port the HTTP server binds to."""
-    models_dir: Path = Field(
-        default_factory=lambda: Path.home() / ".cache" / "visionstream" / "models"
-    )
+    models_dir: Path = Field(default_factory=lambda: Path.home() / ".cache/visionstream/models")
     """Where converted models and their manifests live."""
     default_model: str = "yolov3-tiny-416"
     """Model prepared (downloaded, converted) and warmed up before the server reports ready."""
@@ -293,8 +291,7 @@ class Settings(BaseSettings):
 
     inference_backend: Literal["auto", "onnxruntime", "openvino", "remote"] | None = None
     """Runtime for every model, overriding their manifests. ``auto``: ONNX Runtime (TensorRT,
-    CUDA) where an NVIDIA driver is present, else OpenVINO (about 2x ONNX Runtime's speed on
-    this project's CPUs for the default model), else ONNX Runtime on CPU."""
+    CUDA) where an NVIDIA driver is present, else OpenVINO (2x ONNX Runtime on CPUs)."""
     onnx_providers: Annotated[list[str], NoDecode] = Field(default_factory=list)
     """ONNX Runtime providers in order of preference; empty: the best that loads here
     (TensorRT and CUDA only where an NVIDIA driver is present)."""
@@ -331,6 +328,8 @@ class Settings(BaseSettings):
     """Batches of one model in flight at once (one forms while the other runs)."""
     max_crop_batch: int = Field(default=32, ge=1)
     """The most crops of one frame a model runs at once (1: each on its own)."""
+    input_variants: bool = True
+    """On CPUs, run frames on a model's smaller input variants where they fit (16:9: 416x288)."""
     malloc_trim: bool = True
     """After sessions end, return freed heap to the system (glibc's ``malloc_trim``): without
     it RSS creeps up with session churn (``benchmarks churn``)."""

@@ -288,6 +288,11 @@ def _shortcut(conv: _Conversion, index: int, section: _Section, x: _Layer) -> _L
 
 
 def _yolo(conv: _Conversion, index: int, section: _Section, x: _Layer) -> _Layer:
+    if conv.input_width % x.width or conv.input_height % x.height:
+        raise DarknetConversionError(
+            f"input {conv.input_width}x{conv.input_height} is not a multiple of the stride of "
+            f"[yolo] section {index + 1} (its grid is {x.width}x{x.height})"
+        )
     head, count = _yolo_head(
         conv.graph, x.tensor, section, x.channels, x.height, x.width,
         conv.input_width, conv.input_height,
@@ -308,11 +313,17 @@ _LAYERS: dict[str, Callable[[_Conversion, int, _Section, _Layer], _Layer]] = {
 }
 
 
-def convert(cfg_text: str, weights: bytes) -> DarknetModel:
-    """Build the ONNX model; raises ``DarknetConversionError`` unless every weight is used."""
+def convert(
+    cfg_text: str, weights: bytes, input_size: tuple[int, int] | None = None
+) -> DarknetModel:
+    """Build the ONNX model, for the cfg's input size or ``input_size`` (width, height:
+    multiples of the network's stride, 32 for YOLOv3); raises ``DarknetConversionError``
+    unless every weight is used and every head's grid divides the input."""
     sections = parse_cfg(cfg_text)
     net = sections[0]
     width, height, channels = net.int("width"), net.int("height"), net.int("channels", 3)
+    if input_size is not None:
+        width, height = input_size
     reader = _WeightReader(weights)
     graph = _GraphBuilder()
     conv = _Conversion(graph, reader, width, height)

@@ -13,6 +13,7 @@ __all__ = [
     "MANIFEST_FILE",
     "MODEL_NAME",
     "TASK_OF_DECODER",
+    "InputVariant",
     "ModelManifest",
     "RemoteModel",
     "Task",
@@ -73,6 +74,17 @@ class RemoteModel(BaseModel):
     """Version on that server (empty: the server's choice)."""
 
 
+class InputVariant(BaseModel):
+    """The same network converted for another input size, in a file of its own: a
+    rectangle for wide frames, as YOLO's "rect" inference pads a 16:9 frame less than a
+    square does (416x288 for 640x360 where the main input is 416x416: 31 % fewer pixels)."""
+
+    file: str
+    """ONNX file, relative to the manifest."""
+    input_width: int = Field(ge=1)
+    input_height: int = Field(ge=1)
+
+
 class ModelManifest(BaseModel):
     """Written next to the ONNX file; ``model_id`` in a workflow names ``name``."""
 
@@ -123,6 +135,13 @@ class ModelManifest(BaseModel):
     """``*-pose``: the keypoints' names, in the output's order (COCO's 17 for YOLOv8-pose)."""
     skeleton: list[tuple[int, int]] = Field(default_factory=list)
     """``*-pose``: pairs of keypoint indexes to draw as edges."""
+    input_variants: list[InputVariant] = Field(default_factory=list)
+    """The network at other input sizes. On a CPU a frame runs on the smallest input that
+    holds it as the main input would (same scale, same offset modulo ``input_stride``: the
+    detections do not change); accelerators and remote servers run every frame on the
+    main input."""
+    input_stride: int = Field(default=32, ge=1)
+    """The network's largest stride (YOLO's 32): how a frame is aligned on input variants."""
     backend: Literal["auto", "onnxruntime", "openvino", "remote"] = "auto"
     """Runtime for this model; ``STREAMING_INFERENCE_BACKEND`` overrides it."""
     max_batch_size: int | None = Field(default=None, ge=1)
@@ -141,6 +160,11 @@ class ModelManifest(BaseModel):
         for role, name in self.parts.items():
             if not MODEL_NAME.fullmatch(name):
                 raise ValueError(f"part {role!r}: {name!r} is not a file name in the directory")
+        for variant in self.input_variants:
+            if not MODEL_NAME.fullmatch(variant.file):
+                raise ValueError(f"input variant {variant.file!r} is not a file in the directory")
+        if self.input_variants and self.resize != "letterbox":
+            raise ValueError("input_variants need resize 'letterbox' (a stretched input has one)")
         return self
 
     @model_validator(mode="after")
@@ -156,6 +180,11 @@ class ModelManifest(BaseModel):
         if self.task == "keypoint-detection" and not self.keypoint_names:
             raise ValueError(f"decoder {self.decoder!r} needs keypoint_names")
         return self
+
+    def at_input(self, variant: InputVariant) -> ModelManifest:
+        """This model as one of its input variants runs it: the variant's file and size."""
+        size = {"input_width": variant.input_width, "input_height": variant.input_height}
+        return self.model_copy(update={"file": variant.file, "input_variants": [], **size})
 
     def onnx_path(self, directory: Path) -> Path:
         return directory / self.file

@@ -5,37 +5,72 @@ classifiers answer ``classify``."""
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 import supervision as sv
 
-from .batcher import DynamicBatcher
-from .decoders import ClassificationDecoder, DecodeOptions, DetectionDecoder, get_decoder
+from .batcher import BatchStats, DynamicBatcher
+from .decoders import (
+    ClassificationDecoder,
+    DecodeOptions,
+    Decoder,
+    DetectionDecoder,
+    get_decoder,
+)
 from .manifest import ModelManifest
-from .preprocess import Letterbox, prepare
+from .preprocess import Letterbox, fitting_input, prepare
 from .session import InferenceSession
 
-__all__ = ["DetectionModel", "StageTimer"]
+__all__ = ["DetectionModel", "NetworkInput", "StageTimer"]
 
 StageTimer = dict[str, float]
 """Milliseconds per stage name, accumulated over one frame."""
 
+_NO_STATS = BatchStats(0, 0.0, 0.0)
+
+
+@dataclass(frozen=True, eq=False)  # compared (and grouped) by identity
+class NetworkInput:
+    """One size the network runs at: the manifest as seen at that size, the batcher (and
+    session) that runs it, and the decoder for its outputs."""
+
+    manifest: ModelManifest
+    batcher: DynamicBatcher
+    decoder: Decoder
+
+    @classmethod
+    def of(cls, manifest: ModelManifest, batcher: DynamicBatcher) -> NetworkInput:
+        decoder = get_decoder(manifest)
+        decoder.check([o.shape for o in batcher.session.outputs])
+        return cls(manifest, batcher, decoder)
+
+    @property
+    def size(self) -> tuple[int, int]:
+        return self.manifest.input_width, self.manifest.input_height
+
 
 class DetectionModel:
-    """Preprocess -> the shared session (through the model's batcher) -> decode."""
+    """Preprocess -> the shared session (through the model's batcher) -> decode. A model
+    with input variants (``ModelManifest.input_variants``) runs each image on the smallest
+    network input that scales it as the main one would."""
 
     def __init__(
         self,
         manifest: ModelManifest,
         session: InferenceSession,
         batcher: DynamicBatcher | None = None,
+        variants: Sequence[tuple[ModelManifest, DynamicBatcher]] = (),
     ) -> None:
         self.manifest = manifest
         self.session = session
         self.batcher = batcher or DynamicBatcher(session, name=manifest.name)
-        self._decoder = get_decoder(manifest)
-        self._decoder.check([o.shape for o in session.outputs])
+        self.inputs = [NetworkInput.of(manifest, self.batcher)]
+        self.inputs += [NetworkInput.of(m, b) for m, b in variants]
+        self._decoder = self.inputs[0].decoder
         self._class_names = np.array(manifest.class_names)
         self._keypoint_names = np.array(manifest.keypoint_names)
 
@@ -63,21 +98,38 @@ class DetectionModel:
             raise TypeError(f"model '{m.name}' is a {m.task} model: it classifies, not detects")
         runs = self._run(images, timer)
         t0 = time.perf_counter()
-        found = [
-            self._placed(decoder.decode([o[0] for o in outputs], options), box, image)
-            for image, (outputs, box) in zip(images, runs, strict=True)
-        ]
+        found = []
+        for image, (outputs, box, network) in zip(images, runs, strict=True):
+            # Every input has the main one's decoder class, checked above.
+            rows = [o[0] for o in outputs]
+            decoded = cast(DetectionDecoder, network.decoder).decode(rows, options)
+            found.append(self._placed(network, decoded, box, image))
         _add(timer, "postprocess", t0)
         return found
 
+    def input_for(self, width: int, height: int) -> NetworkInput:
+        """The network input an image of this size runs on."""
+        if len(self.inputs) == 1:
+            return self.inputs[0]
+        sizes = [n.size for n in self.inputs]
+        return self.inputs[fitting_input((width, height), sizes, self.manifest.input_stride)]
+
     def _run(
         self, images: list[np.ndarray], timer: StageTimer | None
-    ) -> list[tuple[list[np.ndarray], Letterbox]]:
-        """Preprocess and run: each image's outputs and the box that maps back to it."""
+    ) -> list[tuple[list[np.ndarray], Letterbox, NetworkInput]]:
+        """Preprocess and run: each image's outputs, the box that maps back to it and the
+        input it ran on (images on the same input run together)."""
         t0 = time.perf_counter()
-        prepared = [prepare(image, self.manifest) for image in images]
+        networks = [self.input_for(image.shape[1], image.shape[0]) for image in images]
+        main = self.inputs[0].size
+        prepared = [prepare(im, n.manifest, main) for im, n in zip(images, networks, strict=True)]
         t1 = time.perf_counter()
-        done = self.batcher.infer_many([blob for blob, _ in prepared])
+        done: list[tuple[list[np.ndarray], BatchStats]] = [([], _NO_STATS)] * len(images)
+        for network in dict.fromkeys(networks):
+            rows = [i for i, n in enumerate(networks) if n is network]
+            ran = network.batcher.infer_many([prepared[i][0] for i in rows])
+            for row, result in zip(rows, ran, strict=True):
+                done[row] = result
         t2 = time.perf_counter()
         if timer is not None:
             queued = sum(stats.queue_ms for _, stats in done)
@@ -86,13 +138,16 @@ class DetectionModel:
             timer["inference"] = timer.get("inference", 0.0) + (t2 - t1) * 1000 - queued
             if self.batcher.batching:
                 timer["batch_queue"] = timer.get("batch_queue", 0.0) + queued
-        return [(outputs, box) for (outputs, _), (_, box) in zip(done, prepared, strict=True)]
+        return [
+            (outputs, box, network)
+            for (outputs, _), (_, box), network in zip(done, prepared, networks, strict=True)
+        ]
 
     def _placed(
-        self, detections: sv.Detections, box: Letterbox, image: np.ndarray
+        self, network: NetworkInput, detections: sv.Detections, box: Letterbox, image: np.ndarray
     ) -> sv.Detections:
         """Decoded detections in the image's pixels, with class and keypoint names."""
-        m = self.manifest
+        m = network.manifest
         h, w = image.shape[:2]
         if len(detections):
             xyxy = box.to_image(detections.xyxy)
@@ -132,17 +187,20 @@ class DetectionModel:
             raise TypeError(f"model '{self.name}' is a {self.task} model: it detects")
         runs = self._run(images, timer)
         t0 = time.perf_counter()
-        probabilities = [decoder.probabilities([o[0] for o in outputs]) for outputs, _ in runs]
+        probabilities = [decoder.probabilities([o[0] for o in outputs]) for outputs, _, _ in runs]
         _add(timer, "postprocess", t0)
         return probabilities
 
     def warm_up(self, runs: int = 3) -> None:
-        image = np.full((self.manifest.input_height, self.manifest.input_width, 3), 114, np.uint8)
-        for _ in range(runs):
-            if isinstance(self._decoder, ClassificationDecoder):
-                self.classify(image)
-            else:
-                self.detect(image, DecodeOptions())
+        """A few runs on every input (an image of the input's own size runs on it)."""
+        for network in self.inputs:
+            width, height = network.size
+            image = np.full((height, width, 3), 114, np.uint8)
+            for _ in range(runs):
+                if isinstance(self._decoder, ClassificationDecoder):
+                    self.classify(image)
+                else:
+                    self.detect(image, DecodeOptions())
 
     @classmethod
     def from_directory(
@@ -155,9 +213,10 @@ class DetectionModel:
         return cls(manifest, session or OnnxRuntimeSession(manifest.onnx_path(directory)))
 
     def close(self) -> None:
-        """Stop the batcher, then the session (idempotent)."""
-        self.batcher.close()
-        self.session.close()
+        """Stop each input's batcher, then its session (idempotent)."""
+        for network in self.inputs:
+            network.batcher.close()
+            network.batcher.session.close()
 
 
 def _add(timer: StageTimer | None, stage: str, started: float) -> None:

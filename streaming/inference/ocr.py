@@ -191,6 +191,7 @@ class TextReader(DetectionModel):
         self.manifest = manifest
         self.session = session
         self.batcher = DynamicBatcher(session, name=manifest.name)
+        self.inputs = []  # its detector takes any size: no fixed network inputs
         self.recogniser = recogniser
         self.angle = angle
         self.charset = charset

@@ -57,6 +57,13 @@ class ModelInUse(Conflict):
     """A model some running workflow holds cannot be unloaded (409)."""
 
 
+def _runs_variants(session: InferenceSession) -> bool:
+    """Input variants pay on a CPU, where a frame's cost is its pixels. On an accelerator
+    they would split its batches by shape, and a remote server or a Ray model deployment
+    serves one network."""
+    return session.backend in ("onnxruntime", "openvino") and not session.on_accelerator
+
+
 class ModelRegistry:
     """The server's models by id: prepared, loaded once, warmed up, shared by every session
     and pipeline (through a batcher where batching pays).
@@ -176,10 +183,11 @@ class ModelRegistry:
             except Exception as exc:
                 raise ModelError(f"model '{model_id}' failed to load: {exc}") from exc
             log.info(
-                "loaded model %s on %s (%s; batches up to %d)%s",
+                "loaded model %s on %s (%s; inputs %s; batches up to %d)%s",
                 model_id,
                 model.session.device,
                 model.session.backend,
+                ", ".join(f"{w}x{h}" for w, h in (n.size for n in model.inputs)) or "any size",
                 model.batcher.max_batch_size,
                 f"; DEGRADED: {model.session.degraded}" if model.session.degraded else "",
             )
@@ -212,7 +220,8 @@ class ModelRegistry:
                 session = model.session
                 entry |= {"loaded": True, "backend": session.backend, "device": session.device,
                           "providers": session.providers, "degraded": session.degraded,
-                          "max_batch_size": model.batcher.max_batch_size}  # fmt: skip
+                          "max_batch_size": model.batcher.max_batch_size,
+                          "input_sizes": [list(n.size) for n in model.inputs]}  # fmt: skip
             out.append(entry)
         return out
 
@@ -222,27 +231,45 @@ class ModelRegistry:
         manifest = ModelManifest.load(directory).model_copy(update={"name": directory.name})
         if manifest.task == "ocr":
             return self._load_reader(manifest, directory)
-        session = self._open(manifest, directory, self._settings)
+        batchers: list[DynamicBatcher] = []
+
+        def opened(shaped: ModelManifest) -> DynamicBatcher:
+            session = self._open(shaped, directory, self._settings)
+            try:
+                batchers.append(self._batcher(shaped, session))
+            except BaseException:
+                session.close()
+                raise
+            return batchers[-1]
+
         try:
-            batcher = DynamicBatcher(
-                session,
-                batch_size_for(manifest, session, self._settings),
-                self._settings.max_queue_delay_ms,
-                self._settings.batch_workers,
-                on_batch=(
-                    functools.partial(self._metrics.observe_batch, manifest.name)
-                    if self._metrics
-                    else None
-                ),
-                name=manifest.name,
-                request_batch=self._settings.max_crop_batch,
-            )
-            model = DetectionModel(manifest, session, batcher)
+            main = opened(manifest)
+            wanted = self._settings.input_variants and _runs_variants(main.session)
+            shapes = map(manifest.at_input, manifest.input_variants if wanted else [])
+            variants = [(shaped, opened(shaped)) for shaped in shapes]
+            model = DetectionModel(manifest, main.session, main, variants)
             model.warm_up()
         except BaseException:
-            session.close()
+            for batcher in batchers:
+                batcher.close()
+                batcher.session.close()
             raise
         return model
+
+    def _batcher(self, manifest: ModelManifest, session: InferenceSession) -> DynamicBatcher:
+        return DynamicBatcher(
+            session,
+            batch_size_for(manifest, session, self._settings),
+            self._settings.max_queue_delay_ms,
+            self._settings.batch_workers,
+            on_batch=(
+                functools.partial(self._metrics.observe_batch, manifest.name)
+                if self._metrics
+                else None
+            ),
+            name=f"{manifest.name}-{manifest.input_width}x{manifest.input_height}",
+            request_batch=self._settings.max_crop_batch,
+        )
 
     def _load_reader(self, manifest: ModelManifest, directory: Path) -> TextReader:
         """An OCR model: its detector as the session, its recogniser and angle classifier as

@@ -109,3 +109,24 @@ def test_weights_that_do_not_match_the_cfg_are_refused(delta):
 def test_unsupported_layers_are_named():
     with pytest.raises(DarknetConversionError, match="reorg"):
         convert("[net]\nwidth=8\nheight=8\n[reorg]\nstride=2\n", _weights(0))
+
+
+def test_a_second_input_size_uses_the_same_weights_on_a_grid_of_its_own():
+    """A rectangle (32x16 where the cfg says 32x32): every weight used, each head's grid
+    as high as the input allows, boxes in the rectangle's pixels."""
+    result = convert(CFG, _weights(WEIGHTS), (32, 16))
+    assert (result.input_width, result.input_height) == (32, 16)
+    assert result.weights_consumed == WEIGHTS
+    assert result.num_boxes == 3 * (16 * 8 + 32 * 16)
+    session = ort.InferenceSession(
+        result.model.SerializeToString(), providers=["CPUExecutionProvider"]
+    )
+    out = session.run(None, {"images": np.zeros((1, 3, 16, 32), np.float32)})[0]
+    assert out.shape == (1, result.num_boxes, 7)
+    centres = out[0, : 16 * 8, :2]  # anchor 0 of the first head: 16 cells by 8, stride 2
+    assert centres[:, 0].max() < 32 and centres[:, 1].max() < 16
+
+
+def test_an_input_size_the_heads_do_not_divide_is_refused():
+    with pytest.raises(DarknetConversionError, match="not a multiple of the stride"):
+        convert(CFG, _weights(WEIGHTS), (33, 32))
