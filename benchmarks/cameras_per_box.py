@@ -352,6 +352,9 @@ def main(argv: list[str] | None = None) -> None:
                         help="with --sub-streams: the server's environment per variant, "
                              "alternated, e.g. 'STREAMING_WORKFLOW_THREADS=4;"
                              "STREAMING_WORKFLOW_THREADS=16'")  # fmt: skip
+    parser.add_argument(
+        "--tag", default="", help="with --sub-streams: appended to the results' file name"
+    )
     parser.add_argument("--sub-streams", default="",
                         help="instead: this checkout only, 1080p main streams recorded and "
                              "640x360 5 fps sub-streams detected on, for these counts")  # fmt: skip
@@ -363,7 +366,7 @@ def main(argv: list[str] | None = None) -> None:
         variants = [dict(pair.split("=", 1) for pair in v.split(",") if pair)
                     for v in args.variants.split(";") if v] or None  # fmt: skip
         counts = [int(c) for c in args.sub_streams.split(",") if c]
-        sub_streams(counts, args.stagger, variants, args.rounds, args.detect_only)
+        sub_streams(counts, args.stagger, variants, args.rounds, args.detect_only, args.tag)
         return
     clip = args.clip if args.clip.is_file() else make_clip(args.clip)
     counts = [int(c) for c in args.cameras.split(",") if c]
@@ -395,6 +398,7 @@ def sub_streams(
     counts: list[int], stagger: bool = False, variants: list[dict[str, str]] | None = None,
     rounds: int = 1,
     detect_only: bool = False,
+    tag: str = "",
 ) -> None:  # fmt: skip
     """Cameras with a sub-stream: the main stream 1920x1080 at 15 fps, recorded (never
     decoded); the sub-stream 640x360 at 5 fps, decoded, gated and detected on. With
@@ -416,6 +420,7 @@ def sub_streams(
     name = "cameras_per_box_substreams" + ("_staggered" if stagger else "")
     name += "_detect_only" if detect_only else ""
     name += "_variants" if variants else ""
+    name += f"_{tag}" if tag else ""
     path = write_result(name, {
         "what": f"{head()}: 1080p 15 fps main streams recorded, 640x360 5 fps sub-streams "
                 "detected on (motion gating on); cameras "
