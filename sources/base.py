@@ -10,8 +10,9 @@ from fractions import Fraction
 import av
 import cv2
 import numpy as np
+from av.video.reformatter import VideoReformatter
 
-__all__ = ["RTP_CLOCK", "FrameSource", "SourceError", "SourceFrame", "upright"]
+__all__ = ["RTP_CLOCK", "Converter", "FrameSource", "SourceError", "SourceFrame", "upright"]
 
 RTP_CLOCK = Fraction(1, 90000)
 """Live sources stamp frames on the 90 kHz video RTP clock."""
@@ -21,6 +22,38 @@ class SourceError(Exception):
     """A source cannot be opened or stopped producing; the message says which and why."""
 
 
+_LUMA_FIRST = frozenset(
+    ("yuv420p", "yuvj420p", "yuv422p", "yuvj422p", "yuv444p", "yuvj444p", "nv12", "nv21", "gray")
+)
+"""Pixel formats whose first plane is 8-bit luma: a grey copy is that plane, resized."""
+
+
+def _full_range(frame: av.VideoFrame) -> bool:
+    """Whether luma spans 0-255 (JPEG's range: the ``yuvj`` formats, or a frame that says
+    so) rather than video's 16-235."""
+    return (
+        frame.format.name.startswith("yuvj")
+        or frame.format.name == "gray"
+        or (
+            frame.color_range == 2  # AVCOL_RANGE_JPEG
+        )
+    )
+
+
+class Converter:
+    """One swscale context for a source's frames, used by one thread at a time. PyAV makes
+    a context per frame otherwise, and setting one up is most of a small frame's conversion
+    (640x360 to BGR: 0.40 ms of CPU, 0.15 ms with the context kept)."""
+
+    def __init__(self) -> None:
+        self._reformatter = VideoReformatter()
+        self._lock = threading.Lock()
+
+    def bgr(self, frame: av.VideoFrame) -> np.ndarray:
+        with self._lock:
+            return self._reformatter.reformat(frame, format="bgr24").to_ndarray()
+
+
 class SourceFrame:
     """One frame from a source: BGR pixels and when it was taken.
 
@@ -28,7 +61,16 @@ class SourceFrame:
     thread uses it, once: a frame that ``max_fps`` samples away, or that only a motion check
     looks at (``grey``, made from the decoder's luma plane), is never converted."""
 
-    __slots__ = ("_decoded", "_image", "_lock", "_rotation", "index", "pts", "time_base")
+    __slots__ = (
+        "_converter",
+        "_decoded",
+        "_image",
+        "_lock",
+        "_rotation",
+        "index",
+        "pts",
+        "time_base",
+    )
 
     def __init__(
         self,
@@ -39,14 +81,17 @@ class SourceFrame:
         *,
         decoded: av.VideoFrame | None = None,
         rotation: float = 0.0,
+        converter: Converter | None = None,
     ) -> None:
         """``image`` (BGR, uint8, H x W x 3), or None with ``decoded``: PyAV's frame,
-        turned by ``rotation`` degrees (a file's display matrix) when converted."""
+        turned by ``rotation`` degrees (a file's display matrix) when converted, through
+        the source's ``converter`` where it has one."""
         if image is None and decoded is None:
             raise ValueError("a frame needs its image or its decoded frame")
         self._image = image
         self._decoded = decoded
         self._rotation = rotation
+        self._converter = converter
         self._lock = threading.Lock()
         self.pts = pts
         self.time_base = time_base
@@ -66,8 +111,10 @@ class SourceFrame:
             return image
         with self._lock:  # two readers of one frame (a hub's subscribers) convert it once
             if self._image is None:
-                assert self._decoded is not None
-                self._image = upright(self._decoded.to_ndarray(format="bgr24"), self._rotation)
+                decoded, converter = self._decoded, self._converter
+                assert decoded is not None
+                bgr = converter.bgr(decoded) if converter else decoded.to_ndarray(format="bgr24")
+                self._image = upright(bgr, self._rotation)
                 self._decoded = None  # the pixels are all that is needed from now on
             return self._image
 
@@ -94,8 +141,20 @@ class SourceFrame:
             if image is None and decoded is not None:
                 width = min(width, decoded.width)
                 height = max(1, round(decoded.height * width / decoded.width))
-                small = decoded.reformat(width=width, height=height, format="gray")
-                return upright(small.to_ndarray(), self._rotation)
+                if decoded.format.name in _LUMA_FIRST:
+                    # The luma plane as it is, resized: 0.06 ms for 640x360, against 0.9
+                    # through swscale (a context set up for each frame).
+                    plane = decoded.planes[0]
+                    count = plane.line_size * decoded.height
+                    rows = np.frombuffer(memoryview(plane), np.uint8, count)
+                    rows = rows.reshape(-1, plane.line_size)
+                    luma = rows[:, : decoded.width]
+                    small = cv2.resize(luma, (width, height), interpolation=cv2.INTER_AREA)
+                    if not _full_range(decoded):  # 16-235 -> 0-255, as BGR's grey is
+                        small = cv2.convertScaleAbs(small, alpha=255 / 219, beta=-16 * 255 / 219)
+                    return upright(np.asarray(small), self._rotation)
+                grey = decoded.reformat(width=width, height=height, format="gray")
+                return upright(grey.to_ndarray(), self._rotation)
         assert image is not None
         height, full = image.shape[:2]
         width = min(width, full)

@@ -29,7 +29,7 @@ from typing import Any
 import av
 
 from .announcer import Announcer
-from .base import RTP_CLOCK, FrameSource, SourceError, SourceFrame
+from .base import RTP_CLOCK, Converter, FrameSource, SourceError, SourceFrame
 from .demuxing import (
     Redirected,
     demuxer_for,
@@ -148,6 +148,7 @@ class LiveSource(FrameSource):
         self._arrivals: deque[float] = deque(maxlen=30)
         self._origin: float | None = None
         self._packets = PacketTap()
+        self._converter = Converter()  # one swscale context for all this camera's frames
         # State changes wait there, made under the lock, until it is released: a listener
         # may then call ``stats()`` (or anything else that takes the lock) without deadlock.
         self._announcer = Announcer(self._stats_lock)
@@ -332,7 +333,7 @@ class LiveSource(FrameSource):
         assert self._origin is not None
         # Stamped on arrival: pts stay monotonic across reconnects, whatever the camera sends.
         pts = round((now - self._origin) * RTP_CLOCK.denominator)
-        return SourceFrame(None, pts, RTP_CLOCK, index, decoded=decoded)
+        return SourceFrame(None, pts, RTP_CLOCK, index, decoded=decoded, converter=self._converter)
 
     # ------------------------------------------------------------------ control
 

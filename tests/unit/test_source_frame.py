@@ -8,12 +8,14 @@ from fractions import Fraction
 
 import av
 import numpy as np
+import pytest
 
 from sources import SourceFrame
+from sources.base import Converter
 
 
-def decoded(image: np.ndarray) -> av.VideoFrame:
-    return av.VideoFrame.from_ndarray(image, format="bgr24").reformat(format="yuv420p")
+def decoded(image: np.ndarray, pixel_format: str = "yuv420p") -> av.VideoFrame:
+    return av.VideoFrame.from_ndarray(image, format="bgr24").reformat(format=pixel_format)
 
 
 def gradient(height: int = 120, width: int = 160) -> np.ndarray:
@@ -34,14 +36,33 @@ def test_pixels_are_made_once_on_first_use_by_whichever_thread_asks():
     assert seen[0].shape == (120, 160, 3) and abs(int(seen[0][60, 150, 1]) - 239) <= 4
 
 
-def test_the_grey_copy_needs_no_conversion_and_matches_the_pixels_one():
+@pytest.mark.parametrize("pixel_format", ["yuv420p", "yuvj420p", "nv12", "yuv444p", "rgb24"])
+def test_the_grey_copy_needs_no_conversion_and_matches_the_pixels_one(pixel_format):
+    """From the luma plane (video range stretched to 0-255, as a grey made from the BGR
+    pixels is: a motion check sees no jump between the two), or through swscale for a
+    format without one."""
     image = gradient()
-    lazy = SourceFrame(None, 0, Fraction(1, 90000), 0, decoded=decoded(image))
+    lazy = SourceFrame(None, 0, Fraction(1, 90000), 0, decoded=decoded(image, pixel_format))
     eager = SourceFrame(image, 0, Fraction(1, 90000), 0)
     small = lazy.grey(80)
     assert not lazy.converted and small.shape == (60, 80)
     assert np.abs(small.astype(int) - eager.grey(80).astype(int)).max() <= 6
     assert lazy.grey(1000).shape == (120, 160)  # never wider than the frame
+
+
+def test_a_sources_converter_gives_pyavs_own_pixels_to_many_threads():
+    """One swscale context for all of a camera's frames, whichever threads convert them."""
+    converter = Converter()
+    images = [np.roll(gradient(360, 640), 7 * i, axis=1) for i in range(16)]
+    frames = [SourceFrame(None, i, Fraction(1, 90000), i, decoded=decoded(image),
+                          converter=converter) for i, image in enumerate(images)]  # fmt: skip
+    threads = [threading.Thread(target=lambda f=f: f.image) for f in frames]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    for frame, image in zip(frames, images, strict=True):
+        assert np.array_equal(frame.image, decoded(image).to_ndarray(format="bgr24"))
 
 
 def test_a_turned_frame_is_turned_when_converted_and_encoded_from_its_pixels():
