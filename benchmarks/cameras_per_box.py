@@ -355,6 +355,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--tag", default="", help="with --sub-streams: appended to the results' file name"
     )
+    parser.add_argument("--against", default=None,
+                        help="with --sub-streams: a commit whose server takes turns with this "
+                             "checkout's")  # fmt: skip
     parser.add_argument("--sub-streams", default="",
                         help="instead: this checkout only, 1080p main streams recorded and "
                              "640x360 5 fps sub-streams detected on, for these counts")  # fmt: skip
@@ -366,7 +369,8 @@ def main(argv: list[str] | None = None) -> None:
         variants = [dict(pair.split("=", 1) for pair in v.split(",") if pair)
                     for v in args.variants.split(";") if v] or None  # fmt: skip
         counts = [int(c) for c in args.sub_streams.split(",") if c]
-        sub_streams(counts, args.stagger, variants, args.rounds, args.detect_only, args.tag)
+        sub_streams(counts, args.stagger, variants, args.rounds, args.detect_only, args.tag,
+                    args.against)  # fmt: skip
         return
     clip = args.clip if args.clip.is_file() else make_clip(args.clip)
     counts = [int(c) for c in args.cameras.split(",") if c]
@@ -399,24 +403,33 @@ def sub_streams(
     rounds: int = 1,
     detect_only: bool = False,
     tag: str = "",
+    against: str | None = None,
 ) -> None:  # fmt: skip
     """Cameras with a sub-stream: the main stream 1920x1080 at 15 fps, recorded (never
     decoded); the sub-stream 640x360 at 5 fps, decoded, gated and detected on. With
     ``variants`` (the server's environment, e.g. ``STREAMING_WORKFLOW_THREADS``), each count
-    is run once per variant, alternated, ``rounds`` times: side by side on one machine."""
+    is run once per variant, alternated, ``rounds`` times: side by side on one machine.
+    With ``against`` (a commit), its server and this checkout's take turns the same way."""
     clips = {}
     for name, size, fps in (("1080p", (1080, 1920), FPS), ("360p5", (360, 640), 5)):
         path = Path(f"/tmp/visionstream-camera-{name}.ts")
         clips[name] = path if path.is_file() else make_clip(path, size, fps)
-    runs = []
-    for count in counts:
-        for _ in range(rounds):
+
+    def measure(root: Path) -> list[dict[str, Any]]:
+        runs = []
+        for count in counts:
             for variant in variants or [{}]:
                 with mock.patch.dict(os.environ, variant):  # the server process inherits it
-                    run = run_cameras(ROOT, clips["1080p"], count, None, clips["360p5"],
+                    run = run_cameras(root, clips["1080p"], count, None, clips["360p5"],
                                       stagger, detect_only)  # fmt: skip
                 runs.append({**({"env": variant} if variant else {}), **run})
                 print(json.dumps(runs[-1]), flush=True)
+        return runs
+
+    if against:  # this checkout and ``against``'s server, alternated
+        runs: list[dict[str, Any]] = alternated(against, rounds, lambda r: {"runs": measure(r)})
+    else:
+        runs = [run for _ in range(rounds) for run in measure(ROOT)]
     name = "cameras_per_box_substreams" + ("_staggered" if stagger else "")
     name += "_detect_only" if detect_only else ""
     name += "_variants" if variants else ""
