@@ -279,21 +279,27 @@ def run_cameras(
             server.wait_for_output(f"pipeline {pipeline_id[:8]} source 0: processing", timeout=90)
 
         def sources() -> list[dict]:
-            return [
-                server.get(f"/inference_pipelines/{i}/status").json()["report"][
-                    "sources_metadata"][0]
-                for i in ids
-            ]  # fmt: skip
+            """Each pipeline's source status, stamped with when it was read: 32 reads take
+            a while on a loaded box, and each pipeline's rate is over its own window (one
+            window for all would read a pipeline read early in one round and late in the
+            other as a few percent slow or fast)."""
+            read = []
+            for i in ids:
+                asked = time.perf_counter()
+                report = server.get(f"/inference_pipelines/{i}/status").json()["report"]
+                at = (asked + time.perf_counter()) / 2
+                read.append({**report["sources_metadata"][0], "read_at": at})
+            return read
 
         time.sleep(_WARM_S)  # warm-up: the models' first runs, the readers' first GOPs
         meter = CpuMeter(server.process.pid)
         cameras = [CpuMeter(sender.pid, children=False) for sender in senders]
-        before, start = sources(), time.perf_counter()
+        before = sources()
         meter.start()
         for camera in cameras:
             camera.start()
         time.sleep(_MEASURE_S)  # the measuring window: one loop of the clip
-        after, elapsed = sources(), time.perf_counter() - start
+        after = sources()
         cpu = meter.stop()
         senders_cpu = sum(camera.stop() for camera in cameras)
         for pipeline_id in ids:
@@ -307,13 +313,13 @@ def run_cameras(
             sender.wait(10)
         sinks.cleanup()
         os.environ.pop("VISIONSTREAM_BENCH_SERVER_ROOT", None)
-    return {**_figures(count, before, after, elapsed, cpu, recorded),
+    return {**_figures(count, before, after, cpu, recorded),
             "senders_cpu_percent": round(senders_cpu, 1)}  # fmt: skip
 
 
-def _figures(count: int, before: list[dict], after: list[dict], elapsed: float, cpu: float,
+def _figures(count: int, before: list[dict], after: list[dict], cpu: float,
              recorded: int) -> dict[str, Any]:  # fmt: skip
-    rates = [(a["frames_processed"] - b["frames_processed"]) / elapsed
+    rates = [(a["frames_processed"] - b["frames_processed"]) / (a["read_at"] - b["read_at"])
              for a, b in zip(after, before, strict=True)]  # fmt: skip
     figures: dict[str, Any] = {
         "cameras": count,
