@@ -58,6 +58,10 @@ _LOCAL_RAY = "local"
 
 def _serve_settings(args: argparse.Namespace) -> Settings:
     """The environment's settings, with ``--host`` / ``--port`` where given."""
+    from .config import unknown_settings
+
+    for line in unknown_settings():
+        print(f"warning: {line}", file=sys.stderr, flush=True)
     overrides = {k: v for k, v in (("host", args.host), ("port", args.port)) if v is not None}
     return _settings(**overrides)
 

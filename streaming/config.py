@@ -4,13 +4,15 @@
 from __future__ import annotations
 
 import ipaddress
+import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-__all__ = ["ClientSettings", "DecodeSettings", "Settings", "SmtpSettings"]
+__all__ = ["ClientSettings", "DecodeSettings", "Settings", "SmtpSettings", "unknown_settings"]
 
 
 def _split_csv(value: object) -> object:
@@ -387,3 +389,22 @@ class ClientSettings(BaseSettings):
     @classmethod
     def _csv(cls, value: object) -> object:
         return _split_csv(value)
+
+
+def unknown_settings(environ: Mapping[str, str] | None = None) -> list[str]:
+    """A line for each ``STREAMING_*`` variable no setting reads (a typo the server would
+    otherwise ignore without a word), with the nearest settings' names."""
+    from .suggest import did_you_mean
+
+    known = set()
+    for model, prefix in ((Settings, "STREAMING_"), (SmtpSettings, "STREAMING_SMTP_"),
+                          (DecodeSettings, "STREAMING_DECODE_")):  # fmt: skip
+        known |= {prefix + name.upper() for name in model.model_fields}
+    lines = []
+    for name in sorted(os.environ if environ is None else environ):
+        if name.startswith("STREAMING_") and name.upper() not in known:
+            close = did_you_mean(name, known)
+            lines.append(
+                f"{name} is not a setting, and is ignored" + (f"; {close}" if close else "")
+            )
+    return lines

@@ -33,6 +33,10 @@ def client_address(request: Request) -> str:
     return request.client.host if request.client else "unknown"
 
 
+_NO_KEY = frozenset(("None", "null", "undefined"))
+"""What clients send for a key they were not given: Python's, JSON's and JavaScript's."""
+
+
 class ApiKeyGuard:
     """Checks the API key of every guarded request (constant-time), and throttles addresses
     that keep sending wrong ones."""
@@ -58,6 +62,11 @@ class ApiKeyGuard:
         if not presented:
             raise Unauthorized("this server requires an API key (api_key or Authorization: Bearer)")
         if not hmac.compare_digest(presented.encode(), self._expected):
+            if presented in _NO_KEY:  # inference-sdk given api_key=None sends "None"
+                raise Unauthorized(
+                    f"this server requires an API key, and none was sent: the key is the "
+                    f"text '{presented}' (a client given no key); pass this server's key"
+                )
             self._fail(address)
             raise Unauthorized("invalid API key")
 

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import WorkflowCompilationError
+from ..suggest import did_you_mean, shown
 from .blocks import BLOCKS, get_block
 from .blocks.base import ANY, IMAGE, REQUIRED, VIDEO_METADATA, Block, WorkflowImage
 from .dimensions import CONSTANT, FRAME, Dim, StepDims, check_gate, step_dims
@@ -100,9 +101,12 @@ class Compiler:
             )
         for step in spec.steps:
             if get_block(step.type) is None:
+                # The fix first and short: the SDK and the page show a prefix of it.
+                hint = did_you_mean(step.type, BLOCKS, limit=1)  # versions crowd the rest
                 raise WorkflowCompilationError(
-                    f"step '{step.name}': unknown block type '{step.type}' "
-                    f"(supported: {', '.join(sorted(BLOCKS))})"
+                    f"step '{shown(step.name)}': unknown block type '{shown(step.type)}'"
+                    + (f"; {hint}" if hint else "")
+                    + f" (GET /workflows/blocks/describe lists the {len(BLOCKS)} types)"
                 )
 
     def given(self, step: str) -> dict[str, Any]:

@@ -25,6 +25,7 @@ from ..protocol.workflows import (
     privacy_blur,
     zone_occupancy,
 )
+from ..suggest import did_you_mean, shown
 
 __all__ = [
     "LOCAL_WORKSPACE",
@@ -167,10 +168,13 @@ class WorkflowLibrary:
                 return self._read(path)
             if workflow_id in self._builtins:
                 return self._builtins[workflow_id]
-        known = ", ".join(w.summary()["id"] for w in self.list()[0])
+        known = [w.summary()["id"] for w in self.list()[0]]
+        close = did_you_mean(name, known)
         raise WorkflowNotFound(
-            f"workflow '{name}' not found: send workflow_specification inline, "
-            f"or name one of this server's workflows ({known})"
+            f"workflow '{shown(name)}' not found"
+            + (f"; {close}" if close else "")
+            + f" (this server's: {', '.join(known[:10]) or 'none'}; or send the "
+            "specification itself, workflow_specification)"
         )
 
     def stored(self, workspace: str | None, workflow_id: str) -> dict[str, Any]:

@@ -115,6 +115,20 @@ def test_compile_errors_name_the_culprit(registry, change, needle):
         _compile(registry, _with(change))
 
 
+def test_a_mistyped_block_type_or_model_id_is_answered_with_the_nearest_first(registry):
+    """The fix first and short: whatever shows a prefix of the message shows it."""
+    det = next(s for s in DETECT_SPEC["steps"] if s["name"] == "det")
+    typo = det["type"].replace("detection", "detecton")
+    with pytest.raises(WorkflowCompilationError) as caught:
+        _compile(registry, _with({"det.type": typo}))
+    message = caught.value.message
+    assert message.startswith(f"step 'det': unknown block type '{typo}'; did you mean '")
+    assert f"'{det['type']}'" in message and len(message) < 300, message
+    with pytest.raises(WorkflowCompilationError) as caught:
+        _compile(registry, _with({"det.model_id": "yolov3-tiny-461"}))
+    assert "did you mean 'yolov3-tiny-416'?" in caught.value.message
+
+
 def test_parameters_fill_from_defaults_and_workflow_parameters(registry):
     spec = copy.deepcopy(DETECT_SPEC)
     spec["inputs"].append({"type": "WorkflowParameter", "name": "conf", "default_value": 0.9})

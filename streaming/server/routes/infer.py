@@ -145,7 +145,7 @@ async def _infer(
         # Held for the request: /model/remove cannot close it between here and the run.
         model = await asyncio.to_thread(state.models.acquire, body.model_id)
     except UnknownModel:
-        raise unknown_model(body.model_id) from None
+        raise unknown_model(body.model_id, state.models.available()) from None
     try:
         if tasks and model.task not in tasks:
             route = next((r for r, done in _ROUTE_TASKS.items() if model.task in done), None)

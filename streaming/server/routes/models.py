@@ -18,6 +18,7 @@ from ...errors import NotFound
 from ...inference.aliases import REFERENCE_ALIASES, suggested_name
 from ...inference.model import DetectionModel
 from ...inference.registry import UnknownModel
+from ...suggest import did_you_mean, shown
 from ..docs import ERROR_RESPONSES, json_body
 from ..http import AUTHENTICATED, authenticated_body
 from ..state import ServerState, get_state
@@ -36,13 +37,17 @@ class ModelRequest(BaseModel):
     api_key: str | None = None
 
 
-def unknown_model(model_id: str) -> NotFound:
+def unknown_model(model_id: str, available: list[str]) -> NotFound:
+    """404 for a model the server does not have: the nearest it has first, then what it
+    has, then how to add one."""
     name = suggested_name(model_id)
     known_as = f" ({name})" if name != model_id else ""
+    close = did_you_mean(model_id, available)
     return NotFound(
-        f"model '{model_id}'{known_as} is not in this server's models directory; add an ONNX "
-        f"export under that id with: visionstream models add FILE --name {name} "
-        "--decoder ... --names ..."
+        f"model '{shown(model_id)}'{known_as} is not on this server"
+        + (f"; {close}" if close else "")
+        + f" (its models: {', '.join(available[:10]) or 'none'}). To serve it, add an ONNX "
+        f"export: visionstream models add FILE --name {name} --decoder ... --names ..."
     )
 
 
@@ -90,7 +95,7 @@ async def load_model(body: bytes = _BODY, state: ServerState = Depends(get_state
     try:
         await asyncio.to_thread(state.models.get, model_id)
     except UnknownModel:
-        raise unknown_model(model_id) from None
+        raise unknown_model(model_id, state.models.available()) from None
     return _registry(state)
 
 

@@ -8,6 +8,7 @@ from typing import Any, ClassVar, Literal
 
 from ...errors import WorkflowCompilationError
 from ...inference.registry import UnknownModel
+from ...suggest import did_you_mean, shown
 from .base import (
     IMAGE,
     Block,
@@ -45,9 +46,12 @@ def acquire_model(
     try:
         model = context.models.acquire(model_id)
     except UnknownModel:
-        known = ", ".join(context.models.available()) or "none"
+        available = context.models.available()
+        close = did_you_mean(model_id, available)
         raise WorkflowCompilationError(
-            f"step '{name}': unknown model_id '{model_id}' (available: {known}){hint}"
+            f"step '{name}': unknown model_id '{shown(model_id)}'"
+            + (f"; {close}" if close else "")
+            + f" (available: {', '.join(available[:10]) or 'none'}){hint}"
         ) from None
     task = getattr(model, "task", "object-detection")
     if task not in tasks:

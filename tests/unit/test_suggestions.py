@@ -1,0 +1,62 @@
+"""Errors that start with the fix: the nearest names to a mistyped one, a key that was never
+given told apart from a wrong one."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import SecretStr
+from starlette.requests import Request
+
+from streaming.config import unknown_settings
+from streaming.errors import InvalidRequest, Unauthorized
+from streaming.server.auth import ApiKeyGuard
+from streaming.suggest import did_you_mean, nearest
+from streaming.workflows.library import WorkflowLibrary
+
+
+def test_the_nearest_names_come_closest_first_and_case_is_ignored():
+    names = ["yolov3-tiny-416", "pp-ocrv4", "yolov8n-640"]
+    assert nearest("YOLOv3-tiny", names) == ["yolov3-tiny-416"]
+    assert did_you_mean("yolov3-tiny-461", names, limit=1) == "did you mean 'yolov3-tiny-416'?"
+    assert did_you_mean("yolov3-tiny-461", names).startswith("did you mean 'yolov3-tiny-416' or")
+    assert did_you_mean("something-else", names) == ""
+
+
+def test_a_mistyped_setting_is_named_with_the_one_meant():
+    lines = unknown_settings({"STREAMING_MODEL_DIR": "/m", "STREAMING_DECODE_HWACCELL": "cuda",
+                              "STREAMING_PORT": "9001", "HOME": "/root"})  # fmt: skip
+    assert len(lines) == 2, lines
+    decode, models = lines
+    assert decode.startswith("STREAMING_DECODE_HWACCELL is not a setting, and is ignored")
+    assert "did you mean 'STREAMING_DECODE_HWACCEL'" in decode
+    assert "did you mean 'STREAMING_MODELS_DIR'" in models
+    assert unknown_settings({"STREAMING_SMTP_HOST": "mail", "STREAMING_INPUT_VARIANTS": "0"}) == []
+
+
+def test_a_mistyped_workflow_id_is_answered_with_the_nearest(tmp_path):
+    library = WorkflowLibrary(tmp_path, "yolov3-tiny-416")
+    with pytest.raises(InvalidRequest) as caught:
+        library.get("local", "object-detektion")
+    message = caught.value.message
+    assert message.startswith(
+        "workflow 'local/object-detektion' not found; did you mean 'local/object-detection'?"
+    )
+    assert "workflow_specification" in message and len(message) < 300
+
+
+def _request(query: str = "") -> Request:
+    scope = {"type": "http", "method": "GET", "path": "/", "headers": [],
+             "query_string": query.encode(), "client": ("127.0.0.1", 5000)}  # fmt: skip
+    return Request(scope)
+
+
+@pytest.mark.parametrize("sent", ["None", "null", "undefined"])
+def test_a_client_given_no_key_is_told_so_not_that_its_key_is_wrong(sent):
+    guard = ApiKeyGuard(SecretStr("s3cret"), failures_per_minute=2)
+    for _ in range(3):  # not counted as guesses: the right key still gets in below
+        with pytest.raises(Unauthorized) as caught:
+            guard.check(_request(f"api_key={sent}"))
+        assert "none was sent" in caught.value.message and f"'{sent}'" in caught.value.message
+    with pytest.raises(Unauthorized, match="invalid API key"):
+        guard.check(_request("api_key=wrong"))
+    guard.check(_request("api_key=s3cret"))
