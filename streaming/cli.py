@@ -79,13 +79,13 @@ def _serve(args: argparse.Namespace) -> int:
     settings = _serve_settings(args)
     private_process(settings)
     app = create_app(settings)
-    print(f"visionstream listening on http://{settings.host}:{settings.port}", flush=True)
     config = uvicorn.Config(
         # Outermost: its 408 replaces whatever the app makes of a stalled body.
         BodyTimeout(app, settings.http_body_timeout_s, settings.http_body_deadline_s),
         host=settings.host,
         port=settings.port,
         log_level=args.log_level,
+        access_log=settings.access_log,
         http=guarded_protocol(settings.http_header_timeout_s),
         limit_concurrency=settings.max_connections,
         # uvicorn believes X-Forwarded-For from 127.0.0.1 by default: a local client could
@@ -379,9 +379,9 @@ def main(argv: list[str] | None = None) -> int:
         level=logging.WARNING if args.command == "stream" else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    logging.getLogger("httpx").setLevel(logging.WARNING)
-    logging.getLogger("aioice").setLevel(logging.WARNING)
-    logging.getLogger("aiortc").setLevel(logging.WARNING)
+    # Other libraries' INFO lines (alembic's seven plugin lines on every start) are noise.
+    for library in ("httpx", "aioice", "aiortc", "alembic"):
+        logging.getLogger(library).setLevel(logging.WARNING)
     return args.func(args)
 
 

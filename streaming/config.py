@@ -102,8 +102,7 @@ class Settings(BaseSettings):
     (``127.0.0.0/8`` for cameras on this machine)."""
 
     ready_wait_s: float = Field(default=60.0, ge=0)
-    """An offer or pipeline that arrives while the models are still being prepared waits
-    this long for them before it is answered 503 (0: answered at once)."""
+    """An offer or pipeline arriving before the models are ready waits this long, then 503."""
     max_remote_candidates: int = Field(default=48, ge=1)
     """ICE candidates one offer may carry (a browser on a busy machine offers a dozen or
     two); more is answered 400 before any is parsed."""
@@ -330,6 +329,8 @@ class Settings(BaseSettings):
     """Batches of one model in flight at once (one forms while the other runs)."""
     max_crop_batch: int = Field(default=32, ge=1)
     """The most crops of one frame a model runs at once (1: each on its own)."""
+    access_log: bool = False
+    """Log every HTTP request (uvicorn's access log, keys in queries masked)."""
     input_variants: bool = True
     """On CPUs, run frames on a model's smaller input variants where they fit (16:9: 416x288)."""
     malloc_trim: bool = True

@@ -160,8 +160,10 @@ def server():
 
 @pytest.fixture(scope="session")
 def guarded_server():
-    """API key required, two sessions at most, 3 s to connect."""
-    with running_server(api_key="s3cret-key", max_sessions="2", connect_timeout_s="3") as process:
+    """API key required, two sessions at most, 3 s to connect; the access log on (a test
+    checks that it never shows the key)."""
+    with running_server(api_key="s3cret-key", max_sessions="2", connect_timeout_s="3",
+                        access_log="true") as process:  # fmt: skip
         yield process
 
 

