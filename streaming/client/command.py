@@ -358,7 +358,8 @@ def _stream(
             else:
                 session.wait()
     except SessionStartError as exc:
-        print(f"visionstream stream: {_start_failure(exc)}", file=sys.stderr)
+        # An unreachable server's message says how to start one (client/signaling.py).
+        print(f"visionstream stream: {exc}", file=sys.stderr)
         code = 1
     except (KeyboardInterrupt, _Terminated):
         pending_signal.take()  # caught: the clean-up's own waits are not interrupted by it
@@ -382,12 +383,6 @@ def _exit_code(session: WebRTCSession, code: int, stopped_by_user: bool, api_url
         )
         code = 1
     return code
-
-
-def _start_failure(exc: SessionStartError) -> str:
-    if exc.status is None and str(exc).startswith("cannot reach"):
-        return f"{exc}\nIs the server running? Start one with: visionstream serve"
-    return str(exc)
 
 
 def _turn_server(args: argparse.Namespace) -> dict[str, str] | None:

@@ -86,8 +86,7 @@ async def post_offer(
         async with httpx.AsyncClient(timeout=timeout, headers=headers) as http:
             response = await http.post(url, json=body)
     except httpx.HTTPError as exc:
-        reason = str(exc) or type(exc).__name__
-        raise SessionStartError(f"cannot reach {url}: {reason}", url=url) from None
+        raise SessionStartError(f"cannot reach {url}: {_unreachable(url, exc)}", url=url) from None
     if response.status_code != 200:
         message = _server_message(response)
         raise SessionStartError(
@@ -103,6 +102,23 @@ async def post_offer(
     if not isinstance(answer, dict) or "sdp" not in answer:
         raise SessionStartError(f"{url} did not answer with SDP", url=url)
     return answer
+
+
+def _unreachable(url: str, exc: httpx.HTTPError) -> str:
+    """Why nothing answered, in words that say what to do (httpx's own are "All connection
+    attempts failed" and OpenSSL's "WRONG_VERSION_NUMBER")."""
+    reason = str(exc) or type(exc).__name__
+    if isinstance(exc, httpx.ConnectError) and "WRONG_VERSION_NUMBER" in reason:
+        plain = "http://" + url.removeprefix("https://")
+        return f"it answers in plain HTTP, not TLS: use {plain.rsplit('/', 1)[0]}/..."
+    if isinstance(exc, httpx.ConnectError):
+        return (
+            "nothing answers there. Is the server running? Start one with: visionstream serve"
+            f" ({reason})"
+        )
+    if isinstance(exc, httpx.TimeoutException):
+        return f"no answer in time ({type(exc).__name__}): is the server overloaded or far?"
+    return reason
 
 
 def _server_message(response: httpx.Response) -> str:

@@ -264,8 +264,14 @@ def dead_end_server():
 def test_failed_starts_raise_once_and_leave_nothing_behind(server, dead_end_server):
     bad_spec = json.loads(json.dumps(DETECT_SPEC).replace("yolov3-tiny-416", "no-such-model"))
     down = f"http://127.0.0.1:{free_port()}"
+    tls = server.url.replace("http://", "https://")  # https:// against plain HTTP
     cases = [
-        (down, DETECT_SPEC, "cannot reach"),
+        (
+            down,
+            DETECT_SPEC,
+            "nothing answers there. Is the server running? Start one with: visionstream serve",
+        ),
+        (tls, DETECT_SPEC, f"it answers in plain HTTP, not TLS: use {server.url}/"),
         (server.url, bad_spec, "no-such-model"),
         (dead_end_server, DETECT_SPEC, "WebRTC connection"),
     ]
