@@ -359,7 +359,7 @@ def _stream(
                 session.wait()
     except SessionStartError as exc:
         # An unreachable server's message says how to start one (client/signaling.py).
-        print(f"visionstream stream: {exc}", file=sys.stderr)
+        print(f"visionstream stream: {exc}{_in_our_terms(exc)}", file=sys.stderr)
         code = 1
     except (KeyboardInterrupt, _Terminated):
         pending_signal.take()  # caught: the clean-up's own waits are not interrupted by it
@@ -383,6 +383,16 @@ def _exit_code(session: WebRTCSession, code: int, stopped_by_user: bool, api_url
         )
         code = 1
     return code
+
+
+def _in_our_terms(exc: SessionStartError) -> str:
+    """The server's advice names its API's fields; this command's user types flags."""
+    said = exc.server_message or ""
+    if exc.status == 401:
+        return "\n  the key: --api-key KEY, or VISIONSTREAM_API_KEY in the environment"
+    if "workflow_specification" in said:
+        return "\n  a workflow of your own: --workflow FILE.json"
+    return ""
 
 
 def _turn_server(args: argparse.Namespace) -> dict[str, str] | None:

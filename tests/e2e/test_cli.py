@@ -55,6 +55,7 @@ def test_workflow_ids_as_the_server_lists_them(server, workflow):
     ("args", "code", "needle"),
     [
         (["--workflow", "nope/missing"], 1, "workflow 'nope/missing' not found"),
+        (["--workflow", "object-detektion"], 1, "a workflow of your own: --workflow FILE.json"),
         (["--api-url", "ftp://host"], 2, "--api-url must be the server's http(s) URL"),
         (["--source", "webcam:99"], 1, "cannot open camera 99"),
         (["--source", "/no/such/clip.mp4"], 2, "/no/such/clip.mp4"),
@@ -72,6 +73,15 @@ def test_mistakes_are_said_in_words(server, args, code, needle):
     assert_no_traceback(done)
     assert "[ WARN" not in done.stderr  # OpenCV's own noise
     assert "frames 0" not in done.stderr  # no status line for a stream that never started
+
+
+def test_a_missing_key_is_asked_for_as_this_command_takes_it(guarded_server):
+    done = cli("stream", "--source", "synthetic", "--frames", "3",
+               "--api-url", guarded_server.url)  # fmt: skip
+    assert done.returncode == 1
+    assert "requires an API key" in done.stderr, done.stderr
+    assert "--api-key KEY, or VISIONSTREAM_API_KEY" in done.stderr
+    assert_no_traceback(done)
 
 
 def test_an_unreachable_server_says_how_to_start_one():
