@@ -65,6 +65,32 @@ PipelineFactory = Callable[[PipelineParts], Pipelines]
 log = logging.getLogger("visionstream")
 
 
+_API_DESCRIPTION = """\
+Real-time video inference over WebRTC, wire-compatible with the published `inference-sdk`.
+A browser, a Python program or a camera sends video; every frame runs through a workflow
+(detection, tracking, analytics) and comes back annotated, with its results on a data
+channel. The same workflows run on single images over HTTP, and on cameras as monitoring
+pipelines with events and recordings.
+
+Every route but `/healthz`, `/readyz` and the page needs the API key when the server has one
+(`STREAMING_API_KEY`): `Authorization: Bearer KEY`, or `api_key` in the body or query.
+Errors are JSON: `{"message": ...}` with the HTTP status (and a stable `code`).
+"""
+
+_API_AREAS = [
+    {"name": "webrtc", "description": "Sessions: video in, annotated video and results out."},
+    {"name": "WHIP and WHEP", "description": "Publishing to pipelines, watching them (RFC 9725)."},
+    {"name": "pipelines", "description": "Monitoring pipelines on cameras and files."},
+    {"name": "events", "description": "What pipelines saw: events, snapshots, recordings."},
+    {"name": "workflows", "description": "Workflows: listed, described, validated, run on images."},
+    {"name": "inference", "description": "One model on images (inference-sdk's `infer`)."},
+    {"name": "models", "description": "The models directory: listed, loaded, unloaded."},
+    {"name": "KServe V2", "description": "The KServe V2 / Triton protocol on our models."},
+    {"name": "health", "description": "Liveness, readiness, metrics and the server's info."},
+]
+"""The API's areas, in the order the docs show them (each router is tagged with one)."""
+
+
 async def _prepare_models(state: ServerState) -> None:
     settings = state.settings
     try:
@@ -228,7 +254,13 @@ def create_app(
 
     # Docs are ours (server/docs.py): offline assets, behind the API key.
     app = FastAPI(
-        title="visionstream", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None
+        title="visionstream",
+        description=_API_DESCRIPTION,
+        openapi_tags=_API_AREAS,
+        lifespan=lifespan,
+        docs_url=None,
+        redoc_url=None,
+        openapi_url=None,
     )
 
     install_error_handlers(app)

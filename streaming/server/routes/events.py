@@ -28,7 +28,9 @@ from ..state import ServerState, get_state
 
 __all__ = ["event_body", "milliseconds", "read_store", "router"]
 
-router = APIRouter(prefix="/events", responses=ERROR_RESPONSES, dependencies=[AUTHENTICATED])
+router = APIRouter(
+    prefix="/events", responses=ERROR_RESPONSES, dependencies=[AUTHENTICATED], tags=["events"]
+)
 
 T = TypeVar("T")
 
@@ -190,6 +192,7 @@ async def _row(state: ServerState, event_id: int) -> dict[str, Any]:
 
 @router.get("/{event_id}")
 async def get_event(event_id: int, state: Annotated[ServerState, Depends(get_state)]) -> dict:
+    """One stored event: its kind, time, pipeline, source, zone and detections."""
     return event_body(await _row(state, _checked_id(event_id)), state.settings.sink_dir)
 
 
@@ -219,6 +222,7 @@ _FILE_RESPONSES: dict[int | str, dict[str, Any]] = {
 
 @router.get("/{event_id}/snapshot", response_class=FileResponse, responses=_FILE_RESPONSES)
 async def snapshot(event_id: int, state: Annotated[ServerState, Depends(get_state)]):
+    """The JPEG snapshot taken when the event happened (404 when it has none)."""
     return _evidence(state, await _row(state, _checked_id(event_id)), "snapshot")
 
 

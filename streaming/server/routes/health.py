@@ -18,11 +18,12 @@ from ..state import ServerState, get_state
 
 __all__ = ["router"]
 
-router = APIRouter()
+router = APIRouter(tags=["health"])
 
 
 @router.get("/healthz")
 async def healthz(request: Request, state: ServerState = Depends(get_state)) -> dict:
+    """Liveness: 200 while the process serves HTTP; no key needed."""
     health = {
         "status": "ok",
         "ready": state.ready.is_set(),
@@ -105,6 +106,7 @@ def _models(state: ServerState) -> dict:
 
 @router.get("/readyz")
 async def readyz(state: ServerState = Depends(get_state)) -> JSONResponse:
+    """Readiness: 200 once the default model is loaded, else 503 with why (no key needed)."""
     if state.draining:
         return JSONResponse({"status": "shutting down", "message": "draining"}, status_code=503)
     unready = await state.deployment.unready() if state.deployment is not None else None
@@ -123,6 +125,7 @@ async def readyz(state: ServerState = Depends(get_state)) -> JSONResponse:
     responses={401: ERROR_RESPONSES[401], 429: ERROR_RESPONSES[429]},
 )
 async def metrics(request: Request, state: ServerState = Depends(get_state)) -> Response:
+    """Prometheus metrics: sessions, pipelines, frames per path, model batches, latencies."""
     if state.settings.metrics_require_api_key:
         state.auth.check(request)
     if state.deployment is not None:  # every worker's, each sample labelled with its worker

@@ -40,8 +40,8 @@ from .models import unknown_model
 
 __all__ = ["InferenceRequest", "image_limits", "legacy_router", "router"]
 
-router = APIRouter(responses=ERROR_RESPONSES)
-legacy_router = APIRouter(responses=ERROR_RESPONSES)
+router = APIRouter(responses=ERROR_RESPONSES, tags=["inference"])
+legacy_router = APIRouter(responses=ERROR_RESPONSES, tags=["inference"])
 """The v0 route, ``/{dataset}/{version}``: the app includes it after every other route."""
 
 _BLOCKS: dict[str, str] = {
@@ -168,6 +168,8 @@ async def _infer(
 
 @router.post("/infer/{task}", openapi_extra=json_body(InferenceRequest))
 async def infer(task: str, request: Request, state: ServerState = Depends(get_state)) -> Any:
+    """Runs one model on one or more images (inference-sdk's `infer`): detections, classes or
+    text."""
     raw = await guarded_body(request, state, state.settings.max_infer_request_bytes)
     if task not in _ROUTE_TASKS:
         raise NotFound(f"no /infer/{task} here; there are /infer/{', /infer/'.join(_ROUTE_TASKS)}")

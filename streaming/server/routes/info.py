@@ -13,7 +13,7 @@ from ... import __version__
 
 __all__ = ["router"]
 
-router = APIRouter()
+router = APIRouter(tags=["health"])
 
 _SERVER_ID = str(uuid.uuid4())
 """This process's id: a restarted server (or another replica) has another."""
@@ -21,4 +21,5 @@ _SERVER_ID = str(uuid.uuid4())
 
 @router.get("/info")
 async def info() -> dict:
+    """The server's name and version, as inference-sdk's `get_server_info` reads them."""
     return {"name": "visionstream", "version": __version__, "uuid": _SERVER_ID}

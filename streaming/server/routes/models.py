@@ -25,7 +25,7 @@ from ..state import ServerState, get_state
 
 __all__ = ["describe_model", "router", "unknown_model"]
 
-router = APIRouter(responses=ERROR_RESPONSES)
+router = APIRouter(responses=ERROR_RESPONSES, tags=["models"])
 _BODY = authenticated_body(lambda settings: settings.max_request_bytes)
 
 
@@ -77,11 +77,14 @@ def _registry(state: ServerState) -> dict:
 
 @router.get("/models", dependencies=[AUTHENTICATED])
 async def list_models(state: ServerState = Depends(get_state)) -> dict:
+    """Every model in the models directory: task, input sizes, classes, and where it runs once
+    loaded."""
     return {"models": await asyncio.to_thread(state.models.describe)}
 
 
 @router.get("/model/registry", dependencies=[AUTHENTICATED])
 async def loaded_models(state: ServerState = Depends(get_state)) -> dict:
+    """The loaded models (inference-sdk's `list_loaded_models`)."""
     return _registry(state)
 
 
@@ -91,6 +94,7 @@ def _model_request(body: bytes) -> ModelRequest:
 
 @router.post("/model/add", openapi_extra=json_body(ModelRequest))
 async def load_model(body: bytes = _BODY, state: ServerState = Depends(get_state)) -> dict:
+    """Loads a model by id (inference-sdk's `load_model`); 404 names the nearest ids."""
     model_id = _model_request(body).model_id
     try:
         await asyncio.to_thread(state.models.get, model_id)
@@ -101,6 +105,7 @@ async def load_model(body: bytes = _BODY, state: ServerState = Depends(get_state
 
 @router.post("/model/remove", openapi_extra=json_body(ModelRequest))
 async def unload_model(body: bytes = _BODY, state: ServerState = Depends(get_state)) -> dict:
+    """Unloads a model nothing is using (409 while a workflow or request holds it)."""
     model_id = _model_request(body).model_id
     if not await asyncio.to_thread(state.models.unload, model_id):
         raise NotFound(f"model '{model_id}' is not loaded")
@@ -109,5 +114,6 @@ async def unload_model(body: bytes = _BODY, state: ServerState = Depends(get_sta
 
 @router.post("/model/clear", dependencies=[AUTHENTICATED])
 async def unload_all_models(state: ServerState = Depends(get_state)) -> dict:
+    """Unloads every model nothing is using."""
     await asyncio.to_thread(state.models.unload_idle)
     return _registry(state)

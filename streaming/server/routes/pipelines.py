@@ -23,7 +23,7 @@ __all__ = ["restore_pipelines", "router"]
 
 log = logging.getLogger(__name__)
 
-router = APIRouter(prefix="/inference_pipelines", responses=ERROR_RESPONSES)
+router = APIRouter(prefix="/inference_pipelines", responses=ERROR_RESPONSES, tags=["pipelines"])
 
 
 class _KeyOnly(BaseModel):
@@ -88,6 +88,8 @@ async def initialise(
     payload: InitialisePipelinePayload = _payload(InitialisePipelinePayload),
     state: ServerState = Depends(get_state),
 ) -> JSONResponse:
+    """Starts a monitoring pipeline: cameras or files through a workflow, results to sinks and
+    events."""
     await state.check_accepting()
     await _check_egress(state, payload)
     pipeline_id = await state.pipelines.initialise(payload)
@@ -96,6 +98,7 @@ async def initialise(
 
 @router.get("/list", openapi_extra=json_body(_KeyOnly), dependencies=[_KEYED])
 async def list_pipelines(state: ServerState = Depends(get_state)) -> dict:
+    """The running pipelines' ids."""
     listing = await state.pipelines.listing()
     # The reference's list of ids, and ours: where each runs (a Ray cluster's node).
     return _success(None, pipelines=[p["pipeline_id"] for p in listing], placements=listing)
@@ -103,23 +106,27 @@ async def list_pipelines(state: ServerState = Depends(get_state)) -> dict:
 
 @router.get("/{pipeline_id}/status", openapi_extra=json_body(_KeyOnly), dependencies=[_KEYED])
 async def status(pipeline_id: str, state: ServerState = Depends(get_state)) -> dict:
+    """A pipeline's state and, per source, its camera, rates, drops and motion gating."""
     return _success(pipeline_id, report=await state.pipelines.status(pipeline_id))
 
 
 @router.post("/{pipeline_id}/pause", openapi_extra=json_body(_KeyOnly), dependencies=[_KEYED])
 async def pause(pipeline_id: str, state: ServerState = Depends(get_state)) -> dict:
+    """Pauses a pipeline: its sources stay connected, no frame is processed."""
     await state.pipelines.pause(pipeline_id)
     return _success(pipeline_id)
 
 
 @router.post("/{pipeline_id}/resume", openapi_extra=json_body(_KeyOnly), dependencies=[_KEYED])
 async def resume(pipeline_id: str, state: ServerState = Depends(get_state)) -> dict:
+    """Resumes a paused pipeline."""
     await state.pipelines.resume(pipeline_id)
     return _success(pipeline_id)
 
 
 @router.post("/{pipeline_id}/terminate", openapi_extra=json_body(_KeyOnly), dependencies=[_KEYED])
 async def terminate(pipeline_id: str, state: ServerState = Depends(get_state)) -> dict:
+    """Ends a pipeline and frees its cameras, recordings and sinks."""
     await state.pipelines.terminate(pipeline_id)
     return _success(pipeline_id)
 
@@ -163,5 +170,7 @@ async def consume(
     payload: ConsumePayload = _payload(ConsumePayload),
     state: ServerState = Depends(get_state),
 ) -> JSONResponse:
+    """Takes the results a pipeline has buffered since the last call (the reference's
+    `consume`)."""
     results = await state.pipelines.consume(pipeline_id, payload)
     return JSONResponse(_success(pipeline_id, **results))

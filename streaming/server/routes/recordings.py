@@ -28,7 +28,9 @@ from .events import event_body, milliseconds, read_store
 
 __all__ = ["router"]
 
-router = APIRouter(prefix="/recordings", responses=ERROR_RESPONSES, dependencies=[AUTHENTICATED])
+router = APIRouter(
+    prefix="/recordings", responses=ERROR_RESPONSES, dependencies=[AUTHENTICATED], tags=["events"]
+)
 
 _TIME = Annotated[
     str,
@@ -130,6 +132,7 @@ async def export_recording(
     end: _TIME,
     state: Annotated[ServerState, Depends(get_state)],
 ):
+    """A source's recording between two times, as one MP4 (the camera's own encoding)."""
     directory = _directory(state, pipeline, source)
     low, high = _span(start, end)
     assert low is not None and high is not None

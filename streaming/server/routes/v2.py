@@ -27,7 +27,7 @@ from ..state import ServerState, get_state
 
 __all__ = ["V2Failure", "failure_response", "router"]
 
-router = APIRouter(prefix="/v2", responses=ERROR_RESPONSES)
+router = APIRouter(prefix="/v2", responses=ERROR_RESPONSES, tags=["KServe V2"])
 
 
 class V2Tensor(BaseModel):
@@ -71,17 +71,20 @@ async def failure_response(_: Request, exc: Exception) -> JSONResponse:
 
 @router.get("", dependencies=[AUTHENTICATED])
 async def server_metadata() -> dict:
+    """KServe V2 server metadata."""
     return {"name": "visionstream", "version": __version__,
             "extensions": ["binary_tensor_data"]}  # fmt: skip
 
 
 @router.get("/health/live")
 async def live() -> dict:
+    """KServe V2 liveness."""
     return {"live": True}
 
 
 @router.get("/health/ready")
 async def ready(state: ServerState = Depends(get_state)) -> JSONResponse:
+    """KServe V2 readiness: the default model is loaded."""
     is_ready = state.ready.is_set()
     return JSONResponse({"ready": is_ready}, status_code=200 if is_ready else 503)
 
@@ -121,6 +124,7 @@ async def model_metadata(
     name: str, request: Request, model_version: str | None = None,
     state: ServerState = Depends(get_state),
 ) -> JSONResponse:  # fmt: skip
+    """KServe V2 model metadata: inputs and outputs with their shapes."""
     return JSONResponse(_metadata(await _model(state, request, name, model_version)))
 
 
@@ -130,6 +134,7 @@ async def model_ready(
     name: str, request: Request, model_version: str | None = None,
     state: ServerState = Depends(get_state),
 ) -> JSONResponse:  # fmt: skip
+    """KServe V2 model readiness (loads the model if need be)."""
     await _model(state, request, name, model_version)
     return JSONResponse({"name": name, "ready": True})
 
@@ -142,6 +147,7 @@ async def infer(
     name: str, request: Request, model_version: str | None = None,
     state: ServerState = Depends(get_state),
 ) -> Response:  # fmt: skip
+    """KServe V2 inference on a model's raw tensors."""
     model = await _model(state, request, name, model_version)
     try:
         body = await read_limited_body(request, state.settings.max_infer_request_bytes)

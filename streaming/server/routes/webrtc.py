@@ -30,7 +30,7 @@ from ..state import ServerState, get_state
 
 __all__ = ["open_session", "router"]
 
-router = APIRouter(responses=ERROR_RESPONSES)
+router = APIRouter(responses=ERROR_RESPONSES, tags=["webrtc"])
 
 
 def camera_of(payload: WebRTCWorkerRequest) -> tuple[str, str] | None:
@@ -58,6 +58,8 @@ def camera_of(payload: WebRTCWorkerRequest) -> tuple[str, str] | None:
 async def initialise_webrtc_worker(
     request: Request, state: ServerState = Depends(get_state)
 ) -> JSONResponse:
+    """Starts a WebRTC session (inference-sdk's `webrtc.stream`): an SDP offer in, the answer
+    out; video and results then flow over the peer connection."""
     settings = state.settings
     body = await guarded_body(request, state, settings.max_request_bytes)
     try:

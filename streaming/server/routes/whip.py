@@ -48,7 +48,7 @@ __all__ = ["router"]
 
 log = logging.getLogger(__name__)
 
-router = APIRouter(responses=ERROR_RESPONSES, tags=["whip"])
+router = APIRouter(responses=ERROR_RESPONSES, tags=["WHIP and WHEP"])
 
 SDP = "application/sdp"
 _SDP_BODY = {

@@ -48,7 +48,7 @@ from .infer import image_limits
 
 __all__ = ["DescribeInterfaceRequest", "WorkflowRunRequest", "router"]
 
-router = APIRouter(responses=ERROR_RESPONSES)
+router = APIRouter(responses=ERROR_RESPONSES, tags=["workflows"])
 
 
 class WorkflowRunRequest(BaseModel):
@@ -134,6 +134,7 @@ async def _run(
 async def run_specification(
     body: WorkflowRunRequest = _RUN_REQUEST, state: ServerState = Depends(get_state)
 ) -> dict:
+    """Runs a workflow given inline on the request's images."""
     if body.specification is None:
         raise InvalidRequest("specification: required (or POST /{workspace}/workflows/{id})")
     return await _run(state, body, body.specification)
@@ -147,6 +148,7 @@ async def run_named(
     workspace_name: str, workflow_id: str, body: WorkflowRunRequest = _RUN_REQUEST,
     state: ServerState = Depends(get_state),
 ) -> dict:  # fmt: skip
+    """Runs one of this server's workflows, named by workspace and id (the reference's route)."""
     try:
         workflow = state.workflows.get(workspace_name, workflow_id)
     except WorkflowNotFound as exc:
@@ -184,6 +186,7 @@ async def validate(
     raw: bytes = authenticated_body(lambda settings: settings.max_request_bytes, key_in_body=False),
     state: ServerState = Depends(get_state),
 ) -> dict:
+    """Compiles a workflow without running it: 200, or 400 naming the first mistake."""
     specification = _SPECIFICATION.validate_json(raw)  # a ValidationError is the app's 422
     async with compiled(state, WorkflowConfiguration(), specification):
         pass  # compiled (its models found and loaded), then closed
@@ -194,6 +197,7 @@ async def validate(
 async def describe_interface(
     raw: bytes = _SMALL_BODY, state: ServerState = Depends(get_state)
 ) -> dict:
+    """A workflow's inputs and outputs, with their kinds."""
     specification = DescribeInterfaceRequest.model_validate_json(raw).specification
     async with compiled(state, WorkflowConfiguration(), specification) as workflow:
         outputs = {name: [kind] for name, kind in workflow.output_kinds.items()}

@@ -17,11 +17,14 @@ from ..state import ServerState, get_state
 
 __all__ = ["router"]
 
-router = APIRouter(prefix="/workflows", responses=ERROR_RESPONSES, dependencies=[AUTHENTICATED])
+router = APIRouter(
+    prefix="/workflows", responses=ERROR_RESPONSES, dependencies=[AUTHENTICATED], tags=["workflows"]
+)
 
 
 @router.get("")
 async def list_workflows(state: ServerState = Depends(get_state)) -> dict:
+    """This server's workflows: the built-in ones and those of the workflows directory."""
     workflows, unreadable = state.workflows.list()
     return {
         "workflows": [w.summary() for w in workflows],
@@ -42,6 +45,7 @@ def _block(type_id: str, cls: type[Block]) -> dict[str, Any]:
 
 @router.get("/blocks")
 async def list_blocks() -> dict:
+    """The block types a workflow may use, with their fields."""
     return {"blocks": [_block(type_id, cls) for type_id, cls in sorted(BLOCKS.items())]}
 
 
@@ -83,6 +87,7 @@ async def describe_blocks() -> dict:
 async def get_workflow(
     workspace_name: str, workflow_id: str, state: ServerState = Depends(get_state)
 ) -> dict:
+    """One of this server's workflows, its specification included."""
     try:
         workflow = state.workflows.get(workspace_name, workflow_id)
     except WorkflowNotFound as exc:

@@ -1,0 +1,28 @@
+"""The API as /openapi.json describes it: every operation in an area, with a summary and a
+description, and the API described at the top."""
+
+from __future__ import annotations
+
+import pytest
+
+from streaming.config import Settings
+from streaming.server import create_app
+
+
+# /workflows/blocks/describe is one route answering GET and POST (so OPTIONS and a wrong
+# method name both): FastAPI gives both methods one operation id, and says so.
+@pytest.mark.filterwarnings("ignore:Duplicate Operation ID describe_blocks")
+def test_every_operation_has_an_area_a_summary_and_a_description(tmp_path):
+    app = create_app(Settings(data_dir=tmp_path / "data", models_dir=tmp_path / "models"))
+    spec = app.openapi()
+    assert spec["info"]["description"].startswith("Real-time video inference over WebRTC")
+    areas = [tag["name"] for tag in spec["tags"]]
+    used = set()
+    for path, methods in spec["paths"].items():
+        for method, operation in methods.items():
+            where = f"{method.upper()} {path}"
+            assert len(operation.get("tags", [])) == 1, where
+            assert operation["tags"][0] in areas, where
+            assert operation.get("summary") and operation.get("description"), where
+            used.add(operation["tags"][0])
+    assert used == set(areas)  # no area listed that nothing is in
