@@ -25,8 +25,17 @@ BEARER = {"Authorization": f"Bearer {KEY}"}
 
 @pytest.fixture(scope="module")
 def keyed_server():
-    """The API key set; a body may pause 2 s between parts and must be whole within 4 s."""
-    with running_server(api_key=KEY, http_body_timeout_s="2", http_body_deadline_s="4") as process:
+    """The API key set; a body may pause 2 s between parts and must be whole within 4 s;
+    the access log on (its line for a request says the request's logging is done)."""
+    with running_server(api_key=KEY, http_body_timeout_s="2", http_body_deadline_s="4",
+                        access_log="true") as process:  # fmt: skip
+        yield process
+
+
+@pytest.fixture(scope="module")
+def logged_server():
+    """No key; the access log on, as ``keyed_server``'s."""
+    with running_server(access_log="true") as process:
         yield process
 
 
@@ -161,8 +170,10 @@ DEEP_ROUTES = [
 
 @pytest.mark.parametrize("path", DEEP_ROUTES)
 @pytest.mark.parametrize("keyed", [False, True], ids=["open", "keyed"])
-def test_json_nested_past_the_parser_is_a_4xx_in_one_log_line(server, keyed_server, path, keyed):
-    target = keyed_server if keyed else server
+def test_json_nested_past_the_parser_is_a_4xx_in_one_log_line(
+    logged_server, keyed_server, path, keyed
+):
+    target = keyed_server if keyed else logged_server
     start = len(target.lines)
     response = httpx.post(target.url + path, content=DEEP, timeout=30,
                           headers={"Content-Type": "application/json"})  # fmt: skip

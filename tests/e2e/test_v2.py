@@ -123,7 +123,9 @@ def test_the_api_key_guards_inference(guarded_server):
 
 def test_a_remote_model_on_our_server_detects_what_the_local_one_does(server, photos):
     image = cv2.imread(str(photos / "person.jpg"))
-    local = ModelRegistry(Settings())  # the server's own choice (auto) on this machine
+    # The server's own choice (auto) on this machine, on the square input as a remote
+    # model runs: a 640x424 photo would take the local model's 416x288 variant.
+    local = ModelRegistry(Settings(input_variants=False))
     remote = ModelRegistry(Settings(inference_backend="remote", remote_inference_url=server.url))
     try:
         mine = local.get(MODEL).detect(image, DecodeOptions())

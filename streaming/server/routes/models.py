@@ -42,7 +42,7 @@ def unknown_model(model_id: str, available: list[str]) -> NotFound:
     has, then how to add one."""
     name = suggested_name(model_id)
     known_as = f" ({name})" if name != model_id else ""
-    close = did_you_mean(model_id, available)
+    close = did_you_mean(name, available)  # the reference's ids by the name they stand for
     return NotFound(
         f"model '{shown(model_id)}'{known_as} is not on this server"
         + (f"; {close}" if close else "")
