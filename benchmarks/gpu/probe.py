@@ -31,7 +31,15 @@ INPUT = 416
 
 
 def write(out: Path, step: str, result: dict[str, Any]) -> None:
-    (out / f"gpu-{step}.json").write_text(json.dumps(result, indent=1) + "\n")
+    """Into one file for the whole run, ``gpu-run.json`` (``{"steps": {step: result}}``): at
+    most 8 files come back from the machine, and a run has more steps. The steps run one
+    after another, so a read, update and rename is enough."""
+    path = out / "gpu-run.json"
+    run = json.loads(path.read_text()) if path.exists() else {"steps": {}}
+    run["steps"][step] = result
+    scratch = path.with_suffix(".tmp")
+    scratch.write_text(json.dumps(run, indent=1) + "\n")
+    scratch.replace(path)
     print(f"[{step}] {json.dumps(result)[:1500]}", flush=True)
 
 
@@ -430,6 +438,12 @@ def step_decode(args: argparse.Namespace) -> dict[str, Any]:
     return result
 
 
+def step_batcher(args: argparse.Namespace) -> dict[str, Any]:
+    from benchmarks.gpu.serving import step_batcher as batcher
+
+    return batcher(args)
+
+
 STEPS = {
     "env": step_env,
     "ort_cpu": step_ort_cpu,
@@ -437,6 +451,7 @@ STEPS = {
     "torch": step_torch,
     "graphs": step_graphs,
     "end_to_end": step_end_to_end,
+    "batcher": step_batcher,
     "decode": step_decode,
     "compile": step_compile,
 }
@@ -457,8 +472,10 @@ def main() -> None:
     started = time.perf_counter()
     try:
         result = STEPS[args.step](args)
-    except Exception as exc:  # a step's failure is its result; the run goes on
-        result = {"error": f"{type(exc).__name__}: {exc}"}
+    except Exception as exc:  # a step's failure is its result (with what it measured before)
+        path = args.out / "gpu-run.json"
+        before = json.loads(path.read_text())["steps"].get(args.step, {}) if path.exists() else {}
+        result = {**before, "error": f"{type(exc).__name__}: {exc}"[:600]}
     result["step_s"] = round(time.perf_counter() - started, 1)
     write(args.out, args.step, result)
 

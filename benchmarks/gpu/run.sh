@@ -5,6 +5,7 @@
 # each step of probe.py as its own process under its own time limit, most wanted first, so a
 # step that hangs costs only itself and a run cut short still leaves its JSON under $OUT.
 # --smoke: every step at its smallest size (on a CPU machine each GPU step says "no GPU").
+# GPU_STEPS="env batcher": only those steps (a second call on a warm machine).
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
@@ -20,10 +21,12 @@ python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --tar
   "$bundle"/wheels/*.whl || echo "wheels: install failed"
 export PYTHONPATH="$site:$repo" PYTHONUNBUFFERED=1
 nvidia-smi 2>&1 | head -15 || echo "nvidia-smi: none here"
-# step:limit (seconds). compile last: inductor's first call alone can take minutes.
-for entry in env:60 parity:120 torch:120 graphs:120 ort_cpu:120 end_to_end:90 decode:150 compile:180; do
+# step:limit (seconds), most wanted first (batcher: the one the last lent run did not have);
+# compile last: inductor's first call alone can take minutes.
+for entry in env:60 batcher:150 parity:120 torch:120 graphs:120 ort_cpu:120 end_to_end:90 decode:150 compile:180; do
   step=${entry%%:*}
   limit=${entry##*:}
+  case " ${GPU_STEPS:-$step} " in *" $step "*) ;; *) continue ;; esac
   left=$((total - SECONDS))
   if [ "$left" -lt 20 ]; then
     echo "[$step] skipped: the run's $total s are spent"

@@ -1,0 +1,204 @@
+"""The lent GPU machine's ``batcher`` step: our ``DynamicBatcher`` (the server's, unchanged)
+in front of the default model replayed as fp16 CUDA graphs, one per batch size, fed by many
+session threads at once, each with its own single-frame blob from host memory, as the
+server's workflow threads feed it. Against the same session's best (a batch of 32 handed to
+it directly), it answers the GPU target the CPU machines could not: does the batcher reach
+0.8 of the runtime's best throughput, and at what latency."""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from streaming.inference.batcher import DynamicBatcher
+from streaming.inference.session import InferenceSession, TensorSpec
+
+CLIENTS = (1, 8, 16, 32, 64)
+FRAME = (480, 640)
+SMOKE_CLIENTS = (1, 2)
+SETTINGS = {  # (max batch, delay ms, workers); the server's GPU default is 16 x 2 ms, 2 workers
+    "off": (1, 0.0, 1),
+    "16 x 2 ms, 2 workers": (16, 2.0, 2),
+    "32 x 2 ms, 2 workers": (32, 2.0, 2),
+}
+# measured on the H100 too (2026-11-27): 32 x 4 ms with 1 worker, 0.28-0.36 of the best
+
+
+class RunSession(InferenceSession):
+    """Any ``run`` callable as an inference session (the batcher's one dependency)."""
+
+    backend = "probe"
+
+    def __init__(self, run: Callable[[np.ndarray], list[np.ndarray]], sample: np.ndarray) -> None:
+        self._run = run
+        self.inputs = [TensorSpec("images", "FP32", (-1, *sample.shape[1:]))]
+        self.outputs = [TensorSpec("output", "FP32", (-1, -1, -1))]
+
+    @property
+    def providers(self) -> list[str]:
+        return ["probe"]
+
+    def run(self, batch: np.ndarray) -> list[np.ndarray]:
+        return self._run(batch)
+
+
+def graph_runner(torch: Any, module: Any, sizes: tuple[int, ...], size: int) -> Callable:
+    """fp16 CUDA graphs of ``module``, one per batch size in ``sizes``; a batch runs on the
+    smallest that holds it (rows past it are stale and ignored). Serialised: the graphs'
+    static buffers are shared."""
+    from benchmarks.gpu.probe import captured
+
+    graphs = {}
+    for batch in sizes:
+        x = torch.zeros(batch, 3, size, size, device="cuda", dtype=torch.float16)
+        with torch.inference_mode():
+            graphs[batch] = (x, *captured(torch, lambda x=x: module(x)))
+    lock = threading.Lock()
+
+    def run(batch: np.ndarray) -> list[np.ndarray]:
+        n = len(batch)
+        x, graph, out = graphs[next(b for b in sizes if b >= n)]
+        with lock:
+            x[:n].copy_(torch.from_numpy(batch))
+            graph.replay()
+            return [out[:n].float().cpu().numpy()]
+
+    return run
+
+
+def frame_runner(torch: Any, module: Any, sizes: tuple[int, ...], size: int) -> Callable:
+    """As ``graph_runner``, but taking 640x480 BGR frames (uint8, a quarter of a float blob's
+    bytes) and letterboxing them on the GPU inside the graph, as a torch backend would."""
+    import torch.nn.functional as functional
+
+    from benchmarks.gpu.probe import captured
+
+    h, w = FRAME
+    scale = min(size / w, size / h)
+    nw, nh = round(w * scale), round(h * scale)
+    top, left = (size - nh) // 2, (size - nw) // 2
+    graphs = {}
+    for batch in sizes:
+        frames = torch.zeros(batch, h, w, 3, device="cuda", dtype=torch.uint8)
+        canvas = torch.full((batch, 3, size, size), 0.5, device="cuda", dtype=torch.float16)
+
+        def forward(frames: Any = frames, canvas: Any = canvas) -> Any:
+            rgb = frames.flip(-1).permute(0, 3, 1, 2).half().div_(255)
+            canvas[:, :, top : top + nh, left : left + nw] = functional.interpolate(
+                rgb, size=(nh, nw), mode="bilinear", align_corners=False
+            )
+            return module(canvas)
+
+        with torch.inference_mode():
+            graphs[batch] = (frames, *captured(torch, forward))
+    lock = threading.Lock()
+
+    def run(batch: np.ndarray) -> list[np.ndarray]:
+        n = len(batch)
+        frames, graph, out = graphs[next(b for b in sizes if b >= n)]
+        with lock:
+            frames[:n].copy_(torch.from_numpy(batch))
+            graph.replay()
+            return [out[:n].float().cpu().numpy()]
+
+    return run
+
+
+def drive(batcher: DynamicBatcher, clients: int, seconds: float, one: np.ndarray) -> dict[str, Any]:
+    """``clients`` threads calling ``batcher.infer`` with one frame each, back to back, for
+    ``seconds``: frames/s in all, per-call latency, the mean batch the model ran."""
+    latencies: list[list[float]] = [[] for _ in range(clients)]
+    batches: list[int] = []
+    start = threading.Barrier(clients + 1)
+    deadline = [0.0]
+
+    def client(mine: list[float]) -> None:
+        blob = one.copy()
+        start.wait()
+        while (began := time.perf_counter()) < deadline[0]:
+            _, stats = batcher.infer(blob)
+            mine.append((time.perf_counter() - began) * 1000)
+            batches.append(stats.batch_size)
+
+    threads = [threading.Thread(target=client, args=(m,), daemon=True) for m in latencies]
+    for thread in threads:
+        thread.start()
+    deadline[0] = time.perf_counter() + seconds
+    started = time.perf_counter()
+    start.wait()
+    for thread in threads:
+        thread.join(seconds + 30)
+    elapsed = time.perf_counter() - started
+    every = sorted(v for mine in latencies for v in mine)
+    return {
+        "frames_per_s": round(len(every) / elapsed, 1),
+        "p50_ms": round(statistics.median(every), 2) if every else None,
+        "p95_ms": round(every[int(0.95 * (len(every) - 1))], 2) if every else None,
+        "mean_batch": round(statistics.fmean(batches), 2) if batches else None,
+    }
+
+
+def best(session: InferenceSession, batch: np.ndarray, seconds: float) -> float:
+    """Frames/s of ``batch`` handed to the session directly, back to back."""
+    session.run(batch)
+    calls, began = 0, time.perf_counter()
+    while time.perf_counter() - began < seconds:
+        session.run(batch)
+        calls += 1
+    return calls * len(batch) / (time.perf_counter() - began)
+
+
+def measure(
+    session: InferenceSession, args: argparse.Namespace, clients: tuple[int, ...],
+    sample: np.ndarray, write: Callable[[dict[str, Any]], None],
+) -> dict[str, Any]:  # fmt: skip
+    """The session's best at each batcher size (a full batch of ``sample`` handed over
+    directly), then each batcher setting under each number of clients, and each run's share
+    of the best at its size."""
+    result: dict[str, Any] = {"best_frames_per_s": {}}
+    for label, (max_batch, delay_ms, workers) in SETTINGS.items():
+        size = min(max_batch, max(args.batches))
+        if size not in result["best_frames_per_s"]:
+            full = np.repeat(sample, size, axis=0)
+            result["best_frames_per_s"][size] = round(best(session, full, args.budget), 1)
+        top = result["best_frames_per_s"][size]
+        batcher = DynamicBatcher(session, size, delay_ms, workers, name=label)
+        try:
+            for count in clients:
+                run = drive(batcher, count, args.budget, sample)
+                run["of_best"] = round(run["frames_per_s"] / top, 3)
+                result.setdefault(label, {})[count] = run
+                write(result)
+        finally:
+            batcher.close()
+    return result
+
+
+def step_batcher(args: argparse.Namespace) -> dict[str, Any]:
+    from benchmarks.gpu.probe import INPUT, cuda_or_none, torch_module, write
+
+    torch = cuda_or_none()
+    if torch is None:
+        return {"skipped": "no GPU"}
+    torch.backends.cudnn.benchmark = True
+    module = torch_module(args, torch).half()
+    clients = SMOKE_CLIENTS if args.smoke else CLIENTS
+    rng = np.random.default_rng(0)
+    inputs = {  # what the server hands the model today; what a torch backend would
+        "uint8 frames": (frame_runner, rng.integers(0, 255, (1, *FRAME, 3), dtype=np.uint8)),
+        "f32 blobs": (graph_runner, rng.random((1, 3, INPUT, INPUT), dtype=np.float32)),
+    }
+    result: dict[str, Any] = {}
+    for label, (runner, sample) in inputs.items():
+        session = RunSession(runner(torch, module, tuple(args.batches), INPUT), sample)
+        result[label] = measure(
+            session, args, clients, sample,
+            lambda r, label=label: write(args.out, "batcher", {**result, label: r}),
+        )  # fmt: skip
+    return result
