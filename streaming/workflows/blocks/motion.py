@@ -126,7 +126,7 @@ class StabilizeDetectionsBlock(Block):
         self, name: str, config: StabilizeDetectionsSettings, context: BuildContext
     ) -> None:
         super().__init__(name, config, context)
-        # bbox_smoothing_coefficient is declared (and checked) but unused: see the README.
+        # bbox_smoothing_coefficient is declared (and checked) but unused (docs/guide/workflows.md).
         window = config.smoothing_window_size
         self._smoother = sv.DetectionsSmoother(length=window)
 
