@@ -96,7 +96,11 @@ class _Progress:
         )
         parts = [f"{self._upload}frames {done}", f"{self.done / elapsed:.1f} fps"]
         if self.latency_ms is not None:
-            parts.append(f"latency {self.latency_ms:.0f} ms ({self.latency_kind})")
+            # Say which: end to end (a synthetic frame's stamp read back), or only the
+            # server's part (queue and processing), in words that cannot be mistaken for it.
+            shown = f"{self.latency_ms:.1f}" if self.latency_ms < 10 else f"{self.latency_ms:.0f}"
+            label = "end-to-end" if self.latency_kind == "end-to-end" else "server processing"
+            parts.append(f"{label} {shown} ms")
         if (sent := self.frames_sent()) is not None:
             parts.append(f"dropped {max(0, sent - self.done)}")
         if self._counts is not None:

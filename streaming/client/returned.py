@@ -90,6 +90,9 @@ class Returned:
     async def end_after_tail(self) -> None:
         """The server said the stream is over: wait (briefly) for the frames still on their
         way, then end."""
+        # The event is set whenever a frame catches up with the messages, which happens all
+        # through the stream: only a catch-up from now on is the tail's.
+        self._tail_arrived.clear()
         if self.receives_video and not self._tail_seen():
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._tail_arrived.wait(), _TAIL_GRACE_S)

@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 
+import av
 import pytest
 
 from tests.support.media import stamped_clip
@@ -49,6 +50,30 @@ def test_workflow_ids_as_the_server_lists_them(server, workflow):
     assert done.returncode == 0, done.stderr
     assert "frames 5" in done.stderr
     assert_no_traceback(done)
+
+
+def test_a_recording_has_every_returned_frame_and_the_latency_says_what_it_measures(
+    server, tmp_path
+):
+    # The last frame comes back just after the server's completion message, on another path:
+    # the client waits for it (it once ended early and recorded 149 frames of 150).
+    record, jsonl = tmp_path / "out.mp4", tmp_path / "out.jsonl"
+    done = cli(
+        "stream", "--source", "synthetic:320x240@30", "--frames", "45", "--api-url", server.url,
+        "--record", str(record), "--jsonl", str(jsonl),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert len(jsonl.read_text().splitlines()) == 45
+    with av.open(str(record)) as container:
+        assert sum(1 for _ in container.decode(video=0)) == 45
+    assert "end-to-end " in done.stderr  # the stamps are read back: the whole trip
+    blurred = cli(
+        "stream", "--source", "synthetic:320x240@30", "--frames", "10", "--api-url", server.url,
+        "--workflow", "local/image-blur",
+    )  # fmt: skip
+    # A blurred frame's stamp cannot be read: only the server's part is known, and said so.
+    assert blurred.returncode == 0 and "server processing " in blurred.stderr, blurred.stderr
+    assert "end-to-end" not in blurred.stderr
 
 
 @pytest.mark.parametrize(
