@@ -13,6 +13,7 @@ documented with one ``ErrorBody`` schema; V2 model names are an enum of this ser
 
 from __future__ import annotations
 
+import warnings
 from importlib.resources import files
 from pathlib import Path
 from typing import Any
@@ -27,7 +28,7 @@ from starlette.staticfiles import StaticFiles
 from .. import __version__
 from .http import AUTHENTICATED
 
-__all__ = ["ERROR_RESPONSES", "ErrorBody", "add_docs", "json_body"]
+__all__ = ["ERROR_RESPONSES", "ErrorBody", "add_docs", "json_body", "openapi_document"]
 
 _ASSETS = "/docs/assets"
 _COMPONENTS = "#/components/schemas/{model}"
@@ -74,8 +75,20 @@ def json_body(model: type[BaseModel]) -> dict[str, Any]:
     return {"requestBody": {"content": {"application/json": {"schema": reference}}}}
 
 
-def _document(app: FastAPI) -> dict[str, Any]:
-    document = get_openapi(title=app.title, version=__version__, routes=app.routes)
+def openapi_document(app: FastAPI) -> dict[str, Any]:
+    with warnings.catch_warnings():
+        # FastAPI gives one route's methods one operation id (/workflows/blocks/describe
+        # answers GET and POST), and warns; each is made its own just below.
+        warnings.filterwarnings("ignore", message="Duplicate Operation ID", category=UserWarning)
+        document = get_openapi(
+            title=app.title, version=__version__, routes=app.routes,
+            description=app.description, tags=app.openapi_tags,
+        )  # fmt: skip
+    for operations in document["paths"].values():
+        ids = [operation.get("operationId") for operation in operations.values()]
+        for method, operation in operations.items():
+            if ids.count(operation.get("operationId")) > 1:
+                operation["operationId"] = f"{operation['operationId']}_{method}"
     schemas = document.setdefault("components", {}).setdefault("schemas", {})
     for name, model in _BODIES.items():
         schema = model.model_json_schema(ref_template=_COMPONENTS)
@@ -103,7 +116,7 @@ def add_docs(app: FastAPI) -> None:
 
     @router.get("/openapi.json")
     async def openapi() -> JSONResponse:
-        return JSONResponse(_document(app))
+        return JSONResponse(openapi_document(app))
 
     @router.get("/docs")
     async def docs() -> HTMLResponse:
