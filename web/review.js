@@ -25,6 +25,8 @@ const state = { tiles: {}, events: [], shownAt: {}, chart: [], playing: null, pl
 window.visionstream = state;
 
 const tiles = new Map(); // "pipeline#source" -> {element, session, video}
+const labels = new Map(); // "pipeline#source" -> the camera's name, from its (masked) URL
+let lastChart = null; // what the chart last drew, to draw again at a new width
 const seen = new Set();
 let newest = null; // the newest event shown: the next poll asks from a little before it
 let olderCursor = null;
@@ -40,6 +42,14 @@ function withKey(path) {
 }
 
 function showError(error) {
+  if (error?.status === 401) { // say what to do, where "No pipeline is running" would mislead
+    state.authorised = false;
+    $("no-tiles").textContent = apiKey()
+      ? "This API key is not accepted: check it under API key."
+      : "This server needs an API key: enter it under API key.";
+    $("no-tiles").hidden = false;
+    $("key-box").open = true;
+  }
   const message = error instanceof StreamError ? error.message : String(error?.message ?? error);
   state.errors.push(message);
   $("error").textContent = message;
@@ -72,8 +82,21 @@ function filters() {
 
 // --- live tiles ------------------------------------------------------------------------------
 
+/** A camera's name from its URL (credentials are masked by the server): host and path, or a
+ * file's name; what names it in tiles, the camera filter, the timeline and the chart. */
+function cameraLabel(reference) {
+  const text = String(reference ?? "");
+  try {
+    const url = new URL(text);
+    const path = url.pathname.replace(/\/+$/, "");
+    return url.host ? `${url.host}${path}` : text;
+  } catch {
+    return text.split(/[\\/]/).pop() || text;
+  }
+}
+
 function tileName(pipeline, source) {
-  return `${pipeline.slice(0, 8)} · source ${source}`;
+  return labels.get(`${pipeline}#${source}`) ?? `pipeline ${pipeline.slice(0, 8)} · source ${source}`;
 }
 
 function showTileCounts(tile, result) {
@@ -89,6 +112,9 @@ function addTile(pipeline, source) {
   element.dataset.key = key;
   const title = document.createElement("h3");
   title.textContent = tileName(pipeline, source);
+  const where = document.createElement("small");
+  where.textContent = `pipeline ${pipeline.slice(0, 8)} · source ${source}`;
+  title.append(where);
   const video = document.createElement("video");
   Object.assign(video, { autoplay: true, muted: true, playsInline: true });
   video.setAttribute("aria-label", `Live video of ${tileName(pipeline, source)}`);
@@ -126,11 +152,21 @@ async function refreshTiles() {
   const sources = [];
   for (const id of pipelines) {
     const { report } = await getJson(`/inference_pipelines/${encodeURIComponent(id)}/status`, apiKey());
-    for (const meta of report?.sources_metadata ?? []) sources.push([id, String(meta.source_id)]);
+    for (const meta of report?.sources_metadata ?? []) {
+      sources.push([id, String(meta.source_id)]);
+      labels.set(`${id}#${meta.source_id}`, cameraLabel(meta.source_reference));
+    }
+  }
+  state.authorised = true;
+  // Events shown before their camera's name was known say it now.
+  for (const line of document.querySelectorAll("#timeline small[data-camera]")) {
+    const [pipeline, source] = line.dataset.camera.split("#");
+    line.textContent = `${line.dataset.time} · ${tileName(pipeline, source)}`;
   }
   const wanted = new Set(sources.map(([p, s]) => `${p}#${s}`));
   for (const key of [...tiles.keys()]) if (!wanted.has(key)) removeTile(key);
   for (const [pipeline, source] of sources) if (!tiles.has(`${pipeline}#${source}`)) addTile(pipeline, source);
+  $("no-tiles").textContent = "No pipeline is running.";
   $("no-tiles").hidden = tiles.size > 0;
   $("tile-count").textContent = String(tiles.size);
   const camera = $("camera");
@@ -156,26 +192,26 @@ function entry(event) {
   const button = document.createElement("button");
   button.type = "button";
   button.dataset.id = String(event.id);
-  let thumb;
-  if (event.snapshot_url) {
-    thumb = document.createElement("img");
+  if (event.snapshot_url) { // only an event sink's events have a picture: no empty frames
+    const thumb = document.createElement("img");
     thumb.alt = "";
     thumb.loading = "lazy";
     thumb.src = withKey(event.snapshot_url);
-  } else {
-    thumb = document.createElement("span");
-    thumb.className = "placeholder";
+    button.append(thumb);
+    button.classList.add("with-thumb");
   }
   const text = document.createElement("span");
   const { what, detail } = describe(event);
   const time = new Date(event.timestamp * 1000).toLocaleString();
   text.append(what);
-  for (const line of [detail, `${time} · ${tileName(event.pipeline, event.source)}`]) {
-    const small = document.createElement("small");
-    small.textContent = line;
-    text.append(small);
-  }
-  button.append(thumb, text);
+  const detailLine = document.createElement("small");
+  detailLine.textContent = detail;
+  const whereLine = document.createElement("small");
+  whereLine.dataset.camera = `${event.pipeline}#${event.source}`;
+  whereLine.dataset.time = time;
+  whereLine.textContent = `${time} · ${tileName(event.pipeline, event.source)}`;
+  text.append(detailLine, whereLine);
+  button.append(text);
   button.addEventListener("click", () => play(event, button));
   item.append(button);
   return item;
@@ -239,13 +275,16 @@ function play(event, button) {
   const player = $("player");
   $("player-panel").hidden = false;
   const { what } = describe(event);
-  if (!event.clip_url) {
+  if (!event.clip_url) { // said at once, without an empty player
+    player.pause();
     player.removeAttribute("src");
-    player.load();
+    player.hidden = true;
     state.playing = null;
-    $("player-caption").textContent = `${what}: no clip (its source is not recorded).`;
+    state.playback = null;
+    $("player-caption").textContent = `${what}: no clip (this camera is not recorded).`;
     return;
   }
+  player.hidden = false;
   state.playing = event.id;
   state.playback = { id: event.id, playing: false, frames: 0 };
   $("player-caption").textContent = `${what} at ${new Date(event.timestamp * 1000).toLocaleTimeString()}`;
@@ -261,7 +300,9 @@ function watchPlayback() {
     if (state.playback) state.playback.playing = true;
   });
   player.addEventListener("error", () => {
-    if (state.playing !== null) showError(new StreamError("The clip could not be loaded."));
+    if (state.playing === null) return;
+    player.hidden = true; // no 0:00 player left behind
+    $("player-caption").textContent += ": the clip could not be loaded (no recording of that moment).";
   });
   const presented = () => {
     if (state.playback && !player.paused) state.playback.frames += 1;
@@ -302,8 +343,12 @@ async function refreshChart() {
 }
 
 function drawChart(series, start, end) {
+  lastChart = [series, start, end];
   const chart = $("chart");
-  const [width, height, left, bottom, top] = [600, 260, 36, 24, 10];
+  // One unit a CSS pixel: a fixed viewBox scaled into a narrow column drew 11 px text at 6.
+  const width = Math.max(280, Math.round(chart.getBoundingClientRect().width) || 600);
+  const [height, left, bottom, top] = [240, 36, 24, 12];
+  chart.setAttribute("viewBox", `0 0 ${width} ${height}`);
   const most = Math.max(1, ...[...series.values()].flatMap((points) => [...points.values()]));
   const x = (t) => left + ((t - start) / (end - start)) * (width - left - 8);
   const y = (n) => height - bottom - (n / most) * (height - bottom - top);
@@ -313,7 +358,7 @@ function drawChart(series, start, end) {
     svg("text", { x: 4, y: top + 8 }, String(most)),
     svg("text", { x: 4, y: height - bottom }, "0"),
     svg("text", { x: left, y: height - 6 }, new Date(start).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" })),
-    svg("text", { x: width - 60, y: height - 6 }, new Date(end).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" })),
+    svg("text", { x: width - 8, y: height - 6, "text-anchor": "end" }, new Date(end).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" })),
   ];
   const legend = [];
   [...series.entries()].forEach(([name, points], i) => {
@@ -334,7 +379,9 @@ function drawChart(series, start, end) {
     item.append(swatch, name);
     legend.push(item);
   });
-  if (!series.size) parts.push(svg("text", { x: width / 2 - 60, y: height / 2 }, "No counts in the last hour"));
+  if (!series.size) {
+    parts.push(svg("text", { x: width / 2, y: height / 2, "text-anchor": "middle" }, "No counts in the last hour"));
+  }
   chart.replaceChildren(...parts);
   $("legend").replaceChildren(...legend);
 }
@@ -367,6 +414,7 @@ for (const id of ["camera", "kind", "since", "until"]) {
   });
 }
 $("older").addEventListener("click", () => loadOlder().catch(showError));
+new ResizeObserver(() => lastChart && drawChart(...lastChart)).observe($("chart"));
 window.addEventListener("pagehide", () => {
   for (const key of [...tiles.keys()]) removeTile(key);
 });

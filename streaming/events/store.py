@@ -67,6 +67,7 @@ class EventFilter:
     pipeline: str | None = None
     source: str | None = None
     kind: str | None = None
+    """One kind, or several comma-separated (``line_crossing,zone_entry``)."""
     step: str | None = None
     class_name: str | None = None
     direction: str | None = None
@@ -80,13 +81,14 @@ class EventFilter:
             for column, value in (
                 (c.pipeline, self.pipeline),
                 (c.source, self.source),
-                (c.kind, self.kind),
                 (c.step, self.step),
                 (c.class_name, self.class_name),
                 (c.direction, self.direction),
             )
             if value is not None
         ]
+        if self.kind is not None:  # one kind, or several comma-separated
+            found.append(c.kind.in_([k for k in self.kind.split(",") if k] or [""]))
         if self.since_ms is not None:
             found.append(c.at_ms >= self.since_ms)
         if self.until_ms is not None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 
 import cv2
+import httpx
 import numpy as np
 import pytest
 
@@ -120,3 +121,91 @@ def test_the_review_page_shows_live_tiles_events_clips_and_counts(tmp_path, pers
                 )
         finally:
             server.post(f"/inference_pipelines/{pipeline_id}/terminate")
+
+
+KEY = "review-key"
+
+
+def shot(page, name: str) -> None:
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / f"review-{name}.png"), full_page=True)
+
+
+def assert_chart_text_readable(page) -> None:
+    """The chart's text as rendered, not as declared: a fixed viewBox squeezed into a narrow
+    column once drew it about 6 px high."""
+    heights = page.evaluate(
+        "() => [...document.querySelectorAll('#chart text')]"
+        ".map(t => t.getBoundingClientRect().height)"
+    )
+    assert heights and min(heights) >= 11, heights
+
+
+def test_each_state_of_the_review_page_says_what_it_is(tmp_path):
+    """Unauthorised, empty, running, and an event without a clip, each shown in words (and
+    a screenshot of each in tests/artifacts/)."""
+    headers = {"Authorization": f"Bearer {KEY}"}
+    with (
+        running_server(api_key=KEY) as server,
+        RTSPCamera(320, 240, fps=15, path="front-door") as cam,
+        chromium() as browser,
+        open_page(browser, server.url + "/review.html", camera=False) as page,
+    ):
+        # No key given: not "No pipeline is running", but what to do.
+        page.wait_for_function(
+            "() => document.getElementById('no-tiles').textContent.includes('needs an API key')",
+            timeout=WAIT_MS,
+        )
+        assert page.locator("#key-box").get_attribute("open") is not None
+        shot(page, "unauthorised")
+
+        page.fill("#api-key", KEY)
+        page.press("#api-key", "Tab")  # the value is committed (change) as a person leaves it
+        page.wait_for_function(
+            "() => document.getElementById('no-tiles').textContent === 'No pipeline is running.'"
+            " && document.querySelector('#chart text')",
+            timeout=WAIT_MS,
+        )
+        assert "No counts in the last hour" in page.locator("#chart").text_content()
+        assert_chart_text_readable(page)
+        shot(page, "empty")
+
+        body = {
+            "video_configuration": {"type": "VideoConfiguration", "video_reference": [cam.url]},
+            "processing_configuration": {"type": "WorkflowConfiguration",
+                                         "workflow_specification": counting_with_evidence()},
+        }  # fmt: skip
+        started = httpx.post(
+            f"{server.url}/inference_pipelines/initialise", json=body, headers=headers, timeout=60
+        )
+        assert started.status_code == 200, started.text
+        pipeline_id = started.json()["context"]["pipeline_id"]
+        try:
+            # The tile is named by its camera, not by an id.
+            key = f"{pipeline_id}#0"
+            wait_state(page, f"v.tiles[{key!r}] && v.tiles[{key!r}].results > 0")
+            title = page.locator(".tile h3").text_content()
+            assert "/front-door" in title and pipeline_id[:8] in title, title
+            # The camera connecting is on the timeline; the pipeline's own status is not,
+            # unless asked for.
+            shown = wait_state(page, "v.events.some(e => e.kind === 'source_state')")
+            assert not any(e["kind"] == "inference_thread_started" for e in shown["events"])
+            assert page.locator("#timeline img").count() == 0  # no picture: no empty frame
+            shot(page, "running")
+
+            # An event without a clip says so at once, with no empty player.
+            state_event = next(e for e in shown["events"] if e["kind"] == "source_state")
+            assert not state_event.get("clip_url")
+            page.click(f"#timeline button[data-id='{state_event['id']}']")
+            page.wait_for_function(
+                "() => document.getElementById('player-caption').textContent.includes('no clip')",
+                timeout=WAIT_MS,
+            )
+            assert not page.locator("#player").is_visible()
+            shot(page, "no-clip")
+
+            page.select_option("#kind", "")  # everything, the pipeline's own status too
+            wait_state(page, "v.events.some(e => e.kind === 'inference_thread_started')")
+        finally:
+            httpx.post(f"{server.url}/inference_pipelines/{pipeline_id}/terminate",
+                       headers=headers, timeout=60)  # fmt: skip
