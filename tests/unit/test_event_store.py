@@ -111,6 +111,7 @@ def test_filters_narrow_by_every_field_and_by_time(store):
     assert kinds(class_name="person") == ["zone_entry", "line_crossing"]
     assert kinds(source="1") == ["zone_entry"]
     assert kinds(step="zone", kind="zone_entry") == ["zone_entry"]
+    assert kinds(kind="source_state,zone_entry") == ["source_state", "zone_entry"]  # several
     assert kinds(pipeline="p2") == ["source_state"]
     since, until = round((T0 + 60) * 1000), round((T0 + 180) * 1000)
     assert kinds(since_ms=since, until_ms=until) == ["zone_entry", "line_crossing"]
