@@ -44,6 +44,7 @@ window.visionstream = { stats, session: null, detections: [], metadata: null, la
 
 let session = null;
 let startedAt = 0;
+let frameWatch = 0; // which session's frame counter runs: a new one stops the old one
 let presented = [];
 let renderQueued = false;
 let latestResult = null;
@@ -92,9 +93,10 @@ function renderStatus() {
   $("latency").textContent =
     stats.latencyMs === null
       ? "–"
-      : `${Math.round(stats.latencyMs)} ms${stats.latencyBasis === "server" ? " (from the server's receipt)" : ""}`;
+      : `${Math.round(stats.latencyMs)} ms${stats.latencyBasis === "server" ? " (server clock)" : ""}`;
   $("path").textContent = stats.path ?? "–";
-  $("dropped").textContent = String(stats.dropped);
+  // A viewer of a pipeline sends nothing: it drops nothing of its own ("–", not the pipeline's).
+  $("dropped").textContent = stats.dropped === null ? "–" : String(stats.dropped);
   $("results").textContent = String(stats.resultsReceived);
 }
 
@@ -102,8 +104,11 @@ function renderStatus() {
 
 function watchFrames() {
   if (typeof video.requestVideoFrameCallback !== "function") return;
+  // One counter at a time: a second chain (a new session, a second track) counted every
+  // frame twice (57 fps shown for a 30 fps camera).
+  const mine = ++frameWatch;
   const onFrame = (now) => {
-    if (!video.srcObject) return;
+    if (mine !== frameWatch || !video.srcObject) return;
     stats.framesReceived += 1;
     if (stats.startToFirstFrameMs === null) stats.startToFirstFrameMs = now - startedAt;
     presented.push(now);
@@ -168,7 +173,7 @@ function onResult(result, latencyMs) {
     if (latencies.length > LATENCIES_KEPT) latencies.shift();
   }
   stats.latencyBasis = session.latencyBasis;
-  stats.dropped = session.dropped;
+  stats.dropped = watching() ? null : session.dropped;
   window.visionstream.detections = predictionsOf(result) ?? [];
   window.visionstream.metadata = result.video_metadata; // the frame they were found in
   stats.detections = window.visionstream.detections.length;
@@ -209,7 +214,7 @@ function chosenGeometry() {
 
 function onWorkflowChange() {
   drawing = { spec: drawable(), points: [] };
-  $("geometry-panel").hidden = !drawing.spec;
+  $("geometry-panel").hidden = !drawing.spec || watching();
   renderGeometry();
 }
 
@@ -334,7 +339,7 @@ async function sourceForMode() {
 // --- start / stop ---------------------------------------------------------------------------
 
 function resetStats() {
-  Object.assign(stats, SESSION_STATS, { mode: mode() });
+  Object.assign(stats, SESSION_STATS, { mode: mode(), dropped: watching() ? null : 0 });
   presented = [];
   latencies.length = 0;
   latestResult = null;
@@ -451,7 +456,10 @@ async function listPipelines() {
         options.push(new Option(`${id.slice(0, 8)} · ${where}`, `${id}#${source.source_id ?? index}`));
       }
     }
+    const chosen = select.value;
     select.replaceChildren(new Option(options.length ? "(none)" : "(no pipelines running)", ""), ...options);
+    if ([...select.options].some((o) => o.value === chosen)) select.value = chosen;
+    onWatchChange();
   } catch (error) {
     showError(error);
   }
@@ -473,11 +481,25 @@ async function showProvider() {
 
 // --- wiring ---------------------------------------------------------------------------------
 
+/** Watching a running pipeline: its workflow, its line and its pace are the pipeline's. */
+function watching() {
+  return mode() === "camera" && Boolean($("pipeline").value);
+}
+
+function onWatchChange() {
+  const own = !watching();
+  for (const element of [$("workflow"), document.querySelector('label[for="workflow"]'), $("every-frame").closest("label")]) {
+    element.hidden = !own;
+  }
+  $("geometry-panel").hidden = !own || !drawing.spec;
+}
+
 function onModeChange() {
   for (const panel of document.querySelectorAll(".mode-panel")) panel.hidden = panel.dataset.mode !== mode();
   $("every-frame").checked = mode() === "file"; // a file is worth every frame; a live feed is not
   stats.mode = mode();
   if (mode() === "camera") listPipelines();
+  onWatchChange();
 }
 
 $("api-key").value = sessionStorage.getItem(KEY_STORAGE) ?? "";
@@ -489,6 +511,7 @@ $("api-key").addEventListener("change", () => {
 form.addEventListener("submit", start);
 $("stop").addEventListener("click", stop);
 $("refresh-pipelines").addEventListener("click", listPipelines);
+$("pipeline").addEventListener("change", onWatchChange);
 $("workflow").addEventListener("change", onWorkflowChange);
 $("drawing").addEventListener("click", onDrawingClick);
 $("geometry-apply").addEventListener("click", applyGeometry);

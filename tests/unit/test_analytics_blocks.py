@@ -158,6 +158,14 @@ def test_the_line_zones_and_traces_are_drawn_where_they_are():
     line = build(LineCounterVisualizationBlock, zone=LINE, opacity=1.0)
     drawn = line.run({"image": image, "count_in": 2, "count_out": 1}, frame_at(0))["image"].numpy
     assert drawn[150, 100].any() and not drawn[150, 200].any()  # on the line, off it
+    # A line from the frame's corner: its counts' text (on white) as whole as mid-frame.
+    def text_box(zone) -> tuple[int, int]:
+        block = build(LineCounterVisualizationBlock, zone=zone, opacity=1.0)
+        out = block.run({"image": image, "count_in": 2, "count_out": 1}, frame_at(0))
+        white = np.argwhere((out["image"].numpy == 255).all(axis=2))
+        return tuple(white.max(axis=0) - white.min(axis=0))
+
+    assert text_box([[280, 0], [280, 199]]) == text_box([[150, 100], [150, 150]])
     zone = build(PolygonZoneVisualizationBlock, zone=SQUARE)
     filled = zone.run({"image": image}, frame_at(0))["image"].numpy
     assert filled[100, 100].any() and not filled[180, 250].any()
