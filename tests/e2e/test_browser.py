@@ -288,7 +288,7 @@ def test_camera_mode_reads_a_url_or_watches_a_running_pipeline(page, server):
         # Frames counted once each (two counters once showed 57 fps for a 30 fps camera),
         # and no drops of its own for a viewer that sends nothing.
         assert shown["fps"] <= 15 * 1.4, shown
-        assert page.locator("#dropped").inner_text() == "–"
+        assert page.locator("#dropped").inner_text() == "\u2013"  # a dash: nothing to count
         assert_status_bar_on_one_line(page)
         screenshot(page, "pipeline")
         page.get_by_role("button", name="Stop", exact=True).click()
