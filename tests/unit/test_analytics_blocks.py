@@ -158,6 +158,7 @@ def test_the_line_zones_and_traces_are_drawn_where_they_are():
     line = build(LineCounterVisualizationBlock, zone=LINE, opacity=1.0)
     drawn = line.run({"image": image, "count_in": 2, "count_out": 1}, frame_at(0))["image"].numpy
     assert drawn[150, 100].any() and not drawn[150, 200].any()  # on the line, off it
+
     # A line from the frame's corner: its counts' text (on white) as whole as mid-frame.
     def text_box(zone) -> tuple[int, int]:
         block = build(LineCounterVisualizationBlock, zone=zone, opacity=1.0)
