@@ -3,7 +3,11 @@ library's chatter, and, when the model cannot be fetched, one line saying what t
 
 from __future__ import annotations
 
+import base64
+
+import cv2
 import httpx
+import numpy as np
 
 from tests.support.server import ServerProcess, running_server
 
@@ -21,6 +25,9 @@ def test_a_start_says_where_to_go_once_and_nothing_else_at_info():
     assert "is not a setting" in typo and "did you mean 'STREAMING_MODELS_DIR'" in typo
 
 
+JPEG = cv2.imencode(".jpg", np.zeros((48, 64, 3), np.uint8))[1].tobytes()
+
+
 def test_a_model_that_cannot_be_fetched_is_one_line_saying_what_to_run(tmp_path):
     """The tests' namespace has no network: pip cannot reach the index, as offline."""
     server = ServerProcess(models_dir=str(tmp_path / "models"))
@@ -31,6 +38,12 @@ def test_a_model_that_cannot_be_fetched_is_one_line_saying_what_to_run(tmp_path)
         assert "visionstream models add FILE" in line and "STREAMING_DEFAULT_MODEL" in line
         answer = httpx.get(f"{server.url}/readyz", timeout=10)
         assert answer.status_code == 503 and answer.json()["message"] in line
+        # Asked for by name, the default model is not one to add: the same line, a 503.
+        image = {"type": "base64", "value": base64.b64encode(JPEG).decode()}
+        inferred = httpx.post(f"{server.url}/infer/object_detection", timeout=30,
+                              json={"model_id": "yolov3-tiny-416", "image": image})  # fmt: skip
+        assert inferred.status_code == 503 and "visionstream models pull" in inferred.text
+        assert "models add FILE --name yolov3-tiny-416" not in inferred.text
         assert not [x for x in server.lines if x.startswith(("WARNING: Retrying", "ERROR: "))]
     finally:
         server.stop()

@@ -26,7 +26,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.datastructures import UploadFile
 from starlette.formparsers import MultiPartException, MultiPartParser
 
-from ...errors import InvalidRequest, NotFound
+from ...errors import InvalidRequest, NotFound, NotReady
+from ...inference.aliases import suggested_name
 from ...inference.registry import UnknownModel
 from ...protocol.messages import WorkflowConfiguration
 from ...request_images import ImageLimits, load_images
@@ -145,6 +146,9 @@ async def _infer(
         # Held for the request: /model/remove cannot close it between here and the run.
         model = await asyncio.to_thread(state.models.acquire, body.model_id)
     except UnknownModel:
+        if state.startup_error and suggested_name(body.model_id) == state.settings.default_model:
+            # Not a model to add: the one the server fetches itself, which it could not.
+            raise NotReady(state.startup_error) from None
         raise unknown_model(body.model_id, state.models.available()) from None
     try:
         if tasks and model.task not in tasks:
