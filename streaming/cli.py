@@ -93,6 +93,11 @@ def _serve(args: argparse.Namespace) -> int:
         proxy_headers=bool(settings.trusted_proxies),
         forwarded_allow_ips=settings.trusted_proxies or [],
     )
+    if args.log_level == "info":
+        # uvicorn's start and stop lines ("Started server process", "Waiting for application
+        # startup", ...) say less than our one "ready:" line, which comes once the socket is
+        # bound too; its warnings and errors stay. --log-level debug shows everything.
+        logging.getLogger("uvicorn.error").setLevel(logging.WARNING)
     # SIGTERM or Ctrl-C drains the sessions first (server/shutdown.py); a second one hurries.
     DrainingServer(config, app).run()
     return 0

@@ -113,10 +113,12 @@ async def _prepare_models(state: ServerState) -> None:
     # The one line a newcomer waits for: where to point the browser.
     host = "127.0.0.1" if settings.host in ("0.0.0.0", "::", "") else settings.host
     host = f"[{host}]" if ":" in host else host
-    log.info("ready: http://%s:%d (%s on %s)", host, settings.port, model.name,
-             model.session.device)  # fmt: skip
     state.ready.set()
     state.prepared.set()
+    if state.listening is not None:
+        await state.listening.wait()
+    log.info("ready: http://%s:%d (%s on %s)", host, settings.port, model.name,
+             model.session.device)  # fmt: skip
 
 
 async def _restore_after(preparing: asyncio.Task[None], state: ServerState) -> None:
@@ -194,6 +196,8 @@ def _lifespan(
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         private_directories(settings)  # before anything is written there
         state = _build_state(settings, metrics, parts)
+        # DrainingServer (visionstream serve) marks the app before serving it.
+        state.listening = asyncio.Event() if getattr(app.state, "binds_http", False) else None
         app.state.server = state
         startup = TaskOwner("server")
         preparing = startup.spawn(_prepare_models(state), "prepare_models")

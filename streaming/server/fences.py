@@ -22,7 +22,11 @@ TESTED_UVICORN = ">=0.54,<0.55"
 
 _PROTOCOL_METHODS = ("connection_made", "data_received", "on_response_complete", "connection_lost")
 _PROTOCOL_ATTRIBUTES = ("cycle", "transport", "loop")
-_SERVER_METHODS = {"handle_exit": ("sig", "frame"), "serve": ("sockets",)}
+_SERVER_METHODS = {
+    "handle_exit": ("sig", "frame"),
+    "serve": ("sockets",),
+    "startup": ("sockets",),
+}
 _SERVER_ATTRIBUTES = ("should_exit", "force_exit")
 
 

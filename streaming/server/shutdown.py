@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 from types import FrameType
 
 import uvicorn
@@ -59,6 +60,7 @@ class DrainingServer(uvicorn.Server):
         self._app = app
         self._loop: asyncio.AbstractEventLoop | None = None
         self._draining: asyncio.Task[None] | None = None
+        app.state.binds_http = True  # its "ready:" line waits for the socket (startup below)
 
     @property
     def _state(self) -> ServerState | None:
@@ -68,6 +70,12 @@ class DrainingServer(uvicorn.Server):
     async def serve(self, sockets: list | None = None) -> None:
         self._loop = asyncio.get_running_loop()
         await super().serve(sockets)
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)  # the lifespan has run, the socket is bound
+        state = self._state
+        if state is not None and state.listening is not None:
+            state.listening.set()
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         if self._draining is not None or self._state is None or self._loop is None:

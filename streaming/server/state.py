@@ -85,6 +85,9 @@ class ServerState:
     prepared: asyncio.Event = field(default_factory=asyncio.Event)
     """Model preparation is over: ``ready`` is set, or ``startup_error`` says why not."""
     startup_error: str | None = None
+    listening: asyncio.Event | None = None
+    """Set once the HTTP socket is bound, where a server of ours binds it (``visionstream
+    serve``): the "ready:" line waits for it, so it never comes before the page can load."""
     draining: bool = False
     """Set on SIGTERM: live sessions are being ended; new ones are refused (503)."""
     deployment: Deployment | None = None

@@ -20,6 +20,8 @@ def test_a_start_says_where_to_go_once_and_nothing_else_at_info():
     assert sum("ready: " in line for line in lines) == 1, lines
     noise = [line for line in lines if "alembic" in line or "factory" in line]
     assert not noise, noise
+    # uvicorn's own start lines say less than "ready:", which comes once it listens too.
+    assert not [line for line in lines if line.startswith("INFO:  ")], lines
     assert not [line for line in lines if "GET /healthz" in line]  # the access log is off
     typo = next(line for line in lines if "STREAMING_MODELS_DIRR" in line)
     assert "is not a setting" in typo and "did you mean 'STREAMING_MODELS_DIR'" in typo

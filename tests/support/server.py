@@ -19,7 +19,9 @@ from typing import Any
 
 import httpx
 
-READY_MARKERS = ("ready:", "Uvicorn running on")
+READY_MARKERS = ("ready:",)  # visionstream serve says it once the socket is bound as well
+# Under Ray the replicas say "ready:" and Serve's proxy (uvicorn) says when it listens.
+RAY_READY_MARKERS = ("ready:", "Uvicorn running on")
 _CONNECTED = re.compile(r"session \w+ connected( \(|$)")  # "connected (VP8)", say
 LOOPBACK_ALLOWED = "127.0.0.0/8,::1/128,0.0.0.0/0,::/0"
 # Between looks at state only reachable over HTTP (a Ray deployment's replicas report every s).
@@ -153,6 +155,7 @@ class ServerProcess(LoggedProcess):
         }
         env.update({f"STREAMING_{k.upper()}": v for k, v in settings.items()})
         env.update(environment or {})
+        self.ready_markers = RAY_READY_MARKERS if "--ray" in (serve or []) else READY_MARKERS
         self.closed_sessions = 0
         self.connected_sessions = 0
         self._seen: set[str] = set()
@@ -173,10 +176,10 @@ class ServerProcess(LoggedProcess):
             self.closed_sessions += 1
         if _CONNECTED.search(line):
             self.connected_sessions += 1
-        for marker in READY_MARKERS:
+        for marker in self.ready_markers:
             if marker in line:
                 self._seen.add(marker)
-        if len(self._seen) == len(READY_MARKERS):
+        if len(self._seen) == len(self.ready_markers):
             self._ready.set()
 
     def wait_ready(self, timeout: float = 120) -> None:
