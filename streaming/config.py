@@ -290,9 +290,9 @@ class Settings(BaseSettings):
     gzip_level: int = Field(default=6, ge=1, le=9)
     """gzip level of data-channel results that carry data outputs."""
 
-    inference_backend: Literal["auto", "onnxruntime", "openvino", "remote"] | None = None
-    """Runtime for every model, overriding their manifests. ``auto``: ONNX Runtime (TensorRT,
-    CUDA) where an NVIDIA driver is present, else OpenVINO (2x ONNX Runtime on CPUs)."""
+    inference_backend: Literal["auto", "onnxruntime", "openvino", "torch", "remote"] | None = None
+    """Runtime for every model, overriding manifests (``torch``: the ``torch`` extra). ``auto``:
+    ONNX Runtime (TensorRT, CUDA) with an NVIDIA driver, else OpenVINO (2x ORT on CPUs)."""
     onnx_providers: Annotated[list[str], NoDecode] = Field(default_factory=list)
     """ONNX Runtime providers in order of preference; empty: the best that loads here
     (TensorRT and CUDA only where an NVIDIA driver is present)."""

@@ -53,6 +53,10 @@ def open_session(manifest: ModelManifest, directory: Path, settings: Settings) -
             api_key=key.get_secret_value() if key else None,
         )
     path = manifest.onnx_path(directory)
+    if backend == "torch":
+        from .torch_session import TorchSession
+
+        return TorchSession(path)
     if backend == "openvino":
         from .openvino_session import OpenVINOOptions, OpenVINOSession
 

@@ -142,7 +142,7 @@ class ModelManifest(BaseModel):
     main input."""
     input_stride: int = Field(default=32, ge=1)
     """The network's largest stride (YOLO's 32): how a frame is aligned on input variants."""
-    backend: Literal["auto", "onnxruntime", "openvino", "remote"] = "auto"
+    backend: Literal["auto", "onnxruntime", "openvino", "torch", "remote"] = "auto"
     """Runtime for this model; ``STREAMING_INFERENCE_BACKEND`` overrides it."""
     max_batch_size: int | None = Field(default=None, ge=1)
     """Largest batch the dynamic batcher may form (default: the setting for the device)."""
