@@ -49,17 +49,23 @@ def download_wheels(into: Path) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--out", type=Path, default=BUNDLE)
+    parser.add_argument("--models-dir", type=Path, help="where the default model is")
+    parser.add_argument(
+        "--no-wheels", action="store_true", help="no downloads: the packages are here (CI smoke)"
+    )
     args = parser.parse_args()
     out: Path = args.out
     shutil.rmtree(out, ignore_errors=True)
     (out / "photos").mkdir(parents=True)
-    model_dir = ensure_default_model(Settings().models_dir, progress=print)
+    models = args.models_dir or Settings().models_dir
+    model_dir = ensure_default_model(models, progress=print)
     narrowed(model_dir / "model.onnx", out / "model_fp16w.onnx")
     names = [line for line in (PHOTO_DIR / "coco.names").read_text().splitlines() if line]
     (out / "coco.names").write_text("\n".join(names))
     for photo in PHOTOS:
         shutil.copy(PHOTO_DIR / photo, out / "photos" / photo)
-    download_wheels(out / "wheels")
+    if not args.no_wheels:
+        download_wheels(out / "wheels")
     size = sum(f.stat().st_size for f in out.rglob("*") if f.is_file())
     print(f"bundle {out}: {size / 2**20:.1f} MiB (limit {LIMIT_MIB} MiB)")
     if size > LIMIT_MIB * 2**20:

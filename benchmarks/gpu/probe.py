@@ -190,7 +190,11 @@ def torch_module(args: argparse.Namespace, torch: Any, device: str = "cuda") -> 
 def step_parity(args: argparse.Namespace) -> dict[str, Any]:
     """Same photos through ONNX Runtime (CPU) and torch (fp32, fp16 on CUDA; fp32 on CPU)."""
     import onnxruntime as ort
-    import torch
+
+    try:
+        import torch
+    except ImportError:
+        return {"skipped": "no PyTorch"}
 
     names = (args.bundle / "coco.names").read_text().split("\n")
     model = load_model(args.bundle)
@@ -444,6 +448,12 @@ def step_batcher(args: argparse.Namespace) -> dict[str, Any]:
     return batcher(args)
 
 
+def step_backend(args: argparse.Namespace) -> dict[str, Any]:
+    from benchmarks.gpu.serving import step_backend as backend
+
+    return backend(args)
+
+
 STEPS = {
     "env": step_env,
     "ort_cpu": step_ort_cpu,
@@ -452,6 +462,7 @@ STEPS = {
     "graphs": step_graphs,
     "end_to_end": step_end_to_end,
     "batcher": step_batcher,
+    "backend": step_backend,
     "decode": step_decode,
     "compile": step_compile,
 }

@@ -17,13 +17,16 @@ total=${GPU_RUN_SECONDS:-420}
 site=$(mktemp -d)
 trap 'rm -rf "$site"' EXIT
 mkdir -p "$out"
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$site" \
-  "$bundle"/wheels/*.whl || echo "wheels: install failed"
+if ls "$bundle"/wheels/*.whl >/dev/null 2>&1; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$site" \
+    "$bundle"/wheels/*.whl || echo "wheels: install failed"
+fi
 export PYTHONPATH="$site:$repo" PYTHONUNBUFFERED=1
 nvidia-smi 2>&1 | head -15 || echo "nvidia-smi: none here"
-# step:limit (seconds), most wanted first (batcher: the one the last lent run did not have);
+# step:limit (seconds), most wanted first (backend, batcher: ours on the GPU, new since the
+# second lent run);
 # compile last: inductor's first call alone can take minutes.
-for entry in env:60 batcher:150 parity:120 torch:120 graphs:120 ort_cpu:120 end_to_end:90 decode:150 compile:180; do
+for entry in env:60 backend:90 batcher:150 parity:120 torch:120 graphs:120 ort_cpu:120 end_to_end:90 decode:150 compile:180; do
   step=${entry%%:*}
   limit=${entry##*:}
   case " ${GPU_STEPS:-$step} " in *" $step "*) ;; *) continue ;; esac

@@ -12,6 +12,7 @@ import statistics
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -21,13 +22,16 @@ from streaming.inference.session import InferenceSession, TensorSpec
 
 CLIENTS = (1, 8, 16, 32, 64)
 FRAME = (480, 640)
+FRAME_1 = np.zeros((1, *FRAME, 3), np.uint8)  # the shape a frame runner's session declares
 SMOKE_CLIENTS = (1, 2)
 SETTINGS = {  # (max batch, delay ms, workers); the server's GPU default is 16 x 2 ms, 2 workers
     "off": (1, 0.0, 1),
     "16 x 2 ms, 2 workers": (16, 2.0, 2),
-    "32 x 2 ms, 2 workers": (32, 2.0, 2),
+    # No wait: a batch is what queued while the device was busy (next lent run's question).
+    "16 x 0 ms, 2 workers": (16, 0.0, 2),
 }
-# measured on the H100 too (2026-11-27): 32 x 4 ms with 1 worker, 0.28-0.36 of the best
+# measured on the H100 too (2026-11-27): 32 x 4 ms with 1 worker, 0.28-0.36 of the best; 32 x 2
+# ms with 2 workers, no better than 16 (0.49-0.59 at 64 sessions)
 
 
 class RunSession(InferenceSession):
@@ -48,33 +52,11 @@ class RunSession(InferenceSession):
         return self._run(batch)
 
 
-def graph_runner(torch: Any, module: Any, sizes: tuple[int, ...], size: int) -> Callable:
-    """fp16 CUDA graphs of ``module``, one per batch size in ``sizes``; a batch runs on the
-    smallest that holds it (rows past it are stale and ignored). Serialised: the graphs'
-    static buffers are shared."""
-    from benchmarks.gpu.probe import captured
-
-    graphs = {}
-    for batch in sizes:
-        x = torch.zeros(batch, 3, size, size, device="cuda", dtype=torch.float16)
-        with torch.inference_mode():
-            graphs[batch] = (x, *captured(torch, lambda x=x: module(x)))
-    lock = threading.Lock()
-
-    def run(batch: np.ndarray) -> list[np.ndarray]:
-        n = len(batch)
-        x, graph, out = graphs[next(b for b in sizes if b >= n)]
-        with lock:
-            x[:n].copy_(torch.from_numpy(batch))
-            graph.replay()
-            return [out[:n].float().cpu().numpy()]
-
-    return run
-
-
 def frame_runner(torch: Any, module: Any, sizes: tuple[int, ...], size: int) -> Callable:
-    """As ``graph_runner``, but taking 640x480 BGR frames (uint8, a quarter of a float blob's
-    bytes) and letterboxing them on the GPU inside the graph, as a torch backend would."""
+    """fp16 CUDA graphs of ``module``, one per batch size in ``sizes`` (a batch runs on the
+    smallest that holds it), taking 640x480 BGR frames (uint8, a quarter of a float blob's
+    bytes) and letterboxing them on the GPU inside the graph: what a torch backend could take
+    instead of float blobs. Serialised: the graphs' static buffers are shared."""
     import torch.nn.functional as functional
 
     from benchmarks.gpu.probe import captured
@@ -180,6 +162,40 @@ def measure(
     return result
 
 
+def backend_session(args: argparse.Namespace) -> InferenceSession:
+    """Our torch backend (``streaming/inference/torch_session.py``) on the bundle's model, as
+    the server opens it: on CUDA, fp16, a CUDA graph per batch shape."""
+    from benchmarks.gpu.probe import load_model
+    from streaming.inference.torch_session import TorchSession
+
+    path = Path(args.work) / "model.onnx"
+    if not path.exists():
+        path.write_bytes(load_model(args.bundle).SerializeToString())
+    return TorchSession(path)
+
+
+def step_backend(args: argparse.Namespace) -> dict[str, Any]:
+    """Our torch backend against ONNX Runtime (CPU) on the photos: what it reports itself as,
+    and how far its outputs are (scores, box pixels of 416)."""
+    import onnxruntime as ort
+
+    from benchmarks.gpu.probe import cuda_or_none, load_model, photos
+
+    if cuda_or_none() is None:
+        return {"skipped": "no GPU"}
+    session = backend_session(args)
+    model = load_model(args.bundle).SerializeToString()
+    reference = ort.InferenceSession(model, providers=["CPUExecutionProvider"])
+    result: dict[str, Any] = {"device": session.device, "providers": session.providers}
+    for stem, blob in photos(args.bundle).items():
+        want, got = reference.run(None, {"images": blob})[0], session.run(blob)[0]
+        scores = np.abs(want[..., 4:5] * want[..., 5:] - got[..., 4:5] * got[..., 5:]).max()
+        boxes = np.abs(want[..., :4] - got[..., :4]).max()
+        result[stem] = {"max_score_diff": float(scores), "max_box_diff_px": float(boxes)}
+    session.close()
+    return result
+
+
 def step_batcher(args: argparse.Namespace) -> dict[str, Any]:
     from benchmarks.gpu.probe import INPUT, cuda_or_none, torch_module, write
 
@@ -190,13 +206,17 @@ def step_batcher(args: argparse.Namespace) -> dict[str, Any]:
     module = torch_module(args, torch).half()
     clients = SMOKE_CLIENTS if args.smoke else CLIENTS
     rng = np.random.default_rng(0)
-    inputs = {  # what the server hands the model today; what a torch backend would
-        "uint8 frames": (frame_runner, rng.integers(0, 255, (1, *FRAME, 3), dtype=np.uint8)),
-        "f32 blobs": (graph_runner, rng.random((1, 3, INPUT, INPUT), dtype=np.float32)),
+    blob = rng.random((1, 3, INPUT, INPUT), dtype=np.float32)
+    sessions = {  # what a torch backend could take; what the server hands it today
+        "uint8 frames": (
+            lambda: RunSession(frame_runner(torch, module, tuple(args.batches), INPUT), FRAME_1),
+            rng.integers(0, 255, (1, *FRAME, 3), dtype=np.uint8),
+        ),
+        "f32 blobs, our torch backend": (lambda: backend_session(args), blob),
     }
     result: dict[str, Any] = {}
-    for label, (runner, sample) in inputs.items():
-        session = RunSession(runner(torch, module, tuple(args.batches), INPUT), sample)
+    for label, (opened, sample) in sessions.items():
+        session = opened()
         result[label] = measure(
             session, args, clients, sample,
             lambda r, label=label: write(args.out, "batcher", {**result, label: r}),
