@@ -276,6 +276,27 @@ def step_graphs(args: argparse.Namespace) -> dict[str, Any]:
     return model_alone(args, graphs=True)
 
 
+def letterboxed(torch: Any, module: Any, frames: Any, size: int = INPUT) -> Callable[[], Any]:
+    """``module`` on ``frames`` (BGR uint8 N x H x W x 3 on the GPU) letterboxed on the GPU as
+    the server's ``letterbox`` does (grey, RGB, /255), in fp16: a forward to call or record."""
+    import torch.nn.functional as functional
+
+    batch, h, w = frames.shape[:3]
+    scale = min(size / w, size / h)
+    nw, nh = round(w * scale), round(h * scale)
+    top, left = (size - nh) // 2, (size - nw) // 2
+    canvas = torch.full((batch, 3, size, size), 0.5, device=frames.device, dtype=torch.float16)
+
+    def forward() -> Any:
+        rgb = frames.flip(-1).permute(0, 3, 1, 2).half().div_(255)
+        canvas[:, :, top : top + nh, left : left + nw] = functional.interpolate(
+            rgb, size=(nh, nw), mode="bilinear", align_corners=False
+        )
+        return module(canvas)
+
+    return forward
+
+
 def step_end_to_end(args: argparse.Namespace) -> dict[str, Any]:
     """640x480 BGR frames from host memory: copy up, letterbox and scale on the GPU, the fp16
     model, the detections' tensor back to host: what a server batch costs, eager and then
@@ -283,29 +304,18 @@ def step_end_to_end(args: argparse.Namespace) -> dict[str, Any]:
     torch = cuda_or_none()
     if torch is None:
         return {"skipped": "no GPU"}
-    import torch.nn.functional as functional
 
     torch.backends.cudnn.benchmark = True
     module = torch_module(args, torch).half()
     result: dict[str, Any] = {}
     h, w = 480, 640
-    scale = min(INPUT / w, INPUT / h)
-    nw, nh = round(w * scale), round(h * scale)
-    top, left = (INPUT - nh) // 2, (INPUT - nw) // 2
     for mode in ("eager", "cuda_graph"):
         for batch in args.batches:
             host = torch.from_numpy(
                 np.random.default_rng(1).integers(0, 255, (batch, h, w, 3), dtype=np.uint8)
             ).pin_memory()
-            canvas = torch.full((batch, 3, INPUT, INPUT), 0.5, device="cuda", dtype=torch.float16)
             frames = torch.empty((batch, h, w, 3), device="cuda", dtype=torch.uint8)
-
-            def forward(frames: Any = frames, canvas: Any = canvas) -> Any:
-                rgb = frames.flip(-1).permute(0, 3, 1, 2).half().div_(255)
-                canvas[:, :, top : top + nh, left : left + nw] = functional.interpolate(
-                    rgb, size=(nh, nw), mode="bilinear", align_corners=False
-                )
-                return module(canvas)
+            forward = letterboxed(torch, module, frames)
 
             with torch.inference_mode():
                 run, outputs = forward, None

@@ -57,26 +57,12 @@ def frame_runner(torch: Any, module: Any, sizes: tuple[int, ...], size: int) -> 
     smallest that holds it), taking 640x480 BGR frames (uint8, a quarter of a float blob's
     bytes) and letterboxing them on the GPU inside the graph: what a torch backend could take
     instead of float blobs. Serialised: the graphs' static buffers are shared."""
-    import torch.nn.functional as functional
+    from benchmarks.gpu.probe import captured, letterboxed
 
-    from benchmarks.gpu.probe import captured
-
-    h, w = FRAME
-    scale = min(size / w, size / h)
-    nw, nh = round(w * scale), round(h * scale)
-    top, left = (size - nh) // 2, (size - nw) // 2
     graphs = {}
     for batch in sizes:
-        frames = torch.zeros(batch, h, w, 3, device="cuda", dtype=torch.uint8)
-        canvas = torch.full((batch, 3, size, size), 0.5, device="cuda", dtype=torch.float16)
-
-        def forward(frames: Any = frames, canvas: Any = canvas) -> Any:
-            rgb = frames.flip(-1).permute(0, 3, 1, 2).half().div_(255)
-            canvas[:, :, top : top + nh, left : left + nw] = functional.interpolate(
-                rgb, size=(nh, nw), mode="bilinear", align_corners=False
-            )
-            return module(canvas)
-
+        frames = torch.zeros(batch, *FRAME, 3, device="cuda", dtype=torch.uint8)
+        forward = letterboxed(torch, module, frames, size)  # its buffers outside inference mode
         with torch.inference_mode():
             graphs[batch] = (frames, *captured(torch, forward))
     lock = threading.Lock()
