@@ -464,6 +464,12 @@ def step_backend(args: argparse.Namespace) -> dict[str, Any]:
     return backend(args)
 
 
+def step_server(args: argparse.Namespace) -> dict[str, Any]:
+    from benchmarks.gpu.server_run import step_server as server
+
+    return server(args)
+
+
 STEPS = {
     "env": step_env,
     "ort_cpu": step_ort_cpu,
@@ -475,6 +481,7 @@ STEPS = {
     "backend": step_backend,
     "decode": step_decode,
     "compile": step_compile,
+    "server": step_server,
 }
 
 
