@@ -19,6 +19,7 @@ NAMES = {
     "churn": "sessions of every kind opened and ended in rounds: resources back to baseline, RSS",
     "reference": "side by side with the reference server (installs it on request)",
     "batching": "8 sessions with and without the dynamic batcher",
+    "batcher-policy": "the batcher before and after a commit, in front of an emulated GPU",
     "inference": "the default model on every backend, no server around",
     "encoder": "aiortc's VP8 encoder vs ours (denoiser off): time, bitrate, PSNR",
     "codecs": "VP8 vs H.264, aiortc's and ours: CPU per frame to encode and decode, 480p, 720p",
@@ -37,7 +38,7 @@ NAMES = {
     "sampling": "max_fps on live cameras: results a second vs asked, this checkout vs earlier",
     "cameras-per-box": "N 720p cameras, a pipeline each: CPU per camera, slowest rate, gated",
     "rect-input": "the default model at 416x416 vs 416x256 (16:9 rect) on OpenVINO: CPU per run",
-    "gpu-bundle": "what the lent GPU machine lacks, in one folder: then bash benchmarks/gpu/run.sh",
+    "gpu-bundle": "what the lent GPU machine lacks, two folders: then bash benchmarks/gpu/run.sh",
     "plots": "PNG plots from the results",
 }
 

@@ -1,17 +1,21 @@
-"""Dynamic batching across sessions (Triton's dynamic batcher semantics).
+"""Dynamic batching across sessions.
 
 Frames from every session that uses a model queue here; a worker takes the first waiting
-request, then keeps collecting until the batch holds ``max_batch_size`` images or
-``max_queue_delay_ms`` has passed since that first request, runs one batch and hands each
-caller its own slice. With ``max_batch_size`` 1 there is no queue and no thread at all:
-callers run the session directly (on CPU, batching rarely pays).
+request and everything queued behind it (up to ``max_batch_size`` images), runs one batch and
+hands each caller its own slice. While another batch of the model is running (the device is
+busy, so waiting costs it nothing) the worker keeps collecting until the batch is full,
+``max_queue_delay_ms`` has passed since its first request (Triton's bound), or the device
+frees; with the device idle it runs at once: a lone session never waits for company that is
+not coming (on an H100 a fixed 2 ms wait made its 0.6 ms frame 3.1-3.5 ms,
+benchmarks/README.md "The batcher on the GPU"). With ``max_batch_size`` 1 there is no queue
+and no thread at all: callers run the session directly (on CPU, batching rarely pays).
 """
 
 from __future__ import annotations
 
-import queue
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
@@ -39,8 +43,6 @@ class BatchStats:
     compute_ms: float
 
 
-_STOP = object()
-
 REQUEST_BATCH = 32
 """The most images of one request run at once where a model takes any batch size (the
 default of ``STREAMING_MAX_CROP_BATCH``): a frame's crops for a classifier in one run, not
@@ -67,7 +69,10 @@ class DynamicBatcher:
         self.max_queue_delay = max_queue_delay_ms / 1000.0
         self._request_batch = max(1, request_batch)
         self._on_batch = on_batch
-        self._queue: queue.Queue[_Request | object] = queue.Queue()
+        self._pending: deque[_Request] = deque()
+        self._changed = threading.Condition()  # guards _pending, _in_flight and _closed
+        self._in_flight = 0  # batches handed to the session and not yet back
+        self._collecting = 0  # requests in a batch still gathering more
         self._closed = False
         self._workers = [
             threading.Thread(target=self._work, name=f"batcher-{name}-{i}", daemon=True)
@@ -94,9 +99,19 @@ class DynamicBatcher:
                 self._on_batch(len(blob), compute)
             return outputs, BatchStats(len(blob), 0.0, compute)
         request = _Request(blob)
-        self._queue.put(request)
+        with self._changed:
+            if self._closed:
+                raise RuntimeError("the model is closed")
+            self._pending.append(request)
+            self._changed.notify_all()  # an idle worker, or one collecting a batch
         outputs, stats = request.future.result()
         return outputs, stats
+
+    @property
+    def pending(self) -> int:
+        """Requests waiting to run: queued, or in a batch still gathering more."""
+        with self._changed:
+            return len(self._pending) + self._collecting
 
     @property
     def request_limit(self) -> int:
@@ -122,59 +137,63 @@ class DynamicBatcher:
             )
         return results
 
-    def _collect(self, first: _Request) -> list[_Request]:
-        batch = [first]
-        images = len(first.blob)
-        deadline = first.queued_at + self.max_queue_delay
-        while images < self.max_batch_size:
-            remaining = deadline - time.perf_counter()
-            try:
-                item = (
-                    self._queue.get(timeout=remaining)
-                    if remaining > 0
-                    else self._queue.get_nowait()
-                )
-            except queue.Empty:
-                break
-            if item is _STOP:
-                self._queue.put(_STOP)  # the next worker stops too
-                break
-            assert isinstance(item, _Request)
-            batch.append(item)
-            images += len(item.blob)
-        return batch
+    def _next_batch(self) -> list[_Request] | None:
+        """The next batch (counted in flight), once there is a first request; None once
+        closed with nothing left queued."""
+        with self._changed:
+            # While another worker gathers a batch, what arrives is its: taking it here
+            # would run a batch of one beside the one still waiting to fill.
+            while not self._pending or self._collecting:
+                if self._closed and not self._pending:
+                    return None
+                self._changed.wait()
+            batch = [self._pending.popleft()]
+            deadline = batch[0].queued_at + self.max_queue_delay
+            while len(batch) < self.max_batch_size:  # queued requests are single images
+                if self._pending:
+                    batch.append(self._pending.popleft())
+                    continue
+                remaining = deadline - time.perf_counter()
+                if self._in_flight == 0 or remaining <= 0 or self._closed:
+                    break  # the device is idle (go now), or the wait is over
+                self._collecting = len(batch)
+                self._changed.wait(remaining)
+                self._collecting = 0
+            self._in_flight += 1
+            if self._pending:
+                self._changed.notify_all()  # the batch is full: the rest are another's
+            return batch
 
     def _work(self) -> None:
-        while True:
-            first = self._queue.get()
-            if first is _STOP:
-                self._queue.put(_STOP)
-                return
-            assert isinstance(first, _Request)
-            batch = self._collect(first)
-            started = time.perf_counter()
+        while (batch := self._next_batch()) is not None:
             try:
-                outputs = self.session.run(np.concatenate([r.blob for r in batch]))
-            except BaseException as exc:
-                for request in batch:
-                    request.future.set_exception(exc)
-                continue
-            compute = (time.perf_counter() - started) * 1000
-            images = sum(len(r.blob) for r in batch)
-            if self._on_batch is not None:
-                self._on_batch(images, compute)
-            offset = 0
+                self._run(batch)
+            finally:
+                with self._changed:
+                    self._in_flight -= 1
+                    self._changed.notify_all()  # a worker collecting: the device is free
+
+    def _run(self, batch: list[_Request]) -> None:
+        started = time.perf_counter()
+        try:
+            outputs = self.session.run(np.concatenate([r.blob for r in batch]))
+        except BaseException as exc:
             for request in batch:
-                rows = slice(offset, offset + len(request.blob))
-                offset = rows.stop
-                stats = BatchStats(images, (started - request.queued_at) * 1000, compute)
-                request.future.set_result(([o[rows] for o in outputs], stats))
+                request.future.set_exception(exc)
+            return
+        compute = (time.perf_counter() - started) * 1000
+        if self._on_batch is not None:
+            self._on_batch(len(batch), compute)
+        for row, request in enumerate(batch):
+            stats = BatchStats(len(batch), (started - request.queued_at) * 1000, compute)
+            request.future.set_result(([o[row : row + 1] for o in outputs], stats))
 
     def close(self) -> None:
         """Finish what is queued, stop the workers (idempotent)."""
-        if self._closed:
-            return
-        self._closed = True
-        self._queue.put(_STOP)
+        with self._changed:
+            if self._closed:
+                return
+            self._closed = True
+            self._changed.notify_all()
         for worker in self._workers:
             worker.join()

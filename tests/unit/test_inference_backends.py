@@ -10,13 +10,12 @@ import pytest
 from streaming.config import Settings
 from streaming.errors import ModelError
 from streaming.inference.backends import batch_size_for, choose_backend
-from streaming.inference.batcher import DynamicBatcher
 from streaming.inference.decoders import DecodeOptions
 from streaming.inference.manifest import ModelManifest
 from streaming.inference.onnx_session import OnnxOptions, OnnxRuntimeSession
 from streaming.inference.registry import ModelRegistry
-from streaming.inference.session import InferenceSession, TensorSpec
 from tests.support.onnx_models import V8_ROWS, YOLO_ROWS, model_directory
+from tests.unit.test_batcher import RowSums
 
 S = 64.0
 # Two objects every layout encodes: a dog at (15, 18)-(25, 30) and a cat at (36, 36)-(44, 44).
@@ -131,110 +130,6 @@ def test_io_binding_gives_what_a_plain_run_gives(models_dir):
     bound = OnnxRuntimeSession(path, OnnxOptions(io_binding=True)).run(batch)
     for a, b in zip(plain, bound, strict=True):
         np.testing.assert_array_equal(a, b)
-
-
-class RowSums(InferenceSession):
-    """Each image's pixel sum, so a caller can tell its own result from its neighbours'."""
-
-    backend = "test"
-    inputs = [TensorSpec("x", "FP32", (-1, 1))]
-    outputs = [TensorSpec("y", "FP32", (-1, 1))]
-
-    def __init__(self, fail: bool = False) -> None:
-        self.batches: list[int] = []
-        self.fail = fail
-        self.release = threading.Event()
-
-    @property
-    def providers(self) -> list[str]:
-        return ["test"]
-
-    def run(self, batch):
-        self.release.wait(10)  # lets the queue fill so a batch forms
-        self.batches.append(len(batch))
-        if self.fail:
-            raise RuntimeError("device lost")
-        return [batch.reshape(len(batch), -1).sum(axis=1, keepdims=True)]
-
-
-def _callers(batcher, count):
-    results, errors = {}, {}
-
-    def call(i):
-        try:
-            results[i] = batcher.infer(np.full((1, 1), i, np.float32))
-        except RuntimeError as exc:
-            errors[i] = str(exc)
-
-    threads = [threading.Thread(target=call, args=(i,)) for i in range(count)]
-    return threads, results, errors
-
-
-def test_the_batcher_forms_batches_and_gives_each_caller_its_own_slice():
-    session = RowSums()
-    seen = []
-    batcher = DynamicBatcher(session, 4, 50.0, workers=1, on_batch=lambda n, ms: seen.append(n))
-    threads, results, errors = _callers(batcher, 10)
-    for t in threads:
-        t.start()
-    session.release.set()
-    for t in threads:
-        t.join(10)
-    batcher.close()
-    batcher.close()  # idempotent
-    assert not errors and sorted(results) == list(range(10))
-    for i, (outputs, stats) in results.items():
-        assert outputs[0].shape == (1, 1) and outputs[0][0, 0] == i
-        assert 1 <= stats.batch_size <= 4
-    assert sum(session.batches) == 10 and max(session.batches) > 1
-    assert seen == session.batches
-    assert not any(t.name.startswith("batcher-") for t in threading.enumerate())
-
-
-class SegmentationLike(RowSums):
-    """Two outputs per image, as a YOLOv8-seg export has (rows and mask prototypes)."""
-
-    outputs = [TensorSpec("rows", "FP32", (-1, 1)), TensorSpec("protos", "FP32", (-1, 2, 3, 3))]
-
-    def run(self, batch):
-        (sums,) = super().run(batch)
-        return [sums, np.broadcast_to(sums[:, :, None, None], (len(batch), 2, 3, 3)).copy()]
-
-
-def test_a_batch_of_a_two_output_model_gives_each_caller_its_slice_of_both():
-    session = SegmentationLike()
-    session.release.set()
-    # A batch closes when full: three callers and room for three make one batch of three,
-    # however the threads are scheduled (the 60 s delay only bounds a hang).
-    batcher = DynamicBatcher(session, 3, 60_000.0, workers=1)
-    threads, results, errors = _callers(batcher, 3)
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60)
-    batcher.close()
-    assert not errors and sorted(results) == [0, 1, 2] and session.batches == [3]
-    for i, ((rows, protos), _) in results.items():
-        assert rows.shape == (1, 1) and protos.shape == (1, 2, 3, 3)
-        assert rows[0, 0] == i and (protos == i).all()
-
-
-def test_a_failed_batch_fails_each_of_its_callers_and_the_next_batch_runs():
-    session = RowSums(fail=True)
-    session.release.set()
-    batcher = DynamicBatcher(session, 4, 20.0)
-    threads, results, errors = _callers(batcher, 3)
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(10)
-    assert not results and set(errors.values()) == {"device lost"}
-    session.fail = False
-    outputs, _ = batcher.infer(np.full((1, 1), 7, np.float32))
-    assert outputs[0][0, 0] == 7
-    batcher.close()
-    with pytest.raises(RuntimeError, match="closed"):
-        batcher.infer(np.zeros((1, 1), np.float32))
 
 
 def test_batch_size_follows_manifest_then_setting_then_device(models_dir):
