@@ -324,7 +324,7 @@ class Settings(BaseSettings):
     """Largest cross-session batch per model; 0: 1 on CPU (batching does not pay there), 16
     on GPUs and remote servers."""
     max_queue_delay_ms: float = Field(default=2.0, ge=0)
-    """How long a batch waits for more frames after its first one (Triton's semantics)."""
+    """How long a batch gathers frames while another runs (on an idle device: at once)."""
     batch_workers: int = Field(default=2, ge=1)
     """Batches of one model in flight at once (one forms while the other runs)."""
     max_crop_batch: int = Field(default=32, ge=1)

@@ -30,6 +30,8 @@ SMOKE_SESSIONS = (1,)
 FPS = 30.0
 PER_CLIENT = 4  # sessions per client process: one asyncio loop, one core's worth at 30 fps
 MISSING = "the server's packages are not installed here: carry benchmarks/gpu/bundle-server"
+FIRST_CALL = ("the first call's model and PyAV are not here (a fresh machine?): run the first "
+              "call, carrying benchmarks/gpu/bundle, then this one at once")  # fmt: skip
 
 
 def models_dir(bundle: Path, work: Path) -> Path:
@@ -86,11 +88,13 @@ def measure(url: str, count: int, seconds: float, pid: int) -> dict[str, Any]:
 def step_server(args: argparse.Namespace) -> dict[str, Any]:
     from benchmarks.gpu.probe import cuda_or_none, write
 
+    if not (args.bundle / "model_fp16w.onnx").exists():
+        return {"skipped": FIRST_CALL}
     try:
         import streaming.server.app  # noqa: F401  (the server's packages, all of them)
         from tests.support.server import ServerProcess
     except ImportError as exc:
-        return {"skipped": f"{MISSING} ({exc})"}
+        return {"skipped": f"{FIRST_CALL if exc.name == 'av' else MISSING} ({exc})"}
     gpu = cuda_or_none() is not None
     settings = {
         "models_dir": str(models_dir(args.bundle, Path(args.work))),

@@ -27,7 +27,9 @@ SMOKE_CLIENTS = (1, 2)
 SETTINGS = {  # (max batch, delay ms, workers); the server's GPU default is 16 x 2 ms, 2 workers
     "off": (1, 0.0, 1),
     "16 x 2 ms, 2 workers": (16, 2.0, 2),
-    # No wait: a batch is what queued while the device was busy (next lent run's question).
+    # Since 2026-11-27 (eighth session) a batch runs at once on an idle device and gathers
+    # for up to the delay only while another runs; 0 ms: a batch is only what queued while
+    # the device was busy (the next lent run's question: which of the two, at 64 sessions).
     "16 x 0 ms, 2 workers": (16, 0.0, 2),
 }
 # measured on the H100 too (2026-11-27): 32 x 4 ms with 1 worker, 0.28-0.36 of the best; 32 x 2
