@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from streaming.inference.batcher import DynamicBatcher
+from streaming.inference.preprocess import Normalization, letterboxed_canvas
 from streaming.inference.session import InferenceSession, TensorSpec
 
 CLIENTS = (1, 8, 16, 32, 64)
@@ -150,24 +151,31 @@ def measure(
     return result
 
 
-def backend_session(args: argparse.Namespace) -> InferenceSession:
+DEFAULT_NORMALIZATION = Normalization(swap_rb=True, scale=1 / 255)  # the default model's
+
+
+def backend_session(args: argparse.Namespace) -> Any:
     """Our torch backend (``streaming/inference/torch_session.py``) on the bundle's model, as
-    the server opens it: on CUDA, fp16, a CUDA graph per batch shape."""
+    the server opens it: on CUDA, fp16, a CUDA graph per batch shape, taking the resized
+    uint8 frames the server hands it (``takes_canvases``) as well as float blobs."""
     from benchmarks.gpu.probe import load_model
     from streaming.inference.torch_session import TorchSession
 
     path = Path(args.work) / "model.onnx"
     if not path.exists():
         path.write_bytes(load_model(args.bundle).SerializeToString())
-    return TorchSession(path)
+    session = TorchSession(path)
+    session.takes_canvases(DEFAULT_NORMALIZATION)
+    return session
 
 
 def step_backend(args: argparse.Namespace) -> dict[str, Any]:
     """Our torch backend against ONNX Runtime (CPU) on the photos: what it reports itself as,
     and how far its outputs are (scores, box pixels of 416)."""
+    import cv2
     import onnxruntime as ort
 
-    from benchmarks.gpu.probe import cuda_or_none, load_model, photos
+    from benchmarks.gpu.probe import INPUT, cuda_or_none, load_model, photos
 
     if cuda_or_none() is None:
         return {"skipped": "no GPU"}
@@ -176,10 +184,16 @@ def step_backend(args: argparse.Namespace) -> dict[str, Any]:
     reference = ort.InferenceSession(model, providers=["CPUExecutionProvider"])
     result: dict[str, Any] = {"device": session.device, "providers": session.providers}
     for stem, blob in photos(args.bundle).items():
-        want, got = reference.run(None, {"images": blob})[0], session.run(blob)[0]
-        scores = np.abs(want[..., 4:5] * want[..., 5:] - got[..., 4:5] * got[..., 5:]).max()
-        boxes = np.abs(want[..., :4] - got[..., :4]).max()
-        result[stem] = {"max_score_diff": float(scores), "max_box_diff_px": float(boxes)}
+        image = cv2.imread(str(args.bundle / "photos" / f"{stem}.jpg"))
+        canvas = letterboxed_canvas(image, INPUT, INPUT)[0][None]
+        want = reference.run(None, {"images": blob})[0]
+        result[stem] = {}
+        for label, given in (("blob", blob), ("canvas", canvas)):  # what the server sends
+            got = session.run(given)[0]
+            scores = np.abs(want[..., 4:5] * want[..., 5:] - got[..., 4:5] * got[..., 5:]).max()
+            boxes = np.abs(want[..., :4] - got[..., :4]).max()
+            result[stem][label] = {"max_score_diff": float(scores),
+                                   "max_box_diff_px": float(boxes)}  # fmt: skip
     session.close()
     return result
 
@@ -195,12 +209,16 @@ def step_batcher(args: argparse.Namespace) -> dict[str, Any]:
     clients = SMOKE_CLIENTS if args.smoke else CLIENTS
     rng = np.random.default_rng(0)
     blob = rng.random((1, 3, INPUT, INPUT), dtype=np.float32)
-    sessions = {  # what a torch backend could take; what the server hands it today
+    sessions = {  # what the server hands our backend; 640x480 frames letterboxed on the GPU
+        "uint8 canvases, our torch backend": (
+            lambda: backend_session(args),
+            rng.integers(0, 255, (1, INPUT, INPUT, 3), dtype=np.uint8),
+        ),
+        "f32 blobs, our torch backend": (lambda: backend_session(args), blob),
         "uint8 frames": (
             lambda: RunSession(frame_runner(torch, module, tuple(args.batches), INPUT), FRAME_1),
             rng.integers(0, 255, (1, *FRAME, 3), dtype=np.uint8),
         ),
-        "f32 blobs, our torch backend": (lambda: backend_session(args), blob),
     }
     result: dict[str, Any] = {}
     for label, (opened, sample) in sessions.items():

@@ -22,7 +22,7 @@ from .decoders import (
     get_decoder,
 )
 from .manifest import ModelManifest
-from .preprocess import Letterbox, fitting_input, prepare
+from .preprocess import Letterbox, Normalization, fitting_input, prepare
 from .session import InferenceSession
 
 __all__ = ["DetectionModel", "NetworkInput", "StageTimer"]
@@ -41,12 +41,15 @@ class NetworkInput:
     manifest: ModelManifest
     batcher: DynamicBatcher
     decoder: Decoder
+    canvas: bool = False
+    """The session normalises on its device: it is handed resized uint8 frames."""
 
     @classmethod
     def of(cls, manifest: ModelManifest, batcher: DynamicBatcher) -> NetworkInput:
         decoder = get_decoder(manifest)
         decoder.check([o.shape for o in batcher.session.outputs])
-        return cls(manifest, batcher, decoder)
+        canvas = batcher.session.takes_canvases(Normalization.of(manifest))
+        return cls(manifest, batcher, decoder, canvas)
 
     @property
     def size(self) -> tuple[int, int]:
@@ -122,7 +125,8 @@ class DetectionModel:
         t0 = time.perf_counter()
         networks = [self.input_for(image.shape[1], image.shape[0]) for image in images]
         main = self.inputs[0].size
-        prepared = [prepare(im, n.manifest, main) for im, n in zip(images, networks, strict=True)]
+        prepared = [prepare(im, n.manifest, main, n.canvas)
+                    for im, n in zip(images, networks, strict=True)]  # fmt: skip
         t1 = time.perf_counter()
         done: list[tuple[list[np.ndarray], BatchStats]] = [([], _NO_STATS)] * len(images)
         for network in dict.fromkeys(networks):

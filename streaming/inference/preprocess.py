@@ -12,7 +12,15 @@ import numpy as np
 if TYPE_CHECKING:
     from .manifest import ModelManifest
 
-__all__ = ["Letterbox", "aligned_offsets", "fitting_input", "letterbox", "prepare"]
+__all__ = [
+    "Letterbox",
+    "Normalization",
+    "aligned_offsets",
+    "fitting_input",
+    "letterbox",
+    "letterboxed_canvas",
+    "prepare",
+]
 
 
 @dataclass(frozen=True)
@@ -90,6 +98,20 @@ def letterbox(
     image is scaled to fit and centred; on one of a network's input variants (``main``: the
     main input's width and height) it is scaled as for the main input and placed where
     ``aligned_offsets`` says, so the network sees what the main input would show it."""
+    canvas, box = letterboxed_canvas(image, width, height, fill=fill, main=main, stride=stride)
+    return cv2.dnn.blobFromImage(canvas, scalefactor=scale, swapRB=swap_rb), box
+
+
+def letterboxed_canvas(
+    image: np.ndarray,
+    width: int,
+    height: int,
+    *,
+    fill: int = 128,
+    main: tuple[int, int] | None = None,
+    stride: int = 32,
+) -> tuple[np.ndarray, Letterbox]:
+    """``letterbox``'s first half: the BGR uint8 height x width x 3 canvas, not yet a blob."""
     h, w = image.shape[:2]
     main_w, main_h = main or (width, height)
     ratio = min(main_w / w, main_h / h)
@@ -102,8 +124,31 @@ def letterbox(
     canvas[pad_y : pad_y + new_h, pad_x : pad_x + new_w] = cv2.resize(
         image, (new_w, new_h), interpolation=cv2.INTER_LINEAR
     )
-    blob = cv2.dnn.blobFromImage(canvas, scalefactor=scale, swapRB=swap_rb)
-    return blob, Letterbox(ratio, pad_x, pad_y)
+    return canvas, Letterbox(ratio, pad_x, pad_y)
+
+
+@dataclass(frozen=True)
+class Normalization:
+    """What turns a BGR uint8 canvas into the network's input after the resize: channel
+    order, scale, and the per-channel mean and std in the network's channel order. A session
+    that does it on its device takes canvases instead of blobs
+    (``InferenceSession.takes_canvases``): a quarter of the bytes to copy up."""
+
+    swap_rb: bool
+    scale: float
+    mean: tuple[float, ...] | None = None
+    std: tuple[float, ...] | None = None
+
+    @classmethod
+    def of(cls, m: ModelManifest) -> Normalization:
+        swap = m.channel_order == "RGB"
+        if m.mean is None and m.std is None:
+            return cls(swap, m.scale)
+        # Given in RGB order; the network's channels may be the other way round.
+        mean, std = list(m.mean or (0.0, 0.0, 0.0)), list(m.std or (1.0, 1.0, 1.0))
+        if not swap:
+            mean, std = mean[::-1], std[::-1]
+        return cls(swap, m.scale, tuple(mean), tuple(std))
 
 
 def aligned_offsets(
@@ -145,27 +190,30 @@ def fitting_input(image: tuple[int, int], inputs: list[tuple[int, int]], stride:
 
 
 def prepare(
-    image: np.ndarray, manifest: ModelManifest, main: tuple[int, int] | None = None
+    image: np.ndarray,
+    manifest: ModelManifest,
+    main: tuple[int, int] | None = None,
+    canvas: bool = False,
 ) -> tuple[np.ndarray, Letterbox]:
     """A frame as ``manifest``'s network wants it, and the mapping back (``main``: the
-    main input's size, where ``manifest`` is one of its input variants)."""
+    main input's size, where ``manifest`` is one of its input variants); with ``canvas``,
+    resized only: ``[1, height, width, 3]`` BGR uint8, for a session that normalises
+    (``Normalization``) on its device."""
     m = manifest
-    swap = m.channel_order == "RGB"
     if m.resize == "stretch":
         h, w = image.shape[:2]
         resized = cv2.resize(image, (m.input_width, m.input_height), interpolation=cv2.INTER_LINEAR)
-        blob = cv2.dnn.blobFromImage(resized, scalefactor=m.scale, swapRB=swap)
         box = Letterbox(m.input_width / w, 0, 0, scale_y=m.input_height / h)
     else:
-        blob, box = letterbox(
-            image, m.input_width, m.input_height, fill=m.letterbox_fill, scale=m.scale,
-            swap_rb=swap, main=main, stride=m.input_stride,
+        resized, box = letterboxed_canvas(
+            image, m.input_width, m.input_height, fill=m.letterbox_fill, main=main,
+            stride=m.input_stride,
         )  # fmt: skip
-    if m.mean is not None or m.std is not None:
-        # Given in RGB order; the blob's channels are in the network's order.
-        mean = np.array(m.mean or (0.0, 0.0, 0.0), np.float32)
-        std = np.array(m.std or (1.0, 1.0, 1.0), np.float32)
-        if not swap:
-            mean, std = mean[::-1], std[::-1]
+    if canvas:
+        return resized[None], box
+    norm = Normalization.of(m)
+    blob = cv2.dnn.blobFromImage(resized, scalefactor=norm.scale, swapRB=norm.swap_rb)
+    if norm.mean is not None and norm.std is not None:
+        mean, std = np.array(norm.mean, np.float32), np.array(norm.std, np.float32)
         blob = (blob - mean[None, :, None, None]) / std[None, :, None, None]
     return blob, box

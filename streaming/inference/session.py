@@ -11,9 +11,12 @@ import ctypes.util
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from .preprocess import Normalization
 
 __all__ = ["InferenceSession", "TensorSpec", "nvidia_driver_present"]
 
@@ -75,7 +78,14 @@ class InferenceSession(ABC):
 
     @abstractmethod
     def run(self, batch: np.ndarray) -> list[np.ndarray]:
-        """Run one NCHW float32 batch; return every model output, batch dimension first."""
+        """Run one NCHW float32 batch (or, where ``takes_canvases`` said yes, an NHWC uint8
+        batch of resized frames); return every model output, batch dimension first."""
+
+    def takes_canvases(self, normalization: Normalization) -> bool:
+        """Whether ``run`` may also be handed resized BGR uint8 frames, ``[N, H, W, 3]``, to
+        normalise itself as ``normalization`` says (on its device, where the copy up is a
+        quarter of a float blob's); False: blobs only."""
+        return False
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release runtime resources (idempotent)."""

@@ -11,7 +11,7 @@ from streaming.config import Settings
 from streaming.inference.decoders import DecodeOptions
 from streaming.inference.default_model import DEFAULT_MODEL_ID
 from streaming.inference.onnx_session import OnnxRuntimeSession
-from streaming.inference.preprocess import letterbox
+from streaming.inference.preprocess import Normalization, letterbox, letterboxed_canvas
 from streaming.inference.torch_session import TorchOptions, TorchSession
 from tests.conftest import load_photo
 
@@ -41,6 +41,13 @@ def test_the_torch_backend_finds_what_onnx_runtime_finds(default_model_dir, phot
         assert np.abs(got[..., :4] - expected[..., :4]).max() < 0.5, name  # px of 416
         strongest = np.unravel_index(scores(expected).argmax(), scores(expected).shape)
         assert np.unravel_index(scores(got).argmax(), scores(got).shape) == strongest, name
+    # Resized uint8 frames, normalised by the session (on a GPU: inside its graph), give
+    # what the CPU's blobs give; one model, one normalisation.
+    assert session.takes_canvases(Normalization(swap_rb=True, scale=1 / 255))
+    assert not session.takes_canvases(Normalization(swap_rb=False, scale=1 / 255))
+    canvas, _ = letterboxed_canvas(load_photo(photos, "dog.jpg"), 416, 416)
+    blob, _ = letterbox(load_photo(photos, "dog.jpg"), 416, 416)
+    assert np.abs(session.run(canvas[None])[0] - session.run(blob)[0]).max() < 1e-3
     batch = np.concatenate([letterbox(load_photo(photos, n), 416, 416)[0] for n in PHOTOS])
     together = session.run(batch)[0]  # a batch gives each image what it gets alone
     assert np.abs(together[0] - session.run(batch[:1])[0][0]).max() < 1e-3
@@ -57,6 +64,7 @@ def test_the_server_runs_a_model_on_the_torch_backend_when_told(default_model_di
         model = registry.get(DEFAULT_MODEL_ID)
         assert model.session.backend == "torch"
         assert len(model.inputs) == 1  # no input variants: one shape for the GPU's batches
+        assert model.inputs[0].canvas  # it normalises the resized frames itself
         found = model.detect(load_photo(photos, "dog.jpg"), DecodeOptions())
         assert {"dog", "bicycle"} <= set(found.data["class_name"]), found
     finally:
