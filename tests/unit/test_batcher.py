@@ -77,14 +77,21 @@ def runs_begun(session: RowSums, count: int) -> None:
     wait_for(lambda: len(session.batches) >= count, TIMEOUT, f"{count} runs begun")
 
 
+def queued_behind_one(batcher: DynamicBatcher, session: RowSums, first: int, *rest: int) -> Callers:
+    """Caller ``first`` running alone (the device held), then ``rest`` queued behind it."""
+    callers = Callers(batcher)
+    callers.start(first)
+    runs_begun(session, 1)
+    callers.start(*rest)
+    wait_for(lambda: batcher.pending == len(rest), TIMEOUT, f"{len(rest)} queued")
+    return callers
+
+
 def test_each_caller_gets_its_own_slice_of_the_batch_it_shared():
     session, seen = RowSums(), []
     batcher = DynamicBatcher(session, 4, LONG_MS, workers=1, on_batch=lambda n, ms: seen.append(n))
-    callers = Callers(batcher)
-    callers.start(0)
-    runs_begun(session, 1)  # the device is busy with caller 0 ...
-    callers.start(*range(1, 10))  # ... while nine more queue behind it
-    wait_for(lambda: batcher.pending == 9, TIMEOUT, "nine queued")
+    # The device busy with caller 0 while nine more queue behind it.
+    callers = queued_behind_one(batcher, session, 0, *range(1, 10))
     session.release.set()
     callers.join()
     batcher.close()
@@ -127,11 +134,7 @@ def test_while_a_batch_runs_the_next_collects_until_it_is_full():
 def test_a_collecting_batch_goes_as_soon_as_the_device_frees():
     session = RowSums()
     batcher = DynamicBatcher(session, 16, LONG_MS, workers=2)
-    callers = Callers(batcher)
-    callers.start(0)
-    runs_begun(session, 1)
-    callers.start(1, 2)
-    wait_for(lambda: batcher.pending == 2, TIMEOUT, "both waiting to run")
+    callers = queued_behind_one(batcher, session, 0, 1, 2)
     session.release.set()  # the first batch ends: the collecting one runs, two of 16
     callers.join()
     batcher.close()
@@ -151,11 +154,7 @@ class SegmentationLike(RowSums):
 def test_a_batch_of_a_two_output_model_gives_each_caller_its_slice_of_both():
     session = SegmentationLike()
     batcher = DynamicBatcher(session, 3, LONG_MS, workers=1)
-    callers = Callers(batcher)
-    callers.start(9)
-    runs_begun(session, 1)
-    callers.start(0, 1, 2)
-    wait_for(lambda: batcher.pending == 3, TIMEOUT, "three queued")
+    callers = queued_behind_one(batcher, session, 9, 0, 1, 2)
     session.release.set()
     callers.join()
     batcher.close()
@@ -168,11 +167,7 @@ def test_a_batch_of_a_two_output_model_gives_each_caller_its_slice_of_both():
 def test_a_failed_batch_fails_each_of_its_callers_and_the_next_batch_runs():
     session = RowSums(fail=True)
     batcher = DynamicBatcher(session, 4, LONG_MS, workers=1)
-    callers = Callers(batcher)
-    callers.start(0)
-    runs_begun(session, 1)
-    callers.start(1, 2)
-    wait_for(lambda: batcher.pending == 2, TIMEOUT, "two queued")
+    callers = queued_behind_one(batcher, session, 0, 1, 2)
     session.release.set()
     callers.join()
     assert not callers.results and set(callers.errors.values()) == {"device lost"}
@@ -188,11 +183,7 @@ def test_a_failed_batch_fails_each_of_its_callers_and_the_next_batch_runs():
 def test_close_finishes_what_is_queued():
     session = RowSums()
     batcher = DynamicBatcher(session, 2, LONG_MS, workers=1)
-    callers = Callers(batcher)
-    callers.start(0)
-    runs_begun(session, 1)
-    callers.start(1, 2, 3)
-    wait_for(lambda: batcher.pending == 3, TIMEOUT, "three queued")
+    callers = queued_behind_one(batcher, session, 0, 1, 2, 3)
     closing = threading.Thread(target=batcher.close)
     closing.start()  # it waits for the workers, which finish the queue first
     session.release.set()
