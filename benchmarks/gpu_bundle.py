@@ -103,6 +103,10 @@ def main() -> None:
     checked(out)
     if not args.no_wheels:
         checked(args.server_out)
+        print(f"then two device calls, the second at once after the first:\n"
+              f"  1. carry {out}: GPU_RUN_SECONDS=360 bash benchmarks/gpu/run.sh\n"
+              f"  2. carry {args.server_out}: GPU_STEPS=server bash "
+              f"benchmarks/gpu/run.sh")  # fmt: skip
 
 
 if __name__ == "__main__":

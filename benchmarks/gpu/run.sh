@@ -47,3 +47,7 @@ for entry in env:60 backend:90 batcher:150 parity:120 torch:120 graphs:120 ort_c
     --work "$site" $smoke || echo "[$step] ended with status $? (limit $limit s)"
 done
 echo "gpu run: $SECONDS s; results in $out"
+if [ -z "$smoke" ] && grep -q "carry benchmarks/gpu/bundle-server" "$out/gpu-run.json" 2>/dev/null; then
+  echo "next, at once on this warm machine (a second call): carry benchmarks/gpu/bundle-server," \
+    "GPU_STEPS=server bash benchmarks/gpu/run.sh"
+fi
