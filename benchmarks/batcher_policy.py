@@ -81,9 +81,12 @@ def batcher_class(rev: str | None, scratch: Path) -> type:
     return module.DynamicBatcher
 
 
-def load(batcher: Any, sessions: int, seconds: float, paced: bool) -> dict[str, Any]:
-    """``sessions`` threads for ``seconds``: paced at ``FPS`` (a frame per tick when the
-    last is back) or back to back."""
+def load(
+    batcher: Any, sessions: int, seconds: float, paced: bool, sample: np.ndarray | None = None
+) -> dict[str, Any]:
+    """``sessions`` threads for ``seconds``, each calling ``batcher.infer`` with one frame
+    (its own copy of ``sample``, else a 1x1 blob holding its index): paced at ``FPS`` (a
+    frame per tick when the last is back) or back to back (``gpu/serving.py``'s load)."""
     latencies: list[list[float]] = [[] for _ in range(sessions)]
     batches: list[int] = []
     begin = time.perf_counter() + 0.05
@@ -91,7 +94,7 @@ def load(batcher: Any, sessions: int, seconds: float, paced: bool) -> dict[str, 
     stop = threading.Event()
 
     def session(index: int, mine: list[float]) -> None:
-        blob = np.full((1, 1), index, np.float32)
+        blob = sample.copy() if sample is not None else np.full((1, 1), index, np.float32)
         tick = begin + index / (FPS * sessions)  # sessions' frames spread over a tick
         while not stop.is_set():
             if paced:
@@ -118,9 +121,9 @@ def load(batcher: Any, sessions: int, seconds: float, paced: bool) -> dict[str, 
         "sessions": sessions,
         "paced": paced,
         "frames_per_s": round(len(every) / seconds, 1),
-        "p50_ms": round(statistics.median(every), 2),
-        "p95_ms": round(every[int(0.95 * (len(every) - 1))], 2),
-        "mean_batch": round(statistics.fmean(batches), 2),
+        "p50_ms": round(statistics.median(every), 2) if every else None,
+        "p95_ms": round(every[int(0.95 * (len(every) - 1))], 2) if every else None,
+        "mean_batch": round(statistics.fmean(batches), 2) if batches else None,
     }
 
 

@@ -8,7 +8,6 @@ it directly), it answers the GPU target the CPU machines could not: does the bat
 from __future__ import annotations
 
 import argparse
-import statistics
 import threading
 import time
 from collections.abc import Callable
@@ -17,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from benchmarks.batcher_policy import load
 from streaming.inference.batcher import DynamicBatcher
 from streaming.inference.preprocess import Normalization, letterboxed_canvas
 from streaming.inference.session import InferenceSession, TensorSpec
@@ -81,40 +81,6 @@ def frame_runner(torch: Any, module: Any, sizes: tuple[int, ...], size: int) -> 
     return run
 
 
-def drive(batcher: DynamicBatcher, clients: int, seconds: float, one: np.ndarray) -> dict[str, Any]:
-    """``clients`` threads calling ``batcher.infer`` with one frame each, back to back, for
-    ``seconds``: frames/s in all, per-call latency, the mean batch the model ran."""
-    latencies: list[list[float]] = [[] for _ in range(clients)]
-    batches: list[int] = []
-    start = threading.Barrier(clients + 1)
-    deadline = [0.0]
-
-    def client(mine: list[float]) -> None:
-        blob = one.copy()
-        start.wait()
-        while (began := time.perf_counter()) < deadline[0]:
-            _, stats = batcher.infer(blob)
-            mine.append((time.perf_counter() - began) * 1000)
-            batches.append(stats.batch_size)
-
-    threads = [threading.Thread(target=client, args=(m,), daemon=True) for m in latencies]
-    for thread in threads:
-        thread.start()
-    deadline[0] = time.perf_counter() + seconds
-    started = time.perf_counter()
-    start.wait()
-    for thread in threads:
-        thread.join(seconds + 30)
-    elapsed = time.perf_counter() - started
-    every = sorted(v for mine in latencies for v in mine)
-    return {
-        "frames_per_s": round(len(every) / elapsed, 1),
-        "p50_ms": round(statistics.median(every), 2) if every else None,
-        "p95_ms": round(every[int(0.95 * (len(every) - 1))], 2) if every else None,
-        "mean_batch": round(statistics.fmean(batches), 2) if batches else None,
-    }
-
-
 def best(session: InferenceSession, batch: np.ndarray, seconds: float) -> float:
     """Frames/s of ``batch`` handed to the session directly, back to back."""
     session.run(batch)
@@ -142,7 +108,7 @@ def measure(
         batcher = DynamicBatcher(session, size, delay_ms, workers, name=label)
         try:
             for count in clients:
-                run = drive(batcher, count, args.budget, sample)
+                run = load(batcher, count, args.budget, paced=False, sample=sample)
                 run["of_best"] = round(run["frames_per_s"] / top, 3)
                 result.setdefault(label, {})[count] = run
                 write(result)

@@ -72,17 +72,14 @@ def _spec(value: Any) -> TensorSpec:
     return TensorSpec(value.name, _ONNX_TYPES.get(tensor.elem_type, "FP32"), shape)
 
 
-def _constants_on_host(module: Any) -> int:
+def _constants_on_host(module: Any) -> None:
     """Moves the module's shape constants (integer buffers, and float ones of a few values)
-    back to the CPU; the count moved."""
-    moved = 0
+    back to the CPU."""
     for name, buffer in list(module.named_buffers()):
         small = buffer.ndim <= 1 and buffer.numel() <= _HOST_CONSTANT_MAX
         if not buffer.is_floating_point() or small:
             owner, _, leaf = name.rpartition(".")
             setattr(module.get_submodule(owner) if owner else module, leaf, buffer.cpu())
-            moved += 1
-    return moved
 
 
 class TorchSession(InferenceSession):
