@@ -8,7 +8,7 @@ git-ignored folders, one per device call (at most 64 MiB travels with each):
 - ``benchmarks/gpu/bundle-server`` (the second call, on the same warm machine): the server's
   other packages (scipy, which supervision imports, is 35 MB of them).
 
-Then ``bash benchmarks/gpu/run.sh`` (benchmarks/README.md, "The GPU run")."""
+Then ``bash benchmarks/gpu/run.sh`` (benchmarks/README.md, "What the run measures")."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ WHEELS = ("onnx2torch==1.5.15", "av==18.1.0")
 # What `import streaming.server.app` loads beyond the machine's own packages (torch,
 # torchvision, onnxruntime, onnx, numpy, OpenCV, httpx, requests, psutil, prometheus-client
 # and theirs), at the versions the suite ran on; checked in a Python 3.12 venv holding only
-# those (benchmarks/README.md, "The GPU run").
+# those (benchmarks/README.md, "What the run measures").
 SERVER_WHEELS = (
     "fastapi==0.165.0", "starlette==1.10.0", "fastapi-offline==1.7.7", "uvicorn==0.54.0",
     "click==8.4.0", "python-multipart==0.0.34", "pydantic==2.14.4", "pydantic-core==2.50.5",
