@@ -18,6 +18,8 @@ from typing import Any, Protocol
 import numpy as np
 from pydantic import BaseModel, ConfigDict, field_validator
 
+from .pinning import Pin
+
 __all__ = ["NamedSinkSettings", "ResultSink", "SinkContext", "SinkSettings", "Written"]
 
 _SINK_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
@@ -47,6 +49,8 @@ class SinkContext:
     started: str
     """When the pipeline started (``%Y%m%d-%H%M%S``): in file names, so a restarted
     pipeline never overwrites what it wrote before."""
+    pin: Pin | None = None
+    """Where a sink connects for the caller (a webhook): the checked address of a host."""
 
 
 class ResultSink(Protocol):

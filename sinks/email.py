@@ -17,6 +17,7 @@ from email.message import EmailMessage
 from pathlib import Path
 from typing import Literal
 
+from .pinning import Pin, PinnedSMTP, PinnedSMTPSSL
 from .worker import QueueWorker
 
 __all__ = ["EmailSender", "EmailStats", "SmtpServer", "TlsMode", "compose"]
@@ -38,6 +39,8 @@ class SmtpServer:
     """``auto``: implicit TLS on 465, STARTTLS elsewhere; ``none`` only when told."""
     ca_file: Path | None = None
     timeout_s: float = 10.0
+    pin: Pin | None = field(default=None, compare=False, repr=False)
+    """For a server a caller named: the address checked for it (``sinks.pinning``)."""
 
     @property
     def mode(self) -> TlsMode:
@@ -48,10 +51,15 @@ class SmtpServer:
     def connect(self) -> smtplib.SMTP:
         context = ssl.create_default_context(cafile=str(self.ca_file) if self.ca_file else None)
         smtp: smtplib.SMTP
-        if self.mode == "implicit":
-            smtp = smtplib.SMTP_SSL(self.host, self.port, timeout=self.timeout_s, context=context)
+        timeout, pin = self.timeout_s, self.pin
+        if self.mode == "implicit" and pin is not None:
+            smtp = PinnedSMTPSSL(self.host, self.port, pin=pin, timeout=timeout, context=context)
+        elif self.mode == "implicit":
+            smtp = smtplib.SMTP_SSL(self.host, self.port, timeout=timeout, context=context)
+        elif pin is not None:
+            smtp = PinnedSMTP(self.host, self.port, pin=pin, timeout=timeout)
         else:
-            smtp = smtplib.SMTP(self.host, self.port, timeout=self.timeout_s)
+            smtp = smtplib.SMTP(self.host, self.port, timeout=timeout)
         try:
             if self.mode == "starttls":
                 smtp.starttls(context=context)  # SMTPNotSupportedError when not offered

@@ -21,6 +21,7 @@ from pydantic import Field, field_validator
 from sources.urls import mask_url
 
 from .base import SinkContext, SinkSettings, Written
+from .pinning import Pin, pinned_request
 from .worker import QueueWorker
 
 __all__ = ["WebhookResultSink", "WebhookSink", "WebhookSinkConfiguration", "WebhookStats"]
@@ -65,8 +66,10 @@ class WebhookSink:
         initial_backoff: float = 0.5,
         max_backoff: float = 10.0,
         headers: dict[str, str] | None = None,
+        pin: Pin | None = None,
     ) -> None:
         self.url = url
+        self._pin = pin
         self.masked_url = mask_url(url)
         self.stats = WebhookStats()
         self._max_attempts = max_attempts
@@ -115,11 +118,13 @@ class WebhookSink:
                     self.stats.delivered += 1
                     return
                 error = f"HTTP {response.status_code}"
-            except httpx.HTTPError as exc:
+            except (httpx.HTTPError, OSError) as exc:  # OSError: the pin refused the host
                 error = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
             self.stats.last_error = f"{self.masked_url}: {error}"
             if attempt == self._max_attempts:
                 break
+            log.info("webhook %s: attempt %d of %d failed (%s); again in %g s",
+                     self.masked_url, attempt, self._max_attempts, error, backoff)  # fmt: skip
             self.stats.retries += 1
             if self._worker.stopping.wait(backoff):  # retry backoff, cut short by close()
                 return
@@ -132,9 +137,14 @@ class WebhookSink:
         if delivery.body is not None and "content-type" not in headers:
             headers["content-type"] = "application/json"
         files = {name: (name, data) for name, data in (delivery.files or {}).items()}
+        url = httpx.URL(self.url)
+        extensions: dict[str, Any] = {}
+        if self._pin is not None:  # resolved and checked once, for this attempt
+            url, host, extensions = pinned_request(url, self._pin)
+            headers.update(host)
         return self._http.request(
-            delivery.method, self.url, content=delivery.body, params=delivery.params,
-            headers=headers, files=files or None, data=delivery.form,
+            delivery.method, url, content=delivery.body, params=delivery.params,
+            headers=headers, files=files or None, data=delivery.form, extensions=extensions,
         )  # fmt: skip
 
     def close(self) -> None:
@@ -172,6 +182,7 @@ class WebhookSinkConfiguration(SinkSettings):
                 queue_size=self.queue_size,
                 timeout_s=self.timeout_seconds,
                 max_attempts=self.max_attempts,
+                pin=context.pin,
             )
         )
 

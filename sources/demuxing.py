@@ -22,6 +22,7 @@ __all__ = [
     "demuxer_for",
     "hardware_in_use",
     "http_demuxer",
+    "http_options",
     "not_opened",
     "open_container",
     "reason_of",
@@ -59,12 +60,17 @@ class Redirected(SourceError):
     camera's own address against its egress policy, not wherever it points)."""
 
 
-def http_demuxer(url: str, timeout: float) -> Demuxer | None:
+def _headers(host: str | None) -> dict[str, str]:
+    return {"Host": host} if host else {}
+
+
+def http_demuxer(url: str, timeout: float, host: str | None = None) -> Demuxer | None:
     """An HTTP stream's demuxer and options from its content type: MJPEG, HLS, or FFmpeg's
     probe (None, {}); None when the camera cannot be asked now; ``Redirected`` when it
-    points elsewhere."""
+    points elsewhere. ``host``: the name ``url``'s pinned address stands for."""
     try:
-        with httpx.stream("GET", url, timeout=timeout, follow_redirects=False) as answer:
+        with httpx.stream("GET", url, timeout=timeout, follow_redirects=False,
+                          headers=_headers(host)) as answer:  # fmt: skip
             _refuse_redirect(answer)
             kind = answer.headers.get("content-type", "").lower()
     except httpx.HTTPError:
@@ -76,11 +82,20 @@ def http_demuxer(url: str, timeout: float) -> Demuxer | None:
     return None, {}
 
 
-def redirect_of(url: str, timeout: float) -> str | None:
+def http_options(options: dict[str, str], host: str | None) -> dict[str, str]:
+    """FFmpeg's options for an HTTP camera: no redirects followed (it follows them wherever
+    they point unless told not to), and ``host`` as the ``Host`` header where the URL holds
+    the pinned address (FFmpeg sends a ``Host`` of ours instead of its own)."""
+    options = {**options, "max_redirects": "0"}
+    return {**options, "headers": f"Host: {host}\r\n"} if host else options
+
+
+def redirect_of(url: str, timeout: float, host: str | None = None) -> str | None:
     """Why FFmpeg could not open an HTTP camera, when the reason is a redirect (it is told
     to follow none, and then says only 'Input/output error')."""
     try:
-        with httpx.stream("GET", url, timeout=timeout, follow_redirects=False) as answer:
+        with httpx.stream("GET", url, timeout=timeout, follow_redirects=False,
+                          headers=_headers(host)) as answer:  # fmt: skip
             _refuse_redirect(answer)
     except httpx.HTTPError:
         return None
@@ -138,7 +153,9 @@ def open_container(
         return container, None
 
 
-def not_opened(exc: Exception, read_timeout: float, relay: str | None, url: str | None) -> str:
+def not_opened(
+    exc: Exception, read_timeout: float, relay: str | None, url: str | None, host: str | None
+) -> str:
     """Why a stream did not open, in words. ``relay``: the SRT relay's state (FFmpeg saw only
     its loopback side: say the SRT one); ``url``: an HTTP stream's, whose redirect (refused)
     is said if that is what it was."""
@@ -147,7 +164,7 @@ def not_opened(exc: Exception, read_timeout: float, relay: str | None, url: str 
         reason = f"nothing to read within {read_timeout:g} s"
     if relay is not None:
         return f"{reason} ({relay})"
-    if url is not None and (redirect := redirect_of(url, read_timeout)):
+    if url is not None and (redirect := redirect_of(url, read_timeout, host)):
         return redirect
     return reason
 

@@ -16,6 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+from sinks.pinning import Pin
+
 from .base import FrameSource, SourceError
 from .live import LiveSource
 from .srt import relay_missing
@@ -56,6 +58,8 @@ class Opening:
     hwaccel: str | None = None
     """Cameras' hardware decoding (FFmpeg's device type, ``cuda``, ``vaapi``...); None: none."""
     decoder_threads: int = 1
+    pin: Pin | None = None
+    """Cameras' addresses checked as each connection is made (the egress policy's)."""
 
 
 Open = Callable[[str, Opening], FrameSource]
@@ -81,7 +85,7 @@ class SourceKind:
 def _open_camera(url: str, opening: Opening, decode: bool = True) -> FrameSource:
     return LiveSource(
         url, read_timeout=opening.read_timeout, max_backoff=opening.max_backoff, decode=decode,
-        hwaccel=opening.hwaccel, threads=opening.decoder_threads,
+        hwaccel=opening.hwaccel, threads=opening.decoder_threads, pin=opening.pin,
     )  # fmt: skip
 
 

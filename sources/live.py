@@ -28,6 +28,8 @@ from typing import Any
 
 import av
 
+from sinks.pinning import Pin, pinned_url
+
 from .announcer import Announcer
 from .base import RTP_CLOCK, Converter, FrameSource, SourceError, SourceFrame
 from .demuxing import (
@@ -35,6 +37,7 @@ from .demuxing import (
     demuxer_for,
     hardware_in_use,
     http_demuxer,
+    http_options,
     not_opened,
     open_container,
     reason_of,
@@ -90,6 +93,11 @@ def _stall_or(reason: str, quiet_since: float, read_timeout: float) -> str:
     return reason
 
 
+def _target(url: str, pin: Pin | None) -> tuple[str, str | None]:
+    """Where a connection goes (the pinned address in ``url``) and the name it stands for."""
+    return pinned_url(url, pin) if pin is not None else (url, None)
+
+
 class LiveSource(FrameSource):
     """A camera or stream read through PyAV on a thread of its own, reconnecting with backoff
     whenever it fails; listeners hear every state change."""
@@ -105,16 +113,19 @@ class LiveSource(FrameSource):
         decode: bool = True,
         hwaccel: str | None = None,
         threads: int = 1,
+        pin: Pin | None = None,
     ) -> None:
         """Not ``decode``: the packets only, for the packet sinks (a main stream recorded
         while its sub-stream is decoded); ``read`` returns None once closed, and ``frames``
         counts packets. ``hwaccel``: FFmpeg's device type to decode on (``cuda``...); where
-        it cannot be opened, said once, then software. ``threads``: 0 is FFmpeg's choice."""
+        it cannot be opened, said once, then software. ``threads``: 0 is FFmpeg's choice.
+        ``pin``: each connection goes to the address checked as it connects (``pinned_url``)."""
         # Which schemes are cameras is ``sources.kinds``' to say; this reads what FFmpeg opens.
         scheme = url.partition("://")[0].lower()
         if scheme == "srt" and (missing := relay_missing()):
             raise SourceError(missing)
         self.url = url
+        self._pin = pin if scheme != "srt" else None  # SRT: its relay connects, by name
         self.masked_url = mask_url(url)
         self._relay = SRTRelay(url, read_timeout) if scheme == "srt" else None
         self._format, self._options = demuxer_for(scheme, url)
@@ -190,15 +201,15 @@ class LiveSource(FrameSource):
         if self._backoff and self._closed.wait(self._backoff):
             return False  # closed while waiting
         opening = time.monotonic()
-        try:
-            kind = http_demuxer(self.url, self.read_timeout) if self._sniff else None
-        except Redirected as exc:
+        try:  # OSError: the pin refuses the address now; retried as any failed attempt
+            url, host = _target(self.url, self._pin)
+            kind = http_demuxer(url, self.read_timeout, host) if self._sniff else None
+        except (Redirected, OSError) as exc:
             self._failed(f"cannot connect to {self.masked_url}: {exc}")
             return False
         if kind is not None:
             # Once known, kept: a camera does not change what it serves.
             (self._format, self._options), self._sniff = kind, False
-        url = self.url
         if self._relay is not None:  # SRT: FFmpeg reads the relay's UDP side once connected
             try:
                 relayed = self._relay.connect(self.read_timeout)
@@ -212,10 +223,10 @@ class LiveSource(FrameSource):
                 return False  # closed
             url = relayed
         try:
-            container = self._open(url)
+            container = self._open(url, host)
         except (av.error.FFmpegError, OSError) as exc:
             relay = self._relay.state() if self._relay is not None else None
-            why = not_opened(exc, self.read_timeout, relay, self.url if self._http else None)
+            why = not_opened(exc, self.read_timeout, relay, url if self._http else None, host)
             self._failed(f"cannot connect to {self.masked_url}: {why}")
             return False
         if not container.streams.video:
@@ -239,9 +250,8 @@ class LiveSource(FrameSource):
             self._changed.notify_all()
         return True
 
-    def _open(self, url: str) -> av.container.InputContainer:
-        # FFmpeg follows HTTP redirects wherever they point unless told not to.
-        options = {**self._options, "max_redirects": "0"} if self._http else self._options
+    def _open(self, url: str, host: str | None) -> av.container.InputContainer:
+        options = http_options(self._options, host) if self._http else self._options
         container, self._hwaccel = open_container(
             url, self._format, options, self.read_timeout, self._hwaccel, self.masked_url
         )

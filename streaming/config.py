@@ -12,6 +12,8 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from .bounds import WorkflowLimits
+
 __all__ = ["ClientSettings", "DecodeSettings", "Settings", "SmtpSettings", "unknown_settings"]
 
 
@@ -40,6 +42,23 @@ class SmtpSettings(BaseSettings):
     error); ``none`` sends in the clear, passwords included: for a relay on this machine."""
     ca_file: Path | None = None
     """A CA bundle to check SMTP servers' certificates against (default: the system's)."""
+    allowed_recipients: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    """Whom the relay sends to: addresses (``ops@example.com``) and domains
+    (``@example.com``), comma-separated; ``*`` anyone. Empty: a step may not use the relay."""
+    max_recipients: int = Field(default=10, ge=1)
+    """To, Cc and Bcc of one message, at most (the step's own server's too)."""
+    min_interval_s: float = Field(default=60.0, ge=0)
+    """Seconds between two relay messages of one step, and of one caller's steps, at least
+    (a step's ``cooldown_seconds`` may be longer, never shorter)."""
+    max_attachment_bytes: int = Field(default=5 * 1024 * 1024, ge=0)
+    """Attachments and inline images of one message, at most (the step's own server's too)."""
+    max_message_bytes: int = Field(default=10 * 1024 * 1024, ge=1024)
+    """One whole message, at most (the step's own server's too)."""
+
+    @field_validator("allowed_recipients", mode="before")
+    @classmethod
+    def _csv(cls, value: object) -> object:
+        return _split_csv(value)
 
 
 class DecodeSettings(BaseSettings):
@@ -61,21 +80,9 @@ class DecodeSettings(BaseSettings):
                 "decoder_threads": self.threads}  # fmt: skip
 
 
-class Settings(BaseSettings):
-    """Everything the server can be told, from the environment or the command line."""
-
-    model_config = SettingsConfigDict(env_prefix="STREAMING_", extra="ignore")
-
-    host: str = "127.0.0.1"
-    """Address the HTTP server binds to."""
-    port: int = 9001
-    """Port the HTTP server binds to."""
-    models_dir: Path = Field(default_factory=lambda: Path.home() / ".cache/visionstream/models")
-    """Where converted models and their manifests live."""
-    default_model: str = "yolov3-tiny-416"
-    """Model prepared (downloaded, converted) and warmed up before the server reports ready."""
-    prepare_default_model: bool = True
-    """Fetch and convert the default model on start when it is missing."""
+class _PeerSettings(BaseSettings):
+    """How the server meets WebRTC peers and where it connects for callers: a part of
+    ``Settings`` (a base class, so every field is still ``settings.<name>``)."""
 
     ice_servers: Annotated[list[str], NoDecode] = Field(default_factory=list)
     """STUN/TURN URLs the server peer uses (comma-separated): ``turn:host:3478`` (UDP),
@@ -100,6 +107,28 @@ class Settings(BaseSettings):
     webhooks, client ICE servers. Loopback, link-local (cloud metadata), unspecified and
     multicast addresses stay refused unless a listed network lies inside them
     (``127.0.0.0/8`` for cameras on this machine)."""
+    peer_networks: Annotated[list[str], NoDecode] = Field(
+        default_factory=lambda: ["0.0.0.0/0", "::/0"]
+    )
+    """Networks WebRTC peers' ICE candidates may be in (not the cameras' list); loopback only
+    from a caller on this machine; link-local, multicast, unspecified only when listed."""
+
+
+class Settings(_PeerSettings):
+    """Everything the server can be told, from the environment or the command line."""
+
+    model_config = SettingsConfigDict(env_prefix="STREAMING_", extra="ignore")
+
+    host: str = "127.0.0.1"
+    """Address the HTTP server binds to."""
+    port: int = 9001
+    """Port the HTTP server binds to."""
+    models_dir: Path = Field(default_factory=lambda: Path.home() / ".cache/visionstream/models")
+    """Where converted models and their manifests live."""
+    default_model: str = "yolov3-tiny-416"
+    """Model prepared (downloaded, converted) and warmed up before the server reports ready."""
+    prepare_default_model: bool = True
+    """Fetch and convert the default model on start when it is missing."""
 
     ready_wait_s: float = Field(default=60.0, ge=0)
     """An offer or pipeline arriving before the models are ready waits this long, then 503."""
@@ -233,6 +262,7 @@ class Settings(BaseSettings):
     smtp: SmtpSettings = Field(default_factory=SmtpSettings)
     """Mail (``STREAMING_SMTP_*``)."""
     decode: DecodeSettings = Field(default_factory=DecodeSettings)  # STREAMING_DECODE_*
+    limits: WorkflowLimits = Field(default_factory=WorkflowLimits)  # STREAMING_LIMIT_*
     data_dir: Path = Field(
         default_factory=lambda: Path.home() / ".local" / "share" / "visionstream"
     )
@@ -350,12 +380,13 @@ class Settings(BaseSettings):
         return self
 
     @field_validator("ice_servers", "ice_host_addresses", "onnx_providers", "allowed_networks",
-                     "trusted_proxies", "workflow_secrets", mode="before")  # fmt: skip
+                     "peer_networks", "trusted_proxies", "workflow_secrets",
+                     mode="before")  # fmt: skip
     @classmethod
     def _csv(cls, value: object) -> object:
         return _split_csv(value)
 
-    @field_validator("allowed_networks", "trusted_proxies")
+    @field_validator("allowed_networks", "peer_networks", "trusted_proxies")
     @classmethod
     def _networks(cls, value: list[str]) -> list[str]:
         for network in value:
@@ -399,7 +430,8 @@ def unknown_settings(environ: Mapping[str, str] | None = None) -> list[str]:
 
     known = set()
     for model, prefix in ((Settings, "STREAMING_"), (SmtpSettings, "STREAMING_SMTP_"),
-                          (DecodeSettings, "STREAMING_DECODE_")):  # fmt: skip
+                          (DecodeSettings, "STREAMING_DECODE_"),
+                          (WorkflowLimits, "STREAMING_LIMIT_")):  # fmt: skip
         known |= {prefix + name.upper() for name in model.model_fields}
     lines = []
     for name in sorted(os.environ if environ is None else environ):

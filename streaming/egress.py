@@ -8,9 +8,10 @@ Loopback (the server itself), link-local (cloud metadata at 169.254.169.254), un
 multicast addresses are refused even then, unless a listed network lies inside that range
 (``127.0.0.0/8`` to reach cameras on this machine, as the tests do).
 
-The name is resolved when the request is checked; the reader resolves it again when it
-connects, so a DNS name whose answer changes in between can still move a connection. Pin
-cameras by address where that matters.
+A connection made for a caller goes to an address that was checked, never to a name resolved
+again later (a DNS answer that changes in between would reach a refused address): webhooks and
+custom SMTP servers resolve through ``pin`` as they connect (``sinks.pinning``), image URLs
+are fetched from the address ``check_url`` returns.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from sources.urls import mask_url
 
 from .errors import InvalidRequest
 
-__all__ = ["EgressPolicy", "EgressRefused", "Network", "ice_server_host"]
+__all__ = ["EgressPolicy", "EgressRefused", "Network", "PinRefused", "ice_server_host"]
 
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
@@ -50,11 +51,17 @@ class EgressRefused(InvalidRequest):
     code = "egress_refused"
 
 
+class PinRefused(OSError):
+    """A host a connection may not reach (``EgressPolicy.pin``): what a sink reports."""
+
+
 class EgressPolicy:
     """Which hosts the server may connect to for a caller (cameras, webhooks, ICE servers)."""
 
-    def __init__(self, allowed: Iterable[str | Network]) -> None:
+    def __init__(self, allowed: Iterable[str | Network], setting: str = _SETTING) -> None:
         self.allowed: list[Network] = [ipaddress.ip_network(n, strict=False) for n in allowed]
+        self.setting = setting
+        """The setting that lists ``allowed``: what a refusal names."""
 
     def refusal(self, address: Address) -> str | None:
         """Why ``address`` may not be reached, or None when it may."""
@@ -63,26 +70,48 @@ class EgressPolicy:
             address = mapped  # ::ffff:127.0.0.1 is 127.0.0.1
         containing = [n for n in self.allowed if n.version == address.version and address in n]
         if not containing:
-            return f"not in {_SETTING}"
+            return f"not in {self.setting}"
         for label, special in _SPECIAL:
             if address in special and not any(n.subnet_of(special) for n in containing):  # type: ignore[arg-type]
-                return f"{label}; to allow it, add {special} (or a part of it) to {_SETTING}"
+                return f"{label}; to allow it, add {special} (or a part of it) to {self.setting}"
         return None
 
-    async def check_host(self, host: str, port: int | None, what: str, shown: str) -> None:
-        """Raises ``EgressRefused`` unless every address ``host`` resolves to is allowed."""
+    async def check_host(self, host: str, port: int | None, what: str, shown: str) -> str:
+        """The address to connect to; raises ``EgressRefused`` unless every address
+        ``host`` resolves to is allowed."""
         try:
             literal = ipaddress.ip_address(host.strip("[]"))
             addresses: list[Address] = [literal]
         except ValueError:
             addresses = await _resolve(host, port, what, shown)
+        return self._checked(addresses, f"{what} {shown}")
+
+    def _checked(self, addresses: list[Address], named: str) -> str:
         for address in addresses:
             reason = self.refusal(address)
             if reason is not None:
-                raise EgressRefused(f"{what} {shown}: {address} is {reason}: refused")
+                raise EgressRefused(f"{named}: {address} is {reason}: refused")
+        return str(addresses[0])
 
-    async def check_url(self, url: str, what: str) -> None:
-        """``scheme://host[:port]/...``: its host checked (the URL shown masked)."""
+    def pin(self, host: str, port: int | None) -> str:
+        """Blocking (a sink's thread): ``host`` resolved once and checked, the address to
+        connect to; ``PinRefused`` (an ``OSError``) when it may not be reached."""
+        try:
+            addresses = [ipaddress.ip_address(host.strip("[]"))]
+        except ValueError:
+            try:
+                infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+            except (OSError, UnicodeError) as exc:
+                raise PinRefused(f"cannot resolve {host!r}: {exc}") from None
+            addresses = [_address(info[4][0]) for info in infos]
+        try:
+            return self._checked(addresses, host)
+        except EgressRefused as exc:
+            raise PinRefused(str(exc)) from None
+
+    async def check_url(self, url: str, what: str) -> str:
+        """``scheme://host[:port]/...``: its host checked (the URL shown masked); the
+        address to connect to."""
         shown = mask_url(url)
         try:
             parts = urlsplit(url)
@@ -91,7 +120,7 @@ class EgressPolicy:
             raise InvalidRequest(f"{what} {shown} is not a valid URL: {exc}") from None
         if not host:
             raise InvalidRequest(f"{what} {shown} has no host")
-        await self.check_host(host, port, what, shown)
+        return await self.check_host(host, port, what, shown)
 
     async def check_ice_server(self, url: str) -> None:
         host, port = ice_server_host(url)
@@ -125,4 +154,8 @@ async def _resolve(host: str, port: int | None, what: str, shown: str) -> list[A
         )
     except (OSError, UnicodeError) as exc:
         raise InvalidRequest(f"{what} {shown}: cannot resolve {host!r}: {exc}") from None
-    return [ipaddress.ip_address(str(info[4][0]).split("%")[0]) for info in infos]
+    return [_address(info[4][0]) for info in infos]
+
+
+def _address(text: object) -> Address:
+    return ipaddress.ip_address(str(text).split("%")[0])

@@ -24,6 +24,7 @@ import httpx
 import numpy as np
 from PIL import Image
 
+from sinks.pinning import pinned_request
 from sources.urls import mask_url
 
 from .config import Settings
@@ -140,11 +141,13 @@ async def _fetch(url: str, where: str, limits: ImageLimits, egress: EgressPolicy
     shown = mask_url(url)
     if not url.startswith(("http://", "https://")):
         raise InvalidRequest(f"{where}: an image URL is http(s)://, not {shown}")
-    await egress.check_url(url, where)
+    address = await egress.check_url(url, where)
+    # The address checked, not the name again (a DNS answer may change in between).
+    target, host, extensions = pinned_request(httpx.URL(url), lambda _host, _port: address)
     try:
         async with (
             httpx.AsyncClient(timeout=_URL_TIMEOUT_S, follow_redirects=False) as client,
-            client.stream("GET", url) as response,
+            client.stream("GET", target, headers=host, extensions=extensions) as response,
         ):
             if response.status_code != 200:
                 raise SourceUnavailable(f"{where}: {shown} answered {response.status_code}")

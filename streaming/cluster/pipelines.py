@@ -27,6 +27,7 @@ from sources.hub import SourceHub
 from sources.kinds import Opening, opener
 
 from ..config import Settings
+from ..egress import EgressPolicy
 from ..errors import NotReady, TooManySessions
 from ..events.writer import event_writer
 from ..inference.registry import ModelRegistry
@@ -96,6 +97,7 @@ class PipelineActor:
         opening = Opening(
             read_timeout=settings.rtsp_read_timeout,
             max_backoff=settings.rtsp_max_backoff,
+            pin=EgressPolicy(settings.allowed_networks).pin,
             **settings.decode.opening_fields(),
         )
         self._hub = SourceHub(opener(opening))

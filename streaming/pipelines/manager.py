@@ -195,6 +195,7 @@ class PipelineManager:
                 source_metrics=analytics,
                 events=events,
                 recording=recording,
+                pin=self._egress.pin,
             )
             await pipeline.start()
         except BaseException:
@@ -243,15 +244,9 @@ class PipelineManager:
     ) -> CompiledWorkflow:
         if reference.detect is not None and events is not None:  # boxes in the main's pixels
             events = ScaledEvents(events, self._hub, str(reference.reference), reference.detect)
-        context = BuildContext(
-            self._models,
-            metrics,
-            {"pipeline": pipeline_id, "source": str(reference.source_id)},
-            self._settings.sink_dir,
-            events,
-            self._settings,
-            self._library.stored,
-        )
+        stream = {"pipeline": pipeline_id, "source": str(reference.source_id)}
+        context = BuildContext(self._models, metrics, stream, self._settings.sink_dir, events,
+                               self._settings, self._library.stored)  # fmt: skip
         return await compile_config(config, spec, context, egress=self._egress)
 
     async def add_source(

@@ -19,6 +19,7 @@ from concurrent.futures import Executor
 from pathlib import Path
 from typing import Any
 
+from sinks.pinning import Pin
 from sources import SourceError, SourceFrame
 from sources.hub import SourceHub
 
@@ -76,6 +77,7 @@ class Pipeline:
         source_metrics: Sequence[SourceMetrics] = (),
         events: EventRecorder | None = None,
         recording: Recording | None = None,
+        pin: Pin | None = None,
     ) -> None:
         """``source_metrics``: each source's Prometheus series, in the sources' order (none:
         not kept). ``events``: where status events are also stored (none: not kept), and
@@ -104,7 +106,7 @@ class Pipeline:
         self._next_source_id = max(r.source_id for r in references) + 1
         self.results = PipelineResults(
             self.pipeline_id[:8], payload.sink_configuration, self.source_ids, sink_dir,
-            executor, jpeg_quality,
+            executor, jpeg_quality, pin,
         )  # fmt: skip
         self._processing = Processing(
             self.pipeline_id[:8], self._running, executor, self._status, self.results

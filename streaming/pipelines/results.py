@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from sinks import MemorySink
+from sinks.pinning import Pin
 
 from ..watching import Ended, PipelineResult, Watcher
 from ..workflows.blocks.base import WorkflowImage
@@ -38,7 +39,9 @@ class PipelineResults:
         sink_dir: Path,
         executor: Executor,
         jpeg_quality: int,
+        pin: Pin | None = None,
     ) -> None:
+        """``pin``: where its sinks connect for the caller (a webhook's checked address)."""
         self._executor = executor
         self._jpeg_quality = jpeg_quality
         self.memory: MemorySink[PipelineResult] = MemorySink(config.results_buffer_size)
@@ -48,6 +51,7 @@ class PipelineResults:
         self._sinks = SinkFanOut(
             pipeline, config, source_ids, sink_dir,
             lambda result: {**result.metadata(), "outputs": self.serialize(result, images=False)},
+            pin,
         )  # fmt: skip
 
     async def dispatch(self, result: PipelineResult) -> None:

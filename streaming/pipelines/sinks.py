@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from sinks.base import ResultSink, SinkContext, SinkSettings
+from sinks.pinning import Pin
 
 from ..workflows.blocks.base import WorkflowImage
 from .models import SinkConfiguration
@@ -64,11 +65,12 @@ class SinkFanOut:
         source_ids: Iterable[int],
         sink_dir: Path,
         record: Record,
+        pin: Pin | None = None,
     ) -> None:
         self._pipeline = pipeline
         self._record = record
         # Started-at in file names: a restarted pipeline never overwrites earlier files.
-        context = SinkContext(pipeline, sink_dir, time.strftime("%Y%m%d-%H%M%S"))
+        context = SinkContext(pipeline, sink_dir, time.strftime("%Y%m%d-%H%M%S"), pin)
         self._sinks: list[ResultSink] = [
             settings.open(context) for _, settings in config if isinstance(settings, SinkSettings)
         ]

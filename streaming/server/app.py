@@ -154,6 +154,7 @@ def _build_state(settings: Settings, metrics: Metrics, parts: _Parts) -> ServerS
         max_backoff=settings.rtsp_max_backoff,
         capture_factory=parts.capture_factory,
         published=publishers.open,
+        pin=EgressPolicy(settings.allowed_networks).pin,
         **settings.decode.opening_fields(),
     )
     hub = SourceHub(opener(opening))

@@ -15,7 +15,16 @@ import numpy as np
 from ..errors import WorkflowCompilationError
 from ..suggest import did_you_mean, shown
 from .blocks import BLOCKS, get_block
-from .blocks.base import ANY, IMAGE, REQUIRED, VIDEO_METADATA, Block, WorkflowImage
+from .blocks.base import (
+    ANY,
+    IMAGE,
+    REQUIRED,
+    SECRET,
+    VIDEO_METADATA,
+    Block,
+    FieldSpec,
+    WorkflowImage,
+)
 from .dimensions import CONSTANT, FRAME, Dim, StepDims, check_gate, step_dims
 from .spec import (
     IMAGE_INPUT_TYPES,
@@ -137,7 +146,7 @@ class Compiler:
                     if not isinstance(value, list) or not value:
                         raise WorkflowCompilationError(f"{where} must be a non-empty list")
                     value = {str(i): item for i, item in enumerate(value)}
-                entries = self.entries(step.name, value, where, bound.depends, field.listed)
+                entries = self.entries(step.name, value, where, bound.depends, field)
                 bound.bindings[field_name] = entries
                 # At compile, the block has the names (or, for a list, how many).
                 names = sorted(entries.entries)
@@ -156,6 +165,8 @@ class Compiler:
                     bound.config[field_name] = field.check(step.name, field_name, literal)
                 continue
             source, kind = self.resolve(selector, where)
+            if kind == SECRET and not field.takes_secret():
+                raise _leak(where, selector.raw)
             if isinstance(source, Const):
                 if (
                     field.per_frame
@@ -202,7 +213,7 @@ class Compiler:
         return names
 
     def entries(
-        self, step: str, value: Any, where: str, depends: set[str], listed: bool = False
+        self, step: str, value: Any, where: str, depends: set[str], field: FieldSpec
     ) -> Entries:
         """An object whose entries are literals, parameters or per-frame data."""
         if value is None:
@@ -215,14 +226,16 @@ class Compiler:
             if selector is None:
                 entries[str(key)] = Const(item)
                 continue
-            source, _ = self.resolve(selector, f"{where} entry '{key}'")
+            source, kind = self.resolve(selector, f"{where} entry '{key}'")
+            if kind == SECRET and not field.takes_secret(str(key)):
+                raise _leak(f"{where} entry '{key}'", selector.raw)
             assert not isinstance(source, Entries)
             if selector.step is not None:
                 if selector.step == step:
                     raise WorkflowCompilationError(f"{where} entry '{key}' refers to its own step")
                 depends.add(selector.step)
             entries[str(key)] = source
-        return Entries(entries, listed)
+        return Entries(entries, field.listed)
 
     def literal(self, value: Any, where: str) -> Any:
         """A literal field's value. An object's entries may name parameters (``$inputs.x``),
@@ -254,9 +267,9 @@ class Compiler:
             )
         block_cls = get_block(step.type)
         assert block_cls is not None  # checked in __init__
-        if selector.name == "*":
-            return Ref(selector.step, "*"), DICT
         outputs = block_cls.outputs_of(step.fields())
+        if selector.name == "*":
+            return Ref(selector.step, "*"), SECRET if SECRET in outputs.values() else DICT
         if selector.name not in outputs:
             raise WorkflowCompilationError(
                 f"{where}: step '{selector.step}' has no output '{selector.name}' "
@@ -316,6 +329,20 @@ class Compiler:
             order.extend(ready)
             sorter.done(*ready)
         return order
+
+
+def _leak(where: str, selector: str) -> WorkflowCompilationError:
+    return WorkflowCompilationError(
+        f"{where}: '{selector}' is a lent secret (environment_secrets_store); a secret goes "
+        "only into a field that takes credentials (a password, an Authorization or API-key "
+        "header), never into an output, a message, a URL or a payload"
+    )
+
+
+def leak_check(kind: str, where: str, selector: str) -> None:
+    """A 400 when a value of ``kind`` is a secret going where secrets may not."""
+    if kind == SECRET:
+        raise _leak(where, selector)
 
 
 def source_dims(source: Source, steps: dict[str, StepDims]) -> list[Dim]:

@@ -19,7 +19,7 @@ import numpy as np
 
 from ..errors import WorkflowCompilationError
 from .batches import MASKED, at, elements, shape, unmasked
-from .binding import Compiler, Const, Entries, Ref, Source, plan_dims
+from .binding import Compiler, Const, Entries, Ref, Source, leak_check, plan_dims
 from .blocks import get_block
 from .blocks.base import (
     IMAGE,
@@ -31,7 +31,7 @@ from .blocks.base import (
     WorkflowImage,
 )
 from .dimensions import StepDims
-from .inner import inlined
+from .inner import budget_of, inlined
 from .spec import WorkflowSpec, parse_selector
 
 __all__ = ["CompiledWorkflow", "compile_workflow", "workflow_urls"]
@@ -337,7 +337,7 @@ def compile_workflow(
     parameters: dict[str, Any] | None = None,
 ) -> CompiledWorkflow:
     """Blocking (it loads models): call it off the event loop."""
-    spec = inlined(spec, context.workflows)
+    spec = inlined(spec, context.workflows, budget_of(context))
     compiler = Compiler(spec, image_input_name, video_metadata_input_name, parameters or {})
     bound = {step.name: compiler.bind(step) for step in spec.steps}
     for name, step in bound.items():  # a gated step runs after the step that gates it
@@ -399,6 +399,7 @@ def _outputs(
                 f"output '{output.name}': selector must start with $, got {output.selector!r}"
             )
         source, kinds[output.name] = compiler.resolve(selector, f"output '{output.name}'")
+        leak_check(kinds[output.name], f"output '{output.name}'", output.selector)
         outputs[output.name] = source
         step = source.step if isinstance(source, Ref) else None
         levels[output.name] = dims[step].output.level if step is not None else 1

@@ -9,18 +9,27 @@ parent's ``$steps.<step>.<output>`` becomes the child output's selector. A child
 inner workflows of its own, up to ``MAX_DEPTH`` deep; a stored workflow that includes
 itself is refused. After inlining, the compiler checks the whole as one workflow:
 dimensions, kinds and egress alike.
+
+Inlining multiplies: a step used F times at each of four levels is F**4 steps, and a
+binding's text is copied into every place that names it. A ``Budget`` (the server's
+``STREAMING_LIMIT_WORKFLOW_STEPS`` and ``STREAMING_LIMIT_WORKFLOW_BYTES``) is charged as the
+copies are made, so a 7 KB request is refused before it has grown past the budget, never
+after it has taken gigabytes.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from ..errors import WorkflowCompilationError
+from .blocks.base import BuildContext
 from .spec import WorkflowSpec, parse_spec
 
-__all__ = ["INNER_WORKFLOW_TYPES", "MAX_DEPTH", "StoredWorkflows", "inlined"]
+__all__ = ["INNER_WORKFLOW_TYPES", "MAX_DEPTH", "Budget", "StoredWorkflows", "budget_of", "inlined"]
 
 INNER_WORKFLOW_TYPES = frozenset({"roboflow_core/inner_workflow@v1"})
 MAX_DEPTH = 4
@@ -33,15 +42,56 @@ _INPUT = re.compile(r"\$inputs\.([A-Za-z0-9_-]+)")
 _STEP = re.compile(r"\$steps\.([A-Za-z0-9_-]+)((?:\.(?:[A-Za-z0-9_-]+|\*))?)")
 
 
-def inlined(spec: WorkflowSpec, stored: StoredWorkflows | None) -> WorkflowSpec:
-    """``spec`` with every inner workflow inlined (itself when it has none)."""
+@dataclass
+class Budget:
+    """What a workflow may grow to when its inner workflows are inlined: ``steps`` in all,
+    and ``bytes`` of text copied into them. Charged as the copies are made."""
+
+    steps: int
+    bytes: int
+    used_steps: int = 0
+    used_bytes: int = 0
+
+    def charge(self, steps: int = 0, size: int = 0) -> None:
+        self.used_steps += steps
+        self.used_bytes += size
+        if self.used_steps > self.steps:
+            raise WorkflowCompilationError(
+                f"the workflow has more than {self.steps} steps once its inner workflows are "
+                "inlined (STREAMING_LIMIT_WORKFLOW_STEPS)"
+            )
+        if self.used_bytes > self.bytes:
+            raise WorkflowCompilationError(
+                f"the workflow grows past {self.bytes} bytes once its inner workflows are "
+                "inlined (STREAMING_LIMIT_WORKFLOW_BYTES)"
+            )
+
+
+def budget_of(context: BuildContext) -> Budget:
+    """A fresh budget from the server's limits."""
+    limits = context.limits
+    return Budget(steps=limits.workflow_steps, bytes=limits.workflow_bytes)
+
+
+def inlined(spec: WorkflowSpec, stored: StoredWorkflows | None, budget: Budget) -> WorkflowSpec:
+    """``spec`` with every inner workflow inlined (itself when it has none), within
+    ``budget``. Blocking: the caller runs it off the event loop."""
+    budget.charge(steps=len(spec.steps))
     if not any(step.type in INNER_WORKFLOW_TYPES for step in spec.steps):
         return spec
-    return parse_spec(_inline(spec.model_dump(), stored, (), set()))
+    return parse_spec(_inline(spec.model_dump(), stored, (), set(), budget))
+
+
+def _size(value: Any) -> int:
+    return len(value) if isinstance(value, str) else len(json.dumps(value, default=str))
 
 
 def _inline(
-    data: dict[str, Any], stored: StoredWorkflows | None, chain: tuple[str, ...], taken: set[str]
+    data: dict[str, Any],
+    stored: StoredWorkflows | None,
+    chain: tuple[str, ...],
+    taken: set[str],
+    budget: Budget,
 ) -> dict[str, Any]:
     """``data`` with its inner workflows inlined; ``chain``: the stored workflows around it,
     ``taken``: every step name used so far (the parent's and the inlined ones)."""
@@ -64,16 +114,19 @@ def _inline(
                 f"step '{name}': inner workflows nest at most {MAX_DEPTH} deep"
             )
         child, label = _child(name, step, stored, chain)
-        child = _inline(child, stored, (*chain, label), taken)
+        child = _inline(child, stored, (*chain, label), taken, budget)
         values = _bound(name, step.get("parameter_bindings"), child["inputs"])
+        budget.charge(steps=len(child["steps"]))
+        sizes = {key: _size(value) for key, value in values.items()}
         renamed: dict[str, str] = {}
         for inner_step in child["steps"]:
             renamed[inner_step["name"]] = _unique(f"{name}__{inner_step['name']}", taken)
+        rewrite = _Rewriter(values, sizes, renamed, budget)
         for inner_step in child["steps"]:
-            rewritten = _rewrite(inner_step, values, renamed)
+            budget.charge(size=_size(inner_step))
+            rewritten = rewrite(inner_step)
             steps.append({**rewritten, "name": renamed[inner_step["name"]]})
-        outputs_of[name] = {o["name"]: _rewrite(o["selector"], values, renamed)
-                            for o in child["outputs"]}  # fmt: skip
+        outputs_of[name] = {o["name"]: rewrite(o["selector"]) for o in child["outputs"]}
     steps = [_refer(step, outputs_of) for step in steps]
     outputs = [{**o, "selector": _refer(o["selector"], outputs_of)} for o in data["outputs"]]
     return {**data, "steps": steps, "outputs": outputs}
@@ -142,28 +195,41 @@ def _unique(name: str, taken: set[str]) -> str:
     return candidate
 
 
-def _rewrite(value: Any, values: dict[str, Any], renamed: dict[str, str]) -> Any:
-    """A child's value with its inputs replaced by what they are bound to and its steps by
-    their new names, at any depth of dicts and lists."""
-    if isinstance(value, dict):
-        return {k: _rewrite(v, values, renamed) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_rewrite(v, values, renamed) for v in value]
-    if not isinstance(value, str):
-        return value
-    whole = _INPUT.fullmatch(value)
-    if whole and whole.group(1) in values:
-        return values[whole.group(1)]  # a literal keeps its type
+@dataclass
+class _Rewriter:
+    """A child's values with its inputs replaced by what they are bound to and its steps by
+    their new names, at any depth of dicts and lists; each copy of a bound value charged."""
 
-    def step(match: re.Match[str]) -> str:
+    values: dict[str, Any]
+    sizes: dict[str, int]
+    renamed: dict[str, str]
+    budget: Budget
+
+    def __call__(self, value: Any) -> Any:
+        if isinstance(value, dict):
+            return {k: self(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [self(v) for v in value]
+        if not isinstance(value, str):
+            return value
+        whole = _INPUT.fullmatch(value)
+        if whole and whole.group(1) in self.values:
+            self.budget.charge(size=self.sizes[whole.group(1)])
+            return self.values[whole.group(1)]  # a literal keeps its type
+        return _INPUT.sub(self._bound, _STEP.sub(self._step, value))
+
+    def _step(self, match: re.Match[str]) -> str:
         old = match.group(1)
-        return f"$steps.{renamed[old]}{match.group(2)}" if old in renamed else match.group(0)
+        if old not in self.renamed:
+            return match.group(0)
+        return f"$steps.{self.renamed[old]}{match.group(2)}"
 
-    def bound(match: re.Match[str]) -> str:
+    def _bound(self, match: re.Match[str]) -> str:
         key = match.group(1)
-        return str(values[key]) if key in values else match.group(0)
-
-    return _INPUT.sub(bound, _STEP.sub(step, value))
+        if key not in self.values:
+            return match.group(0)
+        self.budget.charge(size=self.sizes[key])  # before the copy is made
+        return str(self.values[key])
 
 
 def _refer(value: Any, outputs_of: dict[str, dict[str, Any]]) -> Any:

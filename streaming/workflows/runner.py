@@ -28,7 +28,7 @@ from ..protocol.messages import WorkflowConfiguration
 from ..request_images import ImageLimits, load_stills
 from .blocks.base import BuildContext, FrameState
 from .engine import CompiledWorkflow, compile_workflow, workflow_urls
-from .inner import inlined
+from .inner import budget_of, inlined
 from .spec import IMAGE_INPUT_TYPES, WorkflowSpec, parse_spec
 
 __all__ = [
@@ -54,9 +54,9 @@ async def compile_config(
     Every URL its steps would connect to (a webhook's, literal, a stored default or a
     parameter from whatever the request came through) passes ``egress`` first: the one
     check of workflow URLs, since every way to run a workflow compiles it here."""
-    spec = specification if isinstance(specification, WorkflowSpec) else parse_spec(specification)
-    spec = inlined(spec, context.workflows)  # a child's URLs are checked with the parent's
-    for where, url in workflow_urls(spec.model_dump(), config.workflows_parameters):
+    # Parsing and inlining cost what the caller wrote (inlining multiplies it): off the loop.
+    spec, urls = await asyncio.to_thread(_prepared, specification, context, config)
+    for where, url in urls:
         await egress.check_url(url, where)
     # Image inputs other than the frames' (a template to find) come as still images.
     stills = [i.name for i in spec.inputs
@@ -73,6 +73,18 @@ async def compile_config(
         video_metadata_input_name=config.video_metadata_input_name,
         parameters=parameters,
     )
+
+
+def _prepared(
+    specification: dict[str, Any] | WorkflowSpec,
+    context: BuildContext,
+    config: WorkflowConfiguration,
+) -> tuple[WorkflowSpec, list[tuple[str, str]]]:
+    """The specification parsed and inlined within the server's budget, and the URLs its
+    steps would connect to (a child's checked with the parent's)."""
+    spec = specification if isinstance(specification, WorkflowSpec) else parse_spec(specification)
+    spec = inlined(spec, context.workflows, budget_of(context))
+    return spec, list(workflow_urls(spec.model_dump(), config.workflows_parameters))
 
 
 class WorkflowOutputs(Protocol):

@@ -1,4 +1,5 @@
-"""An MJPEG-over-HTTP camera on 127.0.0.1: multipart/x-mixed-replace JPEGs of stamped frames."""
+"""An MJPEG-over-HTTP camera on 127.0.0.1 (or another loopback address): multipart/x-mixed-replace
+JPEGs of stamped frames; it keeps each request's ``Host`` header."""
 
 from __future__ import annotations
 
@@ -13,11 +14,25 @@ BOUNDARY = "frame"
 
 
 class MJPEGCamera:
-    def __init__(self, width: int = 320, height: int = 240, fps: int = 20) -> None:
+    def __init__(
+        self,
+        width: int = 320,
+        height: int = 240,
+        fps: int = 20,
+        address: str = "127.0.0.1",
+        port: int = 0,
+    ) -> None:
         size = (width, height, fps)
+        self.hosts: list[str] = []
+        """Each request's ``Host`` header, in order."""
+        self.asked = threading.Condition()
+        camera = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:
+                with camera.asked:
+                    camera.hosts.append(self.headers.get("Host", ""))
+                    camera.asked.notify_all()
                 self.send_response(200)
                 self.send_header("Content-Type", f"multipart/x-mixed-replace; boundary={BOUNDARY}")
                 self.end_headers()
@@ -39,9 +54,10 @@ class MJPEGCamera:
             def log_message(self, *_: object) -> None:
                 pass
 
-        self.http = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.http = ThreadingHTTPServer((address, port), Handler)
         self.http.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.http.server_address[1]}/video.mjpg"
+        self.port = self.http.server_address[1]
+        self.url = f"http://{address}:{self.port}/video.mjpg"
         self._thread = threading.Thread(target=self.http.serve_forever, daemon=True)
         self._thread.start()
 

@@ -135,10 +135,12 @@ class ServerProcess(LoggedProcess):
         self,
         serve: list[str] | None = None,
         environment: dict[str, str] | None = None,
+        prefix: list[str] | None = None,
         **settings: str,
     ) -> None:
         """``serve``: the Python arguments that start the server (``-m streaming.cli serve``
-        unless a harness wraps it); ``environment``: other variables (``SSL_CERT_FILE``).
+        unless a harness wraps it); ``environment``: other variables (``SSL_CERT_FILE``);
+        ``prefix``: a command the server runs under (a namespace of its own).
         Without a ``data_dir`` setting the server gets a data directory of its own, removed
         by ``stop`` (pipelines it kept die with it)."""
         self.port = free_port()
@@ -164,7 +166,8 @@ class ServerProcess(LoggedProcess):
         # benchmarks/ab.py runs the server of another checkout (``python -m`` imports from
         # the working directory first); the tests never set this.
         root = os.environ.get("VISIONSTREAM_BENCH_SERVER_ROOT")
-        super().__init__([sys.executable, *serve, "--port", str(self.port)], env, cwd=root)
+        command = [*(prefix or []), sys.executable, *serve, "--port", str(self.port)]
+        super().__init__(command, env, cwd=root)
 
     def stop(self) -> None:
         super().stop()
@@ -319,10 +322,10 @@ def ray_server_process(address: str, replicas: str, **settings: str) -> ServerPr
 
 @contextmanager
 def running_server(
-    environment: dict[str, str] | None = None, **settings: str
+    environment: dict[str, str] | None = None, prefix: list[str] | None = None, **settings: str
 ) -> Iterator[ServerProcess]:
     """A ready ``ServerProcess`` for the ``with`` block (fixtures yield from it)."""
-    process = ServerProcess(environment=environment, **settings)
+    process = ServerProcess(environment=environment, prefix=prefix, **settings)
     try:
         process.wait_ready()
         yield process

@@ -31,7 +31,16 @@ def mail(request, tmp_path_factory):
 def settings_for(mail: MailServer, tmp_path, **smtp) -> Settings:
     """Our SMTP client trusting the test server's certificate, in the server's TLS mode."""
     smtp = {"tls": mail.tls, **smtp}
-    return Settings(models_dir=tmp_path, smtp=SmtpSettings(ca_file=mail.ca_file, **smtp))
+    return Settings(models_dir=tmp_path, smtp=SmtpSettings(ca_file=mail.ca_file, **smtp),
+                    allowed_networks="127.0.0.0/8")  # the test's server is on loopback  # fmt: skip
+
+
+def relay_settings(mail: MailServer, tmp_path, **smtp) -> Settings:
+    """The test server as the server's relay, sending to ``@example.test`` (no floor)."""
+    relay = {"host": "127.0.0.1", "port": mail.port, "username": USER, "password": PASSWORD,
+             "sender": "camera@example.test", "allowed_recipients": ["@example.test"],
+             "min_interval_s": 0}  # fmt: skip
+    return settings_for(mail, tmp_path, **(relay | smtp))
 
 
 def email_step(version: str = "v1", **fields) -> dict:
@@ -50,12 +59,13 @@ def spec_of(*steps: dict) -> dict:
     }
 
 
-def run_frames(spec: dict, settings: Settings, frames: int = 1, **parameters) -> list[dict]:
+def run_frames(
+    spec: dict, settings: Settings, frames: int = 1, caller: str = "anonymous", **parameters
+) -> list[dict]:
     """Each frame's outputs; the workflow closed (its queued mail sent) before returning."""
     registry = ModelRegistry(settings)
-    workflow = compile_workflow(
-        parse_spec(spec), BuildContext(registry, settings=settings), parameters=parameters
-    )
+    context = BuildContext(registry, settings=settings, caller=caller)
+    workflow = compile_workflow(parse_spec(spec), context, parameters=parameters)
     image = np.full((48, 64, 3), (0, 0, 255), np.uint8)
     try:
         return [workflow.run(image, parameters, FrameState())["sent"] for _ in range(frames)]
@@ -131,10 +141,7 @@ def test_v2_custom_smtp_sends_html_with_the_image_inline_and_attached(mail, tmp_
 def test_v2_managed_provider_sends_through_the_servers_relay(mail, tmp_path):
     step = email_step("v2", subject="Relay", receiver_email="guard@example.test",
                       message="through the relay")  # fmt: skip
-    settings = settings_for(
-        mail, tmp_path, host="127.0.0.1", port=mail.port, username=USER, password=PASSWORD,
-        sender="camera@example.test"
-    )  # fmt: skip
+    settings = relay_settings(mail, tmp_path)
     run_frames(spec_of(step), settings)
     (received,) = mail.wait_for("Relay")
     assert received.message["From"] == "camera@example.test"
@@ -209,3 +216,52 @@ def test_the_smtp_server_passes_the_egress_policy_before_compiling(tmp_path):
     registry = ModelRegistry(Settings(models_dir=tmp_path))
     with pytest.raises(EgressRefused, match=r"step 'mail' smtp_server smtp://127\.0\.0\.1:2525"):
         asyncio.run(compile_config(config, spec, BuildContext(registry), egress=policy))
+
+
+def relay_step(subject: str, **fields) -> dict:
+    return email_step("v2", subject=subject, message="m", receiver_email="guard@example.test",
+                      cooldown_seconds=0, **fields)  # fmt: skip
+
+
+def test_the_relay_sends_only_to_the_operators_recipients(mail, tmp_path):
+    settings = relay_settings(mail, tmp_path)
+    outside = relay_step("outside", cc_receiver_email=["me@attacker.test"])
+    (refused,) = run_frames(spec_of(outside), settings)
+    assert refused["error_status"] and "does not send to ['me@attacker.test']" in refused["message"]
+    many = relay_step("many", bcc_receiver_email=[f"u{i}@example.test" for i in range(5000)])
+    (refused,) = run_frames(spec_of(many), settings)
+    assert "5001 recipients are over the server's 10" in refused["message"]
+    with pytest.raises(WorkflowCompilationError, match="STREAMING_SMTP_ALLOWED_RECIPIENTS"):
+        run_frames(
+            spec_of(relay_step("none")), relay_settings(mail, tmp_path, allowed_recipients=[])
+        )
+    (sent,) = run_frames(spec_of(relay_step("inside")), settings)
+    assert not sent["error_status"]
+    mail.wait_for("inside")
+    assert not mail.with_subject("outside") and not mail.with_subject("many")
+
+
+def test_the_relay_keeps_its_interval_per_step_and_per_caller(mail, tmp_path):
+    settings = relay_settings(mail, tmp_path, min_interval_s=3600)
+    caller = f"floor-{mail.tls}"  # this test's own caller: the floor is process-wide
+    frames = run_frames(spec_of(relay_step("floor")), settings, frames=3, caller=caller)
+    assert [f["throttling_status"] for f in frames] == [False, True, True]  # cooldown_seconds 0
+    # A second workflow of the same caller is held back by the first one's message.
+    (again,) = run_frames(spec_of(relay_step("floor again")), settings, caller=caller)
+    assert again["throttling_status"] and "interval" in again["message"]
+    mail.wait_for("floor")
+    assert not mail.with_subject("floor again")
+
+
+def test_message_and_attachment_sizes_are_bounded(mail, tmp_path):
+    big = "x" * (2 << 20)
+    settings = relay_settings(mail, tmp_path, max_attachment_bytes=1 << 20)
+    step = custom(mail, subject="big", receiver_email="guard@example.test", message="m",
+                  attachments={"big.txt": big})  # fmt: skip
+    (refused,) = run_frames(spec_of(step), settings)
+    assert "STREAMING_SMTP_MAX_ATTACHMENT_BYTES" in refused["message"]
+    settings = relay_settings(mail, tmp_path, max_message_bytes=1 << 20)
+    step = custom(mail, subject="long", receiver_email="guard@example.test", message=big)
+    (refused,) = run_frames(spec_of(step), settings)
+    assert "STREAMING_SMTP_MAX_MESSAGE_BYTES" in refused["message"]
+    assert not mail.with_subject("big") and not mail.with_subject("long")

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
 from aiortc import RTCPeerConnection
 from hypothesis import given
 from hypothesis import strategies as st
 
+from streaming.config import Settings
 from streaming.egress import EgressPolicy
 from streaming.errors import InvalidOffer
 from streaming.rtc.candidates import CandidateScreen
@@ -98,3 +100,18 @@ def test_a_callers_own_loopback_is_kept_and_metadata_addresses_are_not():
     assert "127.0.0.1" in kept and "host.local" in kept and "169.254.169.254" not in kept
     remote = SCREEN.screen(sdp, "198.51.100.4", "the offer")  # not this machine's loopback
     assert "127.0.0.1" not in remote and "host.local" in remote
+
+
+def test_peers_are_checked_as_peers_not_against_the_cameras_network():
+    # The operator lists only the camera network; a viewer elsewhere still connects.
+    settings = Settings(allowed_networks="10.1.0.0/24")
+    sdp = ("v=0\r\nm=application 9 x\r\na=candidate:1 1 udp 1 198.51.100.7 9 typ host\r\n"
+           "a=candidate:2 1 udp 1 127.0.0.1 9 typ host\r\n"
+           "a=candidate:3 1 udp 1 224.0.0.251 9 typ host\r\n")  # fmt: skip
+    kept = CandidateScreen.of(settings).screen(sdp, "198.51.100.7", "the offer")
+    assert "198.51.100.7" in kept
+    assert "127.0.0.1" not in kept and "224.0.0.251" not in kept  # never, from a remote caller
+    # The peers' own list, where the operator sets one, names itself when it refuses.
+    only = CandidateScreen.of(Settings(peer_networks="203.0.113.0/24"))
+    with pytest.raises(InvalidOffer, match="not in STREAMING_PEER_NETWORKS"):
+        only.screen(sdp.replace("127.0.0.1", "198.51.100.8"), "198.51.100.7", "the offer")

@@ -18,6 +18,7 @@ from streaming.inference.registry import ModelRegistry
 from streaming.metrics import Metrics
 from streaming.workflows import compile_workflow, parse_spec
 from streaming.workflows.blocks.base import BuildContext, FrameState
+from streaming.workflows.blocks.secrets import EnvironmentSecretsStoreBlock, SecretsSettings
 from streaming.workflows.blocks.slicing import slice_offsets
 from streaming.workflows.serialization import serialize_value
 from tests.support.onnx_models import YOLO_ROWS, colour_classifier_directory, model_directory
@@ -559,7 +560,8 @@ def secrets_spec(*names: str) -> dict:
         "inputs": [{"type": "InferenceImage", "name": "image"}],
         "steps": [step("environment_secrets_store@v1", "vault",
                        variables_storing_secrets=list(names))],
-        "outputs": [{"type": "JsonField", "name": "vault", "selector": "$steps.vault.*"}],
+        # A secret is never an output (tests/unit/test_workflow_bounds.py).
+        "outputs": [{"type": "JsonField", "name": "image", "selector": "$inputs.image"}],
     }  # fmt: skip
 
 
@@ -568,12 +570,9 @@ def test_a_workflow_reads_only_the_secrets_the_server_lends(models, monkeypatch)
     monkeypatch.setenv("STREAMING_API_KEY", "the-servers-own")
     lent = Settings(workflow_secrets="CAMERA_TOKEN,STREAMING_API_KEY,MISSING_ONE")
     context = BuildContext(models, settings=lent)
-    workflow = compile_workflow(parse_spec(secrets_spec("CAMERA_TOKEN", "MISSING_ONE")), context)
-    try:
-        out = workflow.run(scene(), {}, FrameState())
-    finally:
-        workflow.close()
-    assert out["vault"] == {"camera_token": "t0k3n", "missing_one": None}
+    settings = SecretsSettings(variables_storing_secrets=["CAMERA_TOKEN", "MISSING_ONE"])
+    vault = EnvironmentSecretsStoreBlock("vault", settings, context)
+    assert vault.run({}, FrameState()) == {"camera_token": "t0k3n", "missing_one": None}
     for names in (["OTHER_TOKEN"], ["STREAMING_API_KEY"]):  # not lent; the server's own
         with pytest.raises(WorkflowCompilationError, match="STREAMING_WORKFLOW_SECRETS") as caught:
             compile_workflow(parse_spec(secrets_spec(*names)), context)

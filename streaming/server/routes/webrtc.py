@@ -117,7 +117,7 @@ async def open_session(
             stream = {"pipeline": f"session:{session_id}", "source": "webrtc"}
             context = BuildContext(
                 state.models, stream=stream, sink_dir=settings.sink_dir, events=state.events,
-                settings=settings, workflows=state.workflows.stored,
+                settings=settings, workflows=state.workflows.stored, caller=address,
             )  # fmt: skip
             workflow = outputs = await compile_config(
                 config, specification, context, egress=state.egress

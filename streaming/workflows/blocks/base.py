@@ -9,15 +9,32 @@ from dataclasses import dataclass, field, fields
 from datetime import datetime
 from enum import Enum
 from pathlib import Path
-from typing import Any, ClassVar, Literal, Protocol, cast
+from typing import Any, ClassVar, Protocol, cast
 
 import numpy as np
 import supervision as sv
 
+from sinks.pinning import Pin
+
+from ...bounds import WorkflowLimits
 from ...config import Settings
-from ...errors import WorkflowCompilationError
+from ...egress import EgressPolicy
 from ...events import EventRecord, EventRecorder
 from ...inference.model import DetectionModel, StageTimer
+from .fields import (
+    ANY,
+    CLASSIFICATION,
+    DETECTION_KINDS,
+    DETECTIONS,
+    IMAGE,
+    KEYPOINTS,
+    REQUIRED,
+    SECRET,
+    SEGMENTATION,
+    VIDEO_METADATA,
+    FieldSpec,
+    fraction,
+)
 from .images import Origin, WorkflowImage
 
 __all__ = [
@@ -28,6 +45,7 @@ __all__ = [
     "IMAGE",
     "KEYPOINTS",
     "REQUIRED",
+    "SECRET",
     "SEGMENTATION",
     "VIDEO_METADATA",
     "Block",
@@ -40,20 +58,9 @@ __all__ = [
     "Verdict",
     "VideoFacts",
     "WorkflowImage",
+    "fraction",
     "select",
 ]
-
-IMAGE = "image"
-DETECTIONS = "object_detection_prediction"
-SEGMENTATION = "instance_segmentation_prediction"
-KEYPOINTS = "keypoint_detection_prediction"
-CLASSIFICATION = "classification_prediction"
-DETECTION_KINDS = (DETECTIONS, SEGMENTATION, KEYPOINTS)
-"""Every kind of detections (boxes, with masks or keypoints): what tracking, zones, filters
-and drawing take."""
-VIDEO_METADATA = "video_metadata"
-ANY = "*"
-REQUIRED = object()
 
 
 def select(detections: sv.Detections, index: np.ndarray) -> sv.Detections:
@@ -80,6 +87,9 @@ class ModelSource(Protocol):
     def available(self) -> list[str]: ...
 
 
+_DEFAULT_LIMITS = WorkflowLimits()
+
+
 @dataclass
 class BuildContext:
     """What compiling a block may use."""
@@ -100,6 +110,22 @@ class BuildContext:
     may write, the SMTP server); None: such blocks are refused."""
     workflows: Callable[[str | None, str], dict[str, Any]] | None = None
     """Stored workflows by workspace and id, for ``inner_workflow`` steps that name one."""
+    caller: str = "anonymous"
+    """Who asked for this workflow (a key's name, a client's address): what the server's
+    shared resources (the mail relay) are rationed by."""
+
+    @property
+    def pin(self) -> Pin | None:
+        """Where a block connects for the caller (a webhook, an SMTP server): the address
+        checked against ``STREAMING_ALLOWED_NETWORKS`` as it connects; None without settings."""
+        if self.settings is None:
+            return None
+        return EgressPolicy(self.settings.allowed_networks).pin
+
+    @property
+    def limits(self) -> WorkflowLimits:
+        """What a step may make (the server's ``STREAMING_LIMIT_*``; defaults without one)."""
+        return self.settings.limits if self.settings is not None else _DEFAULT_LIMITS
 
     def event(self, kind: str, step: str, **fields: Any) -> None:
         """Stores one event of this stream (``EventRecord``'s fields), if events are kept."""
@@ -183,138 +209,6 @@ class FrameState:
     def add_time(self, stage: str, started: float) -> None:
         """Adds the time since ``started`` (``time.perf_counter()``) to ``stage``, in ms."""
         self.timer[stage] = self.timer.get(stage, 0.0) + (time.perf_counter() - started) * 1000
-
-
-FieldType = Literal["any", "number", "integer", "boolean", "string", "list", "object"]
-
-_PYTHON_TYPES: dict[str, tuple[type, ...]] = {
-    "number": (int, float),
-    "integer": (int,),
-    "boolean": (bool,),
-    "string": (str,),
-    "list": (list, tuple),
-    "object": (dict,),
-}
-
-
-@dataclass(frozen=True)
-class FieldSpec:
-    """One block field, declared once: what it takes (``type``, ``minimum``/``maximum``,
-    ``choices``; for a selector, its ``kinds``) and its default. The compiler checks every
-    value against it (``check``), literal or a parameter's, and ``/workflows/blocks`` and
-    ``/workflows/blocks/describe`` show it (``describe``)."""
-
-    kinds: tuple[str, ...] = (ANY,)
-    default: Any = REQUIRED
-    per_frame: bool = False
-    """True when the field takes per-frame data (images, predictions) through a selector."""
-    entries: bool = False
-    """An object whose entries may each be a literal, a parameter or per-frame data (the
-    reference's ``evaluation_parameters``, a webhook's ``json_payload``): the block's config
-    holds the entries' names, and each frame's inputs the object with every entry's value."""
-    listed: bool = False
-    """A list whose items may each be a literal, a parameter or per-frame data
-    (``first_non_empty_or_default``'s ``data``): the block's config holds how many, and
-    each frame's inputs the list of values (None where one is missing)."""
-    literal: bool = False
-    """A per-frame field that takes a literal or a parameter too (an e-mail's recipients:
-    written in the step, or a step's output)."""
-    steps: bool = False
-    """A list of step selectors (``$steps.<name>``): the steps a flow-control block lets run
-    or not (``next_steps``); the block gets their names."""
-    type: FieldType = "any"
-    minimum: float | None = None
-    maximum: float | None = None
-    above: float | None = None
-    """An exclusive lower bound (``text_scale`` above 0)."""
-    below: float | None = None
-    """An exclusive upper bound (an overlap ratio below 1)."""
-    choices: tuple[Any, ...] | None = None
-    nullable: bool = False
-    """``null`` is taken too, though the default is a value (``custom_confidence``)."""
-    description: str = ""
-
-    def check(self, step: str, name: str, value: Any) -> Any:
-        """``value`` if this field takes it (a number as a float, an integer as an int);
-        else a 400 naming the step, the field and what it takes. ``None`` passes where the
-        default is ``None`` or the field is ``nullable``."""
-        if value is None and (self.default is None or self.nullable):
-            return None
-        if self.choices is not None:
-            if value not in self.choices:
-                raise WorkflowCompilationError(
-                    f"step '{step}': {name} must be one of "
-                    f"{', '.join(map(str, self.choices))}, got {value!r}"
-                )
-            return value
-        if self.type == "any":
-            return value
-        kinds = _PYTHON_TYPES[self.type]
-        if (isinstance(value, bool) and bool not in kinds) or not isinstance(value, kinds):
-            raise WorkflowCompilationError(
-                f"step '{step}': {name} must be {self._what()}, got {value!r}"
-            )
-        if self.type not in ("number", "integer"):
-            return value
-        number = cast(float, value)
-        if not self._in_range(number):
-            raise WorkflowCompilationError(
-                f"step '{step}': {name} must be {self._what()}, got {value!r}"
-            )
-        return float(number) if self.type == "number" else value
-
-    def _in_range(self, value: float) -> bool:
-        return (
-            (self.minimum is None or value >= self.minimum)
-            and (self.maximum is None or value <= self.maximum)
-            and (self.above is None or value > self.above)
-            and (self.below is None or value < self.below)
-        )
-
-    def _what(self) -> str:
-        article = "an" if self.type in ("integer", "object") else "a"
-        bounds = []
-        if self.minimum is not None:
-            bounds.append(f"at least {self.minimum:g}")
-        if self.above is not None:
-            bounds.append(f"above {self.above:g}")
-        if self.below is not None:
-            bounds.append(f"below {self.below:g}")
-        if self.maximum is not None:
-            bounds.append(f"at most {self.maximum:g}")
-        return f"{article} {self.type}" + (f" ({', '.join(bounds)})" if bounds else "")
-
-    def describe(self) -> dict[str, Any]:
-        """The field as ``/workflows/blocks/describe`` shows it."""
-        if self.per_frame:
-            takes = "selector"  # per-frame data: a step's output or an input
-        elif self.entries:
-            takes = "object of literals or selectors"
-        elif self.listed:
-            takes = "list of literals or selectors"
-        elif self.steps:
-            takes = "list of step selectors"
-        else:
-            takes = "literal or parameter"
-        entry: dict[str, Any] = {
-            "type": self.type,
-            "takes": takes,
-            "kinds": list(self.kinds),
-            "required": self.default is REQUIRED,
-        }
-        if self.default is not REQUIRED:
-            entry["default"] = self.default
-        for key in ("minimum", "maximum", "above", "below", "choices"):
-            if (value := getattr(self, key)) is not None:
-                entry[key] = list(value) if key == "choices" else value
-        if self.description:
-            entry["description"] = self.description
-        return entry
-
-
-def fraction(default: float) -> FieldSpec:
-    """A number from 0 to 1 (a confidence, an IoU threshold)."""
-    return FieldSpec(default=default, type="number", minimum=0.0, maximum=1.0)
 
 
 class Verdict(Enum):

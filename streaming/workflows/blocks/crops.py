@@ -105,12 +105,14 @@ class DynamicCropBlock(Block):
         super().__init__(name, config, context)
         self.mask_opacity = config.mask_opacity
         self.background = bgr_color(config.background_color, f"step '{name}': background_color")
+        self.limits = context.limits
 
     def run(self, inputs: dict[str, Any], frame: FrameState) -> dict[str, Any]:
         image = _image(inputs)
         detections: sv.Detections = (
             inputs["predictions"] if inputs.get("predictions") is not None else inputs["detections"]
         )
+        self.limits.check_elements(self.name, len(detections), "crops")
         crops: list[WorkflowImage | None] = []
         moved: list[sv.Detections | None] = []
         ids = detections.data.get("detection_id")

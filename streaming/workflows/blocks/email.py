@@ -8,6 +8,13 @@ spaces messages. v1 sends plain text through the step's SMTP server; v2 sends HT
 among the parameters inline) through the step's server (``Custom SMTP``) or, for Roboflow's
 managed provider, the server's own relay (``STREAMING_SMTP_*``), refused when compiled if
 there is none. Every SMTP host a step names passes the egress policy before it compiles.
+
+The relay is the operator's, not the caller's: it sends only to the recipients
+``STREAMING_SMTP_ALLOWED_RECIPIENTS`` lists, at most every ``STREAMING_SMTP_MIN_INTERVAL_S``
+per step and per caller, whatever ``cooldown_seconds`` says. Every message, through the relay
+or the step's own server, has at most ``STREAMING_SMTP_MAX_RECIPIENTS`` recipients and
+``STREAMING_SMTP_MAX_ATTACHMENT_BYTES`` / ``MAX_MESSAGE_BYTES``; over them the step reports an
+error and sends nothing.
 """
 
 from __future__ import annotations
@@ -15,6 +22,8 @@ from __future__ import annotations
 import html
 import ipaddress
 import re
+import threading
+import time
 from dataclasses import dataclass
 from email.message import EmailMessage
 from typing import Any, ClassVar
@@ -27,7 +36,7 @@ from ...config import SmtpSettings
 from ...errors import WorkflowCompilationError
 from ..query import Env, named_chains
 from ..serialization import serialize_value
-from .base import ANY, BlockSettings, BuildContext, FieldSpec, FrameState, WorkflowImage
+from .base import ANY, SECRET, BlockSettings, BuildContext, FieldSpec, FrameState, WorkflowImage
 from .sinks import NotificationBlock
 
 __all__ = ["EmailNotificationBlock", "EmailNotificationV2Block"]
@@ -54,6 +63,34 @@ def _text(value: Any) -> str:
     if isinstance(value, int | float | bool) or value is None:
         return str(value)
     return str(serialize_value(value, 75, None))
+
+
+class CallerFloor:
+    """When each caller's last relay message went: one caller's steps share the floor."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._last: dict[str, float] = {}
+
+    def admit(self, caller: str, interval: float) -> bool:
+        """True (and the time kept) when ``caller`` sent nothing in the last ``interval`` s."""
+        now = time.monotonic()
+        with self._lock:
+            last = self._last.get(caller)
+            if last is not None and now - last < interval:
+                return False
+            self._last[caller] = now
+            return True
+
+
+RELAY_FLOOR = CallerFloor()
+"""The process's one floor: the relay is one resource, however many workflows use it."""
+
+
+def _allowed(address: str, allowed: list[str]) -> bool:
+    address = address.strip().lower()
+    domain = "@" + address.rpartition("@")[2]
+    return any(a == "*" or a.lower() in (address, domain) for a in allowed)
 
 
 def _addresses(value: Any, field: str) -> list[str]:
@@ -102,7 +139,7 @@ class EmailNotificationBlock(NotificationBlock):
         "message_parameters_operations": FieldSpec(default={}, type="object"),
         "attachments": FieldSpec(default=None, entries=True),
         "smtp_server": FieldSpec(type="string"),
-        "sender_email_password": FieldSpec((ANY,), per_frame=True, literal=True),
+        "sender_email_password": FieldSpec((ANY, SECRET), per_frame=True, literal=True),
         "smtp_port": FieldSpec(default=465, type="integer", minimum=1, maximum=65535),
         "fire_and_forget": FieldSpec(default=True),
         "disable_sink": FieldSpec(default=False),
@@ -121,9 +158,14 @@ class EmailNotificationBlock(NotificationBlock):
         )  # fmt: skip
         self._smtp = context.settings.smtp if context.settings is not None else SmtpSettings()
         self._relay: SmtpServer | None = None
+        self._caller = context.caller
+        self._pin = context.pin  # the step's own server: the checked address
         self._check_server(name, config)
         self._senders: dict[SmtpServer, EmailSender] = {}
-        self.hold(config.cooldown_seconds, bool(config.disable_sink))
+        cooldown = float(config.cooldown_seconds)
+        if self._relay is not None:
+            cooldown = max(cooldown, self._smtp.min_interval_s)
+        self.hold(cooldown, bool(config.disable_sink))
 
     def _check_server(self, name: str, config: EmailSettings) -> None:
         host = config.smtp_server
@@ -149,7 +191,7 @@ class EmailNotificationBlock(NotificationBlock):
             )
         server = SmtpServer(
             self._host, self._port, username=sender, password=password,
-            tls=self._smtp.tls, ca_file=self._smtp.ca_file,
+            tls=self._smtp.tls, ca_file=self._smtp.ca_file, pin=self._pin,
         )  # fmt: skip
         return server, sender
 
@@ -173,6 +215,10 @@ class EmailNotificationBlock(NotificationBlock):
             message = self._message(inputs, from_address, frame)
         except ValueError as exc:
             return self.result(True, False, str(exc))
+        if self._relay is not None and not RELAY_FLOOR.admit(
+            self._caller, self._smtp.min_interval_s
+        ):
+            return self.result(False, True, "The mail relay's interval applies to this caller")
         sender = self._sender(server)
         if sender is None or not sender.send(message):
             return self.result(True, False, "Sink is closed")
@@ -200,19 +246,45 @@ class EmailNotificationBlock(NotificationBlock):
                 return f'<img src="cid:image_{key}" alt="{key}" style="{_IMAGE_STYLE}">'
             return html.escape(_text(value))
 
+        to = _addresses(inputs.get("receiver_email"), "receiver_email")
+        cc = _addresses(inputs.get("cc_receiver_email") or [], "cc_receiver_email")
+        bcc = _addresses(inputs.get("bcc_receiver_email") or [], "bcc_receiver_email")
+        self._check_recipients([*to, *cc, *bcc])
         text = PLACEHOLDER.sub(lambda m: fill(m, False), self._template)
         body = PLACEHOLDER.sub(lambda m: fill(m, True), self._template).replace("\n", "<br>\n")
-        return compose(
-            sender=from_address,
-            to=_addresses(inputs.get("receiver_email"), "receiver_email"),
-            cc=_addresses(inputs.get("cc_receiver_email") or [], "cc_receiver_email"),
-            bcc=_addresses(inputs.get("bcc_receiver_email") or [], "bcc_receiver_email"),
-            subject=self._subject,
-            text=text,
-            html=body if self.as_html else None,
-            inline_images=inline,
-            attachments=self._attachments(inputs.get("attachments") or {}),
-        )
+        attachments = self._attachments(inputs.get("attachments") or {})
+        attached = sum(map(len, attachments.values())) + sum(map(len, inline.values()))
+        if attached > self._smtp.max_attachment_bytes:
+            raise ValueError(
+                f"attachments of {attached} bytes are over the server's "
+                f"{self._smtp.max_attachment_bytes} (STREAMING_SMTP_MAX_ATTACHMENT_BYTES)"
+            )
+        message = compose(
+            sender=from_address, to=to, cc=cc, bcc=bcc, subject=self._subject, text=text,
+            html=body if self.as_html else None, inline_images=inline, attachments=attachments,
+        )  # fmt: skip
+        size = len(message.as_bytes())
+        if size > self._smtp.max_message_bytes:
+            raise ValueError(
+                f"a message of {size} bytes is over the server's "
+                f"{self._smtp.max_message_bytes} (STREAMING_SMTP_MAX_MESSAGE_BYTES)"
+            )
+        return message
+
+    def _check_recipients(self, recipients: list[str]) -> None:
+        if len(recipients) > self._smtp.max_recipients:
+            raise ValueError(
+                f"{len(recipients)} recipients are over the server's "
+                f"{self._smtp.max_recipients} (STREAMING_SMTP_MAX_RECIPIENTS)"
+            )
+        if self._relay is None:
+            return
+        refused = [r for r in recipients if not _allowed(r, self._smtp.allowed_recipients)]
+        if refused:
+            raise ValueError(
+                f"the server's mail relay does not send to {refused[:3]}"
+                f"{' and more' if len(refused) > 3 else ''} (STREAMING_SMTP_ALLOWED_RECIPIENTS)"
+            )
 
     def _attachments(self, given: dict[str, Any]) -> dict[str, bytes]:
         files: dict[str, bytes] = {}
@@ -244,7 +316,9 @@ class EmailNotificationV2Block(EmailNotificationBlock):
         "email_provider": FieldSpec(default=MANAGED, choices=(MANAGED, CUSTOM)),
         "sender_email": FieldSpec((ANY,), default=None, per_frame=True, literal=True),
         "smtp_server": FieldSpec(default=None, type="string"),
-        "sender_email_password": FieldSpec((ANY,), default=None, per_frame=True, literal=True),
+        "sender_email_password": FieldSpec(
+            (ANY, SECRET), default=None, per_frame=True, literal=True
+        ),
     }
     Settings: ClassVar[type[BlockSettings]] = EmailV2Settings
     as_html = True
@@ -257,6 +331,12 @@ class EmailNotificationV2Block(EmailNotificationBlock):
             super()._check_server(name, config)
             return
         smtp = self._smtp
+        if smtp.host and not smtp.allowed_recipients:
+            raise WorkflowCompilationError(
+                f"step '{name}': email_provider '{MANAGED}' sends through this server's mail "
+                "relay, which sends only to the recipients STREAMING_SMTP_ALLOWED_RECIPIENTS "
+                f"lists, and it lists none; or give the step email_provider '{CUSTOM}'"
+            )
         if not smtp.host or not (smtp.sender or smtp.username):
             raise WorkflowCompilationError(
                 f"step '{name}': email_provider '{MANAGED}' sends through this server's own "

@@ -1,16 +1,21 @@
 """Results to files on the server (``local_file_sink``): only inside the directory
 ``STREAMING_FILE_SINK_DIR`` names, each step's ``target_directory`` checked when the
 workflow is compiled (no way out through ``..`` or a symbolic link), files readable by the
-server's user alone (its umask)."""
+server's user alone (its umask). What every step writes there counts against one quota
+(``STREAMING_LIMIT_FILE_SINK_MB``) and leaves the disk ``STREAMING_LIMIT_FILE_SINK_MIN_FREE_MB``
+free: a write past either is an error on that step, and nothing is removed."""
 
 from __future__ import annotations
 
 import json
 import logging
+import re
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import IO, Any, ClassVar, Literal
+
+from sinks.quota import DiskQuota, QuotaExceeded, quota_for
 
 from ...errors import WorkflowCompilationError
 from .base import Block, BlockSettings, BuildContext, FieldSpec, FrameState
@@ -19,17 +24,31 @@ __all__ = ["LocalFileSinkBlock", "sink_directory"]
 
 log = logging.getLogger(__name__)
 
+_PREFIX = re.compile(r"[^\x00-\x1f\x7f./\\][^\x00-\x1f\x7f/\\]{0,127}")
+"""A file name's start: no control characters (CR, LF, NUL), separators or leading dot."""
 
-def sink_directory(step: str, context: BuildContext, target: str) -> Path:
-    """``target`` (relative to the file sink directory, or absolute inside it), resolved;
-    a 400 naming the setting when there is no such directory or the target leaves it."""
+
+def sink_root(step: str, context: BuildContext) -> tuple[Path, DiskQuota]:
+    """The file sink directory and its quota; a 400 naming the setting when there is none."""
     root = context.settings.file_sink_dir if context.settings is not None else None
     if root is None:
         raise WorkflowCompilationError(
             f"step '{step}': local_file_sink writes only inside the directory "
             "STREAMING_FILE_SINK_DIR names, and it is not set on this server"
         )
+    limits = context.limits
     root = Path(root).resolve()
+    return root, quota_for(root, limits.file_sink_mb << 20, limits.file_sink_min_free_mb << 20)
+
+
+def sink_directory(step: str, context: BuildContext, target: str) -> Path:
+    """``target`` (relative to the file sink directory, or absolute inside it), resolved;
+    a 400 naming the setting when there is no such directory or the target leaves it."""
+    root, _ = sink_root(step, context)
+    if any(ord(c) < 0x20 or c == "\x7f" for c in target):
+        raise WorkflowCompilationError(
+            f"step '{step}': target_directory {target!r} has a control character (NUL, CR, LF)"
+        )
     resolved = (root / target).resolve()
     if not resolved.is_relative_to(root):
         raise WorkflowCompilationError(
@@ -67,11 +86,13 @@ class LocalFileSinkBlock(Block):
     def __init__(self, name: str, config: LocalFileSinkSettings, context: BuildContext) -> None:
         super().__init__(name, config, context)
         prefix = config.file_name_prefix
-        if not prefix or Path(prefix).name != prefix or prefix in (".", ".."):
+        if not _PREFIX.fullmatch(prefix):
             raise WorkflowCompilationError(
-                f"step '{name}': file_name_prefix must be a file name, got {prefix!r}"
+                f"step '{name}': file_name_prefix must be a file name (no leading dot, slash, "
+                f"backslash or control character; at most 128 characters), got {prefix!r}"
             )
         self.directory = sink_directory(name, context, config.target_directory)
+        _, self.quota = sink_root(name, context)
         self.prefix = prefix
         self.file_type = config.file_type
         self.append = config.output_mode == "append_log"
@@ -90,11 +111,15 @@ class LocalFileSinkBlock(Block):
             return {"error_status": True, "message": "content must be text"}
         try:
             if not self.append:
-                self._path(self.file_type).write_text(_line(content))
+                text = _line(content)
+                self.quota.admit(len(text.encode()))
+                self._path(self.file_type).write_text(text)
             else:
                 self._append(content)
         except ValueError:
             return {"error_status": True, "message": "Invalid JSON content"}
+        except QuotaExceeded as exc:
+            return {"error_status": True, "message": f"Not written: {exc}"}
         except OSError as exc:
             log.warning("step %s: cannot write: %s", self.name, exc)
             return {"error_status": True, "message": f"Could not write: {exc.strerror}"}
@@ -110,7 +135,9 @@ class LocalFileSinkBlock(Block):
             self._entries = 0
         elif self.file_type == "csv":  # the header once, at the top of each file
             content = content.split("\n", 1)[1] if "\n" in content else ""
-        self._log.write(_line(content))
+        line = _line(content)
+        self.quota.admit(len(line.encode()))
+        self._log.write(line)
         self._log.flush()
         self._entries += 1
 

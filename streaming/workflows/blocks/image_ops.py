@@ -71,16 +71,22 @@ def rotated(pixels: np.ndarray, degrees: int) -> np.ndarray:
     return cv2.warpAffine(pixels, matrix, (new_width, new_height))
 
 
-def _resized(pixels: np.ndarray, width: int | None, height: int | None) -> np.ndarray:
-    """To ``width`` x ``height``; one of them None keeps the aspect ratio."""
-    if width is None and height is None:
-        return pixels.copy()
+def _resize_target(pixels: np.ndarray, width: int | None, height: int | None) -> tuple[int, int]:
+    """``width`` x ``height``; one of them None keeps the aspect ratio, both the size."""
     current_height, current_width = pixels.shape[:2]
+    if width is None and height is None:
+        return current_width, current_height
     if width is None:
         assert height is not None
-        width = int(current_width * height / current_height)
-    elif height is None:
-        height = int(current_height * width / current_width)
+        return max(1, int(current_width * height / current_height)), height
+    if height is None:
+        return width, max(1, int(current_height * width / current_width))
+    return width, height
+
+
+def _resized(pixels: np.ndarray, width: int, height: int) -> np.ndarray:
+    if (height, width) == pixels.shape[:2]:
+        return pixels.copy()
     return cv2.resize(pixels, (width, height), interpolation=cv2.INTER_AREA)
 
 
@@ -109,13 +115,20 @@ class ImagePreprocessingBlock(Block):
     ) -> None:
         super().__init__(name, config, context)
         self.config = config
+        self.limits = context.limits
+        if config.task_type == "resize" and config.width and config.height:
+            self.limits.check_pixels(name, config.width, config.height, compiling=True)
 
     def run(self, inputs: dict[str, Any], frame: FrameState) -> dict[str, Any]:
         image: WorkflowImage = inputs["image"]
         c = self.config
         if c.task_type == "resize":
-            pixels = _resized(image.numpy, c.width, c.height)
+            width, height = _resize_target(image.numpy, c.width, c.height)
+            self.limits.check_pixels(self.name, width, height)
+            pixels = _resized(image.numpy, width, height)
         elif c.task_type == "rotate":
+            side = sum(image.numpy.shape[:2])  # the grown canvas fits in side x side
+            self.limits.check_pixels(self.name, side, side)
             pixels = rotated(image.numpy, c.rotation_degrees)
         else:
             pixels = cv2.flip(image.numpy, _FLIPS[c.flip_type])

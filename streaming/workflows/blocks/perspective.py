@@ -161,6 +161,11 @@ class PerspectiveCorrectionBlock(Block):
     def __init__(self, name: str, config: PerspectiveSettings, context: BuildContext) -> None:
         super().__init__(name, config, context)
         self.config = config
+        self.limits = context.limits
+        # The rectangle (warped image, masks) as written; grown by anchors, checked per frame.
+        self.limits.check_pixels(
+            name, config.transformed_rect_width, config.transformed_rect_height, compiling=True
+        )
 
     def run(self, inputs: dict[str, Any], frame: FrameState) -> dict[str, Any]:
         c = self.config
@@ -170,6 +175,7 @@ class PerspectiveCorrectionBlock(Block):
             inputs["perspective_polygons"], c.transformed_rect_width, c.transformed_rect_height,
             detections, c.extend_perspective_polygon_by_detections_anchor,
         )  # fmt: skip
+        self.limits.check_pixels(self.name, width, height)
         warped = image
         if c.warp_image and image is not None:
             warped = image.derived(cv2.warpPerspective(image.numpy, matrix, (width, height)))

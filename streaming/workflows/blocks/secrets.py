@@ -9,11 +9,10 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from ...errors import WorkflowCompilationError
-from .base import Block, BlockSettings, BuildContext, FieldSpec, FrameState
+from .base import SECRET, Block, BlockSettings, BuildContext, FieldSpec, FrameState
 
-__all__ = ["EnvironmentSecretsStoreBlock"]
+__all__ = ["EnvironmentSecretsStoreBlock", "SecretsSettings"]
 
-SECRET = "secret"
 _OWN = ("STREAMING_", "VISIONSTREAM_")
 """The server's and the client's own settings: never a workflow's to read."""
 

@@ -27,7 +27,7 @@ from ...errors import WorkflowCompilationError
 from ...events import EventKind
 from ..query import Env, named_chains
 from ..serialization import serialize_value
-from .base import IMAGE, Block, BlockSettings, BuildContext, FieldSpec, FrameState
+from .base import ANY, IMAGE, SECRET, Block, BlockSettings, BuildContext, FieldSpec, FrameState
 
 __all__ = ["EventSinkBlock", "MqttSinkBlock", "NotificationBlock", "WebhookSinkBlock"]
 
@@ -88,7 +88,7 @@ class NotificationBlock(Block):
 
     outputs = {"error_status": "boolean", "throttling_status": "boolean", "message": "string"}
 
-    def hold(self, cooldown: int, disabled: bool) -> None:
+    def hold(self, cooldown: float, disabled: bool) -> None:
         """Called from ``__init__`` with the step's settings."""
         self._cooldown = cooldown
         self._disabled = disabled
@@ -127,7 +127,7 @@ class WebhookSinkBlock(NotificationBlock):
         "method": FieldSpec(default="POST", choices=("GET", "POST", "PUT")),
         # Each entry a literal, a parameter or a step's output (as the reference's manifest).
         "query_parameters": FieldSpec(default=None, entries=True),
-        "headers": FieldSpec(default=None, entries=True),
+        "headers": FieldSpec((ANY, SECRET), default=None, entries=True),
         "json_payload": FieldSpec(default=None, entries=True),
         "json_payload_operations": FieldSpec(default={}, type="object"),
         "multi_part_encoded_files": FieldSpec(default=None, entries=True),
@@ -155,13 +155,16 @@ class WebhookSinkBlock(NotificationBlock):
         }  # fmt: skip
         self._url = url
         self._timeout = config.request_timeout
+        self._pin = context.pin
         self._sink: WebhookSink | None = None
         self.hold(config.cooldown_seconds, bool(config.disable_sink))
 
     def _sink_now(self) -> WebhookSink | None:
         with self._lock:
             if self._sink is None and not self._closed:
-                self._sink = WebhookSink(self._url, timeout_s=self._timeout, queue_size=64)
+                self._sink = WebhookSink(
+                    self._url, timeout_s=self._timeout, queue_size=64, pin=self._pin
+                )
             return self._sink
 
     def run(self, inputs: dict[str, Any], frame: FrameState) -> dict[str, Any]:
@@ -245,6 +248,7 @@ class MqttSinkBlock(Block):
         if self._qos > 2:
             raise WorkflowCompilationError(f"step '{name}': qos must be 0, 1 or 2")
         self._client: Any = None
+        self._pin = context.pin
         self._lock = threading.Lock()
         self._closed = False
         self._published: dict[str, str] = {}
@@ -254,16 +258,22 @@ class MqttSinkBlock(Block):
 
         with self._lock:
             if self._client is None and not self._closed:
+                # The broker's address checked as it connects; paho reconnects to that
+                # address, never to the name resolved again.
+                address = self._pin(self._host, self._port) if self._pin else self._host
                 client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2)
                 client.max_queued_messages_set(1000)
                 client.reconnect_delay_set(1, 30)
-                client.connect_async(self._host, self._port)
+                client.connect_async(address, self._port)
                 client.loop_start()
                 self._client = client
             return self._client
 
     def run(self, inputs: dict[str, Any], frame: FrameState) -> dict[str, Any]:
-        client = self._client_now()
+        try:
+            client = self._client_now()
+        except OSError as exc:  # the broker's address is refused now
+            return {"error_status": True, "message": f"Not connected: {exc}"}
         if client is None:
             return {"error_status": True, "message": "Sink is closed"}
         sent = 0

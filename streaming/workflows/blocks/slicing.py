@@ -27,7 +27,13 @@ from .base import (
 )
 from .images import Origin
 
-__all__ = ["DetectionsStitchBlock", "ImageSlicerBlock", "ImageSlicerV2Block", "slice_offsets"]
+__all__ = [
+    "DetectionsStitchBlock",
+    "ImageSlicerBlock",
+    "ImageSlicerV2Block",
+    "slice_count",
+    "slice_offsets",
+]
 
 
 def slice_offsets(
@@ -46,13 +52,23 @@ def slice_offsets(
     if centred:
         xs = xs - np.clip(xs + tile_w - width, 0, tile_w)
         ys = ys - np.clip(ys + tile_h - height, 0, tile_h)
-    offsets: list[tuple[int, int, int, int]] = []
-    for y in ys.tolist():
-        for x in xs.tolist():
-            box = (x, y, min(x + tile_w, width), min(y + tile_h, height))
-            if box not in offsets:
-                offsets.append(box)
-    return offsets
+    boxes = (
+        (x, y, min(x + tile_w, width), min(y + tile_h, height))
+        for y in ys.tolist()
+        for x in xs.tolist()
+    )
+    return list(dict.fromkeys(boxes))  # each region once, in order
+
+
+def slice_count(
+    size: tuple[int, int], tile: tuple[int, int], overlap: tuple[float, float], centred: bool
+) -> int:
+    """How many slices ``slice_offsets`` makes at most, counted before making any."""
+    counts = []
+    for length, side, ratio in zip(size, tile, overlap, strict=True):
+        side = min(side, length) if centred else side
+        counts.append(-(-length // max(1, side - int(ratio * side))))
+    return counts[0] * counts[1]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -89,12 +105,16 @@ class ImageSlicerBlock(Block):
         super().__init__(name, config, context)
         self.tile = (config.slice_width, config.slice_height)
         self.overlap = (config.overlap_ratio_width, config.overlap_ratio_height)
+        self.limits = context.limits
 
     def run(self, inputs: dict[str, Any], frame: FrameState) -> dict[str, Any]:
         image: WorkflowImage = (
             inputs["image"] if inputs.get("image") is not None else inputs["images"]
         )
         height, width = image.numpy.shape[:2]
+        self.limits.check_elements(
+            self.name, slice_count((width, height), self.tile, self.overlap, self.centred), "slices"
+        )
         slices: list[WorkflowImage | None] = []
         for x1, y1, x2, y2 in slice_offsets((width, height), self.tile, self.overlap, self.centred):
             piece = image.crop(x1, y1, x2, y2, f"image_slicer.{uuid.uuid4()}")

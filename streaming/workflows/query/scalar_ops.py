@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 import random
-import re
 from collections import Counter
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+import re2
 import supervision as sv
 
 from .values import Env, python
@@ -151,17 +151,37 @@ def _substring(node: dict[str, Any], q: QueryCompiler) -> Op:
     return lambda v, env: expect(v, str, "a string", "StringSubSequence", q.where)[start:end]
 
 
+MAX_PATTERN_LENGTH = 1000
+"""A ``StringMatches`` pattern's characters, at most."""
+_RE2_OPTIONS = re2.Options()
+_RE2_OPTIONS.max_mem = 8 << 20  # what one compiled pattern may hold (RE2's own default)
+_RE2_OPTIONS.log_errors = False  # a caller's bad pattern is their 400, not our stderr
+
+
 def _matches(node: dict[str, Any], q: QueryCompiler) -> Op:
+    # The caller's pattern runs on RE2: time linear in the text, never backtracking, so a
+    # pattern like ``(a+)+$`` cannot hold the GIL for minutes. What RE2 lacks (back
+    # references, look-around) is a compile-time 400, not a slow path.
     pattern = node.get("regex")
-    try:
-        regex = re.compile(pattern if isinstance(pattern, str) else "")
-    except re.error as exc:
-        raise q.where.fail(f"StringMatches: regex {pattern!r} is invalid: {exc}") from None
     if not isinstance(pattern, str):
         raise q.where.fail("StringMatches: regex must be a string")
+    if len(pattern) > MAX_PATTERN_LENGTH:
+        raise q.where.fail(f"StringMatches: regex is longer than {MAX_PATTERN_LENGTH} characters")
+    try:
+        regex = re2.compile(pattern, _RE2_OPTIONS)
+    except re2.error as exc:
+        raise q.where.fail(
+            f"StringMatches: regex {pattern!r} is invalid or not linear-time (RE2 syntax: no "
+            f"back references or look-around): {_reason(exc)}"
+        ) from None
     return lambda v, env: (
         regex.search(expect(v, str, "a string", "StringMatches", q.where)) is not None
     )
+
+
+def _reason(exc: Exception) -> str:
+    reason = exc.args[0] if exc.args else exc
+    return reason.decode(errors="replace") if isinstance(reason, bytes) else str(reason)
 
 
 def _join(node: dict[str, Any], q: QueryCompiler) -> Op:
