@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from ..bounds import BoundExceeded
 from ..errors import WorkflowRunError
 from ..protocol.messages import WorkflowConfiguration
 from ..workflows import CompiledWorkflow
@@ -54,6 +55,8 @@ async def run_images(
         run = await loop.run_in_executor(state.executor, run_frame, workflow, image, facts)
         if run.error is not None:
             where = f"image {number}: " if len(images) > 1 else ""
-            raise WorkflowRunError(f"the workflow failed on {where}{run.error}")
+            # Over a bound the caller wrote (the frame's size made it so): theirs, a 400.
+            failure = BoundExceeded if isinstance(run.error, BoundExceeded) else WorkflowRunError
+            raise failure(f"the workflow failed on {where}{run.error}")
         runs.append((run, facts))
     return runs

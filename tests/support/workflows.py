@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from streaming.protocol.workflows import people_counting
 
-__all__ = ["check_sliced", "crossing_events", "sliced_detection"]
+__all__ = ["check_sliced", "crossing_events", "nested_fan_out", "sliced_detection"]
 
 
 def crossing_events(url: str) -> dict:
@@ -75,3 +75,28 @@ def check_sliced(outputs: dict) -> None:
     assert isinstance(tiles, list) and len(tiles) == 4, tiles
     assert all(t["image"] == {"width": 192, "height": 144} for t in tiles), tiles
     assert outputs["stitched"]["image"] == {"width": 320, "height": 240}
+
+
+def nested_fan_out(fan_out: int, depth: int) -> dict:
+    """Inner workflows ``depth`` deep, each binding its child's input to ``fan_out`` copies
+    of its own: the text grows as fan_out**depth."""
+    child: dict = {
+        "version": "1.0",
+        "inputs": [{"type": "WorkflowParameter", "name": "p"}],
+        "steps": [{"type": "roboflow_core/expression@v1", "name": "leaf",
+                   "data": {"x": "$inputs.p"}, "switch": {"type": "CasesDefinition",
+                   "cases": [], "default": {"type": "StaticCaseResult", "value": "1"}}}],
+        "outputs": [{"type": "JsonField", "name": "o", "selector": "$steps.leaf.output"}],
+    }  # fmt: skip
+    for level in range(depth):
+        inputs = [{"type": "WorkflowParameter", "name": "p", "default_value": "x"}]
+        child = {
+            "version": "1.0",
+            "inputs": inputs if level < depth - 1 else [],
+            "steps": [{"type": "roboflow_core/inner_workflow@v1", "name": f"n{level}",
+                       "workflow_definition": child,
+                       "parameter_bindings": {"p": " ".join(["$inputs.p"] * fan_out)
+                                              if level < depth - 1 else "y" * 64}}],
+            "outputs": [{"type": "JsonField", "name": "o", "selector": f"$steps.n{level}.o"}],
+        }  # fmt: skip
+    return child

@@ -15,6 +15,7 @@ from streaming.errors import WorkflowCompilationError
 from streaming.workflows import compile_workflow, parse_spec
 from streaming.workflows.blocks.base import BuildContext, FrameState
 from streaming.workflows.query import Env, QueryCompiler
+from tests.support.workflows import nested_fan_out
 
 VIDEO = {"frame_number": 1, "fps": 30.0}
 
@@ -48,33 +49,8 @@ def test_what_a_linear_time_engine_cannot_run_is_a_400(pattern, needle):
         matches(pattern, "ab")
 
 
-def _nested(fan_out: int, depth: int) -> dict:
-    """Inner workflows ``depth`` deep, each binding its child's input to ``fan_out`` copies
-    of its own: the text grows as fan_out**depth."""
-    child: dict = {
-        "version": "1.0",
-        "inputs": [{"type": "WorkflowParameter", "name": "p"}],
-        "steps": [{"type": "roboflow_core/expression@v1", "name": "leaf",
-                   "data": {"x": "$inputs.p"}, "switch": {"type": "CasesDefinition",
-                   "cases": [], "default": {"type": "StaticCaseResult", "value": "1"}}}],
-        "outputs": [{"type": "JsonField", "name": "o", "selector": "$steps.leaf.output"}],
-    }  # fmt: skip
-    for level in range(depth):
-        inputs = [{"type": "WorkflowParameter", "name": "p", "default_value": "x"}]
-        child = {
-            "version": "1.0",
-            "inputs": inputs if level < depth - 1 else [],
-            "steps": [{"type": "roboflow_core/inner_workflow@v1", "name": f"n{level}",
-                       "workflow_definition": child,
-                       "parameter_bindings": {"p": " ".join(["$inputs.p"] * fan_out)
-                                              if level < depth - 1 else "y" * 64}}],
-            "outputs": [{"type": "JsonField", "name": "o", "selector": f"$steps.n{level}.o"}],
-        }  # fmt: skip
-    return child
-
-
 def test_inlining_is_charged_as_it_grows_and_refused_at_the_budget():
-    spec = _nested(fan_out=100, depth=4)  # ~7 KB; inlined, ~6 GB of text
+    spec = nested_fan_out(fan_out=100, depth=4)  # ~7 KB; inlined, ~6 GB of text
     context = BuildContext(models=None, settings=Settings())  # type: ignore[arg-type]
     started = time.perf_counter()
     with pytest.raises(WorkflowCompilationError, match="STREAMING_LIMIT_WORKFLOW_BYTES"):
@@ -86,7 +62,7 @@ def test_steps_past_the_budget_are_refused():
     limits = WorkflowLimits(workflow_steps=3)
     context = BuildContext(models=None, settings=Settings(limits=limits))  # type: ignore[arg-type]
     with pytest.raises(WorkflowCompilationError, match="more than 3 steps"):
-        compile_workflow(parse_spec(_nested(fan_out=1, depth=4)), context)
+        compile_workflow(parse_spec(nested_fan_out(fan_out=1, depth=4)), context)
 
 
 def _image_spec(*steps: dict, output: str) -> dict:
