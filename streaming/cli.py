@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, get_args
 
 from . import __version__
+from .keys_cli import add_keys_commands
 
 if TYPE_CHECKING:
     from .config import Settings
@@ -72,7 +73,7 @@ def _serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from .server import create_app
-    from .server.connections import BodyTimeout, guarded_protocol
+    from .server.connections import BodyTimeout, DirectPeer, guarded_protocol
     from .server.shutdown import DrainingServer
     from .storage import private_process
 
@@ -81,7 +82,11 @@ def _serve(args: argparse.Namespace) -> int:
     app = create_app(settings)
     config = uvicorn.Config(
         # Outermost: its 408 replaces whatever the app makes of a stalled body.
-        BodyTimeout(app, settings.http_body_timeout_s, settings.http_body_deadline_s),
+        BodyTimeout(
+            DirectPeer(app, settings.trusted_proxies),
+            settings.http_body_timeout_s,
+            settings.http_body_deadline_s,
+        ),
         host=settings.host,
         port=settings.port,
         log_level=args.log_level,
@@ -89,9 +94,9 @@ def _serve(args: argparse.Namespace) -> int:
         http=guarded_protocol(settings.http_header_timeout_s),
         limit_concurrency=settings.max_connections,
         # uvicorn believes X-Forwarded-For from 127.0.0.1 by default: a local client could
-        # then pick the address its throttle and session cap count against.
-        proxy_headers=bool(settings.trusted_proxies),
-        forwarded_allow_ips=settings.trusted_proxies or [],
+        # then pick the address its throttle and session cap count against. DirectPeer
+        # believes it from STREAMING_TRUSTED_PROXIES alone, keeping the connection's own.
+        proxy_headers=False,
     )
     if args.log_level == "info":
         # uvicorn's start and stop lines ("Started server process", "Waiting for application
@@ -320,6 +325,7 @@ def _parser() -> argparse.ArgumentParser:
     bench.set_defaults(func=_bench)
     _add_deploy(command)
     _add_models(command)
+    add_keys_commands(command)
     return parser
 
 

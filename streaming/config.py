@@ -12,6 +12,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from .access import AuthSettings
 from .bounds import WorkflowLimits
 
 __all__ = ["ClientSettings", "DecodeSettings", "Settings", "SmtpSettings", "unknown_settings"]
@@ -263,6 +264,7 @@ class Settings(_PeerSettings):
     """Mail (``STREAMING_SMTP_*``)."""
     decode: DecodeSettings = Field(default_factory=DecodeSettings)  # STREAMING_DECODE_*
     limits: WorkflowLimits = Field(default_factory=WorkflowLimits)  # STREAMING_LIMIT_*
+    auth: AuthSettings = Field(default_factory=AuthSettings)  # STREAMING_AUTH_*
     data_dir: Path = Field(
         default_factory=lambda: Path.home() / ".local" / "share" / "visionstream"
     )
@@ -431,7 +433,8 @@ def unknown_settings(environ: Mapping[str, str] | None = None) -> list[str]:
     known = set()
     for model, prefix in ((Settings, "STREAMING_"), (SmtpSettings, "STREAMING_SMTP_"),
                           (DecodeSettings, "STREAMING_DECODE_"),
-                          (WorkflowLimits, "STREAMING_LIMIT_")):  # fmt: skip
+                          (WorkflowLimits, "STREAMING_LIMIT_"),
+                          (AuthSettings, "STREAMING_AUTH_")):  # fmt: skip
         known |= {prefix + name.upper() for name in model.model_fields}
     lines = []
     for name in sorted(os.environ if environ is None else environ):

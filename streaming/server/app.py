@@ -177,7 +177,7 @@ def _build_state(settings: Settings, metrics: Metrics, parts: _Parts) -> ServerS
         workflows=library,
         uploads=UploadDirectory(settings.upload_dir),
         egress=EgressPolicy(settings.allowed_networks),
-        auth=ApiKeyGuard(settings.api_key, settings.auth_failures_per_minute),
+        auth=ApiKeyGuard(settings.api_key, settings.auth_failures_per_minute, auth=settings.auth),
         trimmer=trimmer,
         events=events,
         deployment=parts.deployment,

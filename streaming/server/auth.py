@@ -1,16 +1,25 @@
-"""Optional API key: body ``api_key``, query ``api_key`` or ``Authorization: Bearer``; the
-header wins.
+"""Who a request comes from: the API key (body ``api_key``, query ``api_key`` or
+``Authorization: Bearer``; the header wins), or the user an authenticating proxy vouches for.
 
-Every route but health, readiness and the page's files checks it (``tests/e2e/test_auth.py``
-walks the served route table). Wrong keys from one address are throttled: after
-``STREAMING_AUTH_FAILURES_PER_MINUTE`` failures in a minute that address gets 429 with
-``Retry-After`` until the oldest failure leaves the window, right key or not, so a key cannot
-be guessed at network speed. The key is compared in constant time and never logged.
+Keys: ``STREAMING_API_KEY`` is one admin key; ``STREAMING_AUTH_KEYS_FILE`` holds named ones
+with roles (``keys.py``). The proxy: a request whose connection comes from an address in
+``STREAMING_AUTH_PROXIES`` (the direct peer, not ``X-Forwarded-For``) and carries its user
+header is that user, with the highest role ``STREAMING_AUTH_GROUP_ROLES`` gives their groups;
+from anyone else those headers are ignored. A server with none of these is open (everyone
+an admin), as it is by default on 127.0.0.1.
+
+Every route but health, readiness and the page's files resolves its caller here and checks
+the role ``access.ROUTES`` names (``tests/e2e/test_auth.py`` walks the served route table).
+Wrong keys from one address are throttled: after ``STREAMING_AUTH_FAILURES_PER_MINUTE``
+failures in a minute that address gets 429 with ``Retry-After`` until the oldest failure
+leaves the window, right key or not, so a key cannot be guessed at network speed. Keys are
+compared in constant time and never logged.
 """
 
 from __future__ import annotations
 
 import hmac
+import ipaddress
 import json
 import math
 import time
@@ -20,9 +29,15 @@ from collections.abc import Callable
 from fastapi import Request
 from pydantic import SecretStr
 
+from ..access import OPEN, AuthSettings, Forbidden, Principal, Role
 from ..errors import TooManyAttempts, Unauthorized
+from .keys import KeyRing
 
-__all__ = ["ApiKeyGuard", "body_api_key", "client_address"]
+__all__ = ["PEER", "ApiKeyGuard", "body_api_key", "client_address"]
+
+PEER = "visionstream.peer"
+"""The scope key of the connection's own address, kept before ``X-Forwarded-For`` from a
+trusted proxy replaces ``client`` (``connections.DirectPeer``)."""
 
 _WINDOW_S = 60.0
 # Addresses with recent failures remembered at most; the oldest is forgotten first.
@@ -38,43 +53,87 @@ _NO_KEY = frozenset(("None", "null", "undefined"))
 
 
 class ApiKeyGuard:
-    """Checks the API key of every guarded request (constant-time), and throttles addresses
-    that keep sending wrong ones."""
+    """Resolves every guarded request to its ``Principal`` (a key, constant-time, or the
+    authenticating proxy's user), and throttles addresses that keep sending wrong keys."""
 
     def __init__(
         self,
         expected: SecretStr | None,
         failures_per_minute: int,
         clock: Callable[[], float] = time.monotonic,
+        auth: AuthSettings | None = None,
     ) -> None:
+        auth = auth or AuthSettings()
         self._expected = expected.get_secret_value().encode() if expected else None
+        self._keys = KeyRing(auth.keys_file) if auth.keys_file is not None else None
+        self._auth = auth
+        self._proxies = [ipaddress.ip_network(n, strict=False) for n in auth.proxies]
         self._limit = failures_per_minute
         self._clock = clock
         self._failures: OrderedDict[str, deque[float]] = OrderedDict()
 
-    def check(self, request: Request, body_key: str | None = None) -> None:
-        """Raises 401 for a missing or wrong key, 429 while the address is throttled."""
-        if self._expected is None:
-            return
+    @property
+    def open(self) -> bool:
+        """No key and no proxy: everyone is the open admin."""
+        return self._expected is None and self._keys is None and not self._proxies
+
+    def check(self, request: Request, body_key: str | None = None) -> Principal:
+        """The caller; 401 for a missing or wrong key, 429 while the address is throttled,
+        403 for a proxy's user in no mapped group."""
+        proxied = self._proxied(request)
+        if proxied is not None:
+            return proxied
+        if self.open:
+            return OPEN
         address = client_address(request)
         self._throttle(address)
         presented = _bearer(request) or body_key or request.query_params.get("api_key")
         if not presented:
             raise Unauthorized("this server requires an API key (api_key or Authorization: Bearer)")
-        if not hmac.compare_digest(presented.encode(), self._expected):
-            if presented in _NO_KEY:  # inference-sdk given api_key=None sends "None"
-                raise Unauthorized(
-                    f"this server requires an API key, and none was sent: the key is the "
-                    f"text '{presented}' (a client given no key); pass this server's key"
-                )
-            self._fail(address)
-            raise Unauthorized("invalid API key")
+        if self._expected is not None and hmac.compare_digest(presented.encode(), self._expected):
+            return Principal("admin", Role.ADMIN)  # STREAMING_API_KEY
+        named = self._keys.match(presented) if self._keys is not None else None
+        if named is not None:
+            return named
+        if presented in _NO_KEY:  # inference-sdk given api_key=None sends "None"
+            raise Unauthorized(
+                f"this server requires an API key, and none was sent: the key is the "
+                f"text '{presented}' (a client given no key); pass this server's key"
+            )
+        self._fail(address)
+        raise Unauthorized("invalid API key")
+
+    def _proxied(self, request: Request) -> Principal | None:
+        """The proxy's user, when the connection comes from a named proxy that says one."""
+        user = self._proxy_user(request)
+        if user is None:
+            return None
+        groups = {g.strip() for g in request.headers.get(self._auth.groups_header, "").split(",")}
+        roles = [role for group, role in self._auth.group_roles.items() if group in groups]
+        if not roles:
+            raise Forbidden(
+                f"{user!r} is signed in, and none of their groups has a role here "
+                "(STREAMING_AUTH_GROUP_ROLES)"
+            )
+        return Principal(user, max(roles), "proxy")
+
+    def _proxy_user(self, request: Request) -> str | None:
+        """The user header's value, when the connection itself comes from a named proxy
+        (from anyone else the header means nothing)."""
+        user = request.headers.get(self._auth.user_header, "").strip() if self._proxies else ""
+        if not user:
+            return None
+        try:
+            address = ipaddress.ip_address(request.scope.get(PEER) or client_address(request))
+        except ValueError:
+            return None
+        return user if any(address in network for network in self._proxies) else None
 
     def presented_outside_body(self, request: Request) -> bool:
         """The request carries a key in its header or query (checked before its body is
         read), or the server needs none."""
-        return self._expected is None or bool(
-            _bearer(request) or request.query_params.get("api_key")
+        return self.open or bool(
+            _bearer(request) or request.query_params.get("api_key") or self._proxy_user(request)
         )
 
     def _recent(self, address: str) -> deque[float]:

@@ -12,6 +12,9 @@ stops halfway through a body, holds its connection (and a file descriptor) forev
   ``STREAMING_HTTP_BODY_DEADLINE_S`` (a byte a second would pass the first).
 - ``STREAMING_MAX_CONNECTIONS`` (uvicorn's ``limit_concurrency``, set in ``cli.py``) caps the
   connections one process holds at all.
+- ``DirectPeer``: keeps the connection's own address (``auth.PEER``) before uvicorn's
+  ``ProxyHeadersMiddleware`` replaces ``client`` with a trusted proxy's ``X-Forwarded-For``:
+  an authenticating proxy is recognised by where the connection comes from, never by a header.
 """
 
 from __future__ import annotations
@@ -24,9 +27,10 @@ from typing import Any
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..errors import error_body
+from .auth import PEER
 from .fences import check_protocol
 
-__all__ = ["BodyTimeout", "guarded_protocol"]
+__all__ = ["BodyTimeout", "DirectPeer", "guarded_protocol"]
 
 
 class _HeadDeadline:
@@ -150,3 +154,20 @@ class BodyTimeout:
                 }
             )
             await send({"type": "http.response.body", "body": body})
+
+
+class DirectPeer:
+    """ASGI middleware: the connection's own address kept as ``scope[PEER]``, then
+    ``X-Forwarded-For`` believed from ``trusted`` proxies alone (uvicorn's own middleware,
+    which ``cli.py`` then leaves off)."""
+
+    def __init__(self, app: ASGIApp, trusted: list[str]) -> None:
+        from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
+
+        # uvicorn types ASGI with its own TypedDicts, Starlette with mappings: the same calls.
+        self._app: Any = ProxyHeadersMiddleware(app, trusted) if trusted else app  # type: ignore[arg-type]
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] in ("http", "websocket") and scope.get("client"):
+            scope[PEER] = scope["client"][0]
+        await self._app(scope, receive, send)

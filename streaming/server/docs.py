@@ -26,6 +26,7 @@ from pydantic import BaseModel
 from starlette.staticfiles import StaticFiles
 
 from .. import __version__
+from ..access import PUBLIC, blocks_markdown, route_role
 from .http import AUTHENTICATED
 
 __all__ = ["ERROR_RESPONSES", "ErrorBody", "add_docs", "json_body", "openapi_document"]
@@ -75,6 +76,19 @@ def json_body(model: type[BaseModel]) -> dict[str, Any]:
     return {"requestBody": {"content": {"application/json": {"schema": reference}}}}
 
 
+def _say_role(operation: dict[str, Any], method: str, path: str) -> None:
+    """The role the operation needs (``access.ROUTES``), on top of its description and as
+    ``x-visionstream-role``."""
+    if (method, path) in PUBLIC:
+        role = "none (no key)"
+    else:
+        role = str(route_role(method, path))
+        if (method, path) == ("POST", "/initialise_webrtc_worker"):
+            role = "viewer to watch a pipeline, else operator"
+    operation["x-visionstream-role"] = role
+    operation["description"] = f"**Role:** {role}.\n\n" + operation.get("description", "")
+
+
 def openapi_document(app: FastAPI) -> dict[str, Any]:
     with warnings.catch_warnings():
         # FastAPI gives one route's methods one operation id (/workflows/blocks/describe
@@ -84,11 +98,15 @@ def openapi_document(app: FastAPI) -> dict[str, Any]:
             title=app.title, version=__version__, routes=app.routes,
             description=app.description, tags=app.openapi_tags,
         )  # fmt: skip
-    for operations in document["paths"].values():
+    for path, operations in document["paths"].items():
         ids = [operation.get("operationId") for operation in operations.values()]
         for method, operation in operations.items():
             if ids.count(operation.get("operationId")) > 1:
                 operation["operationId"] = f"{operation['operationId']}_{method}"
+            _say_role(operation, method.upper(), path)
+    document["info"]["description"] = f"{document['info'].get('description', '')}\n\n" + (
+        blocks_markdown()
+    )
     schemas = document.setdefault("components", {}).setdefault("schemas", {})
     for name, model in _BODIES.items():
         schema = model.model_json_schema(ref_template=_COMPONENTS)

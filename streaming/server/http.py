@@ -6,17 +6,21 @@ Authentication, one style: a route whose key can come only in the header or the 
 from ``authenticated_body``, which checks a header or query key before a byte of the body is
 read, so a caller without the key cannot make the server read (or wait for) a body; only a
 key that can come in nothing but the body (inference-sdk's JSON routes) waits for it.
+Either way the caller's ``Principal`` must have the role ``access.ROUTES`` names for the
+route (a 403 otherwise), and is kept for the route (``principal_of``).
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
+from contextvars import ContextVar
 from typing import Any
 
 from fastapi import Depends, Request
 from fastapi.responses import JSONResponse
 
+from ..access import OPEN, Principal, route_role
 from ..config import Settings
 from ..errors import RequestTooLarge, error_body
 from .auth import body_api_key
@@ -25,7 +29,10 @@ from .state import ServerState, get_state
 __all__ = [
     "AUTHENTICATED",
     "authenticated_body",
+    "authorize",
+    "current_principal",
     "guarded_body",
+    "principal_of",
     "read_limited_body",
     "require_api_key",
     "validation_response",
@@ -52,11 +59,43 @@ async def guarded_body(
     from the header or query before the body is read, from the body's ``api_key`` (where
     ``key_in_body``: the inference-sdk's JSON routes) once it is."""
     if not key_in_body or state.auth.presented_outside_body(request):
-        state.auth.check(request)
+        _admit(request, state.auth.check(request))
         return await read_limited_body(request, limit)
     raw = await read_limited_body(request, limit)
-    state.auth.check(request, body_api_key(raw))
+    _admit(request, state.auth.check(request, body_api_key(raw)))
     return raw
+
+
+_CURRENT: ContextVar[Principal] = ContextVar("principal", default=OPEN)
+
+
+def authorize(request: Request, state: ServerState, body_key: str | None = None) -> Principal:
+    """The caller, with the route's role (401, 403 or 429 otherwise): for a route that
+    checks its caller itself (inside its own error shape, as the V2 routes do)."""
+    principal = state.auth.check(request, body_key)
+    _admit(request, principal)
+    return principal
+
+
+def _admit(request: Request, principal: Principal) -> None:
+    """The caller has the route's role (``access.ROUTES``), and is kept for the route (its
+    dependencies and handler run in this request's task: ``current_principal``)."""
+    route = request.scope.get("route")
+    path = getattr(route, "path", request.url.path)
+    principal.require(route_role(request.method, path), f"{request.method} {path}")
+    request.state.principal = principal
+    _CURRENT.set(principal)
+
+
+def current_principal() -> Principal:
+    """The guarded request's caller, for what the route calls (compiling its workflow)."""
+    return _CURRENT.get()
+
+
+def principal_of(request: Request) -> Principal:
+    """Who the guarded request comes from (resolved before the route ran)."""
+    principal: Principal = request.state.principal
+    return principal
 
 
 def authenticated_body(limit: Callable[[Settings], int], *, key_in_body: bool = True) -> Any:
@@ -71,7 +110,7 @@ def authenticated_body(limit: Callable[[Settings], int], *, key_in_body: bool = 
 
 async def require_api_key(request: Request, state: ServerState = Depends(get_state)) -> None:
     """For routes whose key can only come in the header."""
-    state.auth.check(request)
+    _admit(request, state.auth.check(request))
 
 
 AUTHENTICATED = Depends(require_api_key)

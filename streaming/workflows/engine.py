@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from ..access import Forbidden, Role, block_role
 from ..errors import WorkflowCompilationError
 from .batches import MASKED, at, elements, shape, unmasked
 from .binding import Compiler, Const, Entries, Ref, Source, leak_check, plan_dims
@@ -328,6 +329,18 @@ def _given(step: dict, field: str, values: dict[Any, Any], default: Any = None) 
     return values.get(selector.name) if selector and selector.step is None else value
 
 
+def check_roles(spec: WorkflowSpec, role: Role) -> None:
+    """A 403 naming the first step (of an inlined ``spec``) whose block needs more than
+    ``role`` (``access.BLOCKS``: the server's relay, disk, secrets)."""
+    for step in spec.steps:
+        needed, why = block_role(step.type, step.fields())
+        if role < needed:
+            raise Forbidden(
+                f"step '{step.name}' ({step.type}) needs the {needed} role: {why}; this "
+                f"caller is a {role}"
+            )
+
+
 def compile_workflow(
     spec: WorkflowSpec,
     context: BuildContext,
@@ -338,6 +351,7 @@ def compile_workflow(
 ) -> CompiledWorkflow:
     """Blocking (it loads models): call it off the event loop."""
     spec = inlined(spec, context.workflows, budget_of(context))
+    check_roles(spec, context.role)  # before anything is built
     compiler = Compiler(spec, image_input_name, video_metadata_input_name, parameters or {})
     bound = {step.name: compiler.bind(step) for step in spec.steps}
     for name, step in bound.items():  # a gated step runs after the step that gates it

@@ -22,12 +22,13 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from ..access import Role
 from ..config import Settings
 from ..egress import EgressPolicy
 from ..protocol.messages import WorkflowConfiguration
 from ..request_images import ImageLimits, load_stills
 from .blocks.base import BuildContext, FrameState
-from .engine import CompiledWorkflow, compile_workflow, workflow_urls
+from .engine import CompiledWorkflow, check_roles, compile_workflow, workflow_urls
 from .inner import budget_of, inlined
 from .spec import IMAGE_INPUT_TYPES, WorkflowSpec, parse_spec
 
@@ -37,6 +38,7 @@ __all__ = [
     "OutputNames",
     "WorkflowOutputs",
     "compile_config",
+    "require_roles",
     "run_frame",
 ]
 
@@ -85,6 +87,16 @@ def _prepared(
     spec = specification if isinstance(specification, WorkflowSpec) else parse_spec(specification)
     spec = inlined(spec, context.workflows, budget_of(context))
     return spec, list(workflow_urls(spec.model_dump(), config.workflows_parameters))
+
+
+async def require_roles(
+    specification: dict[str, Any] | WorkflowSpec, role: Role, context: BuildContext
+) -> None:
+    """A 403 when ``specification`` (inner workflows inlined) has a step ``role`` may not
+    run: for what compiles elsewhere (a pipeline's workflow, in a worker or a Ray actor)."""
+    config = WorkflowConfiguration()
+    spec, _ = await asyncio.to_thread(_prepared, specification, context, config)
+    check_roles(spec, role)
 
 
 class WorkflowOutputs(Protocol):

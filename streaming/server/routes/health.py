@@ -10,10 +10,12 @@ from prometheus_client import CONTENT_TYPE_LATEST
 
 from sources.urls import mask_credentials
 
+from ...access import Forbidden
 from ...errors import TooManyAttempts, Unauthorized
 from ...metrics import merge_workers
 from ...rtc.offer import open_peer_connections
 from ..docs import ERROR_RESPONSES
+from ..http import authorize
 from ..state import ServerState, get_state
 
 __all__ = ["router"]
@@ -53,8 +55,8 @@ def _authorized(request: Request, state: ServerState) -> bool:
     """The caller presents the API key (or the server has none). A wrong key counts towards
     the address's throttle as anywhere else; health itself always answers."""
     try:
-        state.auth.check(request)
-    except (Unauthorized, TooManyAttempts):
+        state.auth.check(request)  # any known caller sees the full health
+    except (Unauthorized, TooManyAttempts, Forbidden):
         return False
     return True
 
@@ -127,7 +129,7 @@ async def readyz(state: ServerState = Depends(get_state)) -> JSONResponse:
 async def metrics(request: Request, state: ServerState = Depends(get_state)) -> Response:
     """Prometheus metrics: sessions, pipelines, frames per path, model batches, latencies."""
     if state.settings.metrics_require_api_key:
-        state.auth.check(request)
+        authorize(request, state)
     if state.deployment is not None:  # every worker's, each sample labelled with its worker
         body = merge_workers(await state.deployment.metrics())
     else:

@@ -1,15 +1,19 @@
 """``GET /info``: which server this is, as inference-sdk's ``get_server_info`` reads it.
-
 Open like the health routes (the SDK sends no key for it): a name, a version and this
-process's id, nothing about what it runs."""
+process's id, nothing about what it runs.
+
+``GET /auth/me``: who the caller is and what their role lets them do (what the pages show
+and hide)."""
 
 from __future__ import annotations
 
 import uuid
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 
 from ... import __version__
+from ...access import Role
+from ..http import AUTHENTICATED, principal_of
 
 __all__ = ["router"]
 
@@ -23,3 +27,13 @@ _SERVER_ID = str(uuid.uuid4())
 async def info() -> dict:
     """The server's name and version, as inference-sdk's `get_server_info` reads them."""
     return {"name": "visionstream", "version": __version__, "uuid": _SERVER_ID}
+
+
+@router.get("/auth/me", dependencies=[AUTHENTICATED])
+async def me(request: Request) -> dict:
+    """The caller (a key's name, the proxy's user, or `anonymous` on an open server), their
+    role, and what it allows: `watch`, `run` (sessions, pipelines, workflows), `admin`."""
+    principal = principal_of(request)
+    role = principal.role
+    can = {"watch": True, "run": role >= Role.OPERATOR, "admin": role >= Role.ADMIN}
+    return {**principal.describe(), "can": can}

@@ -15,8 +15,10 @@ from sources.kinds import FILE, kind_of, scheme_of
 from ...pipelines import InitialisePipelinePayload
 from ...pipelines.models import AddSourcePayload, ConsumePayload
 from ...pipelines.pipeline import SourceNotFound
+from ...workflows.blocks.base import BuildContext
+from ...workflows.runner import require_roles
 from ..docs import ERROR_RESPONSES, json_body
-from ..http import authenticated_body
+from ..http import authenticated_body, current_principal
 from ..state import ServerState, get_state
 
 __all__ = ["restore_pipelines", "router"]
@@ -92,6 +94,10 @@ async def initialise(
     events."""
     await state.check_accepting()
     await _check_egress(state, payload)
+    # Its workflow compiles in a worker (or a Ray actor): the caller's role is checked here.
+    context = BuildContext(state.models, settings=state.settings, workflows=state.workflows.stored)
+    specification = state.workflows.specification(payload.processing_configuration)
+    await require_roles(specification, current_principal().role, context)
     pipeline_id = await state.pipelines.initialise(payload)
     return JSONResponse(_success(pipeline_id))
 

@@ -22,7 +22,7 @@ from ...inference.model import DetectionModel
 from ...inference.registry import UnknownModel
 from ...protocol.v2 import HEADER_LENGTH, V2Error, encode_response, parse_request
 from ..docs import ERROR_RESPONSES, json_body
-from ..http import AUTHENTICATED, read_limited_body
+from ..http import AUTHENTICATED, authorize, read_limited_body
 from ..state import ServerState, get_state
 
 __all__ = ["V2Failure", "failure_response", "router"]
@@ -94,7 +94,7 @@ async def _model(
 ) -> DetectionModel:
     """The named model, loaded if need be (``V2Failure`` otherwise)."""
     try:
-        state.auth.check(request)
+        authorize(request, state)
         model = await asyncio.to_thread(state.models.get, name)
     except UnknownModel:
         raise V2Failure(404, f"model '{name}' is not in this server's models directory") from None

@@ -14,6 +14,7 @@ from pydantic import ValidationError
 from sources.kinds import MJPEG_SCHEMES, RTSP_SCHEMES, has_scheme_and_host
 from sources.urls import mask_url
 
+from ...access import OPEN, Principal, Role
 from ...errors import InvalidRequest
 from ...peer.processor import FrameProcessor, OutputSelection
 from ...peer.session_config import SessionConfig
@@ -25,7 +26,7 @@ from ...workflows.blocks.base import BuildContext
 from ...workflows.runner import WorkflowOutputs, compile_config
 from ..auth import client_address
 from ..docs import ERROR_RESPONSES, json_body
-from ..http import guarded_body, validation_response
+from ..http import guarded_body, principal_of, validation_response
 from ..state import ServerState, get_state
 
 __all__ = ["open_session", "router"]
@@ -68,6 +69,9 @@ async def initialise_webrtc_worker(
         return validation_response(exc.errors(include_url=False, include_context=False))
     await state.check_accepting()
     camera = camera_of(payload)
+    principal = principal_of(request)
+    if not payload.pipeline_id or camera is not None:  # a viewer may only watch a pipeline
+        principal.require(Role.OPERATOR, "a WebRTC session that runs a workflow")
     camera_url = camera[1] if camera is not None else None
     if camera is not None:
         await state.egress.check_url(camera[1], camera[0])
@@ -84,7 +88,7 @@ async def initialise_webrtc_worker(
 
     _, answer = await open_session(
         state, payload, client_address(request), request.headers.get("user-agent", ""),
-        watched=watched, specification=specification, camera_url=camera_url,
+        watched=watched, specification=specification, camera_url=camera_url, principal=principal,
     )  # fmt: skip
     response = InitializeWebRTCResponse(sdp=answer.sdp, type=answer.type)
     return JSONResponse(response.model_dump())
@@ -99,6 +103,7 @@ async def open_session(
     watched: WatchedPipeline | None = None,
     specification: dict[str, Any] | None = None,
     camera_url: str | None = None,
+    principal: Principal = OPEN,
 ) -> tuple[PeerWorker, RTCSessionDescription]:
     """A session, its slot reserved for ``address``, started on ``payload``'s offer: it shows
     ``watched``'s results, or runs ``specification`` on the client's video or on
@@ -117,7 +122,8 @@ async def open_session(
             stream = {"pipeline": f"session:{session_id}", "source": "webrtc"}
             context = BuildContext(
                 state.models, stream=stream, sink_dir=settings.sink_dir, events=state.events,
-                settings=settings, workflows=state.workflows.stored, caller=address,
+                settings=settings, workflows=state.workflows.stored,
+                caller=principal.caller(address), role=principal.role,
             )  # fmt: skip
             workflow = outputs = await compile_config(
                 config, specification, context, egress=state.egress

@@ -38,9 +38,11 @@ from ...pipelines.pipeline import LastSource, SourceNotFound
 from ...protocol.messages import WebRTCOffer, WebRTCWorkerRequest, WorkflowConfiguration
 from ...rtc.candidates import CandidateScreen
 from ...rtc.ice import build_configuration
+from ...workflows.blocks.base import BuildContext
+from ...workflows.runner import require_roles
 from ..auth import client_address
 from ..docs import ERROR_RESPONSES
-from ..http import AUTHENTICATED, authenticated_body
+from ..http import AUTHENTICATED, authenticated_body, current_principal
 from ..state import ServerState, get_state
 from .webrtc import open_session
 
@@ -200,7 +202,9 @@ async def whip_workflow(
         workflow_id=workflow_id,
         workflows_parameters={k: _parameter(v) for k, v in query.items()} or None,
     )
-    state.workflows.specification(config)  # an unknown workflow is refused before ICE
+    specification = state.workflows.specification(config)  # unknown: refused before ICE
+    context = BuildContext(state.models, settings=state.settings, workflows=state.workflows.stored)
+    await require_roles(specification, current_principal().role, context)
 
     async def start_pipeline(publisher: Publisher) -> None:
         # Built unvalidated: a publisher's URL is no reference a caller may give.

@@ -16,6 +16,7 @@ import supervision as sv
 
 from sinks.pinning import Pin
 
+from ...access import Role
 from ...bounds import WorkflowLimits
 from ...config import Settings
 from ...egress import EgressPolicy
@@ -113,6 +114,9 @@ class BuildContext:
     caller: str = "anonymous"
     """Who asked for this workflow (a key's name, a client's address): what the server's
     shared resources (the mail relay) are rationed by."""
+    role: Role = Role.ADMIN
+    """The caller's role: a step whose block needs more (``access.BLOCKS``) is a 403 when
+    compiled. Admin for what the server runs itself (tests, restarted pipelines)."""
 
     @property
     def pin(self) -> Pin | None:
