@@ -33,6 +33,9 @@ class WorkflowLimits(BaseSettings):
     mosaic): 16.8 MP, twice a 4K frame."""
     elements: int = Field(default=1024, ge=1)
     """Elements one step makes of one image on a frame (slices, crops)."""
+    kernel_size: int = Field(default=255, ge=3)
+    """A blur's, a morphology's or a heat map's kernel side, at most (its time per pixel
+    grows with it; a 30000 one is 900 MB before it starts)."""
     file_sink_mb: int = Field(default=1024, ge=1)
     """What ``local_file_sink`` steps may keep under ``STREAMING_FILE_SINK_DIR`` in all;
     past it a write is refused (an error on that step), nothing is deleted."""
@@ -47,6 +50,14 @@ class WorkflowLimits(BaseSettings):
             raise error(
                 f"step '{step}': a {width}x{height} image is over the server's "
                 f"{self.image_pixels} pixels (STREAMING_LIMIT_IMAGE_PIXELS)"
+            )
+
+    def check_kernel(self, step: str, field: str, size: int) -> None:
+        """A compile-time 400 when a kernel's side is over ``kernel_size``."""
+        if size > self.kernel_size:
+            raise WorkflowCompilationError(
+                f"step '{step}': {field} {size} is over the server's {self.kernel_size} "
+                "(STREAMING_LIMIT_KERNEL_SIZE)"
             )
 
     def check_elements(self, step: str, count: int, what: str) -> None:

@@ -2,7 +2,7 @@
 // kept in window.visionstream.stats for people debugging and for the browser tests.
 
 import { numbersOf, renderCounts } from "./counts.js";
-import { StreamError, getJson, iceConfiguration } from "./protocol.js";
+import { StreamError, getJson, iceConfiguration, signedIn, signedInText } from "./protocol.js";
 import { StreamSession } from "./session.js";
 import { WhipSession } from "./whip.js";
 
@@ -502,11 +502,33 @@ function onModeChange() {
   onWatchChange();
 }
 
+/**
+ * Who is signed in, in the status bar; a role that may only watch (viewer) is offered only
+ * what it may do: watching a running pipeline.
+ */
+async function showWho() {
+  const me = await signedIn(apiKey());
+  $("who").textContent = signedInText(me);
+  const watchOnly = Boolean(me) && !me.can.run;
+  stats.watchOnly = watchOnly;
+  for (const radio of form.elements.mode) {
+    radio.closest("label").hidden = watchOnly && radio.value !== "camera";
+  }
+  for (const element of [$("camera-url"), document.querySelector('label[for="camera-url"]')]) {
+    element.hidden = watchOnly;
+  }
+  if (watchOnly && mode() !== "camera") {
+    form.elements.mode.value = "camera";
+    onModeChange();
+  }
+}
+
 $("api-key").value = sessionStorage.getItem(KEY_STORAGE) ?? "";
 $("api-key").addEventListener("change", () => {
   sessionStorage.setItem(KEY_STORAGE, apiKey());
   clearError();
   listWorkflows();
+  showWho();
 });
 form.addEventListener("submit", start);
 $("stop").addEventListener("click", stop);
@@ -528,3 +550,4 @@ setPhase("idle");
 showProvider();
 listWorkflows();
 listDevices();
+showWho();

@@ -166,6 +166,24 @@ export async function iceGathered(pc, timeoutMs = 3000) {
   }
 }
 
+/**
+ * Who this key is, by the server's word (GET /auth/me): `{ name, role, can: { watch, run,
+ * admin } }`, or null when the server does not take it (no key, a wrong one).
+ */
+export async function signedIn(apiKey) {
+  try {
+    return await getJson("/auth/me", apiKey);
+  } catch {
+    return null;
+  }
+}
+
+/** What the status bar says of a `signedIn` answer. */
+export function signedInText(me) {
+  if (!me) return "no key";
+  return me.via === "open" ? "open server (admin)" : `${me.name} (${me.role})`;
+}
+
 /** Request headers, with the API key as a Bearer token when one is given. */
 export function authHeaders(apiKey, extra = {}) {
   return apiKey ? { ...extra, Authorization: `Bearer ${apiKey}` } : extra;

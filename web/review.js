@@ -4,7 +4,7 @@
 // build step, nothing from a CDN.
 
 import { numbersOf, renderCounts } from "./counts.js";
-import { StreamError, getJson } from "./protocol.js";
+import { StreamError, getJson, signedIn, signedInText } from "./protocol.js";
 import { StreamSession } from "./session.js";
 
 const KEY_STORAGE = "visionstream.apiKey"; // shared with the stream page
@@ -401,11 +401,17 @@ function every(ms, work) {
   return run();
 }
 
+/** Who is signed in (the review page only watches: any role sees all of it). */
+async function showWho() {
+  $("who").textContent = signedInText(await signedIn(apiKey()));
+}
+
 $("api-key").value = sessionStorage.getItem(KEY_STORAGE) ?? "";
 $("api-key").addEventListener("change", () => {
   sessionStorage.setItem(KEY_STORAGE, apiKey());
   for (const key of [...tiles.keys()]) removeTile(key);
   loadEvents().catch(showError);
+  showWho();
 });
 for (const id of ["camera", "kind", "since", "until"]) {
   $(id).addEventListener("change", () => {
@@ -420,6 +426,7 @@ window.addEventListener("pagehide", () => {
 });
 
 watchPlayback();
+showWho();
 await loadEvents().catch(showError);
 every(TILES_EVERY_MS, refreshTiles);
 every(EVENTS_EVERY_MS, pollEvents);

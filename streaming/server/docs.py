@@ -50,8 +50,9 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     status: {"model": ErrorBody, "description": description}
     for status, description in {
         400: "the request asks for something that cannot be done (the message says what)",
-        401: "the API key is missing or wrong",
-        403: "a local file or device on the server was named",
+        401: "the API key is missing, wrong or expired",
+        403: "the caller's role does not allow it (the message names the role), or a local "
+        "file or device on the server was named",
         404: "no such pipeline, workflow, model or pipeline source",
         408: "the request body stalled",
         409: "the request contradicts what runs (removing a pipeline's only source)",

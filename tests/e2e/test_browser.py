@@ -16,11 +16,13 @@ import cv2
 import numpy as np
 import pytest
 
+from streaming.access import Role
+from streaming.server.keys import add_key
 from tests.conftest import DETECT_SPEC, load_photo
 from tests.support.browser import chromium
 from tests.support.camera import RTSPCamera
 from tests.support.media import outline_difference, write_clip, write_y4m
-from tests.support.server import ServerProcess, free_port, wait_for
+from tests.support.server import ServerProcess, free_port, running_server, wait_for
 from tests.support.turn import PASSWORD, USER, TurnServer
 
 pytestmark = pytest.mark.e2e
@@ -462,3 +464,36 @@ def test_the_page_relays_through_turn_when_told_and_shows_the_relayed_path(page,
         wait_stats(page, 's.phase === "stopped"')
     finally:
         turn.stop()
+
+
+@pytest.fixture(scope="module")
+def roles_server(tmp_path_factory):
+    keys_file = tmp_path_factory.mktemp("keys") / "keys.json"
+    viewer = add_key(keys_file, "guard", Role.VIEWER, None)
+    with running_server(auth_keys_file=str(keys_file)) as process:
+        yield process, viewer
+
+
+def test_the_pages_say_who_is_signed_in_and_a_viewer_is_offered_only_watching(
+    browser, roles_server
+):
+    server, viewer = roles_server
+    with open_page(browser, server.url + "/") as page:
+        page.get_by_text("API key", exact=True).click()
+        key = page.get_by_label("API key (kept for this browser tab only)")
+        key.fill(viewer)
+        key.dispatch_event("change")
+        who = page.locator("#who")
+        who.filter(has_text="guard (viewer)").wait_for(timeout=WAIT_MS)
+        wait_stats(page, "s.watchOnly === true")
+        assert (
+            page.get_by_label("Webcam").is_hidden() and page.get_by_label("Video file").is_hidden()
+        )
+        assert page.get_by_label("or watch a running pipeline").is_visible()
+        assert page.locator("#camera-url").is_hidden()
+        screenshot(page, "viewer")
+    with open_page(browser, server.url + "/review.html", camera=False) as page:
+        page.evaluate(f"() => sessionStorage.setItem('visionstream.apiKey', {viewer!r})")
+        page.reload()
+        page.locator("#who").filter(has_text="guard (viewer)").wait_for(timeout=WAIT_MS)
+        screenshot(page, "review-viewer")

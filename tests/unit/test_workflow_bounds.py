@@ -255,3 +255,27 @@ def test_file_sinks_leave_the_disks_floor_free(tmp_path):
         workflow.close()
     assert saved["error_status"] and "free" in saved["message"]
     assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
+
+
+def test_an_event_sinks_evidence_is_capped_by_the_server(tmp_path):
+    sink = {"type": "visionstream/event_sink@v1", "name": "evidence", "max_megabytes": 5000}
+    spec = {"version": "1.0", "inputs": [{"type": "InferenceImage", "name": "image"}],
+            "steps": [sink], "outputs": [{"type": "JsonField", "name": "out",
+                                          "selector": "$steps.evidence.event_id"}]}  # fmt: skip
+    context = BuildContext(models=None, sink_dir=tmp_path, settings=Settings())  # type: ignore[arg-type]
+    with pytest.raises(WorkflowCompilationError, match="STREAMING_LIMIT_FILE_SINK_MB"):
+        compile_workflow(parse_spec(spec), context)
+
+
+@pytest.mark.parametrize(
+    "step",
+    [
+        {"type": "roboflow_core/image_blur@v1", "kernel_size": 30001},
+        {"type": "roboflow_core/morphological_transformation@v2", "kernel_size": 30000},
+        {"type": "roboflow_core/motion_detection@v1", "morphological_kernel_size": 30000},
+    ],
+)  # fmt: skip
+def test_kernels_are_bounded_when_compiled(step):
+    spec = _image_spec({"name": "k", "image": "$inputs.image", **step}, output="$steps.k.*")
+    with pytest.raises(WorkflowCompilationError, match="STREAMING_LIMIT_KERNEL_SIZE"):
+        _compile(spec)

@@ -13,6 +13,7 @@ from fastapi import APIRouter, Request
 
 from ... import __version__
 from ...access import Role
+from ..docs import ERROR_RESPONSES
 from ..http import AUTHENTICATED, principal_of
 
 __all__ = ["router"]
@@ -29,7 +30,8 @@ async def info() -> dict:
     return {"name": "visionstream", "version": __version__, "uuid": _SERVER_ID}
 
 
-@router.get("/auth/me", dependencies=[AUTHENTICATED])
+@router.get("/auth/me", dependencies=[AUTHENTICATED],
+            responses={status: ERROR_RESPONSES[status] for status in (401, 403, 429)})  # fmt: skip
 async def me(request: Request) -> dict:
     """The caller (a key's name, the proxy's user, or `anonymous` on an open server), their
     role, and what it allows: `watch`, `run` (sessions, pipelines, workflows), `admin`."""

@@ -98,6 +98,7 @@ class MotionDetectionBlock(Block):
                 ) from None
         self._zone = np.array(polygons(name, "detection_zone", zone)[0], np.int32) if zone else None
         size = config.morphological_kernel_size
+        context.limits.check_kernel(name, "morphological_kernel_size", size)
         self._kernel = cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (size, size))
         self._model = _model(config.history, config.threshold)
         self._learning = config.history if config.suppress_first_detections else 0

@@ -239,6 +239,7 @@ class MorphologicalTransformationV2Block(Block):
 
     def __init__(self, name: str, config: MorphologySettings, context: BuildContext) -> None:
         super().__init__(name, config, context)
+        context.limits.check_kernel(name, "kernel_size", config.kernel_size)
         self.kernel_size, self.operation = config.kernel_size, config.operation
 
     def run(self, inputs: dict[str, Any], frame: FrameState) -> dict[str, Any]:

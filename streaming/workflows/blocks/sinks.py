@@ -369,6 +369,11 @@ class EventSinkBlock(Block):
         self._post = config.clip_seconds_after
         hours = config.max_age_hours
         megabytes = config.max_megabytes
+        if megabytes > context.limits.file_sink_mb:  # the caller's retention, the server's cap
+            raise WorkflowCompilationError(
+                f"step '{name}': max_megabytes {megabytes:g} is over the server's "
+                f"{context.limits.file_sink_mb} (STREAMING_LIMIT_FILE_SINK_MB)"
+            )
         self._retention = Retention(
             max_events=config.max_events,
             max_age_s=3600 * hours,

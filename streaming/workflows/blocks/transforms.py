@@ -42,6 +42,7 @@ class ImageBlurBlock(Block):
     def __init__(self, name: str, config: ImageBlurSettings, context: BuildContext) -> None:
         super().__init__(name, config, context)
         blur_type, size = config.blur_type, config.kernel_size
+        context.limits.check_kernel(name, "kernel_size", size)
         # Gaussian and median kernels must be odd (a rule a range cannot say).
         if size % 2 == 0:
             raise WorkflowCompilationError(

@@ -228,6 +228,7 @@ class BlurVisualizationBlock(AnnotatorBlock):
 
     def __init__(self, name: str, config: BlurVisualizationSettings, context: BuildContext) -> None:
         super().__init__(name, config, context)
+        context.limits.check_kernel(name, "kernel_size", config.kernel_size)
         self.annotator = sv.BlurAnnotator(kernel_size=config.kernel_size)
         self.padding = config.padding
 
@@ -334,6 +335,7 @@ class HeatmapVisualizationBlock(AnnotatorBlock):
         self, name: str, config: HeatmapVisualizationSettings, context: BuildContext
     ) -> None:
         super().__init__(name, config, context)
+        context.limits.check_kernel(name, "kernel_size", config.kernel_size)
         self.position = anchor(name, "position", config.position)
         self.annotator = sv.HeatMapAnnotator(
             position=self.position,
