@@ -23,13 +23,14 @@ from fastapi.responses import JSONResponse
 from ..access import OPEN, Principal, route_role
 from ..config import Settings
 from ..errors import RequestTooLarge, error_body
-from .auth import body_api_key
+from .auth import body_api_key, client_address
 from .state import ServerState, get_state
 
 __all__ = [
     "AUTHENTICATED",
     "authenticated_body",
     "authorize",
+    "current_caller",
     "current_principal",
     "guarded_body",
     "principal_of",
@@ -66,7 +67,7 @@ async def guarded_body(
     return raw
 
 
-_CURRENT: ContextVar[Principal] = ContextVar("principal", default=OPEN)
+_CURRENT: ContextVar[tuple[Principal, str]] = ContextVar("principal", default=(OPEN, "unknown"))
 
 
 def authorize(request: Request, state: ServerState, body_key: str | None = None) -> Principal:
@@ -84,12 +85,17 @@ def _admit(request: Request, principal: Principal) -> None:
     path = getattr(route, "path", request.url.path)
     principal.require(route_role(request.method, path), f"{request.method} {path}")
     request.state.principal = principal
-    _CURRENT.set(principal)
+    _CURRENT.set((principal, principal.caller(client_address(request))))
 
 
 def current_principal() -> Principal:
     """The guarded request's caller, for what the route calls (compiling its workflow)."""
-    return _CURRENT.get()
+    return _CURRENT.get()[0]
+
+
+def current_caller() -> str:
+    """What the server's shared resources ration the guarded request's caller by."""
+    return _CURRENT.get()[1]
 
 
 def principal_of(request: Request) -> Principal:

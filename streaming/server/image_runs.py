@@ -20,7 +20,7 @@ from ..protocol.messages import WorkflowConfiguration
 from ..workflows import CompiledWorkflow
 from ..workflows.blocks.base import BuildContext
 from ..workflows.runner import FrameFacts, FrameRun, compile_config, run_frame
-from .http import current_principal
+from .http import current_caller, current_principal
 from .state import ServerState
 
 __all__ = ["HTTP_STREAM", "compiled", "run_images"]
@@ -35,10 +35,9 @@ async def compiled(
 ) -> AsyncIterator[CompiledWorkflow]:
     """``specification`` compiled for one request (its URLs checked against the egress
     policy first), closed when the request is done with it."""
-    caller = current_principal()
     context = BuildContext(state.models, sink_dir=state.settings.sink_dir, settings=state.settings,
-                           workflows=state.workflows.stored, caller=caller.caller("http"),
-                           role=caller.role)  # fmt: skip
+                           workflows=state.workflows.stored, caller=current_caller(),
+                           role=current_principal().role)  # fmt: skip
     workflow = await compile_config(config, specification, context, egress=state.egress)
     try:
         yield workflow

@@ -176,9 +176,10 @@ def _only_candidate(sdp: str, address: str) -> str:
 
 
 @pytest.mark.parametrize("address", ["169.254.169.254", "224.0.0.251", "0.0.0.0"])
-async def test_an_offers_candidates_pass_the_egress_policy(default_server, address):
+async def test_an_offers_candidates_pass_the_peers_policy(default_server, address):
     """The caller (127.0.0.1) may offer its own loopback address, never link-local,
-    multicast or unspecified ones: those are refused before aiortc sees the offer."""
+    multicast or unspecified ones: those are refused before aiortc sees the offer, by the
+    peers' policy (STREAMING_PEER_NETWORKS), not the cameras'."""
     body = {
         "webrtc_offer": {"type": "offer", "sdp": _only_candidate(await offer_sdp(), address)},
         "workflow_configuration": WORKFLOW,
@@ -187,7 +188,7 @@ async def test_an_offers_candidates_pass_the_egress_policy(default_server, addre
     assert response.status_code == 400, response.text
     message = response.json()["message"]
     assert f"every ICE candidate of webrtc_offer.sdp is refused: {address} is" in message
-    assert "STREAMING_ALLOWED_NETWORKS" in message
+    assert "STREAMING_PEER_NETWORKS" in message
 
 
 class _Redirector:
