@@ -487,7 +487,7 @@ function watching() {
 }
 
 function onWatchChange() {
-  const own = !watching();
+  const own = !watching() && !stats.watchOnly; // a viewer runs no workflow of its own
   for (const element of [$("workflow"), document.querySelector('label[for="workflow"]'), $("every-frame").closest("label")]) {
     element.hidden = !own;
   }
@@ -517,10 +517,8 @@ async function showWho() {
   for (const element of [$("camera-url"), document.querySelector('label[for="camera-url"]')]) {
     element.hidden = watchOnly;
   }
-  if (watchOnly && mode() !== "camera") {
-    form.elements.mode.value = "camera";
-    onModeChange();
-  }
+  if (watchOnly && mode() !== "camera") form.elements.mode.value = "camera";
+  onModeChange();
 }
 
 $("api-key").value = sessionStorage.getItem(KEY_STORAGE) ?? "";

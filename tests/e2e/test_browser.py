@@ -486,11 +486,10 @@ def test_the_pages_say_who_is_signed_in_and_a_viewer_is_offered_only_watching(
         who = page.locator("#who")
         who.filter(has_text="guard (viewer)").wait_for(timeout=WAIT_MS)
         wait_stats(page, "s.watchOnly === true")
-        assert (
-            page.get_by_label("Webcam").is_hidden() and page.get_by_label("Video file").is_hidden()
-        )
+        for source in ("Webcam", "Video file"):
+            assert page.get_by_role("radio", name=source).is_hidden(), source
         assert page.get_by_label("or watch a running pipeline").is_visible()
-        assert page.locator("#camera-url").is_hidden()
+        assert page.locator("#camera-url").is_hidden() and page.locator("#workflow").is_hidden()
         screenshot(page, "viewer")
     with open_page(browser, server.url + "/review.html", camera=False) as page:
         page.evaluate(f"() => sessionStorage.setItem('visionstream.apiKey', {viewer!r})")
