@@ -10,6 +10,7 @@ export DEBIAN_FRONTEND=noninteractive
 # chromium: the browser page's tests, driven by Playwright (never `playwright install`).
 # mosquitto: a real MQTT broker for the MQTT sink's tests (each test starts its own).
 # libnginx-mod-rtmp: a real RTMP server (nginx, run unprivileged per test) for RTMP inputs.
+# nginx: also the authenticating proxy (auth_request) in front of the server (test_roles.py).
 # srt-tools: srt-live-transmit, the server's SRT receiver and the tests' SRT sender.
 # postgresql: the event store's cluster database (each test starts its own, unprivileged).
 # coturn: a real TURN relay (each test module starts its own). gstreamer1.0-plugins-bad and
@@ -17,7 +18,7 @@ export DEBIAN_FRONTEND=noninteractive
 # player.
 packages="iproute2 util-linux python3-gi gir1.2-gst-rtsp-server-1.0 gstreamer1.0-rtsp
     gstreamer1.0-plugins-base gstreamer1.0-plugins-good gstreamer1.0-plugins-ugly chromium
-    mosquitto libnginx-mod-rtmp srt-tools postgresql coturn gstreamer1.0-plugins-bad
+    mosquitto nginx libnginx-mod-rtmp srt-tools postgresql coturn gstreamer1.0-plugins-bad
     gstreamer1.0-nice gir1.2-gst-plugins-bad-1.0 gir1.2-nice-0.1"
 missing=$(for p in $packages; do dpkg -s "$p" >/dev/null 2>&1 || echo "$p"; done)
 if [ -n "$missing" ]; then
