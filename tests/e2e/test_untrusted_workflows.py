@@ -8,7 +8,9 @@ loopback (aiosmtpd), its file sink directory has a 1 MB quota, and it lends one 
 
 from __future__ import annotations
 
+import asyncio
 import base64
+import contextlib
 import threading
 import time
 
@@ -20,7 +22,9 @@ import pytest
 from sources import SyntheticSource
 from streaming import Client, StreamConfig
 from streaming.client import FrameSourceStream
+from streaming.rtc.ice import restrict_host_addresses
 from tests.conftest import DETECT_SPEC
+from tests.support.peer import LoopbackPeer
 from tests.support.server import running_server
 from tests.support.smtp import PASSWORD, USER, MailServer
 from tests.support.workflows import nested_fan_out
@@ -215,3 +219,32 @@ def _wait(check, timeout: float, what: str) -> None:
     while not check():
         assert time.monotonic() < deadline, f"no {what} in {timeout:g} s"
         pause.wait(0.05)
+
+
+async def test_a_viewer_elsewhere_is_a_peer_not_a_camera():
+    """The operator lists the cameras (127.0.0.1/32) and, apart, where viewers may be
+    (127.0.0.0/8, standing in for the internet); a viewer whose HTTP request comes through a
+    trusted proxy from elsewhere (X-Forwarded-For) offers its candidates on 127.0.0.2, outside
+    the camera list. Its session connects and streams: peers are checked as peers."""
+    settings = {"allowed_networks": "127.0.0.1/32", "peer_networks": "127.0.0.0/8",
+                "trusted_proxies": "127.0.0.1/32"}  # fmt: skip
+    with running_server(**settings) as server:
+        restrict_host_addresses(["127.0.0.2"])  # this process's ICE agents: 127.0.0.2 only
+        viewer = LoopbackPeer(server.url)
+        try:
+            answer = await viewer.connect(headers={"X-Forwarded-For": "198.51.100.7"},
+                                          spec=DETECT_SPEC)  # fmt: skip
+            assert answer.status_code == 200, answer.text
+            assert "127.0.0.2" in viewer.pc.localDescription.sdp
+            await asyncio.wait_for(viewer.connected.wait(), 30)
+            assert viewer.track is not None
+            for _ in range(450):  # 30 s at 15 fps: frames until results come back
+                viewer.track.send(np.zeros((240, 320, 3), np.uint8))
+                with contextlib.suppress(TimeoutError):  # pacing the input: 1/15 s a frame
+                    await viewer.wait_for(lambda: bool(viewer.results), 1 / 15)
+                if viewer.results:
+                    break
+            assert viewer.results, "no results in 30 s"
+        finally:
+            restrict_host_addresses([])
+            await viewer.close()
