@@ -6,7 +6,6 @@ on 127.0.0.1:53 answers ``*.rebind.test`` with the allowed 127.0.0.1 first and t
 
 from __future__ import annotations
 
-import base64
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -101,6 +100,9 @@ def test_an_image_url_is_fetched_from_the_address_that_was_checked(rebinding):
 
 
 def test_a_webhook_connects_to_a_checked_address_or_not_at_all(rebinding):
+    """A pipeline's webhook step (its sink open while the pipeline runs, so every delivery
+    is attempted): checked when compiled, at 127.0.0.1; each delivery resolves once more as
+    it connects, now to 127.0.0.2, and is refused there, never connected."""
     server, port, public, internal, dns = rebinding
     hook = {"type": "roboflow_core/webhook_sink@v1", "name": "hook", "cooldown_seconds": 0,
             "url": f"http://hook.rebind.test:{port}/hook", "json_payload": {"n": 1}}  # fmt: skip
@@ -110,18 +112,18 @@ def test_a_webhook_connects_to_a_checked_address_or_not_at_all(rebinding):
         "steps": [hook],
         "outputs": [{"type": "JsonField", "name": "hook", "selector": "$steps.hook.*"}],
     }
-    encoded = base64.b64encode(_JPEG).decode()
-    start = len(server.lines)
-    answer = server.post("/workflows/run", json={
-        "specification": spec, "inputs": {"image": {"type": "base64", "value": encoded}},
-    })  # fmt: skip
-    assert answer.status_code == 200, answer.text  # checked when compiled: 127.0.0.1
-    # The delivery resolves once more as it connects, now to 127.0.0.2: refused, never
-    # connected (the run's end then abandons its retries).
-    failed = server.lines[server.wait_for_output("attempt 1 of", start, timeout=60)]
-    assert "127.0.0.2 is not in STREAMING_ALLOWED_NETWORKS" in failed, failed
-    assert dns.asked["hook.rebind.test."] >= 2  # checked when compiled, again to connect
-    assert not internal.requests and not any("hook" in r for r in public.requests)
+    camera = MJPEGCamera(address=ALLOWED)
+    try:
+        start = len(server.lines)
+        started = server.start_pipeline(camera.url, spec)
+        assert started.status_code == 200, started.text  # checked when compiled: 127.0.0.1
+        failed = server.lines[server.wait_for_output("attempt 1 of", start, timeout=60)]
+        assert "127.0.0.2 is not in STREAMING_ALLOWED_NETWORKS" in failed, failed
+        assert dns.asked["hook.rebind.test."] >= 2  # checked when compiled, again to connect
+        assert not internal.requests and not any("hook" in r for r in public.requests)
+        _terminate(server, started.json()["context"]["pipeline_id"])
+    finally:
+        camera.close()
 
 
 def _terminate(server, pipeline_id: str) -> None:
