@@ -123,8 +123,14 @@ class WebhookSink:
             self.stats.last_error = f"{self.masked_url}: {error}"
             if attempt == self._max_attempts:
                 break
-            log.info("webhook %s: attempt %d of %d failed (%s); again in %g s",
-                     self.masked_url, attempt, self._max_attempts, error, backoff)  # fmt: skip
+            log.info(
+                "webhook %s: attempt %d of %d failed (%s); again in %g s",
+                self.masked_url,
+                attempt,
+                self._max_attempts,
+                error,
+                backoff,
+            )
             self.stats.retries += 1
             if self._worker.stopping.wait(backoff):  # retry backoff, cut short by close()
                 return

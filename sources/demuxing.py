@@ -69,8 +69,9 @@ def http_demuxer(url: str, timeout: float, host: str | None = None) -> Demuxer |
     probe (None, {}); None when the camera cannot be asked now; ``Redirected`` when it
     points elsewhere. ``host``: the name ``url``'s pinned address stands for."""
     try:
-        with httpx.stream("GET", url, timeout=timeout, follow_redirects=False,
-                          headers=_headers(host)) as answer:  # fmt: skip
+        with httpx.stream(
+            "GET", url, timeout=timeout, follow_redirects=False, headers=_headers(host)
+        ) as answer:
             _refuse_redirect(answer)
             kind = answer.headers.get("content-type", "").lower()
     except httpx.HTTPError:
@@ -94,8 +95,9 @@ def redirect_of(url: str, timeout: float, host: str | None = None) -> str | None
     """Why FFmpeg could not open an HTTP camera, when the reason is a redirect (it is told
     to follow none, and then says only 'Input/output error')."""
     try:
-        with httpx.stream("GET", url, timeout=timeout, follow_redirects=False,
-                          headers=_headers(host)) as answer:  # fmt: skip
+        with httpx.stream(
+            "GET", url, timeout=timeout, follow_redirects=False, headers=_headers(host)
+        ) as answer:
             _refuse_redirect(answer)
     except httpx.HTTPError:
         return None

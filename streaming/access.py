@@ -154,15 +154,22 @@ ROUTES: Mapping[tuple[str, str], Role] = {
     ("POST", "/model/add"): A,
     ("POST", "/model/remove"): A,
     ("POST", "/model/clear"): A,
-}  # fmt: skip
+}
 """Every guarded route (method, path as declared) and the role it needs. A route missing
 here needs admin (``route_role``), and a test walks the served table against this one."""
 
 
-PUBLIC: frozenset[tuple[str, str]] = frozenset({
-    ("GET", "/healthz"), ("GET", "/readyz"), ("GET", "/v2/health/live"),
-    ("GET", "/v2/health/ready"), ("GET", "/info"), ("GET", "/openapi.json"), ("GET", "/docs"),
-})  # fmt: skip
+PUBLIC: frozenset[tuple[str, str]] = frozenset(
+    {
+        ("GET", "/healthz"),
+        ("GET", "/readyz"),
+        ("GET", "/v2/health/live"),
+        ("GET", "/v2/health/ready"),
+        ("GET", "/info"),
+        ("GET", "/openapi.json"),
+        ("GET", "/docs"),
+    }
+)
 """Routes that ask for no key (``/metrics`` too, with ``STREAMING_METRICS_REQUIRE_API_KEY``
 off); ``/healthz`` shows more to a known caller."""
 
@@ -174,11 +181,17 @@ def route_role(method: str, path: str) -> Role:
 def blocks_markdown() -> str:
     """The block half of the table, as ``/docs`` shows it."""
     rows = [f"| `{rule.type_id}` | {rule.role} | {rule.why} |" for rule in BLOCKS]
-    return "\n".join([
-        "**Roles.** viewer: watch; operator: also run sessions, pipelines and workflows; "
-        "admin: also models and the blocks below. Each operation says its role. Blocks that "
-        "need more than operator:", "", "| block | role | why |", "|---|---|---|", *rows,
-    ])  # fmt: skip
+    return "\n".join(
+        [
+            "**Roles.** viewer: watch; operator: also run sessions, pipelines and workflows; "
+            "admin: also models and the blocks below. Each operation says its role. Blocks that "
+            "need more than operator:",
+            "",
+            "| block | role | why |",
+            "|---|---|---|",
+            *rows,
+        ]
+    )
 
 
 @dataclass(frozen=True)
@@ -197,12 +210,15 @@ def _relay(fields: Mapping[str, Any]) -> bool:
 
 
 BLOCKS: tuple[BlockRule, ...] = (
-    BlockRule("roboflow_core/email_notification@v2", A, "it sends through the server's mail "
-              "relay (email_provider 'Custom SMTP' needs operator)", _relay),
+    BlockRule(
+        "roboflow_core/email_notification@v2",
+        A,
+        "it sends through the server's mail relay (email_provider 'Custom SMTP' needs operator)",
+        _relay,
+    ),
     BlockRule("roboflow_core/local_file_sink@v1", A, "it writes to the server's disk"),
-    BlockRule("roboflow_core/environment_secrets_store@v1", A, "it reads secrets the server "
-              "lends"),
-)  # fmt: skip
+    BlockRule("roboflow_core/environment_secrets_store@v1", A, "it reads secrets the server lends"),
+)
 """Every other block needs what running a workflow needs: operator."""
 
 

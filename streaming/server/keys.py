@@ -58,13 +58,21 @@ class KeyEntry:
         when = datetime.fromisoformat(expires) if expires else None
         if when is not None and when.tzinfo is None:
             when = when.replace(tzinfo=UTC)
-        return cls(str(raw["name"]), Role.named(str(raw["role"])), bytes.fromhex(salt),
-                   bytes.fromhex(digest), when)  # fmt: skip
+        return cls(
+            str(raw["name"]),
+            Role.named(str(raw["role"])),
+            bytes.fromhex(salt),
+            bytes.fromhex(digest),
+            when,
+        )
 
     def stored(self) -> dict[str, Any]:
-        return {"name": self.name, "role": str(self.role),
-                "expires": self.expires.isoformat() if self.expires else None,
-                "hash": f"sha256:{self.salt.hex()}:{self.digest.hex()}"}  # fmt: skip
+        return {
+            "name": self.name,
+            "role": str(self.role),
+            "expires": self.expires.isoformat() if self.expires else None,
+            "hash": f"sha256:{self.salt.hex()}:{self.digest.hex()}",
+        }
 
 
 class KeyRing:

@@ -73,10 +73,14 @@ class Endpoint:
 @pytest.fixture(scope="module")
 def rebinding(tmp_path_factory):
     port = free_port()
-    dns = RebindingDns({"image.rebind.test": [ALLOWED, REFUSED],
-                        "hook.rebind.test": [ALLOWED, REFUSED],
-                        "camera.rebind.test": [ALLOWED],
-                        "moved.rebind.test": [ALLOWED, REFUSED]})  # fmt: skip
+    dns = RebindingDns(
+        {
+            "image.rebind.test": [ALLOWED, REFUSED],
+            "hook.rebind.test": [ALLOWED, REFUSED],
+            "camera.rebind.test": [ALLOWED],
+            "moved.rebind.test": [ALLOWED, REFUSED],
+        }
+    )
     public, internal = Endpoint(ALLOWED, port), Endpoint(REFUSED, port)
     prefix = resolving_through(tmp_path_factory.mktemp("dns"))
     try:
@@ -91,8 +95,9 @@ def rebinding(tmp_path_factory):
 def test_an_image_url_is_fetched_from_the_address_that_was_checked(rebinding):
     server, port, public, internal, dns = rebinding
     image = {"type": "url", "value": f"http://image.rebind.test:{port}/frame.jpg"}
-    answer = server.post("/infer/object_detection",
-                         json={"model_id": "yolov3-tiny-416", "image": image})  # fmt: skip
+    answer = server.post(
+        "/infer/object_detection", json={"model_id": "yolov3-tiny-416", "image": image}
+    )
     assert answer.status_code == 200, answer.text
     assert public.requests == ["GET /frame.jpg"]
     assert dns.asked["image.rebind.test."] == 1  # resolved once: checked and connected
@@ -104,8 +109,13 @@ def test_a_webhook_connects_to_a_checked_address_or_not_at_all(rebinding):
     is attempted): checked when compiled, at 127.0.0.1; each delivery resolves once more as
     it connects, now to 127.0.0.2, and is refused there, never connected."""
     server, port, public, internal, dns = rebinding
-    hook = {"type": "roboflow_core/webhook_sink@v1", "name": "hook", "cooldown_seconds": 0,
-            "url": f"http://hook.rebind.test:{port}/hook", "json_payload": {"n": 1}}  # fmt: skip
+    hook = {
+        "type": "roboflow_core/webhook_sink@v1",
+        "name": "hook",
+        "cooldown_seconds": 0,
+        "url": f"http://hook.rebind.test:{port}/hook",
+        "json_payload": {"n": 1},
+    }
     spec = {
         "version": "1.0",
         "inputs": [{"type": "InferenceImage", "name": "image"}],

@@ -33,11 +33,15 @@ def keyed(tmp_path_factory):
     directory = tmp_path_factory.mktemp("keys")
     keys_file = directory / "keys.json"
     keys = {role: add_key(keys_file, f"the-{role}", role, None) for role in ROLES}
-    keys["expired"] = add_key(keys_file, "last-year", Role.ADMIN,
-                              datetime.now(UTC) - timedelta(days=1))  # fmt: skip
-    settings = {"auth_keys_file": str(keys_file), "auth_proxies": f"{PROXY_ADDRESS}/32",
-                "auth_group_roles": "guards=viewer,ops=operator,admins=admin",
-                "workflow_secrets": "CAMERA_TOKEN"}  # fmt: skip
+    keys["expired"] = add_key(
+        keys_file, "last-year", Role.ADMIN, datetime.now(UTC) - timedelta(days=1)
+    )
+    settings = {
+        "auth_keys_file": str(keys_file),
+        "auth_proxies": f"{PROXY_ADDRESS}/32",
+        "auth_group_roles": "guards=viewer,ops=operator,admins=admin",
+        "workflow_secrets": "CAMERA_TOKEN",
+    }
     with running_server(**settings) as server:
         proxy = AuthProxy(directory, server.url)
         try:
@@ -83,23 +87,37 @@ def test_every_route_answers_each_role_as_the_table_says(keyed):
 
 def _run(server, key: str, spec: dict) -> httpx.Response:
     image = {"type": "base64", "value": base64.b64encode(_JPEG).decode()}
-    return httpx.post(f"{server.url}/workflows/run", headers=_bearer(key), timeout=60,
-                      json={"specification": spec, "inputs": {"image": image}})  # fmt: skip
+    return httpx.post(
+        f"{server.url}/workflows/run",
+        headers=_bearer(key),
+        timeout=60,
+        json={"specification": spec, "inputs": {"image": image}},
+    )
 
 
 def _block_spec(type_id: str) -> dict:
     fields = {
-        "roboflow_core/email_notification@v2": {"subject": "s", "message": "m",
-                                                 "receiver_email": "a@example.test"},
-        "roboflow_core/local_file_sink@v1": {"content": "$inputs.image",
-                                              "output_mode": "append_log",
-                                              "target_directory": "x"},
+        "roboflow_core/email_notification@v2": {
+            "subject": "s",
+            "message": "m",
+            "receiver_email": "a@example.test",
+        },
+        "roboflow_core/local_file_sink@v1": {
+            "content": "$inputs.image",
+            "output_mode": "append_log",
+            "target_directory": "x",
+        },
         "roboflow_core/environment_secrets_store@v1": {
-            "variables_storing_secrets": ["CAMERA_TOKEN"]},
-    }[type_id]  # fmt: skip
+            "variables_storing_secrets": ["CAMERA_TOKEN"]
+        },
+    }[type_id]
     output = {"type": "JsonField", "name": "o", "selector": "$inputs.image"}
-    return {"version": "1.0", "inputs": [{"type": "InferenceImage", "name": "image"}],
-            "steps": [{"type": type_id, "name": "s", **fields}], "outputs": [output]}  # fmt: skip
+    return {
+        "version": "1.0",
+        "inputs": [{"type": "InferenceImage", "name": "image"}],
+        "steps": [{"type": type_id, "name": "s", **fields}],
+        "outputs": [output],
+    }
 
 
 @pytest.mark.parametrize("rule", BLOCKS, ids=[rule.type_id for rule in BLOCKS])
@@ -124,18 +142,28 @@ def test_a_viewer_watches_and_starts_nothing(keyed):
     server, keys, _, _ = keyed
     viewer = _bearer(keys[Role.VIEWER])
     me = httpx.get(f"{server.url}/auth/me", headers=viewer, timeout=10).json()
-    assert me == {"name": "the-viewer", "role": "viewer", "via": "key",
-                  "can": {"watch": True, "run": False, "admin": False}}  # fmt: skip
-    offer = {"webrtc_offer": {"type": "offer", "sdp": "v=0\r\n"},
-             "workflow_configuration": {"type": "WorkflowConfiguration",
-                                        "workflow_specification": DETECT_SPEC}}  # fmt: skip
-    session = httpx.post(f"{server.url}/initialise_webrtc_worker", json=offer, headers=viewer,
-                         timeout=30)  # fmt: skip
+    assert me == {
+        "name": "the-viewer",
+        "role": "viewer",
+        "via": "key",
+        "can": {"watch": True, "run": False, "admin": False},
+    }
+    offer = {
+        "webrtc_offer": {"type": "offer", "sdp": "v=0\r\n"},
+        "workflow_configuration": {
+            "type": "WorkflowConfiguration",
+            "workflow_specification": DETECT_SPEC,
+        },
+    }
+    session = httpx.post(
+        f"{server.url}/initialise_webrtc_worker", json=offer, headers=viewer, timeout=30
+    )
     assert session.status_code == 403 and "runs a workflow" in session.json()["message"]
     watching = {**offer, "pipeline_id": "no-such-pipeline"}
     watching.pop("workflow_configuration")
-    watched = httpx.post(f"{server.url}/initialise_webrtc_worker", json=watching, headers=viewer,
-                         timeout=30)  # fmt: skip
+    watched = httpx.post(
+        f"{server.url}/initialise_webrtc_worker", json=watching, headers=viewer, timeout=30
+    )
     assert watched.status_code not in (401, 403), watched.text  # may watch (none such here)
     for type_id in ("roboflow_core/environment_secrets_store@v1",):
         assert _run(server, keys[Role.VIEWER], _block_spec(type_id)).status_code == 403
@@ -163,8 +191,12 @@ def test_the_proxys_users_get_their_groups_roles(keyed):
         me = httpx.get(f"{proxy.url}/auth/me", auth=_basic(user), timeout=10)
         assert me.status_code == 200, me.text
         assert (me.json()["name"], me.json()["role"], me.json()["via"]) == (user, role, "proxy")
-    run = httpx.post(f"{proxy.url}/workflows/run", auth=_basic("alice"), timeout=30,
-                     json={"specification": DETECT_SPEC, "inputs": {}})  # fmt: skip
+    run = httpx.post(
+        f"{proxy.url}/workflows/run",
+        auth=_basic("alice"),
+        timeout=30,
+        json={"specification": DETECT_SPEC, "inputs": {}},
+    )
     assert run.status_code == 403 and "alice" in run.json()["message"]
     outsider = httpx.get(f"{proxy.url}/auth/me", auth=_basic("nina"), timeout=10)
     assert outsider.status_code == 403 and "STREAMING_AUTH_GROUP_ROLES" in outsider.text
@@ -177,11 +209,14 @@ def test_the_proxys_users_get_their_groups_roles(keyed):
 
 def test_proxy_headers_count_only_from_the_proxys_own_address(keyed):
     server, _, _, _ = keyed
-    forged = "GET /auth/me HTTP/1.1\r\nHost: x\r\nX-Forwarded-User: ada\r\n" \
-             "X-Forwarded-Groups: admins\r\nConnection: close\r\n\r\n"  # fmt: skip
+    forged = (
+        "GET /auth/me HTTP/1.1\r\nHost: x\r\nX-Forwarded-User: ada\r\n"
+        "X-Forwarded-Groups: admins\r\nConnection: close\r\n\r\n"
+    )
     for source, status in (("127.0.0.3", b" 401 "), (PROXY_ADDRESS, b" 200 ")):
-        with socket.create_connection(("127.0.0.1", server.port), timeout=30,
-                                      source_address=(source, 0)) as sock:  # fmt: skip
+        with socket.create_connection(
+            ("127.0.0.1", server.port), timeout=30, source_address=(source, 0)
+        ) as sock:
             sock.sendall(forged.encode())
             answer = b""
             while chunk := sock.recv(4096):

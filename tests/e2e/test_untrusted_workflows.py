@@ -2,7 +2,7 @@
 server while a second client polls ``/healthz`` and a live WebRTC session streams, is refused
 precisely (or runs in bounded time), and neither the poll nor the session notices.
 
-The server lists only a camera network (10.1.0.0/24) in ``STREAMING_ALLOWED_NETWORKS``: the
+The server lists only a camera network (127.0.0.9/32) in ``STREAMING_ALLOWED_NETWORKS``: the
 session's peer is checked as a peer, not as a camera. Its mail relay is a real SMTP server on
 loopback (aiosmtpd), its file sink directory has a 1 MB quota, and it lends one secret."""
 
@@ -43,55 +43,119 @@ def _image(side: int) -> dict:
 def _spec(*steps: dict, output: str, inputs: tuple[str, ...] = ()) -> dict:
     return {
         "version": "1.0",
-        "inputs": [{"type": "InferenceImage", "name": "image"},
-                   *({"type": "WorkflowParameter", "name": n} for n in inputs)],
+        "inputs": [
+            {"type": "InferenceImage", "name": "image"},
+            *({"type": "WorkflowParameter", "name": n} for n in inputs),
+        ],
         "steps": list(steps),
         "outputs": [{"type": "JsonField", "name": "out", "selector": output}],
-    }  # fmt: skip
+    }
 
 
 def _text(name: str = "text") -> dict:
-    return {"type": "roboflow_core/property_definition@v1", "name": name,
-            "data": "$inputs.text", "operations": []}  # fmt: skip
+    return {
+        "type": "roboflow_core/property_definition@v1",
+        "name": name,
+        "data": "$inputs.text",
+        "operations": [],
+    }
 
 
 def _relay(**fields) -> dict:
-    return {"type": "roboflow_core/email_notification@v2", "name": "mail", "subject": "attack",
-            "message": "m", "receiver_email": "guard@example.test", "cooldown_seconds": 0,
-            **fields}  # fmt: skip
+    return {
+        "type": "roboflow_core/email_notification@v2",
+        "name": "mail",
+        "subject": "attack",
+        "message": "m",
+        "receiver_email": "guard@example.test",
+        "cooldown_seconds": 0,
+        **fields,
+    }
 
 
 REGEX = _spec(
-    {"type": "roboflow_core/property_definition@v1", "name": "match", "data": "$inputs.text",
-     "operations": [{"type": "StringMatches", "regex": "(a+)+$"}]},
-    output="$steps.match.output", inputs=("text",),
-)  # fmt: skip
-RESIZE = _spec({"type": "roboflow_core/image_preprocessing@v1", "name": "big",
-                "image": "$inputs.image", "task_type": "resize", "width": 30000,
-                "height": 30000}, output="$steps.big.image")  # fmt: skip
-WARP = _spec({"type": "roboflow_core/perspective_correction@v1", "name": "warp",
-              "images": "$inputs.image", "warp_image": True, "transformed_rect_width": 30000,
-              "transformed_rect_height": 30000,
-              "perspective_polygons": [[[0, 0], [10, 0], [10, 10], [0, 10]]]},
-             output="$steps.warp.warped_image")  # fmt: skip
-SLICES = _spec({"type": "roboflow_core/image_slicer@v1", "name": "tiles", "image": "$inputs.image",
-                "slice_width": 1, "slice_height": 1, "overlap_ratio_width": 0,
-                "overlap_ratio_height": 0}, output="$steps.tiles.slices")  # fmt: skip
-MANY = _spec(_relay(bcc_receiver_email=[f"u{i}@example.test" for i in range(5000)]),
-             output="$steps.mail.*")  # fmt: skip
+    {
+        "type": "roboflow_core/property_definition@v1",
+        "name": "match",
+        "data": "$inputs.text",
+        "operations": [{"type": "StringMatches", "regex": "(a+)+$"}],
+    },
+    output="$steps.match.output",
+    inputs=("text",),
+)
+RESIZE = _spec(
+    {
+        "type": "roboflow_core/image_preprocessing@v1",
+        "name": "big",
+        "image": "$inputs.image",
+        "task_type": "resize",
+        "width": 30000,
+        "height": 30000,
+    },
+    output="$steps.big.image",
+)
+WARP = _spec(
+    {
+        "type": "roboflow_core/perspective_correction@v1",
+        "name": "warp",
+        "images": "$inputs.image",
+        "warp_image": True,
+        "transformed_rect_width": 30000,
+        "transformed_rect_height": 30000,
+        "perspective_polygons": [[[0, 0], [10, 0], [10, 10], [0, 10]]],
+    },
+    output="$steps.warp.warped_image",
+)
+SLICES = _spec(
+    {
+        "type": "roboflow_core/image_slicer@v1",
+        "name": "tiles",
+        "image": "$inputs.image",
+        "slice_width": 1,
+        "slice_height": 1,
+        "overlap_ratio_width": 0,
+        "overlap_ratio_height": 0,
+    },
+    output="$steps.tiles.slices",
+)
+MANY = _spec(
+    _relay(bcc_receiver_email=[f"u{i}@example.test" for i in range(5000)]), output="$steps.mail.*"
+)
 OUTSIDE = _spec(_relay(receiver_email="me@attacker.test"), output="$steps.mail.*")
 FLOOD = _spec(_relay(subject="flood"), output="$steps.mail.*")
-FILES = _spec(_text(), {"type": "roboflow_core/local_file_sink@v1", "name": "save",
-                        "content": "$steps.text.output", "output_mode": "separate_files",
-                        "file_type": "txt", "target_directory": "attack"},
-              output="$steps.save.*", inputs=("text",))  # fmt: skip
-NUL = _spec(_text(), {"type": "roboflow_core/local_file_sink@v1", "name": "save",
-                      "content": "$steps.text.output", "output_mode": "append_log",
-                      "target_directory": "a\x00b"},
-            output="$steps.save.*", inputs=("text",))  # fmt: skip
-LEAK = _spec({"type": "roboflow_core/environment_secrets_store@v1", "name": "vault",
-              "variables_storing_secrets": ["CAMERA_TOKEN"]},
-             output="$steps.vault.camera_token")  # fmt: skip
+FILES = _spec(
+    _text(),
+    {
+        "type": "roboflow_core/local_file_sink@v1",
+        "name": "save",
+        "content": "$steps.text.output",
+        "output_mode": "separate_files",
+        "file_type": "txt",
+        "target_directory": "attack",
+    },
+    output="$steps.save.*",
+    inputs=("text",),
+)
+NUL = _spec(
+    _text(),
+    {
+        "type": "roboflow_core/local_file_sink@v1",
+        "name": "save",
+        "content": "$steps.text.output",
+        "output_mode": "append_log",
+        "target_directory": "a\x00b",
+    },
+    output="$steps.save.*",
+    inputs=("text",),
+)
+LEAK = _spec(
+    {
+        "type": "roboflow_core/environment_secrets_store@v1",
+        "name": "vault",
+        "variables_storing_secrets": ["CAMERA_TOKEN"],
+    },
+    output="$steps.vault.camera_token",
+)
 
 
 @pytest.fixture(scope="module")
@@ -99,13 +163,19 @@ def attacked(tmp_path_factory):
     mail = MailServer(tmp_path_factory.mktemp("relay"), "none")
     files = tmp_path_factory.mktemp("files")
     settings = {
-        "allowed_networks": "10.1.0.0/24",  # the cameras' network alone
-        "smtp_host": "127.0.0.1", "smtp_port": str(mail.port), "smtp_tls": "none",
-        "smtp_username": USER, "smtp_password": PASSWORD, "smtp_sender": "cam@example.test",
+        "allowed_networks": "127.0.0.9/32",  # the cameras' address alone
+        "smtp_host": "127.0.0.1",
+        "smtp_port": str(mail.port),
+        "smtp_tls": "none",
+        "smtp_username": USER,
+        "smtp_password": PASSWORD,
+        "smtp_sender": "cam@example.test",
         "smtp_allowed_recipients": "@example.test",
-        "file_sink_dir": str(files), "limit_file_sink_mb": "1", "limit_file_sink_min_free_mb": "0",
+        "file_sink_dir": str(files),
+        "limit_file_sink_mb": "1",
+        "limit_file_sink_min_free_mb": "0",
         "workflow_secrets": "CAMERA_TOKEN",
-    }  # fmt: skip
+    }
     try:
         with running_server(environment={"CAMERA_TOKEN": SECRET}, **settings) as server:
             yield server, mail, files
@@ -142,9 +212,14 @@ class HealthPoller:
 
 
 def _run(server, spec: dict, images: list[dict], **parameters) -> httpx.Response:
-    return httpx.post(f"{server.url}/workflows/run", timeout=120, json={
-        "specification": spec, "inputs": {"image": images, **parameters},
-    })  # fmt: skip
+    return httpx.post(
+        f"{server.url}/workflows/run",
+        timeout=120,
+        json={
+            "specification": spec,
+            "inputs": {"image": images, **parameters},
+        },
+    )
 
 
 def _attack(server, mail: MailServer, files) -> None:
@@ -198,9 +273,11 @@ def test_every_attack_is_refused_while_health_and_a_live_session_go_on(attacked)
     assert not poller.failures, poller.failures[:3]
     during = _rate(arrivals, attack_from, attack_to)
     p99 = latencies[int(len(latencies) * 0.99) - 1]
-    print(f"{rounds} rounds of attacks in {attack_to - attack_from:.1f} s; /healthz p99 "
-          f"{p99 * 1000:.0f} ms (worst {latencies[-1] * 1000:.0f} ms, {len(latencies)} polls); "
-          f"session {quiet:.1f} results/s before, {during:.1f} during")  # fmt: skip
+    print(
+        f"{rounds} rounds of attacks in {attack_to - attack_from:.1f} s; /healthz p99 "
+        f"{p99 * 1000:.0f} ms (worst {latencies[-1] * 1000:.0f} ms, {len(latencies)} polls); "
+        f"session {quiet:.1f} results/s before, {during:.1f} during"
+    )
     assert p99 < 0.25, f"/healthz p99 {p99 * 1000:.0f} ms under attack"
     assert during >= 0.8 * quiet, f"the session fell from {quiet:.1f} to {during:.1f} results/s"
     assert len(mail.with_subject("flood")) <= rounds  # at most one a round gets through
@@ -226,14 +303,18 @@ async def test_a_viewer_elsewhere_is_a_peer_not_a_camera():
     (127.0.0.0/8, standing in for the internet); a viewer whose HTTP request comes through a
     trusted proxy from elsewhere (X-Forwarded-For) offers its candidates on 127.0.0.2, outside
     the camera list. Its session connects and streams: peers are checked as peers."""
-    settings = {"allowed_networks": "127.0.0.1/32", "peer_networks": "127.0.0.0/8",
-                "trusted_proxies": "127.0.0.1/32"}  # fmt: skip
+    settings = {
+        "allowed_networks": "127.0.0.1/32",
+        "peer_networks": "127.0.0.0/8",
+        "trusted_proxies": "127.0.0.1/32",
+    }
     with running_server(**settings) as server:
         restrict_host_addresses(["127.0.0.2"])  # this process's ICE agents: 127.0.0.2 only
         viewer = LoopbackPeer(server.url)
         try:
-            answer = await viewer.connect(headers={"X-Forwarded-For": "198.51.100.7"},
-                                          spec=DETECT_SPEC)  # fmt: skip
+            answer = await viewer.connect(
+                headers={"X-Forwarded-For": "198.51.100.7"}, spec=DETECT_SPEC
+            )
             assert answer.status_code == 200, answer.text
             assert "127.0.0.2" in viewer.pc.localDescription.sdp
             await asyncio.wait_for(viewer.connected.wait(), 30)

@@ -17,8 +17,12 @@ from .streams import NGINX, _accepts
 __all__ = ["PROXY_ADDRESS", "USERS", "AuthProxy"]
 
 PROXY_ADDRESS = "127.0.0.2"
-USERS = {"alice": ("alice-pw", "guards"), "oscar": ("oscar-pw", "staff,ops"),
-         "ada": ("ada-pw", "admins"), "nina": ("nina-pw", "visitors")}  # fmt: skip
+USERS = {
+    "alice": ("alice-pw", "guards"),
+    "oscar": ("oscar-pw", "staff,ops"),
+    "ada": ("ada-pw", "admins"),
+    "nina": ("nina-pw", "visitors"),
+}
 """user -> (password, groups): a viewer, an operator, an admin, and one in no mapped group."""
 
 
@@ -59,8 +63,10 @@ class AuthProxy:
         self._sign_in = _SignIn()
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        temp = "".join(f"{kind}_temp_path {directory}/{kind};\n" for kind in
-                       ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"))  # fmt: skip
+        temp = "".join(
+            f"{kind}_temp_path {directory}/{kind};\n"
+            for kind in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi")
+        )
         config = directory / "nginx.conf"
         config.write_text(
             "daemon off;\nmaster_process off;\n"
@@ -81,8 +87,9 @@ class AuthProxy:
             f"   proxy_bind {PROXY_ADDRESS};\n   proxy_pass {upstream};\n"
             "  }\n }\n}\n"
         )
-        self._nginx = LoggedProcess([NGINX, "-p", str(directory), "-c", str(config),
-                                     "-e", "stderr"])  # fmt: skip
+        self._nginx = LoggedProcess(
+            [NGINX, "-p", str(directory), "-c", str(config), "-e", "stderr"]
+        )
         try:  # with no master process nginx says nothing once it listens: ask the port
             wait_for(lambda: _accepts(self.port), 30, f"nginx listening on {self.port}")
         except TimeoutError:

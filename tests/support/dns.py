@@ -43,8 +43,10 @@ class RebindingDns:
 
         socketserver.ThreadingUDPServer.allow_reuse_address = True
         socketserver.ThreadingTCPServer.allow_reuse_address = True
-        self._servers = [socketserver.ThreadingUDPServer(("127.0.0.1", 53), Udp),
-                         socketserver.ThreadingTCPServer(("127.0.0.1", 53), Tcp)]  # fmt: skip
+        self._servers = [
+            socketserver.ThreadingUDPServer(("127.0.0.1", 53), Udp),
+            socketserver.ThreadingTCPServer(("127.0.0.1", 53), Tcp),
+        ]
         for server in self._servers:
             server.daemon_threads = True
             threading.Thread(target=server.serve_forever, daemon=True).start()
@@ -76,8 +78,14 @@ def resolving_through(directory: Path) -> list[str]:
     (a ``resolv.conf`` of its own bound in a private mount namespace; needs root)."""
     conf = directory / "resolv.conf"
     conf.write_text("nameserver 127.0.0.1\noptions attempts:1 timeout:2\n")
-    return ["unshare", "--mount", "sh", "-c",
-            f"mount --bind {conf} /etc/resolv.conf && exec \"$@\"", "sh"]  # fmt: skip
+    return [
+        "unshare",
+        "--mount",
+        "sh",
+        "-c",
+        f'mount --bind {conf} /etc/resolv.conf && exec "$@"',
+        "sh",
+    ]
 
 
 def can_serve_dns() -> bool:

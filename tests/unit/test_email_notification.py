@@ -31,15 +31,24 @@ def mail(request, tmp_path_factory):
 def settings_for(mail: MailServer, tmp_path, **smtp) -> Settings:
     """Our SMTP client trusting the test server's certificate, in the server's TLS mode."""
     smtp = {"tls": mail.tls, **smtp}
-    return Settings(models_dir=tmp_path, smtp=SmtpSettings(ca_file=mail.ca_file, **smtp),
-                    allowed_networks="127.0.0.0/8")  # the test's server is on loopback  # fmt: skip
+    return Settings(
+        models_dir=tmp_path,
+        smtp=SmtpSettings(ca_file=mail.ca_file, **smtp),
+        allowed_networks="127.0.0.0/8",
+    )  # the test's server is on loopback
 
 
 def relay_settings(mail: MailServer, tmp_path, **smtp) -> Settings:
     """The test server as the server's relay, sending to ``@example.test`` (no floor)."""
-    relay = {"host": "127.0.0.1", "port": mail.port, "username": USER, "password": PASSWORD,
-             "sender": "camera@example.test", "allowed_recipients": ["@example.test"],
-             "min_interval_s": 0}  # fmt: skip
+    relay = {
+        "host": "127.0.0.1",
+        "port": mail.port,
+        "username": USER,
+        "password": PASSWORD,
+        "sender": "camera@example.test",
+        "allowed_recipients": ["@example.test"],
+        "min_interval_s": 0,
+    }
     return settings_for(mail, tmp_path, **(relay | smtp))
 
 
@@ -219,8 +228,14 @@ def test_the_smtp_server_passes_the_egress_policy_before_compiling(tmp_path):
 
 
 def relay_step(subject: str, **fields) -> dict:
-    return email_step("v2", subject=subject, message="m", receiver_email="guard@example.test",
-                      cooldown_seconds=0, **fields)  # fmt: skip
+    return email_step(
+        "v2",
+        subject=subject,
+        message="m",
+        receiver_email="guard@example.test",
+        cooldown_seconds=0,
+        **fields,
+    )
 
 
 def test_the_relay_sends_only_to_the_operators_recipients(mail, tmp_path):
@@ -256,8 +271,13 @@ def test_the_relay_keeps_its_interval_per_step_and_per_caller(mail, tmp_path):
 def test_message_and_attachment_sizes_are_bounded(mail, tmp_path):
     big = "x" * (2 << 20)
     settings = relay_settings(mail, tmp_path, max_attachment_bytes=1 << 20)
-    step = custom(mail, subject="big", receiver_email="guard@example.test", message="m",
-                  attachments={"big.txt": big})  # fmt: skip
+    step = custom(
+        mail,
+        subject="big",
+        receiver_email="guard@example.test",
+        message="m",
+        attachments={"big.txt": big},
+    )
     (refused,) = run_frames(spec_of(step), settings)
     assert "STREAMING_SMTP_MAX_ATTACHMENT_BYTES" in refused["message"]
     settings = relay_settings(mail, tmp_path, max_message_bytes=1 << 20)

@@ -104,7 +104,7 @@ def test_a_callers_own_loopback_is_kept_and_metadata_addresses_are_not():
 
 def test_peers_are_checked_as_peers_not_against_the_cameras_network():
     # The operator lists only the camera network; a viewer elsewhere still connects.
-    settings = Settings(allowed_networks="10.1.0.0/24")
+    settings = Settings(allowed_networks="127.0.0.9/32")
     sdp = ("v=0\r\nm=application 9 x\r\na=candidate:1 1 udp 1 198.51.100.7 9 typ host\r\n"
            "a=candidate:2 1 udp 1 127.0.0.1 9 typ host\r\n"
            "a=candidate:3 1 udp 1 224.0.0.251 9 typ host\r\n")  # fmt: skip

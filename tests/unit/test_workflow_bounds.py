@@ -68,11 +68,13 @@ def test_steps_past_the_budget_are_refused():
 def _image_spec(*steps: dict, output: str) -> dict:
     return {
         "version": "1.0",
-        "inputs": [{"type": "InferenceImage", "name": "image"},
-                   {"type": "WorkflowParameter", "name": "side", "default_value": 64}],
+        "inputs": [
+            {"type": "InferenceImage", "name": "image"},
+            {"type": "WorkflowParameter", "name": "side", "default_value": 64},
+        ],
         "steps": list(steps),
         "outputs": [{"type": "JsonField", "name": "out", "selector": output}],
-    }  # fmt: skip
+    }
 
 
 def _compile(spec: dict, settings: Settings | None = None, **parameters):
@@ -81,14 +83,24 @@ def _compile(spec: dict, settings: Settings | None = None, **parameters):
 
 
 def _resize(**fields) -> dict:
-    return {"type": "roboflow_core/image_preprocessing@v1", "name": "big", "image": "$inputs.image",
-            "task_type": "resize", **fields}  # fmt: skip
+    return {
+        "type": "roboflow_core/image_preprocessing@v1",
+        "name": "big",
+        "image": "$inputs.image",
+        "task_type": "resize",
+        **fields,
+    }
 
 
 def _perspective(**fields) -> dict:
-    return {"type": "roboflow_core/perspective_correction@v1", "name": "warp",
-            "images": "$inputs.image", "warp_image": True,
-            "perspective_polygons": [[[0, 0], [10, 0], [10, 10], [0, 10]]], **fields}  # fmt: skip
+    return {
+        "type": "roboflow_core/perspective_correction@v1",
+        "name": "warp",
+        "images": "$inputs.image",
+        "warp_image": True,
+        "perspective_polygons": [[[0, 0], [10, 0], [10, 10], [0, 10]]],
+        **fields,
+    }
 
 
 @pytest.mark.parametrize(
@@ -119,9 +131,15 @@ def test_a_size_known_only_on_the_frame_is_checked_on_the_frame():
 
 
 def test_slices_and_crops_per_frame_are_bounded():
-    slicer = {"type": "roboflow_core/image_slicer@v1", "name": "tiles", "image": "$inputs.image",
-              "slice_width": 1, "slice_height": 1, "overlap_ratio_width": 0,
-              "overlap_ratio_height": 0}  # fmt: skip
+    slicer = {
+        "type": "roboflow_core/image_slicer@v1",
+        "name": "tiles",
+        "image": "$inputs.image",
+        "slice_width": 1,
+        "slice_height": 1,
+        "overlap_ratio_width": 0,
+        "overlap_ratio_height": 0,
+    }
     workflow = _compile(_image_spec(slicer, output="$steps.tiles.slices"))
     try:
         started = time.perf_counter()
@@ -135,8 +153,11 @@ def test_slices_and_crops_per_frame_are_bounded():
 
 
 def _secret_spec(*steps: dict, outputs: list[dict] | None = None) -> dict:
-    vault = {"type": "roboflow_core/environment_secrets_store@v1", "name": "vault",
-             "variables_storing_secrets": ["CAMERA_TOKEN"]}  # fmt: skip
+    vault = {
+        "type": "roboflow_core/environment_secrets_store@v1",
+        "name": "vault",
+        "variables_storing_secrets": ["CAMERA_TOKEN"],
+    }
     return {
         "version": "1.0",
         "inputs": [{"type": "InferenceImage", "name": "image"}],
@@ -146,14 +167,26 @@ def _secret_spec(*steps: dict, outputs: list[dict] | None = None) -> dict:
 
 
 def _webhook(**fields) -> dict:
-    return {"type": "roboflow_core/webhook_sink@v1", "name": "hook",
-            "url": "http://127.0.0.1:9/hook", **fields}  # fmt: skip
+    return {
+        "type": "roboflow_core/webhook_sink@v1",
+        "name": "hook",
+        "url": "http://127.0.0.1:9/hook",
+        **fields,
+    }
 
 
 def _mail(**fields) -> dict:
-    return {"type": "roboflow_core/email_notification@v1", "name": "mail", "subject": "s",
-            "message": "m", "receiver_email": "a@example.test", "sender_email": "b@example.test",
-            "smtp_server": "127.0.0.1", "sender_email_password": "p", **fields}  # fmt: skip
+    return {
+        "type": "roboflow_core/email_notification@v1",
+        "name": "mail",
+        "subject": "s",
+        "message": "m",
+        "receiver_email": "a@example.test",
+        "sender_email": "b@example.test",
+        "smtp_server": "127.0.0.1",
+        "sender_email_password": "p",
+        **fields,
+    }
 
 
 LENT = Settings(workflow_secrets=["CAMERA_TOKEN"])
@@ -162,21 +195,39 @@ LENT = Settings(workflow_secrets=["CAMERA_TOKEN"])
 @pytest.mark.parametrize(
     ("spec", "where"),
     [
-        (_secret_spec(outputs=[{"type": "JsonField", "name": "t",
-                                "selector": "$steps.vault.camera_token"}]), "output 't'"),
-        (_secret_spec(outputs=[{"type": "JsonField", "name": "all",
-                                "selector": "$steps.vault.*"}]), "output 'all'"),
-        (_secret_spec(_webhook(json_payload={"t": "$steps.vault.camera_token"})),
-         "json_payload' entry 't'"),
-        (_secret_spec(_webhook(headers={"X-Leak": "$steps.vault.camera_token"})),
-         "headers' entry 'X-Leak'"),
-        (_secret_spec(_webhook(query_parameters={"t": "$steps.vault.camera_token"})),
-         "query_parameters' entry 't'"),
-        (_secret_spec(_mail(message_parameters={"t": "$steps.vault.camera_token"})),
-         "message_parameters' entry 't'"),
+        (
+            _secret_spec(
+                outputs=[
+                    {"type": "JsonField", "name": "t", "selector": "$steps.vault.camera_token"}
+                ]
+            ),
+            "output 't'",
+        ),
+        (
+            _secret_spec(
+                outputs=[{"type": "JsonField", "name": "all", "selector": "$steps.vault.*"}]
+            ),
+            "output 'all'",
+        ),
+        (
+            _secret_spec(_webhook(json_payload={"t": "$steps.vault.camera_token"})),
+            "json_payload' entry 't'",
+        ),
+        (
+            _secret_spec(_webhook(headers={"X-Leak": "$steps.vault.camera_token"})),
+            "headers' entry 'X-Leak'",
+        ),
+        (
+            _secret_spec(_webhook(query_parameters={"t": "$steps.vault.camera_token"})),
+            "query_parameters' entry 't'",
+        ),
+        (
+            _secret_spec(_mail(message_parameters={"t": "$steps.vault.camera_token"})),
+            "message_parameters' entry 't'",
+        ),
         (_secret_spec(_mail(receiver_email="$steps.vault.camera_token")), "receiver_email'"),
     ],
-)  # fmt: skip
+)
 def test_a_lent_secret_never_flows_into_an_output_a_message_or_a_payload(spec, where):
     with pytest.raises(WorkflowCompilationError, match=f"{where}.*is a lent secret"):
         _compile(spec, LENT)
@@ -197,16 +248,24 @@ def _file_sink_spec(**fields) -> dict:
         "data": "$inputs.text",
         "operations": [],
     }  # the parameter as per-frame data
-    sink = {"type": "roboflow_core/local_file_sink@v1", "name": "save",
-            "content": "$steps.text.output", "output_mode": "separate_files", "file_type": "txt",
-            "target_directory": "out", **fields}  # fmt: skip
+    sink = {
+        "type": "roboflow_core/local_file_sink@v1",
+        "name": "save",
+        "content": "$steps.text.output",
+        "output_mode": "separate_files",
+        "file_type": "txt",
+        "target_directory": "out",
+        **fields,
+    }
     return {
         "version": "1.0",
-        "inputs": [{"type": "InferenceImage", "name": "image"},
-                   {"type": "WorkflowParameter", "name": "text"}],
+        "inputs": [
+            {"type": "InferenceImage", "name": "image"},
+            {"type": "WorkflowParameter", "name": "text"},
+        ],
         "steps": [text, sink],
         "outputs": [{"type": "JsonField", "name": "saved", "selector": "$steps.save.*"}],
-    }  # fmt: skip
+    }
 
 
 @pytest.mark.parametrize(
@@ -234,8 +293,9 @@ def test_file_sinks_stop_at_their_quota_and_delete_nothing(tmp_path, mode):
     text = "x" * (100 << 10)
     workflow = _compile(_file_sink_spec(output_mode=mode), settings, text=text)
     try:
-        saved = [workflow.run(np.zeros((8, 8, 3), np.uint8), {}, FrameState())["saved"]
-                 for _ in range(6)]  # fmt: skip
+        saved = [
+            workflow.run(np.zeros((8, 8, 3), np.uint8), {}, FrameState())["saved"] for _ in range(6)
+        ]
     finally:
         workflow.close()
     assert [s["error_status"] for s in saved] == [False] * 4 + [True] * 2
@@ -247,8 +307,9 @@ def test_file_sinks_stop_at_their_quota_and_delete_nothing(tmp_path, mode):
 
 def test_file_sinks_leave_the_disks_floor_free(tmp_path):
     limits = WorkflowLimits(file_sink_min_free_mb=1 << 30)  # a petabyte: more than any disk
-    workflow = _compile(_file_sink_spec(), Settings(file_sink_dir=tmp_path, limits=limits),
-                        text="x")  # fmt: skip
+    workflow = _compile(
+        _file_sink_spec(), Settings(file_sink_dir=tmp_path, limits=limits), text="x"
+    )
     try:
         saved = workflow.run(np.zeros((8, 8, 3), np.uint8), {}, FrameState())["saved"]
     finally:
@@ -259,9 +320,12 @@ def test_file_sinks_leave_the_disks_floor_free(tmp_path):
 
 def test_an_event_sinks_evidence_is_capped_by_the_server(tmp_path):
     sink = {"type": "visionstream/event_sink@v1", "name": "evidence", "max_megabytes": 5000}
-    spec = {"version": "1.0", "inputs": [{"type": "InferenceImage", "name": "image"}],
-            "steps": [sink], "outputs": [{"type": "JsonField", "name": "out",
-                                          "selector": "$steps.evidence.event_id"}]}  # fmt: skip
+    spec = {
+        "version": "1.0",
+        "inputs": [{"type": "InferenceImage", "name": "image"}],
+        "steps": [sink],
+        "outputs": [{"type": "JsonField", "name": "out", "selector": "$steps.evidence.event_id"}],
+    }
     context = BuildContext(models=None, sink_dir=tmp_path, settings=Settings())  # type: ignore[arg-type]
     with pytest.raises(WorkflowCompilationError, match="STREAMING_LIMIT_FILE_SINK_MB"):
         compile_workflow(parse_spec(spec), context)
@@ -274,7 +338,7 @@ def test_an_event_sinks_evidence_is_capped_by_the_server(tmp_path):
         {"type": "roboflow_core/morphological_transformation@v2", "kernel_size": 30000},
         {"type": "roboflow_core/motion_detection@v1", "morphological_kernel_size": 30000},
     ],
-)  # fmt: skip
+)
 def test_kernels_are_bounded_when_compiled(step):
     spec = _image_spec({"name": "k", "image": "$inputs.image", **step}, output="$steps.k.*")
     with pytest.raises(WorkflowCompilationError, match="STREAMING_LIMIT_KERNEL_SIZE"):

@@ -30,8 +30,11 @@ async def info() -> dict:
     return {"name": "visionstream", "version": __version__, "uuid": _SERVER_ID}
 
 
-@router.get("/auth/me", dependencies=[AUTHENTICATED],
-            responses={status: ERROR_RESPONSES[status] for status in (401, 403, 429)})  # fmt: skip
+@router.get(
+    "/auth/me",
+    dependencies=[AUTHENTICATED],
+    responses={status: ERROR_RESPONSES[status] for status in (401, 403, 429)},
+)
 async def me(request: Request) -> dict:
     """The caller (a key's name, the proxy's user, or `anonymous` on an open server), their
     role, and what it allows: `watch`, `run` (sessions, pipelines, workflows), `admin`."""

@@ -40,8 +40,16 @@ kind among its ``kinds`` (a password, a credential header), never into ``ANY``, 
 a message or a payload. For an object of entries (headers), only into credential entries."""
 ANY = "*"
 REQUIRED = object()
-CREDENTIAL_HEADERS = frozenset({"authorization", "proxy-authorization", "x-api-key", "api-key",
-                                "x-auth-token", "x-access-token"})  # fmt: skip
+CREDENTIAL_HEADERS = frozenset(
+    {
+        "authorization",
+        "proxy-authorization",
+        "x-api-key",
+        "api-key",
+        "x-auth-token",
+        "x-access-token",
+    }
+)
 """The headers a lent secret may fill (a webhook's ``headers``)."""
 
 
