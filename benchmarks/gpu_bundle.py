@@ -43,7 +43,7 @@ SERVER_WHEELS = (
     "ifaddr==0.2.0", "supervision==0.30.9", "scipy==1.17.1", "trackers==2.6.1",
     "pydeprecate==0.13.0", "pyyaml==6.0.3", "tqdm==4.70.1", "defusedxml==0.7.1",
     "sqlalchemy==2.1.9", "greenlet==3.3.2", "alembic==1.20.1", "mako==1.4.3",
-    "paho-mqtt==2.2.0", "opentelemetry-api==1.45.2", "rich==15.0.0",
+    "paho-mqtt==2.2.0", "opentelemetry-api==1.45.2", "rich==15.0.0", "google-re2==1.1.20251105",
 )  # fmt: skip
 PHOTO_DIR = Path.home() / ".cache/visionstream/test-data/usr/share/darknet/data"
 PHOTOS = ("person.jpg", "dog.jpg", "kite.jpg", "eagle.jpg")

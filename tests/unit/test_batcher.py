@@ -191,3 +191,14 @@ def test_close_finishes_what_is_queued():
     callers.join()
     assert not closing.is_alive() and sorted(callers.results) == [0, 1, 2, 3]
     assert session.batches == [1, 2, 1]
+
+
+def test_the_torch_backend_replays_one_cuda_graph_per_power_of_two():
+    """A batch of any size the batcher forms runs on the graph of the next power of two (its
+    rows padded), so 1-16 images need five captures, not sixteen (benchmarks/README.md, the
+    lent H200)."""
+    from streaming.inference.torch_session import graph_batch
+
+    sizes = [graph_batch(rows) for rows in range(1, 17)]
+    assert sizes == [1, 2, 4, 4, *[8] * 4, *[16] * 8]
+    assert len(set(sizes)) == 5 and graph_batch(17) == 32
