@@ -19,9 +19,9 @@ import time
 from pathlib import Path
 
 from benchmarks.common import write_result
+from sinks.recording.recorder import RecordingPolicy, SegmentRecorder
+from sinks.recording.segments import segments
 from sources.live import LiveSource
-from sources.recorder import RecordingPolicy, SegmentRecorder
-from sources.segments import segments
 from tests.support.camera import RTSPCamera
 
 

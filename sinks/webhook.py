@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 import httpx
 from pydantic import Field, field_validator
 
-from sources.urls import mask_url
+from .masking import mask_url
 
 from .base import SinkContext, SinkSettings, Written
 from .pinning import Pin, pinned_request

@@ -5,12 +5,13 @@ image plus its timestamp) or None at the end, and an idempotent ``close()`` that
 pending ``read()``. ``streaming.rtc.track.FrameSourceTrack`` turns any of them into a WebRTC track.
 """
 
+from sinks.masking import mask_url
+
 from .base import FrameSource, SourceError, SourceFrame
 from .file import FileSource
 from .live import LiveSource, LiveStats
 from .manual import ManualFrames
 from .synthetic import Stamp, SyntheticSource, decode_stamp
-from .urls import mask_url
 from .webcam import CameraSource, CaptureFactory, is_device
 
 __all__ = [

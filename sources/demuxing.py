@@ -12,8 +12,9 @@ import av
 import httpx
 from av.codec.hwaccel import HWAccel
 
+from sinks.masking import mask_credentials, mask_url
+
 from .base import SourceError
-from .urls import mask_credentials, mask_url
 
 __all__ = [
     "HLS",

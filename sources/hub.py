@@ -16,8 +16,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from sinks.masking import mask_url
+
 from .base import FrameSource, SourceFrame
-from .urls import mask_url
 
 __all__ = ["SourceHub", "Subscription"]
 

@@ -16,12 +16,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+from sinks.masking import mask_url
 from sinks.pinning import Pin
 
 from .base import FrameSource, SourceError
 from .live import LiveSource
 from .srt import relay_missing
-from .urls import mask_url
 from .webcam import CameraSource, CaptureFactory, is_device
 
 __all__ = [

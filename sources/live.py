@@ -28,6 +28,7 @@ from typing import Any
 
 import av
 
+from sinks.masking import mask_url
 from sinks.pinning import Pin, pinned_url
 
 from .announcer import Announcer
@@ -44,7 +45,6 @@ from .demuxing import (
 )
 from .packets import PacketSink, PacketTap
 from .srt import SRTRelay, relay_missing
-from .urls import mask_url
 
 __all__ = ["LiveSource", "LiveState", "LiveStats"]
 

@@ -22,7 +22,7 @@ import socket
 from collections.abc import Iterable
 from urllib.parse import urlsplit
 
-from sources.urls import mask_url
+from sinks.masking import mask_url
 
 from .errors import InvalidRequest
 

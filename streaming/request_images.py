@@ -24,8 +24,8 @@ import httpx
 import numpy as np
 from PIL import Image
 
+from sinks.masking import mask_url
 from sinks.pinning import pinned_request
-from sources.urls import mask_url
 
 from .config import Settings
 from .egress import EgressPolicy

@@ -11,10 +11,10 @@ from urllib.parse import urlsplit, urlunsplit
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from sinks.jsonl import JsonlSinkConfiguration
+from sinks.masking import mask_url
 from sinks.video import VideoFileSinkConfiguration
 from sinks.webhook import WebhookSinkConfiguration
 from sources.kinds import CAMERA, FOREIGN_SCHEMES, KINDS, kind_of, schemes_text
-from sources.urls import mask_url
 
 from ..buffering import Consumption, Filling
 from ..errors import InvalidRequest, StreamingError

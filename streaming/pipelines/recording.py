@@ -10,8 +10,8 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
+from sinks.recording.recorder import RecordingPolicy, SegmentRecorder
 from sources import LiveSource
-from sources.recorder import RecordingPolicy, SegmentRecorder
 
 from ..events import EventRecord, EventRecorder
 from .models import RecordConfiguration

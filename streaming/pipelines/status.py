@@ -12,9 +12,9 @@ from datetime import datetime
 from enum import IntEnum, StrEnum
 from typing import Any
 
+from sinks.recording.recorder import SegmentRecorder
 from sources import FileSource, LiveSource, LiveStats
 from sources.hub import Subscription
-from sources.recorder import SegmentRecorder
 
 from ..buffering import FrameBuffer
 from ..events import EventKind, EventRecord, EventRecorder

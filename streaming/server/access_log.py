@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import logging
 
-from sources.urls import mask_url
+from sinks.masking import mask_url
 
 __all__ = ["install_access_log_masking"]
 

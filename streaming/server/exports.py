@@ -11,8 +11,8 @@ from pathlib import Path
 from fastapi.responses import FileResponse
 from starlette.background import BackgroundTask
 
-from sources.export import export
-from sources.segments import NoRecording
+from sinks.recording.export import export
+from sinks.recording.segments import NoRecording
 
 from ..errors import NotFound
 

@@ -78,7 +78,9 @@ def _imports(path: Path) -> set[str]:
     ("where", "never"),
     [
         ("sources", ("streaming",)),
-        ("sinks", ("streaming",)),
+        # Sinks are the lower layer (egress, masking, writing video): sources connect out
+        # through sinks.pinning, and nothing in sinks/ reads sources/.
+        ("sinks", ("streaming", "sources")),
         ("streaming/client", ("streaming.peer", "streaming.server", "streaming.workflows",
                               "streaming.pipelines")),
         ("streaming/peer", ("streaming.pipelines",)),

@@ -14,9 +14,9 @@ import av
 import numpy as np
 import pytest
 
-from sources.export import export
-from sources.recorder import RecordingPolicy, SegmentRecorder
-from sources.segments import NoRecording, segments
+from sinks.recording.export import export
+from sinks.recording.recorder import RecordingPolicy, SegmentRecorder
+from sinks.recording.segments import NoRecording, segments
 from tests.support.media import on_disk_seconds
 from tests.support.server import wait_for
 

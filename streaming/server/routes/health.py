@@ -8,7 +8,7 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from sources.urls import mask_credentials
+from sinks.masking import mask_credentials
 
 from ...access import Forbidden
 from ...errors import TooManyAttempts, Unauthorized

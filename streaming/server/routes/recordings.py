@@ -15,7 +15,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Query
 from fastapi.responses import FileResponse
 
-from sources.segments import Segment, segments
+from sinks.recording.segments import Segment, segments
 
 from ...errors import InvalidRequest, NotFound
 from ...events.store import EventFilter

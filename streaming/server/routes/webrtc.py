@@ -11,8 +11,8 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 
+from sinks.masking import mask_url
 from sources.kinds import MJPEG_SCHEMES, RTSP_SCHEMES, has_scheme_and_host
-from sources.urls import mask_url
 
 from ...access import OPEN, Principal, Role
 from ...errors import InvalidRequest

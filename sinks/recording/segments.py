@@ -12,7 +12,7 @@ from pathlib import Path
 
 import av
 
-from sinks.retention import Kept, Limits, remove_oldest
+from ..retention import Kept, Limits, remove_oldest
 
 __all__ = ["NoRecording", "Segment", "enforce_retention", "partial_name", "recover", "segments"]
 

@@ -32,9 +32,8 @@ from typing import Any, Literal
 
 import av
 
-from sinks.retention import Limits
-from sinks.worker import QueueWorker
-
+from ..retention import Limits
+from ..worker import QueueWorker
 from .segments import enforce_retention, finished_name, partial_name, recover
 
 __all__ = ["RecordingPolicy", "SegmentRecorder"]

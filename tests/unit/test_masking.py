@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from sources.urls import mask_credentials, mask_url
+from sinks.masking import mask_credentials, mask_url
 
 
 @pytest.mark.parametrize(
