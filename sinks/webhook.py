@@ -18,9 +18,8 @@ from urllib.parse import urlsplit
 import httpx
 from pydantic import Field, field_validator
 
-from .masking import mask_url
-
 from .base import SinkContext, SinkSettings, Written
+from .masking import mask_url
 from .pinning import Pin, pinned_request
 from .worker import QueueWorker
 
