@@ -84,6 +84,12 @@ class SinkSettings(BaseModel):
     def open(self, context: SinkContext) -> ResultSink:
         raise NotImplementedError
 
+    def destinations(self) -> list[tuple[str, str]]:
+        """Every URL this sink will connect to, each with the name of its field: the server
+        checks them all against the egress policy before the pipeline starts, whatever the
+        sink (a sink that only writes files has none)."""
+        return []
+
 
 class NamedSinkSettings(SinkSettings):
     """A sink that writes files named by the request, under the sink directory."""

@@ -100,8 +100,11 @@ def compose(
         for cid, data in (inline_images or {}).items():
             body.add_related(data, "image", "jpeg", cid=f"<{cid}>")
     for name, data in (attachments or {}).items():
-        maintype, subtype = ("image", "jpeg") if name.lower().endswith((".jpg", ".jpeg")) else (
-            "application", "octet-stream")  # fmt: skip
+        maintype, subtype = (
+            ("image", "jpeg")
+            if name.lower().endswith((".jpg", ".jpeg"))
+            else ("application", "octet-stream")
+        )
         message.add_attachment(data, maintype=maintype, subtype=subtype, filename=name)
     return message
 
@@ -132,9 +135,13 @@ class EmailSender:
         self._max_attempts = max_attempts
         self._initial_backoff = initial_backoff
         self._worker: QueueWorker[EmailMessage] = QueueWorker(
-            f"smtp {server.host}:{server.port}", self._deliver, capacity=queue_size,
-            drop_oldest=True, on_drop=self._dropped, lazy=True,
-        )  # fmt: skip
+            f"smtp {server.host}:{server.port}",
+            self._deliver,
+            capacity=queue_size,
+            drop_oldest=True,
+            on_drop=self._dropped,
+            lazy=True,
+        )
 
     def send(self, message: EmailMessage) -> bool:
         """Queues ``message``; False once the sender is closed."""

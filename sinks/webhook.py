@@ -76,9 +76,12 @@ class WebhookSink:
         self._max_backoff = max_backoff
         self._http = httpx.Client(timeout=timeout_s, headers=headers or {})
         self._worker: QueueWorker[_Delivery] = QueueWorker(
-            f"webhook {self.masked_url}", self._deliver, capacity=queue_size, drop_oldest=True,
+            f"webhook {self.masked_url}",
+            self._deliver,
+            capacity=queue_size,
+            drop_oldest=True,
             on_drop=self._dropped,
-        )  # fmt: skip
+        )
 
     def write(
         self,
@@ -148,9 +151,15 @@ class WebhookSink:
             url, host, extensions = pinned_request(url, self._pin)
             headers.update(host)
         return self._http.request(
-            delivery.method, url, content=delivery.body, params=delivery.params,
-            headers=headers, files=files or None, data=delivery.form, extensions=extensions,
-        )  # fmt: skip
+            delivery.method,
+            url,
+            content=delivery.body,
+            params=delivery.params,
+            headers=headers,
+            files=files or None,
+            data=delivery.form,
+            extensions=extensions,
+        )
 
     def close(self) -> None:
         """Idempotent; deliveries still queued are abandoned (counted as dropped)."""
@@ -172,6 +181,9 @@ class WebhookSinkConfiguration(SinkSettings):
     timeout_seconds: float = Field(default=5.0, gt=0)
     max_attempts: int = Field(default=5, ge=1, le=100)
     queue_size: int = Field(default=256, ge=1, le=100_000)
+
+    def destinations(self) -> list[tuple[str, str]]:
+        return [(self.url, "webhook url")]
 
     @field_validator("url")
     @classmethod

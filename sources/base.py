@@ -165,8 +165,7 @@ class SourceFrame:
 
 
 # av.VideoFrame.rotation is counter-clockwise degrees, FFmpeg's display-matrix convention.
-_UPRIGHT = {90: cv2.ROTATE_90_COUNTERCLOCKWISE, 180: cv2.ROTATE_180,
-            270: cv2.ROTATE_90_CLOCKWISE}  # fmt: skip
+_UPRIGHT = {90: cv2.ROTATE_90_COUNTERCLOCKWISE, 180: cv2.ROTATE_180, 270: cv2.ROTATE_90_CLOCKWISE}
 
 
 def upright(image: np.ndarray, rotation: float) -> np.ndarray:

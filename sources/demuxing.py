@@ -151,8 +151,12 @@ def open_container(
     except (av.error.FFmpegError, OSError, ValueError) as exc:
         # The device cannot be opened here (no GPU, no driver): said once, then software.
         container = opened(None)  # the stream's own failure, if it has one, raises here
-        log.warning("%s: hardware decoding (%s) is not available here (%s): decoding in "
-                    "software", shown, hwaccel, reason_of(exc, "failed"))  # fmt: skip
+        log.warning(
+            "%s: hardware decoding (%s) is not available here (%s): decoding in software",
+            shown,
+            hwaccel,
+            reason_of(exc, "failed"),
+        )
         return container, None
 
 
@@ -178,6 +182,10 @@ def hardware_in_use(context: Any, hwaccel: str, shown: str) -> str | None:
     exists but no device answers."""
     if context.is_hwaccel:
         return hwaccel
-    log.warning("%s: hardware decoding (%s) is not available here (no device took the "
-                "stream): decoding in software", shown, hwaccel)  # fmt: skip
+    log.warning(
+        "%s: hardware decoding (%s) is not available here (no device took the "
+        "stream): decoding in software",
+        shown,
+        hwaccel,
+    )
     return None

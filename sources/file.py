@@ -98,9 +98,13 @@ class FileSource(FrameSource):
                 return None
             pts = decoded.pts if decoded.pts is not None else self._index
             frame = SourceFrame(
-                None, pts, self._time_base, self._index,
-                decoded=decoded, rotation=decoded.rotation,
-            )  # fmt: skip
+                None,
+                pts,
+                self._time_base,
+                self._index,
+                decoded=decoded,
+                rotation=decoded.rotation,
+            )
             self._index += 1
         if self.realtime:
             self._pace(pts)

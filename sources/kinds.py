@@ -84,9 +84,14 @@ class SourceKind:
 
 def _open_camera(url: str, opening: Opening, decode: bool = True) -> FrameSource:
     return LiveSource(
-        url, read_timeout=opening.read_timeout, max_backoff=opening.max_backoff, decode=decode,
-        hwaccel=opening.hwaccel, threads=opening.decoder_threads, pin=opening.pin,
-    )  # fmt: skip
+        url,
+        read_timeout=opening.read_timeout,
+        max_backoff=opening.max_backoff,
+        decode=decode,
+        hwaccel=opening.hwaccel,
+        threads=opening.decoder_threads,
+        pin=opening.pin,
+    )
 
 
 def _open_device(reference: str, opening: Opening) -> FrameSource:

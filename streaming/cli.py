@@ -111,8 +111,17 @@ def _serve(args: argparse.Namespace) -> int:
 def _deploy_kuberay(args: argparse.Namespace) -> int:
     from .cluster.kuberay import manifest
 
-    print(manifest(args.image, args.workers, str(args.replicas), args.max_replicas,
-                   args.gpu_share, args.port), end="")  # fmt: skip
+    print(
+        manifest(
+            args.image,
+            args.workers,
+            str(args.replicas),
+            args.max_replicas,
+            args.gpu_share,
+            args.port,
+        ),
+        end="",
+    )
     return 0
 
 
@@ -129,8 +138,9 @@ def _serve_on_ray(args: argparse.Namespace) -> int:
     try:
         from .cluster.run import serve_on_ray
     except ImportError as exc:
-        print(f"--ray needs the ray extra: pip install 'visionstream[ray]' ({exc})",
-              file=sys.stderr)  # fmt: skip
+        print(
+            f"--ray needs the ray extra: pip install 'visionstream[ray]' ({exc})", file=sys.stderr
+        )
         return 2
     address = None if args.ray == _LOCAL_RAY else args.ray
     serve_on_ray(_serve_settings(args), address, args.replicas)
@@ -198,8 +208,10 @@ def _models_add(args: argparse.Namespace) -> int:
     except (ModelError, ValueError) as exc:
         print(f"cannot add {args.file}: {exc}", file=sys.stderr)
         return 2
-    print(f"added {manifest.name}: {manifest.input_width}x{manifest.input_height}, "
-          f"{manifest.decoder}, {len(manifest.class_names)} classes")  # fmt: skip
+    print(
+        f"added {manifest.name}: {manifest.input_width}x{manifest.input_height}, "
+        f"{manifest.decoder}, {len(manifest.class_names)} classes"
+    )
     return 0
 
 
@@ -209,8 +221,10 @@ def _bench(args: argparse.Namespace) -> int:
 
     root = Path(__file__).resolve().parent.parent
     if not (root / "benchmarks" / "__main__.py").is_file():
-        print("visionstream bench runs from a source checkout (benchmarks/ is not installed)",
-              file=sys.stderr)  # fmt: skip
+        print(
+            "visionstream bench runs from a source checkout (benchmarks/ is not installed)",
+            file=sys.stderr,
+        )
         return 2
     command = [sys.executable, "-m", "benchmarks", *args.bench_args]
     return subprocess.run(command, cwd=root, check=False).returncode
@@ -332,16 +346,30 @@ def _parser() -> argparse.ArgumentParser:
 def _add_deploy(command: Command) -> None:
     deploy = command("deploy", "print a deployment's manifest")
     targets = deploy.add_subparsers(dest="deploy_target", required=True)
-    kuberay = targets.add_parser("kuberay", help="a KubeRay RayService (GPU nodes, WebRTC notes)",
-                                 formatter_class=_HelpFormatter)  # fmt: skip
-    kuberay.add_argument("--image", default="visionstream:latest",
-                         help="the Dockerfile's image, built with EXTRAS=ray")  # fmt: skip
+    kuberay = targets.add_parser(
+        "kuberay",
+        help="a KubeRay RayService (GPU nodes, WebRTC notes)",
+        formatter_class=_HelpFormatter,
+    )
+    kuberay.add_argument(
+        "--image",
+        default="visionstream:latest",
+        help="the Dockerfile's image, built with EXTRAS=ray",
+    )
     kuberay.add_argument("--workers", type=int, default=1, help="GPU worker nodes (pods)")
-    kuberay.add_argument("--replicas", type=_replicas, default="auto",
-                         help="media replicas: a count, or auto (by sessions)")  # fmt: skip
+    kuberay.add_argument(
+        "--replicas",
+        type=_replicas,
+        default="auto",
+        help="media replicas: a count, or auto (by sessions)",
+    )
     kuberay.add_argument("--max-replicas", type=int, default=16, help="with auto: the most")
-    kuberay.add_argument("--gpu-share", type=float, default=0.0625,
-                         help="GPU share of each replica and pipeline (1/16)")  # fmt: skip
+    kuberay.add_argument(
+        "--gpu-share",
+        type=float,
+        default=0.0625,
+        help="GPU share of each replica and pipeline (1/16)",
+    )
     kuberay.add_argument("--port", type=int, default=9001, help="the HTTP port on every node")
     kuberay.set_defaults(func=_deploy_kuberay)
 
@@ -349,15 +377,22 @@ def _add_deploy(command: Command) -> None:
 def _add_models(command: Command) -> None:
     models = command("models", "manage the models directory")
     model_commands = models.add_subparsers(dest="models_command", required=True)
-    pull = model_commands.add_parser("pull", help="fetch and convert a model",
-                                     formatter_class=_HelpFormatter)  # fmt: skip
-    pull.add_argument("name", nargs="?", default="yolov3-tiny-416",
-                      help="yolov3-tiny-416 (the default detector) or pp-ocrv4 (OCR)")  # fmt: skip
+    pull = model_commands.add_parser(
+        "pull", help="fetch and convert a model", formatter_class=_HelpFormatter
+    )
+    pull.add_argument(
+        "name",
+        nargs="?",
+        default="yolov3-tiny-416",
+        help="yolov3-tiny-416 (the default detector) or pp-ocrv4 (OCR)",
+    )
     pull.set_defaults(func=_models_pull)
     model_commands.add_parser("list", help="models ready to serve").set_defaults(func=_models_list)
     add = model_commands.add_parser(
-        "add", help="register an ONNX export (YOLO detect/seg/pose, SSD, DETR, classifiers)",
-        formatter_class=_HelpFormatter)  # fmt: skip
+        "add",
+        help="register an ONNX export (YOLO detect/seg/pose, SSD, DETR, classifiers)",
+        formatter_class=_HelpFormatter,
+    )
     add.add_argument("file", help="the .onnx file")
     from .inference.manifest import DecoderName
 
@@ -366,19 +401,30 @@ def _add_models(command: Command) -> None:
     add.add_argument("--name", help="model id workflows use (default: the file's stem)")
     add.add_argument("--version", default="1", help="the model's version")
     add.add_argument("--input-size", help="WxH when the file's input size is dynamic")
-    add.add_argument("--channel-order", choices=["RGB", "BGR"], default="RGB",
-                     help="the channel order the model expects")  # fmt: skip
+    add.add_argument(
+        "--channel-order",
+        choices=["RGB", "BGR"],
+        default="RGB",
+        help="the channel order the model expects",
+    )
     add.add_argument("--box-format", choices=["cxcywh", "xyxy", "yxyx"], help="ssd/detr boxes")
     add.add_argument("--normalized-boxes", action="store_true", help="ssd/detr boxes in 0..1")
     add.add_argument("--class-id-offset", type=int, help="ssd: 1 when class 0 is background")
-    add.add_argument("--logits", choices=["softmax", "sigmoid", "probabilities"],
-                     help="detr class logits; what a classifier outputs")  # fmt: skip
+    add.add_argument(
+        "--logits",
+        choices=["softmax", "sigmoid", "probabilities"],
+        help="detr class logits; what a classifier outputs",
+    )
     add.add_argument("--keypoints", help="*-pose: keypoint names (coco | a file | a,b,c)")
     add.add_argument("--skeleton", help="*-pose: edges to draw, keypoint indexes from 0: 0-1,1-2")
-    add.add_argument("--multi-label", action="store_true",
-                     help="classification: each class on its own (sigmoid)")  # fmt: skip
-    add.add_argument("--resize", choices=["letterbox", "stretch"],
-                     help="how frames fit the input (classifiers: usually stretch)")  # fmt: skip
+    add.add_argument(
+        "--multi-label", action="store_true", help="classification: each class on its own (sigmoid)"
+    )
+    add.add_argument(
+        "--resize",
+        choices=["letterbox", "stretch"],
+        help="how frames fit the input (classifiers: usually stretch)",
+    )
     add.set_defaults(func=_models_add)
 
 

@@ -47,8 +47,11 @@ class ImageLimits:
 
     @classmethod
     def of(cls, settings: Settings) -> ImageLimits:
-        return cls(settings.max_images_per_request, settings.max_frame_pixels,
-                   settings.max_infer_request_bytes)  # fmt: skip
+        return cls(
+            settings.max_images_per_request,
+            settings.max_frame_pixels,
+            settings.max_infer_request_bytes,
+        )
 
 
 async def load_images(
@@ -173,6 +176,7 @@ async def load_stills(
         value = out.get(name)
         if value is None or isinstance(value, np.ndarray):
             continue
-        (out[name],) = await load_images(value, f"inputs.{name}", replace(limits, max_images=1),
-                                         egress)  # fmt: skip
+        (out[name],) = await load_images(
+            value, f"inputs.{name}", replace(limits, max_images=1), egress
+        )
     return out

@@ -88,8 +88,11 @@ class TaskOwner:
             return
         _, stuck = await asyncio.wait(others, timeout=cancel_wait_s)
         for task in stuck:
-            log.error("task %s ignored its cancellation for %g s; left behind",
-                      task.get_name(), cancel_wait_s)  # fmt: skip
+            log.error(
+                "task %s ignored its cancellation for %g s; left behind",
+                task.get_name(),
+                cancel_wait_s,
+            )
 
 
 class Closer:

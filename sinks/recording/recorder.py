@@ -141,9 +141,12 @@ class SegmentRecorder:
         self._until = 0.0
         self._next_retention = 0.0
         self._worker: QueueWorker[tuple[str, Any]] = QueueWorker(
-            f"recorder {directory.name}", self._handle, capacity=policy.queue_packets,
-            on_start=self._prepare, on_stop=self._finish,
-        )  # fmt: skip
+            f"recorder {directory.name}",
+            self._handle,
+            capacity=policy.queue_packets,
+            on_start=self._prepare,
+            on_stop=self._finish,
+        )
 
     @property
     def thread_id(self) -> int | None:
@@ -158,8 +161,12 @@ class SegmentRecorder:
         remux = codec in _REMUXED
         template = holder.add_stream_from_template(stream) if remux else None
         rate = stream.average_rate or stream.guessed_rate
-        self._put("opened", _Connection(holder, template, stream.time_base or Fraction(1, 90000),
-                                        remux, codec, rate))  # fmt: skip
+        self._put(
+            "opened",
+            _Connection(
+                holder, template, stream.time_base or Fraction(1, 90000), remux, codec, rate
+            ),
+        )
         self._skip_to_keyframe = True
 
     def packet(self, packet: av.Packet) -> None:
@@ -369,8 +376,11 @@ class SegmentRecorder:
         )
         low = too_full()
         if low and not self.low_space:
-            log.warning("recording %s: paused, less than %d MB free", self.directory,
-                        policy.min_free_bytes >> 20)  # fmt: skip
+            log.warning(
+                "recording %s: paused, less than %d MB free",
+                self.directory,
+                policy.min_free_bytes >> 20,
+            )
         self.low_space = low
         return low
 

@@ -81,12 +81,19 @@ def recover(directory: Path) -> None:
         path.unlink(missing_ok=True)
         if end is None:
             salvaged.unlink(missing_ok=True)
-            log.warning("recording %s: a segment a stop left open had nothing readable "
-                        "(%d bytes): removed", directory, size)  # fmt: skip
+            log.warning(
+                "recording %s: a segment a stop left open had nothing readable (%d bytes): removed",
+                directory,
+                size,
+            )
             continue
         os.replace(salvaged, directory / f"{match[1]}-{round(end * 1000)}.mp4")
-        log.info("recording %s: recovered %.1f s of a segment a stop left open (%d bytes)",
-                 directory, end - start, size)  # fmt: skip
+        log.info(
+            "recording %s: recovered %.1f s of a segment a stop left open (%d bytes)",
+            directory,
+            end - start,
+            size,
+        )
 
 
 def enforce_retention(directory: Path, limits: Limits) -> None:

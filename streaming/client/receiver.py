@@ -79,8 +79,10 @@ class ResultReceiver:
         if not self.send_acks and self._inbox.qsize() >= self._inbox_limit:
             self._inbox.get_nowait()
             if not self._stats.messages_dropped:
-                log.warning("the program handles results slower than they come: dropping "
-                            "the oldest (stats.messages_dropped counts them)")  # fmt: skip
+                log.warning(
+                    "the program handles results slower than they come: dropping "
+                    "the oldest (stats.messages_dropped counts them)"
+                )
             self._stats.messages_dropped += 1
         self._inbox.put_nowait(raw)
 

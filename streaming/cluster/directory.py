@@ -90,10 +90,17 @@ def directory() -> Any:
     500 for good. The head's loss is the cluster's. Restarted if its process dies all the
     same: what it holds is sent again every period."""
     head = _head_node()
-    placement = {} if head is None else {
-        "scheduling_strategy": NodeAffinitySchedulingStrategy(head, soft=False)
-    }  # fmt: skip
+    placement = (
+        {}
+        if head is None
+        else {"scheduling_strategy": NodeAffinitySchedulingStrategy(head, soft=False)}
+    )
     return WorkerDirectory.options(  # type: ignore[attr-defined]
-        name=DIRECTORY, namespace=NAMESPACE, lifetime="detached", get_if_exists=True,
-        max_restarts=-1, max_task_retries=-1, **placement,
-    ).remote()  # fmt: skip
+        name=DIRECTORY,
+        namespace=NAMESPACE,
+        lifetime="detached",
+        get_if_exists=True,
+        max_restarts=-1,
+        max_task_retries=-1,
+        **placement,
+    ).remote()

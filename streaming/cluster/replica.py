@@ -45,8 +45,14 @@ _report_numbers = itertools.count(1)
 
 def _report(worker: str, node: str, load: dict[str, Any]) -> dict[str, Any]:
     """A replica's entry in the directory; ``load`` must be read just before this call."""
-    return {"worker": worker, "node": node, "pid": os.getpid(), **load,
-            "reported_at": time.time(), "report": next(_report_numbers)}  # fmt: skip
+    return {
+        "worker": worker,
+        "node": node,
+        "pid": os.getpid(),
+        **load,
+        "reported_at": time.time(),
+        "report": next(_report_numbers),
+    }
 
 
 class _RayDeployment:
@@ -93,8 +99,13 @@ def media_app(settings: Settings, replicas: int | None, max_replicas: int = 1) -
     ``None``: as many as the sessions need (``autoscale``), up to ``max_replicas``."""
 
     # Before the app's lifespan has built its state: nothing carried, not taking sessions.
-    _STARTING = {"sessions": 0, "pipelines": 0, "max_sessions": settings.max_sessions,
-                 "ready": False, "draining": False}  # fmt: skip
+    _STARTING = {
+        "sessions": 0,
+        "pipelines": 0,
+        "max_sessions": settings.max_sessions,
+        "ready": False,
+        "draining": False,
+    }
 
     deployed = deployed_models(settings)
 

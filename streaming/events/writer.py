@@ -209,8 +209,12 @@ class EventWriter:
             if not pending:
                 return []
         if self.error is None:
-            log.warning("event store %s unreachable, %d events waiting: %s",
-                        self.store.shown, self.queued, _first_line(exc))  # fmt: skip
+            log.warning(
+                "event store %s unreachable, %d events waiting: %s",
+                self.store.shown,
+                self.queued,
+                _first_line(exc),
+            )
         self.error = _first_line(exc)
         if self._stopping.is_set():
             self._begin_stop()
@@ -241,8 +245,12 @@ class EventWriter:
             except Exception as exc:
                 if _unreachable(exc):
                     return batch[i:]
-                log.error("event %s of %s refused by the store, dropped: %s",
-                          event.kind, event.pipeline, _first_line(exc))  # fmt: skip
+                log.error(
+                    "event %s of %s refused by the store, dropped: %s",
+                    event.kind,
+                    event.pipeline,
+                    _first_line(exc),
+                )
                 self._drop(1, "invalid")
                 self._settle(1)
                 continue

@@ -167,11 +167,19 @@ REFERENCE_ALIASES: dict[str, str] = {
 }
 
 
-OCR_IDS = frozenset({
-    "doctr/default", "doctr_rec/default", "doctr_det/default",
-    "pp_ocr/small-small", "pp_ocr/tiny-tiny", "pp_ocr/medium-medium",
-    "pp_ocr/small-none", "pp_ocr/none-small", "easy_ocr/english_g2",
-})  # fmt: skip
+OCR_IDS = frozenset(
+    {
+        "doctr/default",
+        "doctr_rec/default",
+        "doctr_det/default",
+        "pp_ocr/small-small",
+        "pp_ocr/tiny-tiny",
+        "pp_ocr/medium-medium",
+        "pp_ocr/small-none",
+        "pp_ocr/none-small",
+        "easy_ocr/english_g2",
+    }
+)
 """The reference's OCR models (DocTR, PP-OCR, EasyOCR): served by our one OCR model."""
 
 

@@ -130,8 +130,9 @@ class DynamicBatcher:
         for start in range(0, len(blobs), limit):
             chunk = blobs[start : start + limit]
             outputs, stats = self.infer(np.concatenate(chunk) if len(chunk) > 1 else chunk[0])
-            shared = BatchStats(stats.batch_size, stats.queue_ms / len(chunk),
-                                stats.compute_ms / len(chunk))  # fmt: skip
+            shared = BatchStats(
+                stats.batch_size, stats.queue_ms / len(chunk), stats.compute_ms / len(chunk)
+            )
             results.extend(
                 ([o[row : row + 1] for o in outputs], shared) for row in range(len(chunk))
             )

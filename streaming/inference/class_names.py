@@ -112,10 +112,24 @@ def read_class_names(spec: str) -> list[str]:
 
 
 COCO_KEYPOINTS = (
-    "nose", "left_eye", "right_eye", "left_ear", "right_ear", "left_shoulder",
-    "right_shoulder", "left_elbow", "right_elbow", "left_wrist", "right_wrist", "left_hip",
-    "right_hip", "left_knee", "right_knee", "left_ankle", "right_ankle",
-)  # fmt: skip
+    "nose",
+    "left_eye",
+    "right_eye",
+    "left_ear",
+    "right_ear",
+    "left_shoulder",
+    "right_shoulder",
+    "left_elbow",
+    "right_elbow",
+    "left_wrist",
+    "right_wrist",
+    "left_hip",
+    "right_hip",
+    "left_knee",
+    "right_knee",
+    "left_ankle",
+    "right_ankle",
+)
 """The 17 keypoints of COCO (and YOLOv8/11-pose), in their output order."""
 
 

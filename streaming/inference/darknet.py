@@ -294,9 +294,15 @@ def _yolo(conv: _Conversion, index: int, section: _Section, x: _Layer) -> _Layer
             f"[yolo] section {index + 1} (its grid is {x.width}x{x.height})"
         )
     head, count = _yolo_head(
-        conv.graph, x.tensor, section, x.channels, x.height, x.width,
-        conv.input_width, conv.input_height,
-    )  # fmt: skip
+        conv.graph,
+        x.tensor,
+        section,
+        x.channels,
+        x.height,
+        x.width,
+        conv.input_width,
+        conv.input_height,
+    )
     conv.heads.append(head)
     conv.num_boxes += count
     conv.num_classes = section.int("classes")

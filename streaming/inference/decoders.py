@@ -181,9 +181,13 @@ def _to_pixels(boxes: np.ndarray, manifest: ModelManifest) -> np.ndarray:
         boxes = boxes[:, [1, 0, 3, 2]]
     if manifest.box_format in ("xyxy", "yxyx"):
         boxes = np.column_stack(
-            [(boxes[:, 0] + boxes[:, 2]) / 2, (boxes[:, 1] + boxes[:, 3]) / 2,
-             boxes[:, 2] - boxes[:, 0], boxes[:, 3] - boxes[:, 1]]
-        )  # fmt: skip
+            [
+                (boxes[:, 0] + boxes[:, 2]) / 2,
+                (boxes[:, 1] + boxes[:, 3]) / 2,
+                boxes[:, 2] - boxes[:, 0],
+                boxes[:, 3] - boxes[:, 1],
+            ]
+        )
     if manifest.normalized_boxes:
         boxes[:, [0, 2]] *= manifest.input_width
         boxes[:, [1, 3]] *= manifest.input_height

@@ -108,8 +108,12 @@ def ensure_default_model(models_dir: Path, progress: Callable[[str], None] = log
             return _prepare(models_dir, progress)
         except ModelError as exc:
             # Offline, the model it has still runs: every frame on the square input.
-            log.warning("default model %s kept without its %dx%d input: %s",
-                        DEFAULT_MODEL_ID, *WIDE_INPUT, exc)  # fmt: skip
+            log.warning(
+                "default model %s kept without its %dx%d input: %s",
+                DEFAULT_MODEL_ID,
+                *WIDE_INPUT,
+                exc,
+            )
             return target
     return _prepare(models_dir, progress)
 
@@ -128,8 +132,9 @@ def _current(directory: Path) -> bool:
         manifest = ModelManifest.load(directory)
     except (OSError, ValueError):
         return False
-    return any(v.file and (v.input_width, v.input_height) == WIDE_INPUT
-               for v in manifest.input_variants)  # fmt: skip
+    return any(
+        v.file and (v.input_width, v.input_height) == WIDE_INPUT for v in manifest.input_variants
+    )
 
 
 def _prepare(models_dir: Path, progress: Callable[[str], None]) -> Path:

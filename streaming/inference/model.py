@@ -125,8 +125,9 @@ class DetectionModel:
         t0 = time.perf_counter()
         networks = [self.input_for(image.shape[1], image.shape[0]) for image in images]
         main = self.inputs[0].size
-        prepared = [prepare(im, n.manifest, main, n.canvas)
-                    for im, n in zip(images, networks, strict=True)]  # fmt: skip
+        prepared = [
+            prepare(im, n.manifest, main, n.canvas) for im, n in zip(images, networks, strict=True)
+        ]
         t1 = time.perf_counter()
         done: list[tuple[list[np.ndarray], BatchStats]] = [([], _NO_STATS)] * len(images)
         for network in dict.fromkeys(networks):

@@ -234,8 +234,9 @@ class TextReader(DetectionModel):
         lines: list[list[TextLine]] = []
         at = 0
         for quads in regions:
-            found = [TextLine(q, read[at + i][0].strip(), read[at + i][1])
-                     for i, q in enumerate(quads)]  # fmt: skip
+            found = [
+                TextLine(q, read[at + i][0].strip(), read[at + i][1]) for i, q in enumerate(quads)
+            ]
             at += len(quads)
             lines.append([line for line in found if line.text.strip()])
         return lines

@@ -19,9 +19,16 @@ log = logging.getLogger(__name__)
 TENSORRT = "TensorrtExecutionProvider"
 CUDA = "CUDAExecutionProvider"
 CPU = "CPUExecutionProvider"
-_ORT_TYPES = {"tensor(float)": "FP32", "tensor(float16)": "FP16", "tensor(int64)": "INT64",
-              "tensor(int32)": "INT32", "tensor(uint8)": "UINT8", "tensor(bool)": "BOOL",
-              "tensor(double)": "FP64", "tensor(int8)": "INT8"}  # fmt: skip
+_ORT_TYPES = {
+    "tensor(float)": "FP32",
+    "tensor(float16)": "FP16",
+    "tensor(int64)": "INT64",
+    "tensor(int32)": "INT32",
+    "tensor(uint8)": "UINT8",
+    "tensor(bool)": "BOOL",
+    "tensor(double)": "FP64",
+    "tensor(int8)": "INT8",
+}
 
 
 @dataclass
@@ -88,8 +95,10 @@ class OnnxRuntimeSession(InferenceSession):
                 }
                 if options.trt_cache_dir is not None:
                     options.trt_cache_dir.mkdir(parents=True, exist_ok=True)
-                    trt |= {"trt_engine_cache_enable": "True",
-                            "trt_engine_cache_path": str(options.trt_cache_dir)}  # fmt: skip
+                    trt |= {
+                        "trt_engine_cache_enable": "True",
+                        "trt_engine_cache_path": str(options.trt_cache_dir),
+                    }
                 provider_options.append(trt)
             elif name == CUDA:
                 provider_options.append({"device_id": str(options.device_id)})

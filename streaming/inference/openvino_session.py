@@ -17,8 +17,16 @@ __all__ = ["OpenVINOOptions", "OpenVINOSession"]
 
 log = logging.getLogger(__name__)
 
-_OV_TYPES = {"f32": "FP32", "f16": "FP16", "f64": "FP64", "i64": "INT64", "i32": "INT32",
-             "u8": "UINT8", "i8": "INT8", "boolean": "BOOL"}  # fmt: skip
+_OV_TYPES = {
+    "f32": "FP32",
+    "f16": "FP16",
+    "f64": "FP64",
+    "i64": "INT64",
+    "i32": "INT32",
+    "u8": "UINT8",
+    "i8": "INT8",
+    "boolean": "BOOL",
+}
 
 
 @dataclass

@@ -77,8 +77,12 @@ class Letterbox:
                 [[kx, 0, (left + 0.5) * kx + ox - 0.5], [0, ky, (top + 0.5) * ky + oy - 0.5]],
                 np.float32,
             )
-            patch = cv2.warpAffine(masks[i], warp, (right - left, bottom - top),
-                                   flags=cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP)  # fmt: skip
+            patch = cv2.warpAffine(
+                masks[i],
+                warp,
+                (right - left, bottom - top),
+                flags=cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP,
+            )
             out[i, top:bottom, left:right] = patch > 0.5
         return out
 
@@ -206,9 +210,13 @@ def prepare(
         box = Letterbox(m.input_width / w, 0, 0, scale_y=m.input_height / h)
     else:
         resized, box = letterboxed_canvas(
-            image, m.input_width, m.input_height, fill=m.letterbox_fill, main=main,
+            image,
+            m.input_width,
+            m.input_height,
+            fill=m.letterbox_fill,
+            main=main,
             stride=m.input_stride,
-        )  # fmt: skip
+        )
     if canvas:
         return resized[None], box
     norm = Normalization.of(m)

@@ -218,10 +218,15 @@ class ModelRegistry:
             model = self._models.get(name)
             if model is not None:
                 session = model.session
-                entry |= {"loaded": True, "backend": session.backend, "device": session.device,
-                          "providers": session.providers, "degraded": session.degraded,
-                          "max_batch_size": model.batcher.max_batch_size,
-                          "input_sizes": [list(n.size) for n in model.inputs]}  # fmt: skip
+                entry |= {
+                    "loaded": True,
+                    "backend": session.backend,
+                    "device": session.device,
+                    "providers": session.providers,
+                    "degraded": session.degraded,
+                    "max_batch_size": model.batcher.max_batch_size,
+                    "input_sizes": [list(n.size) for n in model.inputs],
+                }
             out.append(entry)
         return out
 
@@ -280,8 +285,9 @@ class ModelRegistry:
             file = manifest.parts.get(role)
             if file is None:
                 raise ModelError(f"model '{manifest.name}' lacks its {role} (manifest 'parts')")
-            opened.append(self._open(manifest.model_copy(update={"file": file}), directory,
-                                     self._settings))  # fmt: skip
+            opened.append(
+                self._open(manifest.model_copy(update={"file": file}), directory, self._settings)
+            )
             return opened[-1]
 
         try:
@@ -290,10 +296,12 @@ class ModelRegistry:
             recogniser = part("recognizer")
             # Regions per recognition run: as any model's batches (on a CPU one at a time:
             # measured 10-17 % faster than padded batches, benchmarks two-stage).
-            chunk = min(batch_size_for(manifest, recogniser, self._settings),
-                        self._settings.max_crop_batch)  # fmt: skip
-            reader = TextReader(manifest, opened[0], recogniser, angle,
-                                charset_of(directory, manifest), chunk)  # fmt: skip
+            chunk = min(
+                batch_size_for(manifest, recogniser, self._settings), self._settings.max_crop_batch
+            )
+            reader = TextReader(
+                manifest, opened[0], recogniser, angle, charset_of(directory, manifest), chunk
+            )
             reader.warm_up()
         except BaseException:
             for session in opened:

@@ -77,9 +77,11 @@ class RemoteV2Session(InferenceSession):
                 import tritonclient.http as triton
 
                 client = triton.InferenceServerClient(
-                    self._address, ssl=self._ssl, connection_timeout=self._timeout,
+                    self._address,
+                    ssl=self._ssl,
+                    connection_timeout=self._timeout,
                     network_timeout=self._timeout,
-                )  # fmt: skip
+                )
             self._local.client = client
             with self._lock:
                 self._clients.append(client)
@@ -127,9 +129,13 @@ class RemoteV2Session(InferenceSession):
 
         def infer(client):
             return client.infer(
-                self._model, [tensor], model_version=self._version, outputs=wanted,
-                request_id=request_id, headers=self._headers,
-            )  # fmt: skip
+                self._model,
+                [tensor],
+                model_version=self._version,
+                outputs=wanted,
+                request_id=request_id,
+                headers=self._headers,
+            )
 
         result = self._call(infer, request_id)
         return [result.as_numpy(o.name) for o in self.outputs]

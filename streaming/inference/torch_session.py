@@ -152,9 +152,10 @@ class TorchSession(InferenceSession):
             if self._normalization is None:
                 self._normalization = normalization
                 if normalization.mean is not None and normalization.std is not None:
-                    mean, std = (torch.tensor(v, dtype=torch.float32, device=self._device)
-                                 .view(1, -1, 1, 1)
-                                 for v in (normalization.mean, normalization.std))  # fmt: skip
+                    mean, std = (
+                        torch.tensor(v, dtype=torch.float32, device=self._device).view(1, -1, 1, 1)
+                        for v in (normalization.mean, normalization.std)
+                    )
                     self._mean_std = (mean, std)
             return self._normalization == normalization
 
@@ -215,8 +216,12 @@ class TorchSession(InferenceSession):
             with torch.cuda.graph(graph):
                 outputs = forward()
             self._graphs[shape, canvas] = (static, graph, outputs)
-            log.info("%s: CUDA graph recorded for %s %s", self._described,
-                     "x".join(map(str, shape)), "uint8 frames" if canvas else "blobs")  # fmt: skip
+            log.info(
+                "%s: CUDA graph recorded for %s %s",
+                self._described,
+                "x".join(map(str, shape)),
+                "uint8 frames" if canvas else "blobs",
+            )
         return self._graphs[shape, canvas]
 
     def _warm_up(self) -> None:

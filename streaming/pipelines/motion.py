@@ -120,8 +120,9 @@ class MotionGate:
         height, width = shape[:2]
         mask = np.full((height, width), 255, np.uint8)
         scale = np.array([width, height], np.float64)
-        polygons = [np.round(np.array(p, np.float64) * scale).astype(np.int32)
-                    for p in self.settings.ignore]  # fmt: skip
+        polygons = [
+            np.round(np.array(p, np.float64) * scale).astype(np.int32) for p in self.settings.ignore
+        ]
         cv2.fillPoly(mask, polygons, 0)
         return mask
 

@@ -105,9 +105,14 @@ class Pipeline:
             slot.metrics = series
         self._next_source_id = max(r.source_id for r in references) + 1
         self.results = PipelineResults(
-            self.pipeline_id[:8], payload.sink_configuration, self.source_ids, sink_dir,
-            executor, jpeg_quality, pin,
-        )  # fmt: skip
+            self.pipeline_id[:8],
+            payload.sink_configuration,
+            self.source_ids,
+            sink_dir,
+            executor,
+            jpeg_quality,
+            pin,
+        )
         self._processing = Processing(
             self.pipeline_id[:8], self._running, executor, self._status, self.results
         )
@@ -164,8 +169,11 @@ class Pipeline:
     @property
     def sub_streams(self) -> dict[str, str] | None:
         """Its cameras' sub-streams as they now are, by main stream (None: none)."""
-        subs = {str(s.reference.reference): s.reference.detect for s in self._sources
-                if s.reference.detect is not None}  # fmt: skip
+        subs = {
+            str(s.reference.reference): s.reference.detect
+            for s in self._sources
+            if s.reference.detect is not None
+        }
         return subs or None
 
     def position(self, source_id: int) -> int | None:
@@ -190,8 +198,12 @@ class Pipeline:
             slot.state = SourceState.PAUSED
         self._sources.append(slot)
         await self.results.add_source(reference.source_id)
-        log.info("pipeline %s source %d added: %s",
-                 self.pipeline_id[:8], reference.source_id, reference.shown)  # fmt: skip
+        log.info(
+            "pipeline %s source %d added: %s",
+            self.pipeline_id[:8],
+            reference.source_id,
+            reference.shown,
+        )
 
     async def remove_source(self, source_id: int) -> SourceSlot:
         """Stops one source (its reader, its workflow, its recording); the others go on."""

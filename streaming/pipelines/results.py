@@ -49,10 +49,13 @@ class PipelineResults:
         self._stopped = False
         self._watchers: list[_Watching] = []
         self._sinks = SinkFanOut(
-            pipeline, config, source_ids, sink_dir,
+            pipeline,
+            config,
+            source_ids,
+            sink_dir,
             lambda result: {**result.metadata(), "outputs": self.serialize(result, images=False)},
             pin,
-        )  # fmt: skip
+        )
 
     async def dispatch(self, result: PipelineResult) -> None:
         """To the memory buffer, every watcher, then the sinks (on a worker thread)."""

@@ -162,8 +162,10 @@ class SourceSlot:
         stats = live.stats().to_dict() if live is not None else None
         properties = None
         if self.processed or (stats and stats["frames"]):
-            properties = {"is_file": self.reference.kind == "file",
-                          "fps": stats["fps_in"] if stats else None}  # fmt: skip
+            properties = {
+                "is_file": self.reference.kind == "file",
+                "fps": stats["fps_in"] if stats else None,
+            }
         return {
             "source_properties": properties,
             "source_reference": self.reference.shown,
@@ -245,14 +247,18 @@ class PipelineStatus:
 
     def inference_error(self, error: BaseException) -> None:
         """A frame's workflow run failed (the pipeline goes on with the next frame)."""
-        payload = {"error_type": type(error).__name__, "error_message": str(error),
-                   "error_context": "inference_thread"}  # fmt: skip
+        payload = {
+            "error_type": type(error).__name__,
+            "error_message": str(error),
+            "error_context": "inference_thread",
+        }
         self.event(Severity.ERROR, "INFERENCE_ERROR", payload, "inference_pipeline")
 
     def video_finished(self, source_id: int) -> None:
         """A file source played to its end."""
-        self.event(Severity.INFO, "VIDEO_CONSUMPTION_FINISHED", {"source_id": source_id},
-                   "video_source")  # fmt: skip
+        self.event(
+            Severity.INFO, "VIDEO_CONSUMPTION_FINISHED", {"source_id": source_id}, "video_source"
+        )
 
     def report(
         self, sources: list[SourceSlot], paused: bool, sinks: dict[str, Any]

@@ -45,9 +45,12 @@ def scaled_detections(detections: sv.Detections, scale: Scale) -> sv.Detections:
     scaled.xyxy = detections.xyxy * np.array([sx, sy, sx, sy], dtype=detections.xyxy.dtype)
     if detections.mask is not None:
         scaled.mask = np.array(
-            [cv2.resize(m.astype(np.uint8), (width, height), interpolation=cv2.INTER_NEAREST)
-             for m in detections.mask], dtype=bool,
-        ).reshape(len(detections), height, width)  # fmt: skip
+            [
+                cv2.resize(m.astype(np.uint8), (width, height), interpolation=cv2.INTER_NEAREST)
+                for m in detections.mask
+            ],
+            dtype=bool,
+        ).reshape(len(detections), height, width)
     data = dict(detections.data)
     if "keypoints_xy" in data:
         data["keypoints_xy"] = [np.asarray(p, np.float64) * [sx, sy] for p in data["keypoints_xy"]]

@@ -68,8 +68,9 @@ class CandidateScreen:
         if len(refused) == count:
             raise InvalidOffer(f"every ICE candidate of {named} is refused: {refused[0]}")
         if refused:
-            log.info("left %d of %d ICE candidates out of an offer: %s",
-                     len(refused), count, refused[0])  # fmt: skip
+            log.info(
+                "left %d of %d ICE candidates out of an offer: %s", len(refused), count, refused[0]
+            )
         return "".join(kept)
 
     def _refusal(self, line: str, local_caller: bool) -> str | None:

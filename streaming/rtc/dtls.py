@@ -28,12 +28,18 @@ __all__ = ["install"]
 # aiortc 1.16's own list, then the same strengths for RSA certificates. Set whole: a
 # context's list cannot be read back without making a connection of it, after which
 # pyOpenSSL refuses to change it.
-_SUITES = b":".join([
-    b"ECDHE-ECDSA-AES128-GCM-SHA256", b"ECDHE-ECDSA-CHACHA20-POLY1305",
-    b"ECDHE-ECDSA-AES128-SHA", b"ECDHE-ECDSA-AES256-SHA",
-    b"ECDHE-RSA-AES128-GCM-SHA256", b"ECDHE-RSA-CHACHA20-POLY1305",
-    b"ECDHE-RSA-AES128-SHA", b"ECDHE-RSA-AES256-SHA",
-])  # fmt: skip
+_SUITES = b":".join(
+    [
+        b"ECDHE-ECDSA-AES128-GCM-SHA256",
+        b"ECDHE-ECDSA-CHACHA20-POLY1305",
+        b"ECDHE-ECDSA-AES128-SHA",
+        b"ECDHE-ECDSA-AES256-SHA",
+        b"ECDHE-RSA-AES128-GCM-SHA256",
+        b"ECDHE-RSA-CHACHA20-POLY1305",
+        b"ECDHE-RSA-AES128-SHA",
+        b"ECDHE-RSA-AES256-SHA",
+    ]
+)
 _MARK = "_visionstream_rsa_suites"
 
 

@@ -117,8 +117,9 @@ async def _prepare_models(state: ServerState) -> None:
     state.prepared.set()
     if state.listening is not None:
         await state.listening.wait()
-    log.info("ready: http://%s:%d (%s on %s)", host, settings.port, model.name,
-             model.session.device)  # fmt: skip
+    log.info(
+        "ready: http://%s:%d (%s on %s)", host, settings.port, model.name, model.session.device
+    )
 
 
 async def _restore_after(preparing: asyncio.Task[None], state: ServerState) -> None:
@@ -131,8 +132,16 @@ def local_pipelines(parts: PipelineParts) -> Pipelines:
     """Pipelines in this process, kept in the data directory across restarts."""
     settings = parts.settings
     store = PipelineStore(settings.data_dir / "pipelines" if settings.persist_pipelines else None)
-    return PipelineManager(settings, parts.models, parts.hub, parts.executor, parts.library,
-                           store, parts.metrics, parts.events)  # fmt: skip
+    return PipelineManager(
+        settings,
+        parts.models,
+        parts.hub,
+        parts.executor,
+        parts.library,
+        store,
+        parts.metrics,
+        parts.events,
+    )
 
 
 @dataclass(frozen=True)
@@ -249,9 +258,11 @@ def create_app(
             settings.video_max_kbps * 1000,
         )
         install_for_server(
-            settings.ice_host_addresses, settings.video_kbps_per_megapixel, limits,
+            settings.ice_host_addresses,
+            settings.video_kbps_per_megapixel,
+            limits,
             settings.video_receive_max_kbps * 1000,
-        )  # fmt: skip
+        )
     metrics = Metrics()
 
     parts = _Parts(deployment, pipeline_factory, model_opener, capture_factory)

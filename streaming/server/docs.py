@@ -96,9 +96,12 @@ def openapi_document(app: FastAPI) -> dict[str, Any]:
         # answers GET and POST), and warns; each is made its own just below.
         warnings.filterwarnings("ignore", message="Duplicate Operation ID", category=UserWarning)
         document = get_openapi(
-            title=app.title, version=__version__, routes=app.routes,
-            description=app.description, tags=app.openapi_tags,
-        )  # fmt: skip
+            title=app.title,
+            version=__version__,
+            routes=app.routes,
+            description=app.description,
+            tags=app.openapi_tags,
+        )
     for path, operations in document["paths"].items():
         ids = [operation.get("operationId") for operation in operations.values()]
         for method, operation in operations.items():

@@ -52,10 +52,12 @@ def install_error_handlers(app: FastAPI) -> None:
     async def _nested_too_deeply(request: Request, _: RecursionError) -> JSONResponse:
         # A body nested past what a parser will walk (json.loads recurses): the caller's
         # doing, told in one line rather than a page of traceback.
-        log.warning("refused %s %s: its JSON is nested too deeply", request.method,
-                    request.url.path)  # fmt: skip
-        body = error_body("the request's JSON is nested too deeply", "invalid_body",
-                          "RecursionError")  # fmt: skip
+        log.warning(
+            "refused %s %s: its JSON is nested too deeply", request.method, request.url.path
+        )
+        body = error_body(
+            "the request's JSON is nested too deeply", "invalid_body", "RecursionError"
+        )
         return JSONResponse(status_code=400, content=body)
 
     @app.exception_handler(Exception)

@@ -132,6 +132,10 @@ def validation_response(errors: Sequence[Any]) -> JSONResponse:
     detail = json.loads(json.dumps(list(errors), default=str))
     for entry in detail:
         entry.pop("input", None)  # whatever the caller sent (an API key, say) is not echoed
-    body = error_body(f"invalid request: {where}: {first['msg']}", "invalid_body",
-                      "RequestValidationError", detail)  # fmt: skip
+    body = error_body(
+        f"invalid request: {where}: {first['msg']}",
+        "invalid_body",
+        "RequestValidationError",
+        detail,
+    )
     return JSONResponse(status_code=422, content=body)

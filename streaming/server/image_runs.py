@@ -35,9 +35,14 @@ async def compiled(
 ) -> AsyncIterator[CompiledWorkflow]:
     """``specification`` compiled for one request (its URLs checked against the egress
     policy first), closed when the request is done with it."""
-    context = BuildContext(state.models, sink_dir=state.settings.sink_dir, settings=state.settings,
-                           workflows=state.workflows.stored, caller=current_caller(),
-                           role=current_principal().role)  # fmt: skip
+    context = BuildContext(
+        state.models,
+        sink_dir=state.settings.sink_dir,
+        settings=state.settings,
+        workflows=state.workflows.stored,
+        caller=current_caller(),
+        role=current_principal().role,
+    )
     workflow = await compile_config(config, specification, context, egress=state.egress)
     try:
         yield workflow

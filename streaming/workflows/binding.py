@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import graphlib
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,6 +24,7 @@ from .blocks.base import (
     VIDEO_METADATA,
     Block,
     FieldSpec,
+    Takes,
     WorkflowImage,
 )
 from .dimensions import CONSTANT, FRAME, Dim, StepDims, check_gate, step_dims
@@ -37,8 +39,17 @@ from .spec import (
 )
 
 __all__ = [
-    "DICT", "Bound", "Compiler", "Const", "Entries", "Ref", "Source", "plan_dims", "source_dims",
-]  # fmt: skip
+    "DICT",
+    "Bound",
+    "Compiler",
+    "Const",
+    "Entries",
+    "Ref",
+    "Source",
+    "plan_dims",
+    "settled",
+    "source_dims",
+]
 
 DICT = "dict"
 
@@ -68,6 +79,34 @@ class Entries:
 Source = Ref | Const | Entries
 
 _STEP_NAME = re.compile(r"^\$steps\.([A-Za-z0-9_-]+)$")
+
+
+@dataclass(frozen=True)
+class _Field:
+    """The field being bound: its step, name and declaration, and the step's bound record."""
+
+    step: str
+    name: str
+    field: FieldSpec
+    bound: Bound
+
+    @property
+    def where(self) -> str:
+        return f"step '{self.step}' field '{self.name}'"
+
+
+def settled(field: FieldSpec, step: str, name: str, value: Any) -> Any:
+    """What a block's settings hold for a field that is not per frame, given its value (a
+    literal or a parameter's; an object's entries or a list's items as resolved; the gated
+    steps' names): the value checked, the entries' names, the items' count, or the names.
+    The compiler and the block harness (``tests/support/blocks.py``) both settle through it."""
+    if field.takes is Takes.ENTRIES:
+        return sorted(value or {})
+    if field.takes is Takes.LIST:
+        return len(value) if value else None
+    if field.takes is Takes.STEPS:
+        return list(value)
+    return field.check(step, name, value)
 
 
 @dataclass
@@ -128,74 +167,82 @@ class Compiler:
         given = step.fields()
         bound = Bound(block_cls, {}, {}, set(), [])
         for field_name, field in block_cls.fields.items():
-            where = f"step '{step.name}' field '{field_name}'"
             value = given.get(field_name, field.default)
             if value is REQUIRED:
                 raise WorkflowCompilationError(
                     f"step '{step.name}': field '{field_name}' is required"
                 )
-            if field.steps:
-                bound.gates = self.step_names(step.name, value, where)
-                bound.config[field_name] = list(bound.gates)
-                continue
-            if field.listed and value is None and field.default is None:
-                bound.config[field_name] = None  # an optional list not given (an alias's)
-                continue
-            if field.entries or field.listed:
-                if field.listed:
-                    if not isinstance(value, list) or not value:
-                        raise WorkflowCompilationError(f"{where} must be a non-empty list")
-                    value = {str(i): item for i, item in enumerate(value)}
-                entries = self.entries(step.name, value, where, bound.depends, field)
-                bound.bindings[field_name] = entries
-                # At compile, the block has the names (or, for a list, how many).
-                names = sorted(entries.entries)
-                bound.config[field_name] = len(names) if field.listed else names
-                continue
-            selector = parse_selector(value)
-            if selector is None:
-                if field.per_frame and field.literal and value is not None:
-                    literal = self.literal(value, where)
-                    bound.bindings[field_name] = Const(field.check(step.name, field_name, literal))
-                    continue
-                if field.per_frame and value is not None:
-                    raise WorkflowCompilationError(f"{where} must be a selector, got {value!r}")
-                if not field.per_frame:
-                    literal = self.literal(value, where)
-                    bound.config[field_name] = field.check(step.name, field_name, literal)
-                continue
-            source, kind = self.resolve(selector, where)
-            if kind == SECRET and not field.takes_secret():
-                raise _leak(where, selector.raw)
-            if isinstance(source, Const):
-                if (
-                    field.per_frame
-                    and ANY not in field.kinds
-                    and not field.literal
-                    and (kind not in field.kinds)
-                ):
-                    raise WorkflowCompilationError(f"{where} needs per-frame data, not a parameter")
-                checked = field.check(step.name, field_name, source.value)
-                if field.per_frame:  # a field of any kind takes a parameter's value each frame
-                    bound.bindings[field_name] = Const(checked)
-                else:
-                    bound.config[field_name] = checked
-                continue
-            if not field.per_frame:
-                raise WorkflowCompilationError(
-                    f"{where} takes a literal or a parameter, not '{selector.raw}'"
-                )
-            if ANY not in field.kinds and kind not in field.kinds and kind != ANY:
-                raise WorkflowCompilationError(
-                    f"{where} expects {' or '.join(field.kinds)}, but '{selector.raw}' is {kind}"
-                )
-            if selector.step is not None:
-                if selector.step == step.name:
-                    raise WorkflowCompilationError(f"{where} refers to its own step")
-                bound.depends.add(selector.step)
-            bound.bindings[field_name] = source
+            at = _Field(step.name, field_name, field, bound)
+            _BINDERS[field.takes](self, at, value)
         block_cls.check_bindings(step.name, set(bound.bindings))
         return bound
+
+    def _bind_steps(self, at: _Field, value: Any) -> None:
+        at.bound.gates = self.step_names(at.step, value, at.where)
+        at.bound.config[at.name] = settled(at.field, at.step, at.name, at.bound.gates)
+
+    def _bind_collection(self, at: _Field, value: Any) -> None:
+        """An object of entries, or a list of items: each resolved per frame."""
+        listed = at.field.takes is Takes.LIST
+        if listed and value is None and at.field.default is None:
+            at.bound.config[at.name] = None  # an optional list not given (an alias's)
+            return
+        if listed:
+            if not isinstance(value, list) or not value:
+                raise WorkflowCompilationError(f"{at.where} must be a non-empty list")
+            value = {str(i): item for i, item in enumerate(value)}
+        entries = self.entries(at.step, value, at.where, at.bound.depends, at.field)
+        at.bound.bindings[at.name] = entries
+        # At compile, the block has the names (or, for a list, how many).
+        at.bound.config[at.name] = settled(at.field, at.step, at.name, entries.entries)
+
+    def _bind_literal(self, at: _Field, value: Any) -> None:
+        """A literal or a parameter's value, into the block's settings."""
+        selector = parse_selector(value)
+        if selector is None:
+            literal = self.literal(value, at.where)
+            at.bound.config[at.name] = settled(at.field, at.step, at.name, literal)
+            return
+        source, kind = self.resolve(selector, at.where)
+        if kind == SECRET and not at.field.takes_secret():
+            raise _leak(at.where, selector.raw)
+        if not isinstance(source, Const):
+            raise WorkflowCompilationError(
+                f"{at.where} takes a literal or a parameter, not '{selector.raw}'"
+            )
+        at.bound.config[at.name] = settled(at.field, at.step, at.name, source.value)
+
+    def _bind_frame(self, at: _Field, value: Any) -> None:
+        """Per-frame data through a selector (or, where the field admits one, a literal or a
+        parameter's value given every frame), into each frame's inputs."""
+        field = at.field
+        selector = parse_selector(value)
+        if selector is None:
+            if value is None:
+                return  # an optional input not given
+            if field.takes is not Takes.FRAME_OR_LITERAL:
+                raise WorkflowCompilationError(f"{at.where} must be a selector, got {value!r}")
+            literal = self.literal(value, at.where)
+            at.bound.bindings[at.name] = Const(field.check(at.step, at.name, literal))
+            return
+        source, kind = self.resolve(selector, at.where)
+        if kind == SECRET and not field.takes_secret():
+            raise _leak(at.where, selector.raw)
+        if isinstance(source, Const):
+            if field.takes is Takes.FRAME and ANY not in field.kinds and kind not in field.kinds:
+                raise WorkflowCompilationError(f"{at.where} needs per-frame data, not a parameter")
+            # A field of any kind takes a parameter's value each frame.
+            at.bound.bindings[at.name] = Const(field.check(at.step, at.name, source.value))
+            return
+        if ANY not in field.kinds and kind not in field.kinds and kind != ANY:
+            raise WorkflowCompilationError(
+                f"{at.where} expects {' or '.join(field.kinds)}, but '{selector.raw}' is {kind}"
+            )
+        if selector.step is not None:
+            if selector.step == at.step:
+                raise WorkflowCompilationError(f"{at.where} refers to its own step")
+            at.bound.depends.add(selector.step)
+        at.bound.bindings[at.name] = source
 
     def step_names(self, step: str, value: Any, where: str) -> list[str]:
         """``["$steps.a", ...]``: the names, each an existing step other than ``step``."""
@@ -235,7 +282,7 @@ class Compiler:
                     raise WorkflowCompilationError(f"{where} entry '{key}' refers to its own step")
                 depends.add(selector.step)
             entries[str(key)] = source
-        return Entries(entries, field.listed)
+        return Entries(entries, field.takes is Takes.LIST)
 
     def literal(self, value: Any, where: str) -> Any:
         """A literal field's value. An object's entries may name parameters (``$inputs.x``),
@@ -331,6 +378,17 @@ class Compiler:
         return order
 
 
+_BINDERS: dict[Takes, Callable[[Compiler, _Field, Any], None]] = {
+    Takes.LITERAL: Compiler._bind_literal,
+    Takes.FRAME: Compiler._bind_frame,
+    Takes.FRAME_OR_LITERAL: Compiler._bind_frame,
+    Takes.ENTRIES: Compiler._bind_collection,
+    Takes.LIST: Compiler._bind_collection,
+    Takes.STEPS: Compiler._bind_steps,
+}
+"""How each mode of field is bound: one function per mode, nothing else branches on it."""
+
+
 def _leak(where: str, selector: str) -> WorkflowCompilationError:
     return WorkflowCompilationError(
         f"{where}: '{selector}' is a lent secret (environment_secrets_store); a secret goes "
@@ -365,9 +423,12 @@ def plan_dims(order: list[str], bound: dict[str, Bound]) -> dict[str, StepDims]:
         block = step.block_cls
         fields = {f: source_dims(source, dims) for f, source in step.bindings.items()}
         dims[name] = step_dims(
-            name, fields, output_offset=block.output_dimension,
-            input_offsets=block.input_offsets, reference=block.dimension_reference,
-        )  # fmt: skip
+            name,
+            fields,
+            output_offset=block.output_dimension,
+            input_offsets=block.input_offsets,
+            reference=block.dimension_reference,
+        )
     for name in order:
         for gated in bound[name].gates:
             check_gate(gated, name, dims[name].lineage, dims[gated])

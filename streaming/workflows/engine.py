@@ -87,8 +87,9 @@ class _FrameRun:
             return _per_element(outputs, self.ran[source.step], depth)
         if at(self.ran[source.step], index, depth) is not True:
             return MASKED
-        return {k: at(self.values[(source.step, k)], index, depth)
-                for k in self.produced[source.step]}  # fmt: skip
+        return {
+            k: at(self.values[(source.step, k)], index, depth) for k in self.produced[source.step]
+        }
 
 
 def _per_element(outputs: dict[str, Any], ran: Any, depth: int) -> Any:
@@ -198,8 +199,10 @@ def _run_step(planned: _PlannedStep, state: _FrameRun, frame: FrameState) -> Non
             positions.append(index)
             batch.append(inputs)
     if isinstance(block, FlowControlBlock):
-        verdicts = {i: block.decide(inputs, frame) is Verdict.RUN
-                    for i, inputs in zip(positions, batch, strict=True)}  # fmt: skip
+        verdicts = {
+            i: block.decide(inputs, frame) is Verdict.RUN
+            for i, inputs in zip(positions, batch, strict=True)
+        }
         state.verdicts[name] = shape(structure, depth, lambda i: verdicts.get(i, MASKED))
         state.ran[name] = shape(structure, depth, lambda i: True if i in verdicts else MASKED)
         state.produced[name] = []
@@ -274,8 +277,10 @@ def _inputs_at(
         if planned.dims.depths.get(name, 0) == 1:
             children = value if isinstance(value, list) else []
             for verdicts in child_gates:
-                children = [c if isinstance(verdicts, list) and verdicts[k] is True else None
-                            for k, c in enumerate(children)]  # fmt: skip
+                children = [
+                    c if isinstance(verdicts, list) and verdicts[k] is True else None
+                    for k, c in enumerate(children)
+                ]
             inputs[name] = unmasked(children)
             continue
         if isinstance(source, Entries):  # an object or list of values: each may be missing

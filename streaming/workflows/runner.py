@@ -61,8 +61,11 @@ async def compile_config(
     for where, url in urls:
         await egress.check_url(url, where)
     # Image inputs other than the frames' (a template to find) come as still images.
-    stills = [i.name for i in spec.inputs
-              if i.type in IMAGE_INPUT_TYPES and i.name != config.image_input_name]  # fmt: skip
+    stills = [
+        i.name
+        for i in spec.inputs
+        if i.type in IMAGE_INPUT_TYPES and i.name != config.image_input_name
+    ]
     parameters = config.workflows_parameters
     if stills and parameters:
         limits = ImageLimits.of(context.settings or Settings())

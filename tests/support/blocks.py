@@ -17,7 +17,15 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from streaming.workflows import CompiledWorkflow, compile_workflow, parse_spec
-from streaming.workflows.blocks.base import REQUIRED, Block, BuildContext, FrameState, Verdict
+from streaming.workflows.binding import settled
+from streaming.workflows.blocks.base import (
+    REQUIRED,
+    Block,
+    BuildContext,
+    FrameState,
+    Takes,
+    Verdict,
+)
 from streaming.workflows.runner import FrameFacts
 
 __all__ = ["STREAM_START", "build", "compile_spec", "decide_block", "frame_at", "run_block"]
@@ -32,18 +40,20 @@ frame (the compiler passes such objects per frame, their names in the config).""
 
 
 def build(cls: type[Block], name: str = "step", **given: Any) -> Any:
-    """A block as the compiler makes it: every literal field, defaults filled in."""
-    config = {
+    """A block as the compiler makes it: every field that is not per frame, defaults filled
+    in, settled as the compiler settles them (``binding.settled``)."""
+    values = {
         field: given.get(field, spec.default)
         for field, spec in cls.fields.items()
         if not spec.per_frame
     }
-    assert REQUIRED not in config.values(), config
-    for field, spec in cls.fields.items():  # as the compiler checks them
-        if field in config and not (spec.entries or spec.steps):
-            config[field] = spec.check(name, field, config[field])
-    entries = {field: config[field] or {} for field, spec in cls.fields.items() if spec.entries}
-    config |= {field: sorted(values) for field, values in entries.items()}
+    assert REQUIRED not in values.values(), values
+    config = {field: settled(cls.fields[field], name, field, v) for field, v in values.items()}
+    entries = {
+        field: values[field] or {}
+        for field, spec in cls.fields.items()
+        if spec.takes is Takes.ENTRIES
+    }
     block = cls(name, cls.settings(config), BuildContext(None))  # type: ignore[arg-type]
     setattr(block, _ENTRIES, entries)
     return block

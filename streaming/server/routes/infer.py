@@ -62,8 +62,14 @@ _ROUTE_TASKS: dict[str, tuple[str, ...]] = {
 }
 """Which models each route runs (a segmentation model's boxes are boxes too)."""
 
-_DETECTION_FIELDS = ("confidence", "iou_threshold", "class_filter", "max_detections",
-                     "class_agnostic_nms", "max_candidates")  # fmt: skip
+_DETECTION_FIELDS = (
+    "confidence",
+    "iou_threshold",
+    "class_filter",
+    "max_detections",
+    "class_agnostic_nms",
+    "max_candidates",
+)
 _VISUALISED = "visualization"
 
 
@@ -109,17 +115,33 @@ def _specification(task: str, body: InferenceRequest) -> dict[str, Any]:
     steps = [step]
     outputs = [{"type": "JsonField", "name": "predictions", "selector": "$steps.model.predictions"}]
     if body.visualize_predictions and task in _ROUTE_TASKS["object_detection"]:
-        steps.append({"type": "roboflow_core/bounding_box_visualization@v1", "name": "boxes",
-                      "image": "$inputs.image", "predictions": "$steps.model.predictions",
-                      "thickness": body.visualization_stroke_width})  # fmt: skip
+        steps.append(
+            {
+                "type": "roboflow_core/bounding_box_visualization@v1",
+                "name": "boxes",
+                "image": "$inputs.image",
+                "predictions": "$steps.model.predictions",
+                "thickness": body.visualization_stroke_width,
+            }
+        )
         drawn = "$steps.boxes.image"
         if body.visualization_labels:
-            steps.append({"type": "roboflow_core/label_visualization@v1", "name": "labels",
-                          "image": drawn, "predictions": "$steps.model.predictions"})  # fmt: skip
+            steps.append(
+                {
+                    "type": "roboflow_core/label_visualization@v1",
+                    "name": "labels",
+                    "image": drawn,
+                    "predictions": "$steps.model.predictions",
+                }
+            )
             drawn = "$steps.labels.image"
         outputs.append({"type": "JsonField", "name": _VISUALISED, "selector": drawn})
-    return {"version": "1.0", "inputs": [{"type": "InferenceImage", "name": "image"}],
-            "steps": steps, "outputs": outputs}  # fmt: skip
+    return {
+        "version": "1.0",
+        "inputs": [{"type": "InferenceImage", "name": "image"}],
+        "steps": steps,
+        "outputs": outputs,
+    }
 
 
 def _answer(task: str, outputs: dict[str, Any], seconds: float, quality: int) -> dict[str, Any]:
@@ -228,8 +250,9 @@ async def infer_v0(
     drawn = drawings[0]
     if format == "image" and isinstance(drawn, WorkflowImage):
         quality = [cv2.IMWRITE_JPEG_QUALITY, state.settings.jpeg_quality]
-        return Response(cv2.imencode(".jpg", drawn.numpy, quality)[1].tobytes(),
-                        media_type="image/jpeg")  # fmt: skip
+        return Response(
+            cv2.imencode(".jpg", drawn.numpy, quality)[1].tobytes(), media_type="image/jpeg"
+        )
     answers[0].pop(_VISUALISED, None)
     return answers[0]
 

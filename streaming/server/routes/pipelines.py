@@ -10,6 +10,7 @@ from fastapi import APIRouter, Depends
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 
+from sinks.base import SinkSettings
 from sources.kinds import FILE, kind_of, scheme_of
 
 from ...pipelines import InitialisePipelinePayload
@@ -57,14 +58,16 @@ _KEYED = _payload(_KeyOnly)
 
 
 async def _check_egress(state: ServerState, payload: InitialisePipelinePayload) -> None:
-    """Cameras and the webhook: hosts this server may connect to for a caller."""
+    """Cameras and every sink's destinations: hosts this server may connect to for a
+    caller."""
     references = payload.video_configuration.video_reference
     subs = list((payload.video_configuration.sub_streams or {}).values())
     for reference in [*(references if isinstance(references, list) else [references]), *subs]:
         await _check_reference(state, reference)
-    webhook = payload.sink_configuration.webhook if payload.sink_configuration else None
-    if webhook is not None:
-        await state.egress.check_url(webhook.url, "webhook url")
+    for _, sink in payload.sink_configuration or ():
+        if isinstance(sink, SinkSettings):
+            for url, field in sink.destinations():
+                await state.egress.check_url(url, field)
     # The workflow's own URLs are checked where every workflow is compiled (compile_config).
 
 

@@ -68,11 +68,16 @@ async def list_recordings(state: Annotated[ServerState, Depends(get_state)]) -> 
             for source in sorted(s for s in _children(pipeline) if s.is_dir()):
                 kept = segments(source)
                 if kept:
-                    found.append({
-                        "pipeline": pipeline.name, "source": source.name,
-                        "start": kept[0].start, "end": kept[-1].end,
-                        "segments": len(kept), "bytes": sum(s.size for s in kept),
-                    })  # fmt: skip
+                    found.append(
+                        {
+                            "pipeline": pipeline.name,
+                            "source": source.name,
+                            "start": kept[0].start,
+                            "end": kept[-1].end,
+                            "segments": len(kept),
+                            "bytes": sum(s.size for s in kept),
+                        }
+                    )
         return found
 
     return {"recordings": await asyncio.to_thread(scan)}

@@ -72,8 +72,7 @@ async def failure_response(_: Request, exc: Exception) -> JSONResponse:
 @router.get("", dependencies=[AUTHENTICATED])
 async def server_metadata() -> dict:
     """KServe V2 server metadata."""
-    return {"name": "visionstream", "version": __version__,
-            "extensions": ["binary_tensor_data"]}  # fmt: skip
+    return {"name": "visionstream", "version": __version__, "extensions": ["binary_tensor_data"]}
 
 
 @router.get("/health/live")
@@ -121,9 +120,11 @@ def _metadata(model: DetectionModel) -> dict:
 @router.get("/models/{name}")
 @router.get("/models/{name}/versions/{model_version}")
 async def model_metadata(
-    name: str, request: Request, model_version: str | None = None,
+    name: str,
+    request: Request,
+    model_version: str | None = None,
     state: ServerState = Depends(get_state),
-) -> JSONResponse:  # fmt: skip
+) -> JSONResponse:
     """KServe V2 model metadata: inputs and outputs with their shapes."""
     return JSONResponse(_metadata(await _model(state, request, name, model_version)))
 
@@ -131,9 +132,11 @@ async def model_metadata(
 @router.get("/models/{name}/ready")
 @router.get("/models/{name}/versions/{model_version}/ready")
 async def model_ready(
-    name: str, request: Request, model_version: str | None = None,
+    name: str,
+    request: Request,
+    model_version: str | None = None,
     state: ServerState = Depends(get_state),
-) -> JSONResponse:  # fmt: skip
+) -> JSONResponse:
     """KServe V2 model readiness (loads the model if need be)."""
     await _model(state, request, name, model_version)
     return JSONResponse({"name": name, "ready": True})
@@ -144,9 +147,11 @@ async def model_ready(
     "/models/{name}/versions/{model_version}/infer", openapi_extra=json_body(V2InferRequest)
 )
 async def infer(
-    name: str, request: Request, model_version: str | None = None,
+    name: str,
+    request: Request,
+    model_version: str | None = None,
     state: ServerState = Depends(get_state),
-) -> Response:  # fmt: skip
+) -> Response:
     """KServe V2 inference on a model's raw tensors."""
     model = await _model(state, request, name, model_version)
     try:

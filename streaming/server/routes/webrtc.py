@@ -87,9 +87,15 @@ async def initialise_webrtc_worker(
         specification = state.workflows.specification(config)
 
     _, answer = await open_session(
-        state, payload, client_address(request), request.headers.get("user-agent", ""),
-        watched=watched, specification=specification, camera_url=camera_url, principal=principal,
-    )  # fmt: skip
+        state,
+        payload,
+        client_address(request),
+        request.headers.get("user-agent", ""),
+        watched=watched,
+        specification=specification,
+        camera_url=camera_url,
+        principal=principal,
+    )
     response = InitializeWebRTCResponse(sdp=answer.sdp, type=answer.type)
     return JSONResponse(response.model_dump())
 
@@ -121,10 +127,15 @@ async def open_session(
             assert config is not None and specification is not None
             stream = {"pipeline": f"session:{session_id}", "source": "webrtc"}
             context = BuildContext(
-                state.models, stream=stream, sink_dir=settings.sink_dir, events=state.events,
-                settings=settings, workflows=state.workflows.stored,
-                caller=principal.caller(address), role=principal.role,
-            )  # fmt: skip
+                state.models,
+                stream=stream,
+                sink_dir=settings.sink_dir,
+                events=state.events,
+                settings=settings,
+                workflows=state.workflows.stored,
+                caller=principal.caller(address),
+                role=principal.role,
+            )
             workflow = outputs = await compile_config(
                 config, specification, context, egress=state.egress
             )

@@ -141,26 +141,36 @@ async def _publish(
     """A publisher answered and ``attach``-ed to its pipeline; it is cleaned up when it ends."""
     settings = state.settings
     ice = build_configuration(
-        settings.ice_servers, [], username=settings.ice_username,
+        settings.ice_servers,
+        [],
+        username=settings.ice_username,
         credential=(
             settings.ice_credential.get_secret_value() if settings.ice_credential else None
         ),
         policy=settings.ice_transport_policy,
-    )  # fmt: skip
+    )
     publisher = state.publishers.create(settings.whip_idle_timeout_s)
     publisher.stream_output = stream_output
     try:
         answer = await publisher.answer(
-            offer, ice, settings.ice_gathering_timeout_s, settings.connect_timeout_s,
-            CandidateScreen.of(settings), client_address(request),
-        )  # fmt: skip
+            offer,
+            ice,
+            settings.ice_gathering_timeout_s,
+            settings.connect_timeout_s,
+            CandidateScreen.of(settings),
+            client_address(request),
+        )
         await attach(publisher)
     except BaseException:
         await state.publishers.discard(publisher)
         raise
     state.publishers.run(publisher, lambda ended: _stop_source(state, ended))
-    log.info("whip %s publishes into pipeline %s as source %s",
-             publisher.resource_id[:8], publisher.pipeline_id, publisher.source_id)  # fmt: skip
+    log.info(
+        "whip %s publishes into pipeline %s as source %s",
+        publisher.resource_id[:8],
+        publisher.pipeline_id,
+        publisher.source_id,
+    )
     return _created(answer, f"/whip/resources/{publisher.resource_id}", _ice_links(state))
 
 
@@ -181,8 +191,11 @@ async def _stop_source(state: ServerState, publisher: Publisher) -> None:
     except (PipelineNotFound, SourceNotFound):
         pass  # terminated or removed through the pipelines API already
     except LastSource:  # the pipeline's other sources were removed meanwhile: it stays
-        log.info("whip %s was pipeline %s's last source; the pipeline stays",
-                 publisher.resource_id[:8], pipeline_id[:8])  # fmt: skip
+        log.info(
+            "whip %s was pipeline %s's last source; the pipeline stays",
+            publisher.resource_id[:8],
+            pipeline_id[:8],
+        )
 
 
 @router.post("/whip/workflows/{workspace}/{workflow_id}", status_code=201, openapi_extra=_SDP_BODY)
@@ -274,9 +287,12 @@ async def _play(
     )
     watched = await state.pipelines.watched(pipeline_id)
     worker, answer = await open_session(
-        state, payload, client_address(request), request.headers.get("user-agent", ""),
+        state,
+        payload,
+        client_address(request),
+        request.headers.get("user-agent", ""),
         watched=watched,
-    )  # fmt: skip
+    )
     location = f"/whep/sessions/{worker.session_id}"
     return _created(answer.sdp, location, _ice_links(state)), worker
 

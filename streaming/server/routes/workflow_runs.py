@@ -140,14 +140,18 @@ async def run_specification(
     return await _run(state, body, body.specification)
 
 
-@router.post("/{workspace_name}/workflows/{workflow_id}",
-             openapi_extra=json_body(WorkflowRunRequest))  # fmt: skip
-@router.post("/infer/workflows/{workspace_name}/{workflow_id}",
-             openapi_extra=json_body(WorkflowRunRequest))  # fmt: skip
+@router.post(
+    "/{workspace_name}/workflows/{workflow_id}", openapi_extra=json_body(WorkflowRunRequest)
+)
+@router.post(
+    "/infer/workflows/{workspace_name}/{workflow_id}", openapi_extra=json_body(WorkflowRunRequest)
+)
 async def run_named(
-    workspace_name: str, workflow_id: str, body: WorkflowRunRequest = _RUN_REQUEST,
+    workspace_name: str,
+    workflow_id: str,
+    body: WorkflowRunRequest = _RUN_REQUEST,
     state: ServerState = Depends(get_state),
-) -> dict:  # fmt: skip
+) -> dict:
     """Runs one of this server's workflows, named by workspace and id (the reference's route)."""
     try:
         workflow = state.workflows.get(workspace_name, workflow_id)

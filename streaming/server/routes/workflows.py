@@ -63,15 +63,17 @@ async def describe_blocks() -> dict:
         described = _block(type_id, cls)
         kinds.update(k for spec in cls.fields.values() for k in spec.kinds)
         kinds.update(cls.outputs.values())
-        blocks.append({
-            "manifest_type_identifier": type_id,
-            "fields": described["fields"],
-            "outputs_manifest": [{"name": n, "kind": [k]} for n, k in cls.outputs.items()],
-            # As the reference describes batch dimensions: a crop step raises one (+1).
-            "output_dimensionality_offset": cls.output_dimension,
-            "input_dimensionality_offsets": dict(cls.input_offsets),
-            "dimensionality_reference_property": cls.dimension_reference,
-        })  # fmt: skip
+        blocks.append(
+            {
+                "manifest_type_identifier": type_id,
+                "fields": described["fields"],
+                "outputs_manifest": [{"name": n, "kind": [k]} for n, k in cls.outputs.items()],
+                # As the reference describes batch dimensions: a crop step raises one (+1).
+                "output_dimensionality_offset": cls.output_dimension,
+                "input_dimensionality_offsets": dict(cls.input_offsets),
+                "dimensionality_reference_property": cls.dimension_reference,
+            }
+        )
     return {
         "blocks": blocks,
         "declared_kinds": [{"name": kind} for kind in sorted(kinds)],

@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 
 from ...errors import WorkflowCompilationError
 from ..query import Env
-from .base import Block, BlockSettings, BuildContext, FieldSpec, FrameState
+from .base import Block, BlockSettings, BuildContext, FieldSpec, FrameState, Takes
 from .filtering import operations_chain
 
 __all__ = ["DataAggregatorBlock"]
@@ -60,7 +60,7 @@ class DataAggregatorBlock(Block):
 
     type_ids = ("roboflow_core/data_aggregator@v1",)
     fields = {
-        "data": FieldSpec(entries=True),
+        "data": FieldSpec(takes=Takes.ENTRIES),
         "data_operations": FieldSpec(default=None),
         "aggregation_mode": FieldSpec(),
         "interval_unit": FieldSpec(default="seconds"),

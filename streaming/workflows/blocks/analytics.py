@@ -29,6 +29,7 @@ from .base import (
     BuildContext,
     FieldSpec,
     FrameState,
+    Takes,
     select,
 )
 from .checks import anchor, points, polygons
@@ -107,9 +108,9 @@ class LineCounterBlock(Block):
 
     type_ids = ("roboflow_core/line_counter@v2",)
     fields = {
-        "detections": FieldSpec(DETECTION_KINDS, per_frame=True),
-        "image": FieldSpec((IMAGE,), default=None, per_frame=True),  # v2
-        "metadata": FieldSpec((VIDEO_METADATA,), default=None, per_frame=True),  # v1
+        "detections": FieldSpec(DETECTION_KINDS, takes=Takes.FRAME),
+        "image": FieldSpec((IMAGE,), default=None, takes=Takes.FRAME),  # v2
+        "metadata": FieldSpec((VIDEO_METADATA,), default=None, takes=Takes.FRAME),  # v1
         "line_segment": FieldSpec(),
         # None: a box's four corners must all cross (LineZone's own default, v2's).
         "triggering_anchor": FieldSpec(default=None),
@@ -193,9 +194,9 @@ class TimeInZoneBlock(Block):
         "roboflow_core/time_in_zone@v3",
     )
     fields = {
-        "detections": FieldSpec(DETECTION_KINDS, per_frame=True),
-        "image": FieldSpec((IMAGE,), default=None, per_frame=True),
-        "metadata": FieldSpec((VIDEO_METADATA,), default=None, per_frame=True),  # v1
+        "detections": FieldSpec(DETECTION_KINDS, takes=Takes.FRAME),
+        "image": FieldSpec((IMAGE,), default=None, takes=Takes.FRAME),
+        "metadata": FieldSpec((VIDEO_METADATA,), default=None, takes=Takes.FRAME),  # v1
         "zone": FieldSpec(),
         "triggering_anchor": FieldSpec(default="CENTER"),
         "remove_out_of_zone_detections": FieldSpec(default=True),

@@ -34,6 +34,7 @@ from .fields import (
     SEGMENTATION,
     VIDEO_METADATA,
     FieldSpec,
+    Takes,
     fraction,
 )
 from .images import Origin, WorkflowImage
@@ -56,6 +57,7 @@ __all__ = [
     "FlowControlBlock",
     "FrameState",
     "Origin",
+    "Takes",
     "Verdict",
     "VideoFacts",
     "WorkflowImage",

@@ -19,7 +19,16 @@ import numpy as np
 import supervision as sv
 
 from ...errors import WorkflowCompilationError
-from .base import DETECTIONS, IMAGE, Block, BlockSettings, BuildContext, FieldSpec, FrameState
+from .base import (
+    DETECTIONS,
+    IMAGE,
+    Block,
+    BlockSettings,
+    BuildContext,
+    FieldSpec,
+    FrameState,
+    Takes,
+)
 from .checks import polygons
 
 __all__ = ["BackgroundSubtractionBlock", "MotionDetectionBlock"]
@@ -42,7 +51,7 @@ class BackgroundSubtractionBlock(Block):
 
     type_ids: ClassVar[tuple[str, ...]] = ("roboflow_core/background_subtraction@v1",)
     fields = {
-        "image": FieldSpec((IMAGE,), per_frame=True),
+        "image": FieldSpec((IMAGE,), takes=Takes.FRAME),
         "threshold": FieldSpec(default=16, type="integer", minimum=1),
         "history": FieldSpec(default=30, type="integer", minimum=1),
     }
@@ -82,8 +91,12 @@ class MotionDetectionBlock(Block):
         "suppress_first_detections": FieldSpec(default=True, type="boolean"),
     }
     Settings: ClassVar[type[BlockSettings]] = MotionSettings
-    outputs = {"motion": "boolean", "alarm": "boolean", "detections": DETECTIONS,
-               "motion_zones": "list_of_values"}  # fmt: skip
+    outputs = {
+        "motion": "boolean",
+        "alarm": "boolean",
+        "detections": DETECTIONS,
+        "motion_zones": "list_of_values",
+    }
 
     def __init__(self, name: str, config: MotionSettings, context: BuildContext) -> None:
         super().__init__(name, config, context)
@@ -139,5 +152,4 @@ class MotionDetectionBlock(Block):
             detections.data["class_name"] = np.array([], dtype=str)
         alarm = moving and not self._moving
         self._moving = moving
-        return {"motion": moving, "alarm": alarm, "detections": detections,
-                "motion_zones": zones}  # fmt: skip
+        return {"motion": moving, "alarm": alarm, "detections": detections, "motion_zones": zones}

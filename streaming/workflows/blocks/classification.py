@@ -91,8 +91,11 @@ class ClassificationModelBlock(ModelBlock):
             }
             for i in order
         ]
-        return {"predictions": ranked, "top": ranked[0]["class"],
-                "confidence": ranked[0]["confidence"]}  # fmt: skip
+        return {
+            "predictions": ranked,
+            "top": ranked[0]["class"],
+            "confidence": ranked[0]["confidence"],
+        }
 
 
 class MultiLabelClassificationModelBlock(ClassificationModelBlock):
@@ -112,8 +115,9 @@ class MultiLabelClassificationModelBlock(ClassificationModelBlock):
             name: {"confidence": round(float(p), 4), "class_id": i}
             for i, (name, p) in enumerate(zip(self.class_names, probabilities, strict=True))
         }
-        chosen = [n for n, p in zip(self.class_names, probabilities, strict=True)
-                  if p >= self.confidence]  # fmt: skip
+        chosen = [
+            n for n, p in zip(self.class_names, probabilities, strict=True) if p >= self.confidence
+        ]
         return {"predictions": every, "predicted_classes": chosen}
 
 

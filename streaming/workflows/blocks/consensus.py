@@ -30,6 +30,7 @@ from .base import (
     BuildContext,
     FieldSpec,
     FrameState,
+    Takes,
     fraction,
 )
 
@@ -38,8 +39,10 @@ __all__ = ["DetectionsConsensusBlock", "consensus"]
 Mode = Literal["average", "max", "min"]
 _MODES = ("average", "max", "min")
 _AGGREGATE: dict[str, Callable[[list[float]], float]] = {
-    "average": statistics.mean, "max": max, "min": min,
-}  # fmt: skip
+    "average": statistics.mean,
+    "max": max,
+    "min": min,
+}
 
 
 def _at(detections: sv.Detections, index: int | np.ndarray) -> sv.Detections:
@@ -83,8 +86,9 @@ def _merged(group: list[sv.Detections], vote: Vote) -> sv.Detections:
     mask = None
     shapes = [d.mask.shape[1:] for d in group if d.mask is not None]
     if shapes:
-        masks = np.stack([d.mask[0] if d.mask is not None else np.zeros(shapes[0], bool)
-                          for d in group])  # fmt: skip
+        masks = np.stack(
+            [d.mask[0] if d.mask is not None else np.zeros(shapes[0], bool) for d in group]
+        )
         chosen = {
             "union": lambda: masks.any(axis=0),
             "intersection": lambda: masks.all(axis=0),
@@ -127,8 +131,10 @@ def _presence(found: sv.Detections, vote: Vote) -> tuple[bool, dict[str, float]]
     if not vote.class_aware:
         return True, {"any_object": aggregate(confidences)}
     names = _names(found)
-    per_class = {str(n): [c for c, m in zip(confidences, names, strict=True) if m == n]
-                 for n in dict.fromkeys(names.tolist())}  # fmt: skip
+    per_class = {
+        str(n): [c for c, m in zip(confidences, names, strict=True) if m == n]
+        for n in dict.fromkeys(names.tolist())
+    }
     if isinstance(required, dict) and any(
         len(per_class.get(name, [])) < count for name, count in required.items()
     ):
@@ -215,8 +221,8 @@ class DetectionsConsensusBlock(Block):
         "DetectionsConsensus",
     )
     fields = {
-        "predictions_batches": FieldSpec(DETECTION_KINDS, default=None, listed=True),
-        "predictions": FieldSpec(DETECTION_KINDS, default=None, listed=True),  # the alias
+        "predictions_batches": FieldSpec(DETECTION_KINDS, default=None, takes=Takes.LIST),
+        "predictions": FieldSpec(DETECTION_KINDS, default=None, takes=Takes.LIST),  # the alias
         "required_votes": FieldSpec(type="integer", minimum=1),
         "class_aware": FieldSpec(default=True, type="boolean"),
         "iou_threshold": fraction(0.3),
@@ -231,8 +237,11 @@ class DetectionsConsensusBlock(Block):
         ),
     }
     Settings: ClassVar[type[BlockSettings]] = ConsensusSettings
-    outputs = {"predictions": DETECTIONS, "object_present": "boolean",
-               "presence_confidence": "dictionary"}  # fmt: skip
+    outputs = {
+        "predictions": DETECTIONS,
+        "object_present": "boolean",
+        "presence_confidence": "dictionary",
+    }
 
     @classmethod
     def check_bindings(cls, name: str, bound: set[str]) -> None:
@@ -265,5 +274,4 @@ class DetectionsConsensusBlock(Block):
         given = inputs.get("predictions_batches") or inputs.get("predictions") or []
         sources = [d if d is not None else sv.Detections.empty() for d in given]
         found, present, confidence = consensus(sources, self.vote)
-        return {"predictions": found, "object_present": present,
-                "presence_confidence": confidence}  # fmt: skip
+        return {"predictions": found, "object_present": present, "presence_confidence": confidence}

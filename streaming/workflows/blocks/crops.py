@@ -23,6 +23,7 @@ from .base import (
     BuildContext,
     FieldSpec,
     FrameState,
+    Takes,
     WorkflowImage,
     fraction,
     select,
@@ -57,8 +58,8 @@ def bgr_color(value: Any, where: str) -> tuple[int, int, int]:
 
 
 _IMAGES = {
-    "images": FieldSpec((IMAGE,), default=None, per_frame=True),
-    "image": FieldSpec((IMAGE,), default=None, per_frame=True),  # the reference's alias
+    "images": FieldSpec((IMAGE,), default=None, takes=Takes.FRAME),
+    "image": FieldSpec((IMAGE,), default=None, takes=Takes.FRAME),  # the reference's alias
 }
 
 
@@ -86,8 +87,8 @@ class DynamicCropBlock(Block):
     type_ids = ("roboflow_core/dynamic_crop@v1", "DynamicCrop", "Crop")
     fields = {
         **_IMAGES,
-        "predictions": FieldSpec(DETECTION_KINDS, default=None, per_frame=True),
-        "detections": FieldSpec(DETECTION_KINDS, default=None, per_frame=True),  # alias
+        "predictions": FieldSpec(DETECTION_KINDS, default=None, takes=Takes.FRAME),
+        "detections": FieldSpec(DETECTION_KINDS, default=None, takes=Takes.FRAME),  # alias
         "mask_opacity": fraction(0.0),
         "background_color": FieldSpec(default=(0, 0, 0)),
     }

@@ -23,6 +23,7 @@ from .base import (
     BuildContext,
     FieldSpec,
     FrameState,
+    Takes,
     fraction,
 )
 
@@ -103,15 +104,18 @@ class DynamicZoneBlock(Block):
 
     type_ids: ClassVar[tuple[str, ...]] = ("roboflow_core/dynamic_zone@v1", "DynamicZone")
     fields = {
-        "predictions": FieldSpec((SEGMENTATION,), per_frame=True),
+        "predictions": FieldSpec((SEGMENTATION,), takes=Takes.FRAME),
         "required_number_of_vertices": FieldSpec(type="integer", minimum=3),
         "scale_ratio": FieldSpec(default=1.0, type="number", above=0),
         "apply_least_squares": FieldSpec(default=False, type="boolean"),
         "midpoint_fraction": fraction(1.0),
     }
     Settings: ClassVar[type[BlockSettings]] = DynamicZoneSettings
-    outputs = {"zones": "list_of_values", "predictions": SEGMENTATION,
-               "simplification_converged": "boolean"}  # fmt: skip
+    outputs = {
+        "zones": "list_of_values",
+        "predictions": SEGMENTATION,
+        "simplification_converged": "boolean",
+    }
 
     def __init__(self, name: str, config: DynamicZoneSettings, context: BuildContext) -> None:
         super().__init__(name, config, context)

@@ -36,7 +36,16 @@ from ...config import SmtpSettings
 from ...errors import WorkflowCompilationError
 from ..query import Env, named_chains
 from ..serialization import serialize_value
-from .base import ANY, SECRET, BlockSettings, BuildContext, FieldSpec, FrameState, WorkflowImage
+from .base import (
+    ANY,
+    SECRET,
+    BlockSettings,
+    BuildContext,
+    FieldSpec,
+    FrameState,
+    Takes,
+    WorkflowImage,
+)
 from .sinks import NotificationBlock
 
 __all__ = ["EmailNotificationBlock", "EmailNotificationV2Block"]
@@ -120,7 +129,7 @@ class EmailV2Settings(EmailSettings):
     email_provider: str
 
 
-_ADDRESS = FieldSpec((ANY,), per_frame=True, literal=True)
+_ADDRESS = FieldSpec((ANY,), takes=Takes.FRAME_OR_LITERAL)
 
 
 class EmailNotificationBlock(NotificationBlock):
@@ -133,13 +142,13 @@ class EmailNotificationBlock(NotificationBlock):
         "message": FieldSpec(type="string"),
         "sender_email": _ADDRESS,
         "receiver_email": _ADDRESS,
-        "cc_receiver_email": FieldSpec((ANY,), default=None, per_frame=True, literal=True),
-        "bcc_receiver_email": FieldSpec((ANY,), default=None, per_frame=True, literal=True),
-        "message_parameters": FieldSpec(default=None, entries=True),
+        "cc_receiver_email": FieldSpec((ANY,), default=None, takes=Takes.FRAME_OR_LITERAL),
+        "bcc_receiver_email": FieldSpec((ANY,), default=None, takes=Takes.FRAME_OR_LITERAL),
+        "message_parameters": FieldSpec(default=None, takes=Takes.ENTRIES),
         "message_parameters_operations": FieldSpec(default={}, type="object"),
-        "attachments": FieldSpec(default=None, entries=True),
+        "attachments": FieldSpec(default=None, takes=Takes.ENTRIES),
         "smtp_server": FieldSpec(type="string"),
-        "sender_email_password": FieldSpec((ANY, SECRET), per_frame=True, literal=True),
+        "sender_email_password": FieldSpec((ANY, SECRET), takes=Takes.FRAME_OR_LITERAL),
         "smtp_port": FieldSpec(default=465, type="integer", minimum=1, maximum=65535),
         "fire_and_forget": FieldSpec(default=True),
         "disable_sink": FieldSpec(default=False),
@@ -153,9 +162,12 @@ class EmailNotificationBlock(NotificationBlock):
         self._subject = config.subject
         self._template = config.message
         self._chains = named_chains(
-            name, "message_parameters", "message_parameters_operations",
-            config.message_parameters, config.message_parameters_operations,
-        )  # fmt: skip
+            name,
+            "message_parameters",
+            "message_parameters_operations",
+            config.message_parameters,
+            config.message_parameters_operations,
+        )
         self._smtp = context.settings.smtp if context.settings is not None else SmtpSettings()
         self._relay: SmtpServer | None = None
         self._caller = context.caller
@@ -190,9 +202,14 @@ class EmailNotificationBlock(NotificationBlock):
                 "Custom SMTP requires sender_email, smtp_server, and sender_email_password"
             )
         server = SmtpServer(
-            self._host, self._port, username=sender, password=password,
-            tls=self._smtp.tls, ca_file=self._smtp.ca_file, pin=self._pin,
-        )  # fmt: skip
+            self._host,
+            self._port,
+            username=sender,
+            password=password,
+            tls=self._smtp.tls,
+            ca_file=self._smtp.ca_file,
+            pin=self._pin,
+        )
         return server, sender
 
     def _sender(self, server: SmtpServer) -> EmailSender | None:
@@ -260,9 +277,16 @@ class EmailNotificationBlock(NotificationBlock):
                 f"{self._smtp.max_attachment_bytes} (STREAMING_SMTP_MAX_ATTACHMENT_BYTES)"
             )
         message = compose(
-            sender=from_address, to=to, cc=cc, bcc=bcc, subject=self._subject, text=text,
-            html=body if self.as_html else None, inline_images=inline, attachments=attachments,
-        )  # fmt: skip
+            sender=from_address,
+            to=to,
+            cc=cc,
+            bcc=bcc,
+            subject=self._subject,
+            text=text,
+            html=body if self.as_html else None,
+            inline_images=inline,
+            attachments=attachments,
+        )
         size = len(message.as_bytes())
         if size > self._smtp.max_message_bytes:
             raise ValueError(
@@ -314,10 +338,10 @@ class EmailNotificationV2Block(EmailNotificationBlock):
     type_ids: ClassVar[tuple[str, ...]] = ("roboflow_core/email_notification@v2",)
     fields = EmailNotificationBlock.fields | {
         "email_provider": FieldSpec(default=MANAGED, choices=(MANAGED, CUSTOM)),
-        "sender_email": FieldSpec((ANY,), default=None, per_frame=True, literal=True),
+        "sender_email": FieldSpec((ANY,), default=None, takes=Takes.FRAME_OR_LITERAL),
         "smtp_server": FieldSpec(default=None, type="string"),
         "sender_email_password": FieldSpec(
-            (ANY, SECRET), default=None, per_frame=True, literal=True
+            (ANY, SECRET), default=None, takes=Takes.FRAME_OR_LITERAL
         ),
     }
     Settings: ClassVar[type[BlockSettings]] = EmailV2Settings
@@ -345,5 +369,11 @@ class EmailNotificationV2Block(EmailNotificationBlock):
                 f"or give the step email_provider '{CUSTOM}' and its smtp_server"
             )
         password = smtp.password.get_secret_value() if smtp.password else None
-        self._relay = SmtpServer(smtp.host, smtp.port, username=smtp.username,
-                                 password=password, tls=smtp.tls, ca_file=smtp.ca_file)  # fmt: skip
+        self._relay = SmtpServer(
+            smtp.host,
+            smtp.port,
+            username=smtp.username,
+            password=password,
+            tls=smtp.tls,
+            ca_file=smtp.ca_file,
+        )

@@ -20,6 +20,7 @@ from .base import (
     BuildContext,
     FieldSpec,
     FrameState,
+    Takes,
     WorkflowImage,
     fraction,
 )
@@ -53,9 +54,17 @@ def _drawn(pixels: np.ndarray, keypoints: list[cv2.KeyPoint]) -> np.ndarray:
 
 
 def _described(keypoints: list[cv2.KeyPoint]) -> list[dict[str, Any]]:
-    return [{"pt": (k.pt[0], k.pt[1]), "size": k.size, "angle": k.angle,
-             "response": k.response, "octave": k.octave, "class_id": k.class_id}
-            for k in keypoints]  # fmt: skip
+    return [
+        {
+            "pt": (k.pt[0], k.pt[1]),
+            "size": k.size,
+            "angle": k.angle,
+            "response": k.response,
+            "octave": k.octave,
+            "class_id": k.class_id,
+        }
+        for k in keypoints
+    ]
 
 
 def good_matches(first: Any, second: Any, ratio: float, matcher: str = "FlannBasedMatcher"):
@@ -76,15 +85,18 @@ class SiftBlock(Block):
     keypoints drawn)."""
 
     type_ids: ClassVar[tuple[str, ...]] = ("roboflow_core/sift@v1",)
-    fields = {"image": FieldSpec((IMAGE,), per_frame=True)}
+    fields = {"image": FieldSpec((IMAGE,), takes=Takes.FRAME)}
     outputs = {"image": IMAGE, "keypoints": "image_keypoints", "descriptors": DESCRIPTORS}
 
     def run(self, inputs: dict[str, Any], frame: FrameState) -> dict[str, Any]:
         image: WorkflowImage = inputs["image"]
         keypoints, descriptors = sift(image.numpy)
         drawn = _drawn(image.numpy, keypoints)
-        return {"image": image.derived(drawn), "keypoints": _described(keypoints),
-                "descriptors": descriptors}  # fmt: skip
+        return {
+            "image": image.derived(drawn),
+            "keypoints": _described(keypoints),
+            "descriptors": descriptors,
+        }
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -99,8 +111,8 @@ class SiftComparisonBlock(Block):
 
     type_ids: ClassVar[tuple[str, ...]] = ("roboflow_core/sift_comparison@v1",)
     fields = {
-        "descriptor_1": FieldSpec((DESCRIPTORS,), per_frame=True),
-        "descriptor_2": FieldSpec((DESCRIPTORS,), per_frame=True),
+        "descriptor_1": FieldSpec((DESCRIPTORS,), takes=Takes.FRAME),
+        "descriptor_2": FieldSpec((DESCRIPTORS,), takes=Takes.FRAME),
         "good_matches_threshold": FieldSpec(default=50, type="integer", minimum=1),
         "ratio_threshold": fraction(0.7),
     }
@@ -113,8 +125,7 @@ class SiftComparisonBlock(Block):
 
     def run(self, inputs: dict[str, Any], frame: FrameState) -> dict[str, Any]:
         c = self.config
-        count = len(good_matches(inputs["descriptor_1"], inputs["descriptor_2"],
-                                 c.ratio_threshold))  # fmt: skip
+        count = len(good_matches(inputs["descriptor_1"], inputs["descriptor_2"], c.ratio_threshold))
         return {"good_matches_count": count, "images_match": count >= c.good_matches_threshold}
 
 
@@ -130,8 +141,8 @@ class SiftComparisonV2Block(SiftComparisonBlock):
 
     type_ids: ClassVar[tuple[str, ...]] = ("roboflow_core/sift_comparison@v2",)
     fields = {
-        "input_1": FieldSpec((IMAGE, DESCRIPTORS), per_frame=True),
-        "input_2": FieldSpec((IMAGE, DESCRIPTORS), per_frame=True),
+        "input_1": FieldSpec((IMAGE, DESCRIPTORS), takes=Takes.FRAME),
+        "input_2": FieldSpec((IMAGE, DESCRIPTORS), takes=Takes.FRAME),
         "good_matches_threshold": FieldSpec(default=50, type="integer", minimum=1),
         "ratio_threshold": fraction(0.7),
         "matcher": FieldSpec(
@@ -140,11 +151,17 @@ class SiftComparisonV2Block(SiftComparisonBlock):
         "visualize": FieldSpec(default=False, type="boolean"),
     }
     Settings: ClassVar[type[BlockSettings]] = ComparisonV2Settings
-    outputs = {"images_match": "boolean", "good_matches_count": "integer",
-               "keypoints_1": "image_keypoints", "descriptors_1": DESCRIPTORS,
-               "keypoints_2": "image_keypoints", "descriptors_2": DESCRIPTORS,
-               "visualization_1": IMAGE, "visualization_2": IMAGE,
-               "visualization_matches": IMAGE}  # fmt: skip
+    outputs = {
+        "images_match": "boolean",
+        "good_matches_count": "integer",
+        "keypoints_1": "image_keypoints",
+        "descriptors_1": DESCRIPTORS,
+        "keypoints_2": "image_keypoints",
+        "descriptors_2": DESCRIPTORS,
+        "visualization_1": IMAGE,
+        "visualization_2": IMAGE,
+        "visualization_matches": IMAGE,
+    }
 
     def run(self, inputs: dict[str, Any], frame: FrameState) -> dict[str, Any]:
         c = self.config
@@ -169,14 +186,24 @@ class SiftComparisonV2Block(SiftComparisonBlock):
         if c.visualize and kp1 is not None and kp2 is not None and matches:
             height = max(first.numpy.shape[0], second.numpy.shape[0])
             canvas = np.zeros((height, first.numpy.shape[1] + second.numpy.shape[1], 3), np.uint8)
-            drawn = np.asarray(cv2.drawMatchesKnn(
-                first.numpy, kp1, second.numpy, kp2, [[m] for m in matches], canvas,
-                flags=cv2.DrawMatchesFlags_NOT_DRAW_SINGLE_POINTS,
-            ))  # fmt: skip
+            drawn = np.asarray(
+                cv2.drawMatchesKnn(
+                    first.numpy,
+                    kp1,
+                    second.numpy,
+                    kp2,
+                    [[m] for m in matches],
+                    canvas,
+                    flags=cv2.DrawMatchesFlags_NOT_DRAW_SINGLE_POINTS,
+                )
+            )
             picture = first.derived(drawn)
         count = len(matches)
-        return out | {"good_matches_count": count, "visualization_matches": picture,
-                      "images_match": count >= c.good_matches_threshold}  # fmt: skip
+        return out | {
+            "good_matches_count": count,
+            "visualization_matches": picture,
+            "images_match": count >= c.good_matches_threshold,
+        }
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -193,8 +220,8 @@ class TemplateMatchingBlock(Block):
 
     type_ids: ClassVar[tuple[str, ...]] = ("roboflow_core/template_matching@v1",)
     fields = {
-        "image": FieldSpec((IMAGE,), per_frame=True),
-        "template": FieldSpec((IMAGE,), per_frame=True),
+        "image": FieldSpec((IMAGE,), takes=Takes.FRAME),
+        "template": FieldSpec((IMAGE,), takes=Takes.FRAME),
         "matching_threshold": FieldSpec(default=0.8, type="number"),
         "apply_nms": FieldSpec(default=True, type="boolean"),
         "nms_threshold": fraction(0.5),

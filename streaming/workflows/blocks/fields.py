@@ -4,6 +4,7 @@ declared once (what the compiler checks and ``/workflows/blocks`` shows)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import Enum
 from typing import Any, Literal, cast
 
 from ...errors import WorkflowCompilationError
@@ -22,6 +23,7 @@ __all__ = [
     "VIDEO_METADATA",
     "FieldSpec",
     "FieldType",
+    "Takes",
     "fraction",
 ]
 
@@ -65,6 +67,41 @@ _PYTHON_TYPES: dict[str, tuple[type, ...]] = {
 }
 
 
+class Takes(Enum):
+    """What a field takes, one mode per field: where its value lives once compiled (the
+    block's settings, or each frame's inputs) and what a step may write in it."""
+
+    LITERAL = "literal or parameter"
+    """A literal or a parameter's value, fixed at compile: in the block's settings."""
+    FRAME = "selector"
+    """Per-frame data (images, predictions, a step's output) through a selector: in each
+    frame's inputs."""
+    FRAME_OR_LITERAL = "selector, literal or parameter"
+    """Per-frame data, or a literal or a parameter given every frame (an e-mail's
+    recipients: written in the step, or a step's output)."""
+    ENTRIES = "object of literals or selectors"
+    """An object whose entries may each be a literal, a parameter or per-frame data (the
+    reference's ``evaluation_parameters``, a webhook's ``json_payload``): the settings hold
+    the entries' names, and each frame's inputs the object with every entry's value."""
+    LIST = "list of literals or selectors"
+    """A list whose items may each be a literal, a parameter or per-frame data
+    (``first_non_empty_or_default``'s ``data``): the settings hold how many, and each
+    frame's inputs the list of values (None where one is missing)."""
+    STEPS = "list of step selectors"
+    """``$steps.<name>`` selectors: the steps a flow-control block lets run or not
+    (``next_steps``); the settings hold their names."""
+
+    @property
+    def per_frame(self) -> bool:
+        """The value reaches the block in each frame's inputs, not in its settings."""
+        return self in (Takes.FRAME, Takes.FRAME_OR_LITERAL)
+
+    @property
+    def shown(self) -> str:
+        """As ``/workflows/blocks/describe`` names it (both per-frame modes: ``selector``)."""
+        return Takes.FRAME.value if self.per_frame else self.value
+
+
 @dataclass(frozen=True)
 class FieldSpec:
     """One block field, declared once: what it takes (``type``, ``minimum``/``maximum``,
@@ -74,22 +111,8 @@ class FieldSpec:
 
     kinds: tuple[str, ...] = (ANY,)
     default: Any = REQUIRED
-    per_frame: bool = False
-    """True when the field takes per-frame data (images, predictions) through a selector."""
-    entries: bool = False
-    """An object whose entries may each be a literal, a parameter or per-frame data (the
-    reference's ``evaluation_parameters``, a webhook's ``json_payload``): the block's config
-    holds the entries' names, and each frame's inputs the object with every entry's value."""
-    listed: bool = False
-    """A list whose items may each be a literal, a parameter or per-frame data
-    (``first_non_empty_or_default``'s ``data``): the block's config holds how many, and
-    each frame's inputs the list of values (None where one is missing)."""
-    literal: bool = False
-    """A per-frame field that takes a literal or a parameter too (an e-mail's recipients:
-    written in the step, or a step's output)."""
-    steps: bool = False
-    """A list of step selectors (``$steps.<name>``): the steps a flow-control block lets run
-    or not (``next_steps``); the block gets their names."""
+    takes: Takes = Takes.LITERAL
+    """The field's one mode (``Takes``): settings or per-frame inputs, and what it admits."""
     type: FieldType = "any"
     minimum: float | None = None
     maximum: float | None = None
@@ -101,6 +124,11 @@ class FieldSpec:
     nullable: bool = False
     """``null`` is taken too, though the default is a value (``custom_confidence``)."""
     description: str = ""
+
+    @property
+    def per_frame(self) -> bool:
+        """The block gets this field's value in each frame's inputs, not in its settings."""
+        return self.takes.per_frame
 
     def takes_secret(self, entry: str | None = None) -> bool:
         """This field (or its ``entry``, for an object of entries) takes a lent secret: it
@@ -161,19 +189,9 @@ class FieldSpec:
 
     def describe(self) -> dict[str, Any]:
         """The field as ``/workflows/blocks/describe`` shows it."""
-        if self.per_frame:
-            takes = "selector"  # per-frame data: a step's output or an input
-        elif self.entries:
-            takes = "object of literals or selectors"
-        elif self.listed:
-            takes = "list of literals or selectors"
-        elif self.steps:
-            takes = "list of step selectors"
-        else:
-            takes = "literal or parameter"
         entry: dict[str, Any] = {
             "type": self.type,
-            "takes": takes,
+            "takes": self.takes.shown,
             "kinds": list(self.kinds),
             "required": self.default is REQUIRED,
         }

@@ -18,7 +18,7 @@ from typing import IO, Any, ClassVar, Literal
 from sinks.quota import DiskQuota, QuotaExceeded, quota_for
 
 from ...errors import WorkflowCompilationError
-from .base import Block, BlockSettings, BuildContext, FieldSpec, FrameState
+from .base import Block, BlockSettings, BuildContext, FieldSpec, FrameState, Takes
 
 __all__ = ["LocalFileSinkBlock", "sink_directory"]
 
@@ -73,7 +73,7 @@ class LocalFileSinkBlock(Block):
 
     type_ids = ("roboflow_core/local_file_sink@v1",)
     fields = {
-        "content": FieldSpec(("string",), per_frame=True),
+        "content": FieldSpec(("string",), takes=Takes.FRAME),
         "file_type": FieldSpec(default="csv", choices=("csv", "json", "txt")),
         "output_mode": FieldSpec(choices=("append_log", "separate_files")),
         "target_directory": FieldSpec(type="string"),

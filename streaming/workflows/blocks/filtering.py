@@ -28,6 +28,7 @@ from .base import (
     BuildContext,
     FieldSpec,
     FrameState,
+    Takes,
 )
 
 __all__ = [
@@ -50,9 +51,9 @@ class DetectionsFilterBlock(Block):
 
     type_ids = ("roboflow_core/detections_filter@v1", "DetectionsFilter")
     fields = {
-        "predictions": FieldSpec(DETECTION_KINDS, per_frame=True),
+        "predictions": FieldSpec(DETECTION_KINDS, takes=Takes.FRAME),
         "operations": FieldSpec(),
-        "operations_parameters": FieldSpec(default=None, entries=True),
+        "operations_parameters": FieldSpec(default=None, takes=Takes.ENTRIES),
     }
     Settings: ClassVar[type[BlockSettings]] = DetectionsFilterSettings
     outputs = {"predictions": DETECTIONS}
@@ -102,7 +103,7 @@ class PropertyDefinitionBlock(Block):
         "PropertyExtraction",
     )
     fields = {
-        "data": FieldSpec(per_frame=True),
+        "data": FieldSpec(takes=Takes.FRAME),
         "operations": FieldSpec(),
     }
     Settings: ClassVar[type[BlockSettings]] = PropertyDefinitionSettings

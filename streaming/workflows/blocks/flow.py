@@ -20,6 +20,7 @@ from .base import (
     FieldSpec,
     FlowControlBlock,
     FrameState,
+    Takes,
     Verdict,
 )
 
@@ -40,8 +41,8 @@ class ContinueIfBlock(FlowControlBlock):
     type_ids = ("roboflow_core/continue_if@v1", "ContinueIf")
     fields = {
         "condition_statement": FieldSpec(),
-        "evaluation_parameters": FieldSpec(default=None, entries=True),
-        "next_steps": FieldSpec(steps=True),
+        "evaluation_parameters": FieldSpec(default=None, takes=Takes.ENTRIES),
+        "next_steps": FieldSpec(takes=Takes.STEPS),
         "stop_delay": FieldSpec(default=0, type="number", minimum=0),
     }
     Settings: ClassVar[type[BlockSettings]] = ContinueIfSettings
@@ -85,9 +86,9 @@ class DeltaFilterBlock(FlowControlBlock):
 
     type_ids = ("roboflow_core/delta_filter@v1",)
     fields = {
-        "image": FieldSpec((IMAGE,), default=None, per_frame=True),
-        "value": FieldSpec(per_frame=True),
-        "next_steps": FieldSpec(steps=True),
+        "image": FieldSpec((IMAGE,), default=None, takes=Takes.FRAME),
+        "value": FieldSpec(takes=Takes.FRAME),
+        "next_steps": FieldSpec(takes=Takes.STEPS),
     }
     Settings: ClassVar[type[BlockSettings]] = DeltaFilterSettings
 
@@ -117,9 +118,9 @@ class RateLimiterBlock(FlowControlBlock):
     type_ids = ("roboflow_core/rate_limiter@v1",)
     fields = {
         "cooldown_seconds": FieldSpec(default=1.0, type="number", minimum=0),
-        "depends_on": FieldSpec(per_frame=True),
-        "next_steps": FieldSpec(steps=True),
-        "video_reference_image": FieldSpec((IMAGE,), default=None, per_frame=True),
+        "depends_on": FieldSpec(takes=Takes.FRAME),
+        "next_steps": FieldSpec(takes=Takes.STEPS),
+        "video_reference_image": FieldSpec((IMAGE,), default=None, takes=Takes.FRAME),
     }
     Settings: ClassVar[type[BlockSettings]] = RateLimiterSettings
 

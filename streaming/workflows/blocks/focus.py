@@ -13,7 +13,16 @@ import cv2
 import numpy as np
 import supervision as sv
 
-from .base import DETECTION_KINDS, IMAGE, Block, BlockSettings, BuildContext, FieldSpec, FrameState
+from .base import (
+    DETECTION_KINDS,
+    IMAGE,
+    Block,
+    BlockSettings,
+    BuildContext,
+    FieldSpec,
+    FrameState,
+    Takes,
+)
 from .image_ops import grey as in_grey
 
 __all__ = ["CameraFocusBlock", "CameraFocusV2Block", "brenner", "tenengrad"]
@@ -45,19 +54,25 @@ class CameraFocusBlock(Block):
     """v1: ``focus_measure`` (Brenner's) and ``image``, its map with the value written."""
 
     type_ids: ClassVar[tuple[str, ...]] = ("roboflow_core/camera_focus@v1",)
-    fields = {"image": FieldSpec((IMAGE,), per_frame=True)}
+    fields = {"image": FieldSpec((IMAGE,), takes=Takes.FRAME)}
     outputs = {"image": IMAGE, "focus_measure": "float"}
 
     def run(self, inputs: dict[str, Any], frame: FrameState) -> dict[str, Any]:
         image = inputs["image"]
         measure, value = brenner(image.numpy)
         peak = float(measure.max())
-        shown = (measure / peak * 255).astype(np.uint8) if peak > 0 else np.zeros_like(
-            measure, np.uint8)  # fmt: skip
-        cv2.putText(shown, f"Focus value: {value:.2f}", (10, 30), cv2.FONT_HERSHEY_SIMPLEX,
-                    1, 255, 2)  # fmt: skip
-        return {"image": image.derived(cv2.cvtColor(shown, cv2.COLOR_GRAY2BGR)),
-                "focus_measure": value}  # fmt: skip
+        shown = (
+            (measure / peak * 255).astype(np.uint8)
+            if peak > 0
+            else np.zeros_like(measure, np.uint8)
+        )
+        cv2.putText(
+            shown, f"Focus value: {value:.2f}", (10, 30), cv2.FONT_HERSHEY_SIMPLEX, 1, 255, 2
+        )
+        return {
+            "image": image.derived(cv2.cvtColor(shown, cv2.COLOR_GRAY2BGR)),
+            "focus_measure": value,
+        }
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -78,8 +93,8 @@ class CameraFocusV2Block(Block):
 
     type_ids: ClassVar[tuple[str, ...]] = ("roboflow_core/camera_focus@v2",)
     fields = {
-        "image": FieldSpec((IMAGE,), per_frame=True),
-        "detections": FieldSpec(DETECTION_KINDS, default=None, per_frame=True),
+        "image": FieldSpec((IMAGE,), takes=Takes.FRAME),
+        "detections": FieldSpec(DETECTION_KINDS, default=None, takes=Takes.FRAME),
         "underexposed_threshold_percent": FieldSpec(
             default=3.0, type="number", minimum=0, maximum=100
         ),
@@ -111,14 +126,22 @@ class CameraFocusV2Block(Block):
             x1, y1, x2, y2 = max(0, x1), max(0, y1), min(width, x2), min(height, y2)
             per_box.append(float(measure[y1:y2, x1:x2].mean()) if x2 > x1 and y2 > y1 else None)
         shown = self._aids(pixels, measure, value)
-        return {"image": image if shown is pixels else image.derived(shown),
-                "focus_measure": value, "bbox_focus_measures": per_box}  # fmt: skip
+        return {
+            "image": image if shown is pixels else image.derived(shown),
+            "focus_measure": value,
+            "bbox_focus_measures": per_box,
+        }
 
     def _aids(self, pixels: np.ndarray, measure: np.ndarray, value: float) -> np.ndarray:
         c = self.config
         grid = _GRIDS[c.grid_overlay]
-        if not (c.show_zebra_warnings or c.show_hud or c.show_focus_peaking
-                or c.show_center_marker or grid):  # fmt: skip
+        if not (
+            c.show_zebra_warnings
+            or c.show_hud
+            or c.show_focus_peaking
+            or c.show_center_marker
+            or grid
+        ):
             return pixels
         out = cv2.cvtColor(pixels, cv2.COLOR_GRAY2BGR) if pixels.ndim == 2 else pixels.copy()
         height, width = out.shape[:2]
@@ -147,8 +170,22 @@ class CameraFocusV2Block(Block):
         if c.show_hud:
             text = f"Focus: {value:.1f}"
             origin = (int(14 * scale), int(30 * scale))
-            cv2.putText(out, text, origin, cv2.FONT_HERSHEY_SIMPLEX, 0.6 * scale, (0, 0, 0),
-                        max(1, int(2 * scale)) + 2)  # fmt: skip
-            cv2.putText(out, text, origin, cv2.FONT_HERSHEY_SIMPLEX, 0.6 * scale,
-                        (255, 255, 255), max(1, int(2 * scale)))  # fmt: skip
+            cv2.putText(
+                out,
+                text,
+                origin,
+                cv2.FONT_HERSHEY_SIMPLEX,
+                0.6 * scale,
+                (0, 0, 0),
+                max(1, int(2 * scale)) + 2,
+            )
+            cv2.putText(
+                out,
+                text,
+                origin,
+                cv2.FONT_HERSHEY_SIMPLEX,
+                0.6 * scale,
+                (255, 255, 255),
+                max(1, int(2 * scale)),
+            )
         return out

@@ -17,7 +17,7 @@ from typing import Any, ClassVar
 
 from ...errors import WorkflowCompilationError
 from ..query import Env, QueryCompiler, named_chains
-from .base import ANY, Block, BlockSettings, BuildContext, FieldSpec, FrameState
+from .base import ANY, Block, BlockSettings, BuildContext, FieldSpec, FrameState, Takes
 
 __all__ = ["CsvFormatterBlock", "ExpressionBlock", "FirstNonEmptyOrDefaultBlock", "JsonParserBlock"]
 
@@ -34,7 +34,7 @@ class FirstNonEmptyOrDefaultBlock(Block):
 
     type_ids = ("roboflow_core/first_non_empty_or_default@v1", "FirstNonEmptyOrDefault")
     fields = {
-        "data": FieldSpec(listed=True, type="list"),
+        "data": FieldSpec(takes=Takes.LIST, type="list"),
         "default": FieldSpec(default=None),
     }
     Settings: ClassVar[type[BlockSettings]] = FirstNonEmptySettings
@@ -67,7 +67,7 @@ class ExpressionBlock(Block):
 
     type_ids = ("roboflow_core/expression@v1", "Expression")
     fields = {
-        "data": FieldSpec(entries=True),
+        "data": FieldSpec(takes=Takes.ENTRIES),
         "data_operations": FieldSpec(default={}, type="object"),
         "switch": FieldSpec(type="object"),
     }
@@ -77,8 +77,9 @@ class ExpressionBlock(Block):
     def __init__(self, name: str, config: ExpressionSettings, context: BuildContext) -> None:
         super().__init__(name, config, context)
         names = set(config.data)
-        self.operations = named_chains(name, "data", "data_operations", names,
-                                       config.data_operations)  # fmt: skip
+        self.operations = named_chains(
+            name, "data", "data_operations", names, config.data_operations
+        )
         switch = config.switch
         cases = switch.get("cases")
         if switch.get("type") != "CasesDefinition" or not isinstance(cases, list):
@@ -92,8 +93,12 @@ class ExpressionBlock(Block):
                 raise WorkflowCompilationError(
                     f"step '{name}': switch case {i} must be a CaseDefinition"
                 )
-            self.cases.append((conditions.group(case.get("condition")),
-                               _result(name, case.get("result"), names, conditions)))  # fmt: skip
+            self.cases.append(
+                (
+                    conditions.group(case.get("condition")),
+                    _result(name, case.get("result"), names, conditions),
+                )
+            )
         self.default = _result(name, switch.get("default"), names, conditions)
 
     def run(self, inputs: dict[str, Any], frame: FrameState) -> dict[str, Any]:
@@ -143,7 +148,7 @@ class JsonParserBlock(Block):
 
     type_ids = ("roboflow_core/json_parser@v1",)
     fields = {
-        "raw_json": FieldSpec((ANY,), per_frame=True),  # text, a parameter or a model's answer
+        "raw_json": FieldSpec((ANY,), takes=Takes.FRAME),  # text, a parameter or a model's answer
         "expected_fields": FieldSpec(type="list"),
     }
     Settings: ClassVar[type[BlockSettings]] = JsonParserSettings
@@ -198,7 +203,7 @@ class CsvFormatterBlock(Block):
 
     type_ids = ("roboflow_core/csv_formatter@v1",)
     fields = {
-        "columns_data": FieldSpec(entries=True),
+        "columns_data": FieldSpec(takes=Takes.ENTRIES),
         "columns_operations": FieldSpec(default={}, type="object"),
     }
     Settings: ClassVar[type[BlockSettings]] = CsvFormatterSettings
@@ -211,8 +216,9 @@ class CsvFormatterBlock(Block):
             raise WorkflowCompilationError(
                 f"step '{name}': 'timestamp' is the column this block adds; name yours otherwise"
             )
-        self.operations = named_chains(name, "columns_data", "columns_operations", names,
-                                       config.columns_operations)  # fmt: skip
+        self.operations = named_chains(
+            name, "columns_data", "columns_operations", names, config.columns_operations
+        )
 
     def run(self, inputs: dict[str, Any], frame: FrameState) -> dict[str, Any]:
         row = dict(inputs["columns_data"])

@@ -25,6 +25,7 @@ from .base import (
     BuildContext,
     FieldSpec,
     FrameState,
+    Takes,
     select,
 )
 
@@ -45,7 +46,7 @@ class DimensionCollapseBlock(Block):
     dimension: a frame's classifications of its crops as one list per frame."""
 
     type_ids = ("roboflow_core/dimension_collapse@v1", "DimensionCollapse")
-    fields = {"data": FieldSpec((ANY,), per_frame=True)}
+    fields = {"data": FieldSpec((ANY,), takes=Takes.FRAME)}
     outputs = {"output": LIST_OF_VALUES}
     output_dimension = -1
 
@@ -85,8 +86,11 @@ def leading_class(
         if not prediction.get("predictions"):
             return fallback
         top = prediction["top"]
-        matching = [(p["class_id"], p["confidence"]) for p in prediction["predictions"]
-                    if p.get("class") == top]  # fmt: skip
+        matching = [
+            (p["class_id"], p["confidence"])
+            for p in prediction["predictions"]
+            if p.get("class") == top
+        ]
         if len(matching) != 1:
             return None
         return top, int(matching[0][0]), float(matching[0][1])
@@ -110,9 +114,9 @@ class DetectionsClassesReplacementBlock(Block):
 
     type_ids = ("roboflow_core/detections_classes_replacement@v1", "DetectionsClassesReplacement")
     fields = {
-        "object_detection_predictions": FieldSpec(DETECTION_KINDS, per_frame=True),
+        "object_detection_predictions": FieldSpec(DETECTION_KINDS, takes=Takes.FRAME),
         "classification_predictions": FieldSpec(
-            (CLASSIFICATION, LIST_OF_VALUES, "string"), per_frame=True
+            (CLASSIFICATION, LIST_OF_VALUES, "string"), takes=Takes.FRAME
         ),
         "fallback_class_name": FieldSpec(default=None, type="string"),
         "fallback_class_id": FieldSpec(default=None, type="integer"),
@@ -146,8 +150,11 @@ class DetectionsClassesReplacementBlock(Block):
                 for a in padded[: len(detections)]
             ]
         else:
-            by_crop = {a.get("parent_id"): leading_class(a, *self.fallback)
-                       for a in answers if isinstance(a, dict)}  # fmt: skip
+            by_crop = {
+                a.get("parent_id"): leading_class(a, *self.fallback)
+                for a in answers
+                if isinstance(a, dict)
+            }
             ids = detections.data.get("detection_id")
             classes = [by_crop.get(str(i)) for i in ids] if ids is not None else []
         keep = np.array([c is not None for c in classes], dtype=bool)
@@ -175,8 +182,8 @@ class DetectionsCombineBlock(Block):
 
     type_ids = ("roboflow_core/detections_combine@v1",)
     fields = {
-        "prediction_one": FieldSpec((DETECTIONS, SEGMENTATION), per_frame=True),
-        "prediction_two": FieldSpec((DETECTIONS, SEGMENTATION), per_frame=True),
+        "prediction_one": FieldSpec((DETECTIONS, SEGMENTATION), takes=Takes.FRAME),
+        "prediction_two": FieldSpec((DETECTIONS, SEGMENTATION), takes=Takes.FRAME),
     }
     outputs = {"predictions": DETECTIONS}
 
@@ -198,7 +205,7 @@ class DetectionsMergeBlock(Block):
 
     type_ids = ("roboflow_core/detections_merge@v1",)
     fields = {
-        "predictions": FieldSpec(DETECTION_KINDS, per_frame=True),
+        "predictions": FieldSpec(DETECTION_KINDS, takes=Takes.FRAME),
         "class_name": FieldSpec(default="merged_detection", type="string"),
     }
     Settings: ClassVar[type[BlockSettings]] = DetectionsMergeSettings
@@ -219,8 +226,10 @@ class DetectionsMergeBlock(Block):
             xyxy=box.astype(np.float32),
             confidence=None if confidence is None else np.array([confidence.min()], np.float32),
             class_id=np.array([0]),
-            data={"class_name": np.array([self.class_name]),
-                  "detection_id": np.array([str(uuid.uuid4())])},
+            data={
+                "class_name": np.array([self.class_name]),
+                "detection_id": np.array([str(uuid.uuid4())]),
+            },
             metadata=dict(detections.metadata),
-        )  # fmt: skip
+        )
         return {"predictions": merged}

@@ -20,6 +20,7 @@ from .base import (
     BuildContext,
     FieldSpec,
     FrameState,
+    Takes,
 )
 
 __all__ = ["DetectionOffsetBlock"]
@@ -43,7 +44,7 @@ class DetectionOffsetBlock(Block):
 
     type_ids = ("roboflow_core/detection_offset@v1", "DetectionOffset")
     fields = {
-        "predictions": FieldSpec(DETECTION_KINDS, per_frame=True),
+        "predictions": FieldSpec(DETECTION_KINDS, takes=Takes.FRAME),
         "offset_width": FieldSpec(default=None, type="integer", minimum=1),
         "offset_x": FieldSpec(default=None, type="integer", minimum=1),  # the alias
         "offset_height": FieldSpec(default=None, type="integer", minimum=1),

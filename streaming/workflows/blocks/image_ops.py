@@ -12,7 +12,16 @@ from typing import Any, ClassVar, Literal
 import cv2
 import numpy as np
 
-from .base import IMAGE, Block, BlockSettings, BuildContext, FieldSpec, FrameState, WorkflowImage
+from .base import (
+    IMAGE,
+    Block,
+    BlockSettings,
+    BuildContext,
+    FieldSpec,
+    FrameState,
+    Takes,
+    WorkflowImage,
+)
 
 __all__ = [
     "ContrastEnhancementBlock",
@@ -38,7 +47,7 @@ class ConvertGrayscaleBlock(Block):
     frame (it looks and encodes the same)."""
 
     type_ids = ("roboflow_core/convert_grayscale@v1",)
-    fields = {"image": FieldSpec((IMAGE,), per_frame=True)}
+    fields = {"image": FieldSpec((IMAGE,), takes=Takes.FRAME)}
     outputs = {"image": IMAGE}
 
     def run(self, inputs: dict[str, Any], frame: FrameState) -> dict[str, Any]:
@@ -100,7 +109,7 @@ class ImagePreprocessingBlock(Block):
 
     type_ids = ("roboflow_core/image_preprocessing@v1",)
     fields = {
-        "image": FieldSpec((IMAGE,), per_frame=True),
+        "image": FieldSpec((IMAGE,), takes=Takes.FRAME),
         "task_type": FieldSpec(choices=("resize", "rotate", "flip")),
         "width": FieldSpec(default=640, type="integer", minimum=1, nullable=True),
         "height": FieldSpec(default=640, type="integer", minimum=1, nullable=True),
@@ -174,7 +183,7 @@ class ContrastEnhancementBlock(Block):
 
     type_ids = ("roboflow_core/contrast_enhancement@v1",)
     fields = {
-        "image": FieldSpec((IMAGE,), per_frame=True),
+        "image": FieldSpec((IMAGE,), takes=Takes.FRAME),
         "clip_limit": FieldSpec(default=0, type="integer", minimum=0, maximum=50),
         "contrast_multiplier": FieldSpec(default=1.0, type="number", minimum=0.1, maximum=5.0),
         "normalize_brightness": FieldSpec(default=False, type="boolean"),
@@ -225,11 +234,17 @@ class MorphologicalTransformationV2Block(Block):
 
     type_ids: ClassVar[tuple[str, ...]] = ("roboflow_core/morphological_transformation@v2",)
     operations: ClassVar[tuple[str, ...]] = (
-        "Erosion", "Dilation", "Opening", "Closing", "Opening then Closing", "Gradient",
-        "Top Hat", "Black Hat",
-    )  # fmt: skip
+        "Erosion",
+        "Dilation",
+        "Opening",
+        "Closing",
+        "Opening then Closing",
+        "Gradient",
+        "Top Hat",
+        "Black Hat",
+    )
     fields = {
-        "image": FieldSpec((IMAGE,), per_frame=True),
+        "image": FieldSpec((IMAGE,), takes=Takes.FRAME),
         "kernel_size": FieldSpec(default=5, type="integer", minimum=1),
         "operation": FieldSpec(default="Opening then Closing", choices=operations),
     }
@@ -256,8 +271,9 @@ class MorphologicalTransformationBlock(MorphologicalTransformationV2Block):
     """v1: on the grey image; its default is closing."""
 
     type_ids: ClassVar[tuple[str, ...]] = ("roboflow_core/morphological_transformation@v1",)
-    operations = tuple(o for o in MorphologicalTransformationV2Block.operations
-                       if o != "Opening then Closing")  # fmt: skip
+    operations = tuple(
+        o for o in MorphologicalTransformationV2Block.operations if o != "Opening then Closing"
+    )
     fields = {
         **MorphologicalTransformationV2Block.fields,
         "operation": FieldSpec(default="Closing", choices=operations),
@@ -283,11 +299,14 @@ def dominant_color(pixels: np.ndarray, clusters: int, iterations: int) -> tuple[
     labels = np.zeros(len(points), int)
     for _ in range(iterations):
         labels = np.argmin(((points[:, None] - centres) ** 2).sum(axis=2), axis=1)
-        moved = np.array([
-            points[labels == i].mean(axis=0) if (labels == i).any()
-            else points[rng.integers(len(points))]  # an empty cluster starts afresh
-            for i in range(clusters)
-        ])  # fmt: skip
+        moved = np.array(
+            [
+                points[labels == i].mean(axis=0)
+                if (labels == i).any()
+                else points[rng.integers(len(points))]  # an empty cluster starts afresh
+                for i in range(clusters)
+            ]
+        )
         if np.allclose(centres, moved):
             break
         centres = moved
@@ -302,7 +321,7 @@ class DominantColorBlock(Block):
 
     type_ids = ("roboflow_core/dominant_color@v1",)
     fields = {
-        "image": FieldSpec((IMAGE,), per_frame=True),
+        "image": FieldSpec((IMAGE,), takes=Takes.FRAME),
         "color_clusters": FieldSpec(default=4, type="integer", minimum=1, maximum=10),
         "max_iterations": FieldSpec(default=100, type="integer", minimum=1, maximum=500),
         "target_size": FieldSpec(default=100, type="integer", minimum=1, maximum=250),

@@ -22,8 +22,12 @@ class Origin:
     height: int
 
     def to_json(self) -> dict[str, int]:
-        return {"offset_x": self.offset_x, "offset_y": self.offset_y,
-                "width": self.width, "height": self.height}  # fmt: skip
+        return {
+            "offset_x": self.offset_x,
+            "offset_y": self.offset_y,
+            "width": self.width,
+            "height": self.height,
+        }
 
 
 class WorkflowImage:
@@ -63,8 +67,13 @@ class WorkflowImage:
 
     def __reduce__(self) -> tuple[type[WorkflowImage], tuple[object, ...]]:
         """Pickled with its pixels made (a function that makes them does not travel)."""
-        return WorkflowImage, (self.numpy, self.parent_id, self.parent_origin, self.root_id,
-                               self.root_origin)  # fmt: skip
+        return WorkflowImage, (
+            self.numpy,
+            self.parent_id,
+            self.parent_origin,
+            self.root_id,
+            self.root_origin,
+        )
 
     def __repr__(self) -> str:
         shape = "unread" if self._pixels is None else "x".join(map(str, self._pixels.shape))
@@ -87,5 +96,6 @@ class WorkflowImage:
 
     def derived(self, pixels: np.ndarray) -> WorkflowImage:
         """New pixels in this image's place (a blurred or annotated copy)."""
-        return WorkflowImage(pixels, self.parent_id, self.parent_origin, self.root_id,
-                             self.root_origin)  # fmt: skip
+        return WorkflowImage(
+            pixels, self.parent_id, self.parent_origin, self.root_id, self.root_origin
+        )

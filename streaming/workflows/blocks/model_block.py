@@ -16,6 +16,7 @@ from .base import (
     BuildContext,
     FieldSpec,
     ModelSource,
+    Takes,
     WorkflowImage,
     fraction,
 )
@@ -67,8 +68,8 @@ DEFAULT_CONFIDENCE = 0.4
 
 
 MODEL_FIELDS = {
-    "images": FieldSpec((IMAGE,), default=None, per_frame=True),
-    "image": FieldSpec((IMAGE,), default=None, per_frame=True),  # v1 name
+    "images": FieldSpec((IMAGE,), default=None, takes=Takes.FRAME),
+    "image": FieldSpec((IMAGE,), default=None, takes=Takes.FRAME),  # v1 name
     "model_id": FieldSpec(type="string", description="a model of the models directory"),
 }
 

@@ -22,6 +22,7 @@ from .base import (
     BuildContext,
     FieldSpec,
     FrameState,
+    Takes,
     WorkflowImage,
     fraction,
 )
@@ -201,8 +202,8 @@ class ClassificationLabelVisualizationBlock(Block):
 
     type_ids = ("roboflow_core/classification_label_visualization@v1",)
     fields = {
-        "image": FieldSpec((IMAGE,), per_frame=True),
-        "predictions": FieldSpec((CLASSIFICATION,), per_frame=True),
+        "image": FieldSpec((IMAGE,), takes=Takes.FRAME),
+        "predictions": FieldSpec((CLASSIFICATION,), takes=Takes.FRAME),
         "copy_image": FieldSpec(default=True),
         "text": FieldSpec(default="Class"),
         "text_position": FieldSpec(default="TOP_LEFT"),
@@ -245,10 +246,16 @@ class ClassificationLabelVisualizationBlock(Block):
         step = int(30 * self.scale) + self.padding
         anchor_x, anchor_y = _anchor(self.position, width, height, step * len(lines))
         for i, line in enumerate(lines):
-            sv.draw_text(scene, line, sv.Point(anchor_x, anchor_y + i * step + step // 2),
-                         text_color=self.text_color, text_scale=self.scale,
-                         text_thickness=self.thickness, text_padding=self.padding // 2,
-                         background_color=sv.Color.BLACK)  # fmt: skip
+            sv.draw_text(
+                scene,
+                line,
+                sv.Point(anchor_x, anchor_y + i * step + step // 2),
+                text_color=self.text_color,
+                text_scale=self.scale,
+                text_thickness=self.thickness,
+                text_padding=self.padding // 2,
+                background_color=sv.Color.BLACK,
+            )
         frame.add_time("annotate", started)
         return {"image": image.derived(scene)}
 
@@ -300,9 +307,9 @@ class ModelComparisonVisualizationBlock(AnnotatorBlock):
 
     type_ids: ClassVar[tuple[str, ...]] = ("roboflow_core/model_comparison_visualization@v1",)
     fields = {
-        "image": FieldSpec((IMAGE,), per_frame=True),
-        "predictions_a": FieldSpec(DETECTION_KINDS, per_frame=True),
-        "predictions_b": FieldSpec(DETECTION_KINDS, per_frame=True),
+        "image": FieldSpec((IMAGE,), takes=Takes.FRAME),
+        "predictions_a": FieldSpec(DETECTION_KINDS, takes=Takes.FRAME),
+        "predictions_b": FieldSpec(DETECTION_KINDS, takes=Takes.FRAME),
         "color_a": FieldSpec(default="GREEN", type="string"),
         "color_b": FieldSpec(default="RED", type="string"),
         "background_color": FieldSpec(default="BLACK", type="string"),
@@ -313,8 +320,10 @@ class ModelComparisonVisualizationBlock(AnnotatorBlock):
 
     def __init__(self, name: str, config: ModelComparisonSettings, context: BuildContext) -> None:
         super().__init__(name, config, context)
-        self.tints = [color(name, field, getattr(config, field)).as_bgr()
-                      for field in ("background_color", "color_a", "color_b")]  # fmt: skip
+        self.tints = [
+            color(name, field, getattr(config, field)).as_bgr()
+            for field in ("background_color", "color_a", "color_b")
+        ]
         self.opacity = config.opacity
 
     def run(self, inputs: dict[str, Any], frame: FrameState) -> dict[str, Any]:

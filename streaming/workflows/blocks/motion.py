@@ -28,6 +28,7 @@ from .base import (
     BuildContext,
     FieldSpec,
     FrameState,
+    Takes,
     select,
 )
 from .checks import anchor, points
@@ -35,9 +36,9 @@ from .checks import anchor, points
 __all__ = ["PathDeviationBlock", "StabilizeDetectionsBlock", "VelocityBlock"]
 
 _TRACKED_FIELDS = {
-    "image": FieldSpec((IMAGE,), default=None, per_frame=True),
-    "metadata": FieldSpec((VIDEO_METADATA,), default=None, per_frame=True),
-    "detections": FieldSpec(DETECTION_KINDS, per_frame=True),
+    "image": FieldSpec((IMAGE,), default=None, takes=Takes.FRAME),
+    "metadata": FieldSpec((VIDEO_METADATA,), default=None, takes=Takes.FRAME),
+    "detections": FieldSpec(DETECTION_KINDS, takes=Takes.FRAME),
 }
 
 

@@ -13,7 +13,7 @@ import supervision as sv
 from ...errors import WorkflowCompilationError
 from ...inference.ocr import TextLine, TextReader
 from ...inference.ocr_model import OCR_MODEL_ID
-from .base import DETECTIONS, IMAGE, BlockSettings, FieldSpec, FrameState, WorkflowImage
+from .base import DETECTIONS, IMAGE, BlockSettings, FieldSpec, FrameState, Takes, WorkflowImage
 from .detection import stamped
 from .model_block import ModelBlock, ModelSettings
 
@@ -39,8 +39,8 @@ class OcrModelBlock(ModelBlock):
 
     type_ids: ClassVar[tuple[str, ...]] = ("roboflow_core/ocr_model@v1", "OCRModel")
     fields = {
-        "images": FieldSpec((IMAGE,), default=None, per_frame=True),
-        "image": FieldSpec((IMAGE,), default=None, per_frame=True),
+        "images": FieldSpec((IMAGE,), default=None, takes=Takes.FRAME),
+        "image": FieldSpec((IMAGE,), default=None, takes=Takes.FRAME),
     }
     Settings: ClassVar[type[BlockSettings]] = OcrSettings
     outputs = {

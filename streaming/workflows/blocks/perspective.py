@@ -31,6 +31,7 @@ from .base import (
     BuildContext,
     FieldSpec,
     FrameState,
+    Takes,
 )
 
 __all__ = ["PerspectiveCorrectionBlock", "transform_for"]
@@ -60,14 +61,19 @@ def _ordered(quad: np.ndarray) -> np.ndarray:
     bottom left."""
     cx = quad[:, 0].min() / 2 + quad[:, 0].max() / 2
     cy = quad[:, 1].min() / 2 + quad[:, 1].max() / 2
-    clockwise = np.array(sorted(quad.tolist(), key=lambda p: math.atan2(cx - p[0], cy - p[1]),
-                                reverse=True), np.float32)  # fmt: skip
+    clockwise = np.array(
+        sorted(quad.tolist(), key=lambda p: math.atan2(cx - p[0], cy - p[1]), reverse=True),
+        np.float32,
+    )
     x0, y0, x1, y1 = quad[:, 0].min(), quad[:, 1].min(), quad[:, 0].max(), quad[:, 1].max()
     target = np.array([[x0, y1], [x0, y0], [x1, y0], [x1, y1]], np.float32)
-    best = min(range(4), key=lambda s: (
-        float(np.linalg.norm(np.roll(clockwise, s, axis=0) - target, axis=1).sum()),
-        float(np.roll(clockwise, s, axis=0)[0][0]),
-    ))  # fmt: skip
+    best = min(
+        range(4),
+        key=lambda s: (
+            float(np.linalg.norm(np.roll(clockwise, s, axis=0) - target, axis=1).sum()),
+            float(np.roll(clockwise, s, axis=0)[0][0]),
+        ),
+    )
     return np.roll(clockwise, best, axis=0)
 
 
@@ -76,12 +82,14 @@ def _anchors(detections: sv.Detections, anchor: str) -> np.ndarray:
     return np.concatenate([detections.get_anchors_coordinates(p) for p in positions])
 
 
-def transform_for(polygon: Any, width: int, height: int, detections: sv.Detections | None,
-                  anchor: str) -> tuple[np.ndarray, int, int]:  # fmt: skip
+def transform_for(
+    polygon: Any, width: int, height: int, detections: sv.Detections | None, anchor: str
+) -> tuple[np.ndarray, int, int]:
     """The homography, and the rectangle's width and height (grown to hold the anchors)."""
     source = _ordered(_largest(polygon))
-    target = np.array([[0, height - 1], [0, 0], [width - 1, 0], [width - 1, height - 1]],
-                      np.float32)  # fmt: skip
+    target = np.array(
+        [[0, height - 1], [0, 0], [width - 1, 0], [width - 1, height - 1]], np.float32
+    )
     matrix = cv2.getPerspectiveTransform(source, target)
     if not anchor or detections is None or not len(detections):
         return matrix, width, height
@@ -144,19 +152,22 @@ class PerspectiveCorrectionBlock(Block):
         "PerspectiveCorrection",
     )
     fields = {
-        "images": FieldSpec((IMAGE,), default=None, per_frame=True),
-        "image": FieldSpec((IMAGE,), default=None, per_frame=True),  # the alias
-        "predictions": FieldSpec(DETECTION_KINDS, default=None, per_frame=True),
-        "perspective_polygons": FieldSpec((ANY,), per_frame=True, literal=True),
+        "images": FieldSpec((IMAGE,), default=None, takes=Takes.FRAME),
+        "image": FieldSpec((IMAGE,), default=None, takes=Takes.FRAME),  # the alias
+        "predictions": FieldSpec(DETECTION_KINDS, default=None, takes=Takes.FRAME),
+        "perspective_polygons": FieldSpec((ANY,), takes=Takes.FRAME_OR_LITERAL),
         "transformed_rect_width": FieldSpec(default=1000, type="integer", minimum=1),
         "transformed_rect_height": FieldSpec(default=1000, type="integer", minimum=1),
         "extend_perspective_polygon_by_detections_anchor": FieldSpec(default="", choices=_ANCHORS),
         "warp_image": FieldSpec(default=False, type="boolean"),
     }
     Settings: ClassVar[type[BlockSettings]] = PerspectiveSettings
-    outputs = {"corrected_coordinates": DETECTIONS, "warped_image": IMAGE,
-               "extended_transformed_rect_width": "integer",
-               "extended_transformed_rect_height": "integer"}  # fmt: skip
+    outputs = {
+        "corrected_coordinates": DETECTIONS,
+        "warped_image": IMAGE,
+        "extended_transformed_rect_width": "integer",
+        "extended_transformed_rect_height": "integer",
+    }
 
     def __init__(self, name: str, config: PerspectiveSettings, context: BuildContext) -> None:
         super().__init__(name, config, context)
@@ -172,17 +183,21 @@ class PerspectiveCorrectionBlock(Block):
         image = inputs.get("images") or inputs.get("image")
         detections: sv.Detections | None = inputs.get("predictions")
         matrix, width, height = transform_for(
-            inputs["perspective_polygons"], c.transformed_rect_width, c.transformed_rect_height,
-            detections, c.extend_perspective_polygon_by_detections_anchor,
-        )  # fmt: skip
+            inputs["perspective_polygons"],
+            c.transformed_rect_width,
+            c.transformed_rect_height,
+            detections,
+            c.extend_perspective_polygon_by_detections_anchor,
+        )
         self.limits.check_pixels(self.name, width, height)
         warped = image
         if c.warp_image and image is not None:
             warped = image.derived(cv2.warpPerspective(image.numpy, matrix, (width, height)))
         return {
             "corrected_coordinates": corrected(detections, matrix, (width, height))
-            if detections is not None else None,
+            if detections is not None
+            else None,
             "warped_image": warped,
             "extended_transformed_rect_width": width,
             "extended_transformed_rect_height": height,
-        }  # fmt: skip
+        }

@@ -24,6 +24,7 @@ from .base import (
     BuildContext,
     FieldSpec,
     FrameState,
+    Takes,
     fraction,
 )
 from .slicing import placed
@@ -99,12 +100,22 @@ def _merged(same: sv.Detections, group: list[int], strategy: str) -> sv.Detectio
         values = np.asarray(same.confidence, float)[group]
         confidence = np.array([float(_COMBINE[strategy](values))])
     class_id = np.asarray(same.class_id)[group[:1]] if same.class_id is not None else None
-    return sv.Detections(xyxy=extent[None].astype(np.float32), mask=mask,
-                         confidence=confidence, class_id=class_id, data=data)  # fmt: skip
+    return sv.Detections(
+        xyxy=extent[None].astype(np.float32),
+        mask=mask,
+        confidence=confidence,
+        class_id=class_id,
+        data=data,
+    )
 
 
-def rolled_up(children: list[sv.Detections], size: tuple[int, int], strategy: str,
-              overlap: float, keypoint_threshold: float) -> sv.Detections:  # fmt: skip
+def rolled_up(
+    children: list[sv.Detections],
+    size: tuple[int, int],
+    strategy: str,
+    overlap: float,
+    keypoint_threshold: float,
+) -> sv.Detections:
     """Every crop's detections on the frame (``size``: width, height), merged."""
     pieces = [placed(c, size) for c in children if c is not None and len(c)]
     if not pieces:
@@ -153,8 +164,8 @@ class DetectionsListRollupBlock(Block):
         "DetectionsListRollUp",
     )
     fields = {
-        "parent_detection": FieldSpec(DETECTION_KINDS, per_frame=True),
-        "child_detections": FieldSpec((ANY,), per_frame=True),
+        "parent_detection": FieldSpec(DETECTION_KINDS, takes=Takes.FRAME),
+        "child_detections": FieldSpec((ANY,), takes=Takes.FRAME),
         "confidence_strategy": FieldSpec(default="max", choices=("max", "mean", "min")),
         "overlap_threshold": fraction(0.0),
         "keypoint_merge_threshold": FieldSpec(default=10.0, type="number", minimum=0),
@@ -177,8 +188,20 @@ class DetectionsListRollupBlock(Block):
             )
         size = parents.metadata.get("image_size") or _frame_size(parents, children)
         c = self.config
-        zones = [[(float(x1), float(y1)), (float(x2), float(y1)), (float(x2), float(y2)),
-                  (float(x1), float(y2))] for x1, y1, x2, y2 in parents.xyxy]  # fmt: skip
-        found = rolled_up(children, tuple(size), c.confidence_strategy, c.overlap_threshold,
-                          c.keypoint_merge_threshold)  # fmt: skip
+        zones = [
+            [
+                (float(x1), float(y1)),
+                (float(x2), float(y1)),
+                (float(x2), float(y2)),
+                (float(x1), float(y2)),
+            ]
+            for x1, y1, x2, y2 in parents.xyxy
+        ]
+        found = rolled_up(
+            children,
+            tuple(size),
+            c.confidence_strategy,
+            c.overlap_threshold,
+            c.keypoint_merge_threshold,
+        )
         return {"rolled_up_detections": found, "crop_zones": zones}

@@ -27,7 +27,17 @@ from ...errors import WorkflowCompilationError
 from ...events import EventKind
 from ..query import Env, named_chains
 from ..serialization import serialize_value
-from .base import ANY, IMAGE, SECRET, Block, BlockSettings, BuildContext, FieldSpec, FrameState
+from .base import (
+    ANY,
+    IMAGE,
+    SECRET,
+    Block,
+    BlockSettings,
+    BuildContext,
+    FieldSpec,
+    FrameState,
+    Takes,
+)
 
 __all__ = ["EventSinkBlock", "MqttSinkBlock", "NotificationBlock", "WebhookSinkBlock"]
 
@@ -126,13 +136,13 @@ class WebhookSinkBlock(NotificationBlock):
         "url": FieldSpec(),
         "method": FieldSpec(default="POST", choices=("GET", "POST", "PUT")),
         # Each entry a literal, a parameter or a step's output (as the reference's manifest).
-        "query_parameters": FieldSpec(default=None, entries=True),
-        "headers": FieldSpec((ANY, SECRET), default=None, entries=True),
-        "json_payload": FieldSpec(default=None, entries=True),
+        "query_parameters": FieldSpec(default=None, takes=Takes.ENTRIES),
+        "headers": FieldSpec((ANY, SECRET), default=None, takes=Takes.ENTRIES),
+        "json_payload": FieldSpec(default=None, takes=Takes.ENTRIES),
         "json_payload_operations": FieldSpec(default={}, type="object"),
-        "multi_part_encoded_files": FieldSpec(default=None, entries=True),
+        "multi_part_encoded_files": FieldSpec(default=None, takes=Takes.ENTRIES),
         "multi_part_encoded_files_operations": FieldSpec(default={}, type="object"),
-        "form_data": FieldSpec(default=None, entries=True),
+        "form_data": FieldSpec(default=None, takes=Takes.ENTRIES),
         "form_data_operations": FieldSpec(default={}, type="object"),
         "request_timeout": FieldSpec(default=2, type="integer", minimum=1),
         "fire_and_forget": FieldSpec(default=True),
@@ -227,7 +237,7 @@ class MqttSinkBlock(Block):
     fields = {
         "url": FieldSpec(),
         "topic": FieldSpec(default=None),
-        "payload": FieldSpec(entries=True),
+        "payload": FieldSpec(takes=Takes.ENTRIES),
         "retain": FieldSpec(default=True),
         "qos": FieldSpec(default=1, type="integer", minimum=0),
     }
@@ -336,8 +346,8 @@ class EventSinkBlock(Block):
     type_ids = ("visionstream/event_sink@v1",)
     observes_frames = True
     fields = {
-        "payload": FieldSpec(default=None, entries=True),
-        "image": FieldSpec((IMAGE,), default=None, per_frame=True),
+        "payload": FieldSpec(default=None, takes=Takes.ENTRIES),
+        "image": FieldSpec((IMAGE,), default=None, takes=Takes.FRAME),
         "file": FieldSpec(default=None),
         "snapshot": FieldSpec(default=True),
         "clip_seconds_before": FieldSpec(default=5, type="number", minimum=0, maximum=60),

@@ -22,6 +22,7 @@ from .base import (
     BuildContext,
     FieldSpec,
     FrameState,
+    Takes,
     WorkflowImage,
     fraction,
 )
@@ -84,8 +85,8 @@ class ImageSlicerBlock(Block):
 
     type_ids: ClassVar[tuple[str, ...]] = ("roboflow_core/image_slicer@v1",)
     fields = {
-        "image": FieldSpec((IMAGE,), default=None, per_frame=True),
-        "images": FieldSpec((IMAGE,), default=None, per_frame=True),  # the reference's alias
+        "image": FieldSpec((IMAGE,), default=None, takes=Takes.FRAME),
+        "images": FieldSpec((IMAGE,), default=None, takes=Takes.FRAME),  # the reference's alias
         "slice_width": FieldSpec(default=640, type="integer", minimum=1),
         "slice_height": FieldSpec(default=640, type="integer", minimum=1),
         "overlap_ratio_width": FieldSpec(default=0.2, type="number", minimum=0.0, below=1.0),
@@ -141,8 +142,8 @@ class DetectionsStitchBlock(Block):
 
     type_ids: ClassVar[tuple[str, ...]] = ("roboflow_core/detections_stitch@v1",)
     fields = {
-        "reference_image": FieldSpec((IMAGE,), per_frame=True),
-        "predictions": FieldSpec((DETECTIONS, SEGMENTATION), per_frame=True),
+        "reference_image": FieldSpec((IMAGE,), takes=Takes.FRAME),
+        "predictions": FieldSpec((DETECTIONS, SEGMENTATION), takes=Takes.FRAME),
         "overlap_filtering_strategy": FieldSpec(default="nms", choices=("none", "nms", "nmm")),
         "iou_threshold": fraction(0.3),
     }

@@ -15,7 +15,7 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 import supervision as sv
 
-from .base import DETECTION_KINDS, Block, BlockSettings, BuildContext, FieldSpec, FrameState
+from .base import DETECTION_KINDS, Block, BlockSettings, BuildContext, FieldSpec, FrameState, Takes
 
 __all__ = ["StitchOcrDetectionsBlock", "StitchOcrDetectionsV2Block", "stitched"]
 
@@ -221,7 +221,7 @@ class StitchOcrDetectionsBlock(Block):
 
     type_ids: ClassVar[tuple[str, ...]] = ("roboflow_core/stitch_ocr_detections@v1",)
     fields = {
-        "predictions": FieldSpec(DETECTION_KINDS, per_frame=True),
+        "predictions": FieldSpec(DETECTION_KINDS, takes=Takes.FRAME),
         "reading_direction": FieldSpec(choices=_DIRECTIONS),
         "tolerance": FieldSpec(default=10, type="integer", minimum=1),
         "delimiter": FieldSpec(default="", type="string"),
@@ -238,8 +238,15 @@ class StitchOcrDetectionsBlock(Block):
         algorithm = getattr(config, "stitching_algorithm", "tolerance")
         multiplier = getattr(config, "otsu_threshold_multiplier", 1.0)
         collimate = getattr(config, "collimate_tolerance", 10)
-        text = stitched(inputs["predictions"], algorithm, config.reading_direction,
-                        config.delimiter, config.tolerance, multiplier, collimate)  # fmt: skip
+        text = stitched(
+            inputs["predictions"],
+            algorithm,
+            config.reading_direction,
+            config.delimiter,
+            config.tolerance,
+            multiplier,
+            collimate,
+        )
         return {"ocr_text": text}
 
 

@@ -32,6 +32,7 @@ from .base import (
     BuildContext,
     FieldSpec,
     FrameState,
+    Takes,
     select,
 )
 
@@ -62,9 +63,9 @@ class ByteTrackerBlock(Block):
         "roboflow_core/byte_tracker@v3",
     )
     fields = {
-        "detections": FieldSpec(DETECTION_KINDS, per_frame=True),
-        "image": FieldSpec((IMAGE,), default=None, per_frame=True),  # v2, v3
-        "metadata": FieldSpec((VIDEO_METADATA,), default=None, per_frame=True),  # v1
+        "detections": FieldSpec(DETECTION_KINDS, takes=Takes.FRAME),
+        "image": FieldSpec((IMAGE,), default=None, takes=Takes.FRAME),  # v2, v3
+        "metadata": FieldSpec((VIDEO_METADATA,), default=None, takes=Takes.FRAME),  # v1
         "track_activation_threshold": FieldSpec(
             default=0.25, type="number", minimum=0.0, maximum=1.0
         ),

@@ -9,7 +9,16 @@ from typing import Any, ClassVar, Literal
 import cv2
 
 from ...errors import WorkflowCompilationError
-from .base import IMAGE, Block, BlockSettings, BuildContext, FieldSpec, FrameState, WorkflowImage
+from .base import (
+    IMAGE,
+    Block,
+    BlockSettings,
+    BuildContext,
+    FieldSpec,
+    FrameState,
+    Takes,
+    WorkflowImage,
+)
 
 __all__ = ["ImageBlurBlock"]
 
@@ -32,7 +41,7 @@ class ImageBlurBlock(Block):
 
     type_ids = ("roboflow_core/image_blur@v1", "ImageBlur")
     fields = {
-        "image": FieldSpec((IMAGE,), per_frame=True),
+        "image": FieldSpec((IMAGE,), takes=Takes.FRAME),
         "blur_type": FieldSpec(default="gaussian", choices=tuple(_BLURS)),
         "kernel_size": FieldSpec(default=5, type="integer", minimum=1),
     }

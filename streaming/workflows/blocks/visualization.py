@@ -19,6 +19,7 @@ from .base import (
     BuildContext,
     FieldSpec,
     FrameState,
+    Takes,
     WorkflowImage,
     select,
 )
@@ -45,8 +46,8 @@ class AnnotatorBlock(Block):
     """Image and detections in, the image with supervision's drawing on a copy out."""
 
     fields = {
-        "image": FieldSpec((IMAGE,), per_frame=True),
-        "predictions": FieldSpec(DETECTION_KINDS, per_frame=True),
+        "image": FieldSpec((IMAGE,), takes=Takes.FRAME),
+        "predictions": FieldSpec(DETECTION_KINDS, takes=Takes.FRAME),
         "copy_image": FieldSpec(default=True, type="boolean"),
     }
     Settings: ClassVar[type[BlockSettings]] = AnnotatorSettings
@@ -319,7 +320,7 @@ class HeatmapVisualizationBlock(AnnotatorBlock):
     )
     fields = {
         **AnnotatorBlock.fields,
-        "metadata": FieldSpec((VIDEO_METADATA,), default=None, per_frame=True),
+        "metadata": FieldSpec((VIDEO_METADATA,), default=None, takes=Takes.FRAME),
         "position": FieldSpec(default="BOTTOM_CENTER"),
         "opacity": FieldSpec(default=0.2, type="number", minimum=0, maximum=1),
         "radius": FieldSpec(default=40, type="integer", minimum=1),

@@ -20,6 +20,7 @@ from .base import (
     BuildContext,
     FieldSpec,
     FrameState,
+    Takes,
     WorkflowImage,
 )
 from .checks import anchor, color, points, polygons
@@ -42,7 +43,7 @@ class _DrawingBlock(Block):
     """Image in, image out: a copy unless ``copy_image`` is false."""
 
     fields = {
-        "image": FieldSpec((IMAGE,), per_frame=True),
+        "image": FieldSpec((IMAGE,), takes=Takes.FRAME),
         "copy_image": FieldSpec(default=True),
     }
     Settings: ClassVar[type[BlockSettings]] = _DrawingSettings
@@ -86,8 +87,8 @@ class LineCounterVisualizationBlock(_DrawingBlock):
         "text_scale": FieldSpec(default=1.0, type="number", minimum=0.01, maximum=100.0),
         "opacity": FieldSpec(default=0.3, type="number", minimum=0.0, maximum=1.0),
         # Usually $steps.<line_counter>.count_in / count_out; unbound: 0.
-        "count_in": FieldSpec(("integer",), default=None, per_frame=True),
-        "count_out": FieldSpec(("integer",), default=None, per_frame=True),
+        "count_in": FieldSpec(("integer",), default=None, takes=Takes.FRAME),
+        "count_out": FieldSpec(("integer",), default=None, takes=Takes.FRAME),
     }
     Settings: ClassVar[type[BlockSettings]] = LineCounterVisualizationSettings
 
@@ -126,8 +127,13 @@ class LineCounterVisualizationBlock(_DrawingBlock):
         if left < right and top < bottom:
             region = scene[top:bottom, left:right]
             overlay = region.copy()
-            cv2.line(overlay, (x1 - left, y1 - top), (x2 - left, y2 - top),
-                     self._color.as_bgr(), self._thickness)  # fmt: skip
+            cv2.line(
+                overlay,
+                (x1 - left, y1 - top),
+                (x2 - left, y2 - top),
+                self._color.as_bgr(),
+                self._thickness,
+            )
             cv2.addWeighted(overlay, self._opacity, region, 1 - self._opacity, 0, dst=region)
         counts = f"in: {inputs.get('count_in') or 0}, out: {inputs.get('count_out') or 0}"
         return sv.draw_text(
@@ -187,7 +193,7 @@ class TraceVisualizationBlock(_DrawingBlock):
     type_ids = ("roboflow_core/trace_visualization@v1",)
     fields = {
         **_DrawingBlock.fields,
-        "predictions": FieldSpec(DETECTION_KINDS, per_frame=True),
+        "predictions": FieldSpec(DETECTION_KINDS, takes=Takes.FRAME),
         "position": FieldSpec(default="CENTER"),
         "trace_length": FieldSpec(default=30, type="integer", minimum=1),
         "thickness": FieldSpec(default=1, type="integer", minimum=1),

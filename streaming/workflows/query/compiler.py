@@ -137,8 +137,10 @@ class QueryCompiler:
             kind = self.kind(node, "an operation")
             build = OPERATIONS.get(kind)
             if build is None:
-                raise self.fail(f"operation '{kind}' is not supported here (supported: "
-                                f"{', '.join(sorted(OPERATIONS))})")  # fmt: skip
+                raise self.fail(
+                    f"operation '{kind}' is not supported here (supported: "
+                    f"{', '.join(sorted(OPERATIONS))})"
+                )
             steps.append(build(node, self))
         if not steps:
             return lambda value, env: value
@@ -154,8 +156,9 @@ class QueryCompiler:
 
     def nested_detection_filter(self, statement: Any) -> Condition:
         """A ``DetectionsFilter`` operation's statement: ``_`` is each detection in turn."""
-        inner = QueryCompiler(self.where.step, self.where.field, self.names, self.names_field,
-                              detections=True)  # fmt: skip
+        inner = QueryCompiler(
+            self.where.step, self.where.field, self.names, self.names_field, detections=True
+        )
         return inner.statement(statement)
 
     # --------------------------------------------------------------- statements
@@ -177,8 +180,10 @@ class QueryCompiler:
             combine = all if operator == "and" else any
             test = lambda env, row: combine(p(env, row) for p in parts)  # noqa: E731
         else:
-            raise self.fail(f"statement type '{kind}' is not supported here (supported: "
-                            "BinaryStatement, UnaryStatement, StatementGroup)")  # fmt: skip
+            raise self.fail(
+                f"statement type '{kind}' is not supported here (supported: "
+                "BinaryStatement, UnaryStatement, StatementGroup)"
+            )
         if node.get("negate", False) is True:
             return lambda env, row: not test(env, row)
         return test
@@ -190,8 +195,9 @@ class QueryCompiler:
         named = node.get(key)
         name = named.get("type") if isinstance(named, dict) else None
         if name not in known:
-            raise self.fail(f"{what} {name!r} is not supported here "
-                            f"(supported: {', '.join(known)})")  # fmt: skip
+            raise self.fail(
+                f"{what} {name!r} is not supported here (supported: {', '.join(known)})"
+            )
         return known[name]
 
     def unary(self, node: dict[str, Any]) -> Condition:
@@ -212,8 +218,10 @@ class QueryCompiler:
             value = node.get("value")
             return lambda env, row: python(operations(value, env))
         if kind != "DynamicOperand":
-            raise self.fail(f"operand type '{kind}' is not supported here "
-                            "(supported: StaticOperand, DynamicOperand)")  # fmt: skip
+            raise self.fail(
+                f"operand type '{kind}' is not supported here "
+                "(supported: StaticOperand, DynamicOperand)"
+            )
         name = node.get("operand_name", DETECTION)
         if name == DETECTION and self.detections:
             return lambda env, row: python(operations(row, env))

@@ -134,8 +134,10 @@ def _rename(node: dict[str, Any], q: QueryCompiler) -> Op:
     offset = read_integer(node, "new_classes_id_offset", q.where, 1024)
     for key, value, kind in (("class_map", class_map, dict), ("strict", strict, bool)):
         if not isinstance(value, kind | str):
-            raise q.where.fail(f"DetectionsRename: {key} must be a {kind.__name__} or the name "
-                               "of an operand holding one")  # fmt: skip
+            raise q.where.fail(
+                f"DetectionsRename: {key} must be a {kind.__name__} or the name "
+                "of an operand holding one"
+            )
 
     def resolve(value: Any, kind: type, key: str, env: Env) -> Any:
         if isinstance(value, str) and kind is not str:
@@ -185,9 +187,11 @@ def _by_parent(node: dict[str, Any], q: QueryCompiler) -> Op:
         centres = detections.get_anchors_coordinates(_CENTRE)
         x, y = centres[:, None, 0], centres[:, None, 1]
         inside = (
-            (x >= parents[None, :, 0]) & (x <= parents[None, :, 2])
-            & (y >= parents[None, :, 1]) & (y <= parents[None, :, 3])
-        ).any(axis=1)  # fmt: skip
+            (x >= parents[None, :, 0])
+            & (x <= parents[None, :, 2])
+            & (y >= parents[None, :, 1])
+            & (y <= parents[None, :, 3])
+        ).any(axis=1)
         return select(detections, is_parent | inside)
 
     return run
@@ -204,8 +208,13 @@ def _filter(node: dict[str, Any], q: QueryCompiler) -> Op:
     return run
 
 
-_CLASSIFICATION_PROPERTIES = ("top_class", "top_class_confidence", "top_class_confidence_single",
-                               "all_classes", "all_confidences")  # fmt: skip
+_CLASSIFICATION_PROPERTIES = (
+    "top_class",
+    "top_class_confidence",
+    "top_class_confidence_single",
+    "all_classes",
+    "all_confidences",
+)
 
 
 def _classification(node: dict[str, Any], q: QueryCompiler) -> Op:
@@ -219,8 +228,9 @@ def _classification(node: dict[str, Any], q: QueryCompiler) -> Op:
         return [(name, value["confidence"]) for name, value in by_id]
 
     def run(value: Any, env: Env) -> Any:
-        prediction = expect(value, dict, "a classification", "ClassificationPropertyExtract",
-                             q.where)  # fmt: skip
+        prediction = expect(
+            value, dict, "a classification", "ClassificationPropertyExtract", q.where
+        )
         chosen = prediction.get("predicted_classes", [])
         if prop == "top_class":
             return prediction.get("top", chosen)
@@ -241,8 +251,9 @@ DETECTION_OPERATIONS: dict[str, Builder] = {
     "DetectionsFilter": _filter,
     "DetectionsSelection": _selection,
     "SortDetections": _sort,
-    "DetectionsOffset": _moved("DetectionsOffset", ("offset_x", "offset_y"),
-                               lambda x, y: [-x / 2, -y / 2, x / 2, y / 2]),
+    "DetectionsOffset": _moved(
+        "DetectionsOffset", ("offset_x", "offset_y"), lambda x, y: [-x / 2, -y / 2, x / 2, y / 2]
+    ),
     "DetectionsShift": _moved("DetectionsShift", ("shift_x", "shift_y"), lambda x, y: [x, y, x, y]),
     "DetectionsRename": _rename,
     "PickDetectionsByParentClass": _by_parent,
@@ -250,4 +261,4 @@ DETECTION_OPERATIONS: dict[str, Builder] = {
     "DetectionsToDictionary": _to_dictionary,
     "ExtractDetectionProperty": _detection_property,
     "ClassificationPropertyExtract": _classification,
-}  # fmt: skip
+}

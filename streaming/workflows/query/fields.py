@@ -42,12 +42,18 @@ Builder = Callable[[dict[str, Any], "QueryCompiler"], Op]
 # ------------------------------------------------------------------ field readers
 
 
-def read_choice(node: dict[str, Any], key: str, choices: tuple[str, ...], where: Where,
-                default: str | None = None) -> str:  # fmt: skip
+def read_choice(
+    node: dict[str, Any],
+    key: str,
+    choices: tuple[str, ...],
+    where: Where,
+    default: str | None = None,
+) -> str:
     value = node.get(key, default)
     if value not in choices:
-        raise where.fail(f"{node['type']}: {key} must be one of {', '.join(choices)}, "
-                         f"got {value!r}")  # fmt: skip
+        raise where.fail(
+            f"{node['type']}: {key} must be one of {', '.join(choices)}, got {value!r}"
+        )
     return str(value)
 
 

@@ -32,15 +32,20 @@ def _image_property(node: dict[str, Any], q: QueryCompiler) -> Op:
 
     def run(value: Any, env: Env) -> Any:
         height, width = as_image(value, "ExtractImageProperty", q.where).shape[:2]
-        return {"size": height * width, "height": height, "width": width,
-                "aspect_ratio": width / height if height else 0}[prop]  # fmt: skip
+        return {
+            "size": height * width,
+            "height": height,
+            "width": width,
+            "aspect_ratio": width / height if height else 0,
+        }[prop]
 
     return run
 
 
 def _frame_metadata(node: dict[str, Any], q: QueryCompiler) -> Op:
-    prop = read_choice(node, "property_name",
-                   ("frame_number", "frame_timestamp", "seconds_since_start"), q.where)  # fmt: skip
+    prop = read_choice(
+        node, "property_name", ("frame_number", "frame_timestamp", "seconds_since_start"), q.where
+    )
 
     def run(value: Any, env: Env) -> Any:
         as_image(value, "ExtractFrameMetadata", q.where)  # of the frame this image is
@@ -66,8 +71,9 @@ def _frame_metadata(node: dict[str, Any], q: QueryCompiler) -> Op:
 
 
 def _iso(node: dict[str, Any], q: QueryCompiler) -> Op:
-    return lambda v, env: expect(v, datetime, "a timestamp", "TimestampToISOFormat",
-                                  q.where).isoformat()  # fmt: skip
+    return lambda v, env: expect(
+        v, datetime, "a timestamp", "TimestampToISOFormat", q.where
+    ).isoformat()
 
 
 def _jpeg(image: np.ndarray, quality: int) -> bytes:
@@ -93,4 +99,4 @@ IMAGE_OPERATIONS: dict[str, Builder] = {
     "TimestampToISOFormat": _iso,
     "ConvertImageToJPEG": _to_jpeg,
     "ConvertImageToBase64": _to_base64,
-}  # fmt: skip
+}

@@ -88,8 +88,9 @@ def _to_number(node: dict[str, Any], q: QueryCompiler) -> Op:
 def _round(node: dict[str, Any], q: QueryCompiler) -> Op:
     digits = read_integer(node, "decimal_digits", q.where)
     number_ = (int, float)
-    return lambda v, env: round(expect(python(v), number_, "a number", "NumberRound", q.where),
-                                digits)  # fmt: skip
+    return lambda v, env: round(
+        expect(python(v), number_, "a number", "NumberRound", q.where), digits
+    )
 
 
 def _arithmetic(name: str, apply: Callable[[float, float], float]) -> Builder:
@@ -99,8 +100,9 @@ def _arithmetic(name: str, apply: Callable[[float, float], float]) -> Builder:
         def run(value: Any, env: Env) -> Any:
             value = python(value)
             if isinstance(value, list):  # the reference multiplies numpy arrays elementwise
-                return [apply(expect(v, (int, float), "numbers", name, q.where), other)
-                        for v in value]  # fmt: skip
+                return [
+                    apply(expect(v, (int, float), "numbers", name, q.where), other) for v in value
+                ]
             try:
                 return apply(expect(value, (int, float), "a number", name, q.where), other)
             except ZeroDivisionError:
@@ -139,8 +141,12 @@ def _aggregate(node: dict[str, Any], q: QueryCompiler) -> Op:
             raise q.where.error("SequenceAggregate of an empty sequence")
         if mode in ("first", "last"):
             return items[0 if mode == "first" else -1]
-        ranked = [v for v, _ in Counter(as_key(i, "SequenceAggregate", q.where) for i in items)
-                  .most_common()]  # fmt: skip
+        ranked = [
+            v
+            for v, _ in Counter(
+                as_key(i, "SequenceAggregate", q.where) for i in items
+            ).most_common()
+        ]
         return ranked[0 if mode == "most_common" else -1]
 
     return run
@@ -212,8 +218,11 @@ def _length(node: dict[str, Any], q: QueryCompiler) -> Op:
             return None  # as a step that did not run: nothing to count
         if isinstance(value, sv.Detections):
             return len(value)
-        return len(expect(value, (list, tuple, set, dict, str, bytes), "a sequence",
-                           "SequenceLength", q.where))  # fmt: skip
+        return len(
+            expect(
+                value, (list, tuple, set, dict, str, bytes), "a sequence", "SequenceLength", q.where
+            )
+        )
 
     return run
 
@@ -227,8 +236,10 @@ def _random(node: dict[str, Any], q: QueryCompiler) -> Op:
 def _to_json(node: dict[str, Any], q: QueryCompiler) -> Op:
     def run(value: Any, env: Env) -> str:
         try:
-            return json.dumps(expect(value, dict, "a dictionary", "ConvertDictionaryToJSON",
-                                      q.where), default=python)  # fmt: skip
+            return json.dumps(
+                expect(value, dict, "a dictionary", "ConvertDictionaryToJSON", q.where),
+                default=python,
+            )
         except (TypeError, ValueError) as exc:
             raise q.where.error(f"ConvertDictionaryToJSON: {exc}") from None
 
@@ -256,4 +267,4 @@ SCALAR_OPERATIONS: dict[str, Builder] = {
     "SequenceAggregate": _aggregate,
     "NumericSequenceAggregate": _numeric_aggregate,
     "ConvertDictionaryToJSON": _to_json,
-}  # fmt: skip
+}
