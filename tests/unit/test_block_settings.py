@@ -15,7 +15,9 @@ from streaming.workflows.blocks.base import (
     FieldSpec,
     FlowControlBlock,
     FrameState,
+    Takes,
     Verdict,
+    setting,
 )
 from streaming.workflows.blocks.tracking import ByteTrackerBlock, ByteTrackerSettings
 from tests.support.blocks import build
@@ -27,17 +29,29 @@ def test_every_block_s_settings_name_its_fields_that_are_not_per_frame() -> None
         assert cls.Settings.names() == literal, type_id
 
 
-def test_settings_that_do_not_match_the_fields_are_refused_when_the_block_is_defined() -> None:
-    @dataclass(frozen=True, kw_only=True)
-    class Mismatched(BlockSettings):
-        threshold: float
+@pytest.mark.parametrize(
+    ("per_frame", "attributes", "said"),
+    [
+        ({"limit": FieldSpec(default=1, type="integer")}, {},
+         r"\['limit'\] in inputs are not per frame"),
+        ({}, {"threshold": None}, r"\['threshold'\] declare no field"),
+        ({"threshold": FieldSpec(takes=Takes.FRAME)}, {"threshold": FieldSpec()},
+         r"\['threshold'\] declared in inputs and on Settings"),
+    ],
+)  # fmt: skip
+def test_a_field_declared_twice_or_not_at_all_is_refused_when_the_block_is_defined(
+    per_frame: dict[str, FieldSpec], attributes: dict[str, FieldSpec | None], said: str
+) -> None:
+    namespace: dict[str, Any] = {"__annotations__": dict.fromkeys(attributes, "float")}
+    namespace |= {name: setting(spec) for name, spec in attributes.items() if spec is not None}
+    declared = dataclass(frozen=True, kw_only=True)(type("Declared", (BlockSettings,), namespace))
 
-    with pytest.raises(TypeError, match=r"one attribute per field.*\['limit', 'threshold'\]"):
+    with pytest.raises(TypeError, match=said):
 
         class _Broken(Block):  # pyright: ignore[reportUnusedClass]
             type_ids = ("test/broken@v1",)
-            fields = {"limit": FieldSpec(default=1, type="integer")}
-            Settings = Mismatched
+            inputs = per_frame
+            Settings = declared
             outputs: dict[str, str] = {}
 
             def run(self, inputs: dict[str, Any], frame: FrameState) -> dict[str, Any]:

@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 
 from ...errors import WorkflowCompilationError
 from ..query import Env
-from .base import Block, BlockSettings, BuildContext, FieldSpec, FrameState, Takes
+from .base import Block, BlockSettings, BuildContext, FieldSpec, FrameState, Takes, setting
 from .filtering import operations_chain
 
 __all__ = ["DataAggregatorBlock"]
@@ -45,11 +45,11 @@ _KINDS = {"distinct": "list_of_values", "values_counts": "dictionary"}
 
 @dataclass(frozen=True, kw_only=True)
 class DataAggregatorSettings(BlockSettings):
-    data: list[str]
-    data_operations: Any
-    aggregation_mode: Any
-    interval_unit: Any
-    interval: int
+    data: list[str] = setting(FieldSpec(takes=Takes.ENTRIES))
+    data_operations: Any = setting(FieldSpec(default=None))
+    aggregation_mode: Any = setting(FieldSpec())
+    interval_unit: Any = setting(FieldSpec(default="seconds"))
+    interval: int = setting(FieldSpec(type="integer", minimum=1))
 
 
 class DataAggregatorBlock(Block):
@@ -59,13 +59,6 @@ class DataAggregatorBlock(Block):
     used with (a value per frame for a minute or so) is the same thing, simpler."""
 
     type_ids = ("roboflow_core/data_aggregator@v1",)
-    fields = {
-        "data": FieldSpec(takes=Takes.ENTRIES),
-        "data_operations": FieldSpec(default=None),
-        "aggregation_mode": FieldSpec(),
-        "interval_unit": FieldSpec(default="seconds"),
-        "interval": FieldSpec(type="integer", minimum=1),
-    }
     Settings: ClassVar[type[BlockSettings]] = DataAggregatorSettings
     outputs = {"*": "*"}  # named by the configuration: outputs_of
 

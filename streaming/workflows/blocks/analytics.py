@@ -31,6 +31,7 @@ from .base import (
     FrameState,
     Takes,
     select,
+    setting,
 )
 from .checks import anchor, points, polygons
 
@@ -98,8 +99,9 @@ def tracked(step: str, detections: sv.Detections) -> sv.Detections:
 
 @dataclass(frozen=True, kw_only=True)
 class LineCounterSettings(BlockSettings):
-    line_segment: Any
-    triggering_anchor: Any
+    line_segment: Any = setting(FieldSpec())
+    # None: a box's four corners must all cross (LineZone's own default, v2's).
+    triggering_anchor: Any = setting(FieldSpec(default=None))
 
 
 class LineCounterBlock(Block):
@@ -107,13 +109,10 @@ class LineCounterBlock(Block):
     never counted: supervision would count all of them as one object (its issue 2578)."""
 
     type_ids = ("roboflow_core/line_counter@v2",)
-    fields = {
+    inputs = {
         "detections": FieldSpec(DETECTION_KINDS, takes=Takes.FRAME),
         "image": FieldSpec((IMAGE,), default=None, takes=Takes.FRAME),  # v2
         "metadata": FieldSpec((VIDEO_METADATA,), default=None, takes=Takes.FRAME),  # v1
-        "line_segment": FieldSpec(),
-        # None: a box's four corners must all cross (LineZone's own default, v2's).
-        "triggering_anchor": FieldSpec(default=None),
     }
     Settings: ClassVar[type[BlockSettings]] = LineCounterSettings
     outputs = {
@@ -163,25 +162,26 @@ class LineCounterBlock(Block):
 
 
 @dataclass(frozen=True, kw_only=True)
-class LineCounterV1Settings(BlockSettings):
-    line_segment: Any
-    triggering_anchor: Any
+class LineCounterV1Settings(LineCounterSettings):
+    triggering_anchor: Any = setting(FieldSpec(default="CENTER"))
 
 
 class LineCounterV1Block(LineCounterBlock):
     """v1: the same counting; a box's center crosses unless told otherwise."""
 
     type_ids = ("roboflow_core/line_counter@v1",)
-    fields = {**LineCounterBlock.fields, "triggering_anchor": FieldSpec(default="CENTER")}
+    inputs = {
+        **LineCounterBlock.inputs,
+    }
     Settings: ClassVar[type[BlockSettings]] = LineCounterV1Settings
 
 
 @dataclass(frozen=True, kw_only=True)
 class TimeInZoneSettings(BlockSettings):
-    zone: Any
-    triggering_anchor: Any
-    remove_out_of_zone_detections: Any
-    reset_out_of_zone_detections: Any
+    zone: Any = setting(FieldSpec())
+    triggering_anchor: Any = setting(FieldSpec(default="CENTER"))
+    remove_out_of_zone_detections: Any = setting(FieldSpec(default=True))
+    reset_out_of_zone_detections: Any = setting(FieldSpec(default=True))
 
 
 class TimeInZoneBlock(Block):
@@ -193,14 +193,10 @@ class TimeInZoneBlock(Block):
         "roboflow_core/time_in_zone@v2",
         "roboflow_core/time_in_zone@v3",
     )
-    fields = {
+    inputs = {
         "detections": FieldSpec(DETECTION_KINDS, takes=Takes.FRAME),
         "image": FieldSpec((IMAGE,), default=None, takes=Takes.FRAME),
         "metadata": FieldSpec((VIDEO_METADATA,), default=None, takes=Takes.FRAME),  # v1
-        "zone": FieldSpec(),
-        "triggering_anchor": FieldSpec(default="CENTER"),
-        "remove_out_of_zone_detections": FieldSpec(default=True),
-        "reset_out_of_zone_detections": FieldSpec(default=True),
     }
     Settings: ClassVar[type[BlockSettings]] = TimeInZoneSettings
     outputs = {"timed_detections": DETECTIONS}

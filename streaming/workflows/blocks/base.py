@@ -63,6 +63,7 @@ __all__ = [
     "WorkflowImage",
     "fraction",
     "select",
+    "setting",
 ]
 
 
@@ -230,16 +231,31 @@ class Verdict(Enum):
         return cls.RUN if run else cls.SKIP
 
 
+def setting(spec: FieldSpec) -> Any:
+    """A settings attribute declared with its field: ``threshold: float =
+    setting(fraction(0.25))`` is the attribute, its type and what the compiler checks and
+    ``/workflows/blocks/describe`` shows, in one line."""
+    return field(metadata={_SPEC: spec})
+
+
+_SPEC = "visionstream.field"
+
+
 @dataclass(frozen=True, kw_only=True)
 class BlockSettings:
     """A block's settings: one typed attribute per field that is not per frame, its value
     checked against the field's ``FieldSpec`` (defaults filled in, parameters resolved) when
-    the workflow is compiled. Each block declares its own (``Block.Settings``); the names
-    must be its fields' (checked when the class is defined)."""
+    the workflow is compiled. Each attribute declares its field (``setting``); each block
+    declares its own settings (``Block.Settings``)."""
 
     @classmethod
     def names(cls) -> set[str]:
         return {f.name for f in fields(cls)}
+
+    @classmethod
+    def specs(cls) -> dict[str, FieldSpec]:
+        """The fields its attributes declare (``setting``), in declaration order."""
+        return {f.name: f.metadata[_SPEC] for f in fields(cls) if _SPEC in f.metadata}
 
 
 class Block(ABC):
@@ -247,9 +263,14 @@ class Block(ABC):
     per compiled workflow, run once per frame."""
 
     type_ids: ClassVar[tuple[str, ...]]
-    fields: ClassVar[dict[str, FieldSpec]]
+    inputs: ClassVar[dict[str, FieldSpec]] = {}
+    """The per-frame fields (images, predictions, a step's output): what ``run`` is given."""
     Settings: ClassVar[type[BlockSettings]] = BlockSettings
-    """What ``__init__`` is given: the fields that are not per frame, typed."""
+    """What ``__init__`` is given: the fields that are not per frame, typed, each attribute
+    declaring its field (``setting``)."""
+    fields: ClassVar[dict[str, FieldSpec]]
+    """Every field, made when the class is defined: ``inputs`` and the fields ``Settings``
+    declares. The compiler binds, and ``/workflows/blocks/describe`` shows, these."""
     host_fields: ClassVar[tuple[tuple[str, str, int], ...]] = ()
     """Fields naming a host the server will connect to: (host field, port field, default
     port), checked as ``url_fields`` are (an e-mail step's ``smtp_server``)."""
@@ -273,16 +294,20 @@ class Block(ABC):
     ``accepts_empty_values``; otherwise that element's outputs are missing too."""
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
+        """Each field declared once: per frame in ``inputs``, every other one on ``Settings``
+        (``setting``); ``fields`` made from both."""
         super().__init_subclass__(**kwargs)
-        declared = getattr(cls, "fields", None)
-        if declared is None:
-            return
-        literal = {name for name, spec in declared.items() if not spec.per_frame}
-        if literal != cls.Settings.names():
-            raise TypeError(
-                f"{cls.__name__}.Settings ({cls.Settings.__name__}) must have one attribute per "
-                f"field that is not per frame: {sorted(literal ^ cls.Settings.names())} differ"
-            )
+        declared = cls.Settings.specs()
+        problems = []
+        if twice := sorted(set(declared) & set(cls.inputs)):
+            problems.append(f"{twice} declared in inputs and on Settings")
+        if fixed := sorted(n for n, spec in cls.inputs.items() if not spec.per_frame):
+            problems.append(f"{fixed} in inputs are not per frame: declare them on Settings")
+        if bare := sorted(cls.Settings.names() - set(declared)):
+            problems.append(f"{cls.Settings.__name__}'s {bare} declare no field (setting(...))")
+        if problems:
+            raise TypeError(f"block {cls.__name__}: {'; '.join(problems)}")
+        cls.fields = {**cls.inputs, **declared}
 
     def __init__(self, name: str, config: BlockSettings, context: BuildContext) -> None:
         """``config``: every field that is not per frame, checked, defaults filled in."""

@@ -28,6 +28,7 @@ from .base import (
     FieldSpec,
     FrameState,
     Takes,
+    setting,
 )
 from .checks import polygons
 
@@ -36,8 +37,8 @@ __all__ = ["BackgroundSubtractionBlock", "MotionDetectionBlock"]
 
 @dataclass(frozen=True, kw_only=True)
 class BackgroundSettings(BlockSettings):
-    threshold: int
-    history: int
+    threshold: int = setting(FieldSpec(default=16, type="integer", minimum=1))
+    history: int = setting(FieldSpec(default=30, type="integer", minimum=1))
 
 
 def _model(history: int, threshold: int) -> cv2.BackgroundSubtractorMOG2:
@@ -50,10 +51,8 @@ class BackgroundSubtractionBlock(Block):
     """``image``: what differs from the learnt background, white (shadows grey)."""
 
     type_ids: ClassVar[tuple[str, ...]] = ("roboflow_core/background_subtraction@v1",)
-    fields = {
+    inputs = {
         "image": FieldSpec((IMAGE,), takes=Takes.FRAME),
-        "threshold": FieldSpec(default=16, type="integer", minimum=1),
-        "history": FieldSpec(default=30, type="integer", minimum=1),
     }
     Settings: ClassVar[type[BlockSettings]] = BackgroundSettings
     outputs = {"image": IMAGE}
@@ -70,10 +69,10 @@ class BackgroundSubtractionBlock(Block):
 
 @dataclass(frozen=True, kw_only=True)
 class MotionSettings(BackgroundSettings):
-    minimum_contour_area: int
-    morphological_kernel_size: int
-    detection_zone: Any
-    suppress_first_detections: bool
+    minimum_contour_area: int = setting(FieldSpec(default=200, type="integer", minimum=1))
+    morphological_kernel_size: int = setting(FieldSpec(default=3, type="integer", minimum=1))
+    detection_zone: Any = setting(FieldSpec(default=None))
+    suppress_first_detections: bool = setting(FieldSpec(default=True, type="boolean"))
 
 
 class MotionDetectionBlock(Block):
@@ -84,12 +83,7 @@ class MotionDetectionBlock(Block):
     false."""
 
     type_ids: ClassVar[tuple[str, ...]] = ("roboflow_core/motion_detection@v1",)
-    fields = BackgroundSubtractionBlock.fields | {
-        "minimum_contour_area": FieldSpec(default=200, type="integer", minimum=1),
-        "morphological_kernel_size": FieldSpec(default=3, type="integer", minimum=1),
-        "detection_zone": FieldSpec(default=None),
-        "suppress_first_detections": FieldSpec(default=True, type="boolean"),
-    }
+    inputs = BackgroundSubtractionBlock.inputs | {}
     Settings: ClassVar[type[BlockSettings]] = MotionSettings
     outputs = {
         "motion": "boolean",

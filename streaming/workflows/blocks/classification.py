@@ -9,15 +9,15 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from .base import CLASSIFICATION, BlockSettings, FrameState, WorkflowImage, fraction
+from .base import CLASSIFICATION, BlockSettings, FrameState, WorkflowImage
 from .model_block import (
     MODEL_FIELDS,
     ChosenConfidence,
+    ChosenConfidenceByDefault,
     FixedConfidence,
     ModelBlock,
     ModelSettings,
     threshold,
-    with_confidence_mode,
 )
 
 __all__ = [
@@ -34,7 +34,12 @@ class ClassificationModelSettings(FixedConfidence, ModelSettings):
 
 
 @dataclass(frozen=True, kw_only=True)
-class ClassificationModelV3Settings(ChosenConfidence, ModelSettings):
+class ClassificationModelV3Settings(ChosenConfidenceByDefault, ModelSettings):
+    pass
+
+
+@dataclass(frozen=True, kw_only=True)
+class MultiLabelClassificationModelV3Settings(ChosenConfidence, ModelSettings):
     pass
 
 
@@ -49,7 +54,7 @@ class ClassificationModelBlock(ModelBlock):
         "ClassificationModel",
     )
     tasks: tuple[str, ...] = ("classification",)
-    fields = {**MODEL_FIELDS, "confidence": fraction(0.4)}
+    inputs = MODEL_FIELDS
     Settings: ClassVar[type[BlockSettings]] = ClassificationModelSettings
     outputs = {"predictions": CLASSIFICATION, "inference_id": "string", "model_id": "string"}
 
@@ -123,7 +128,6 @@ class MultiLabelClassificationModelBlock(ClassificationModelBlock):
 
 class ClassificationModelBlockV3(ClassificationModelBlock):
     type_ids: ClassVar[tuple[str, ...]] = ("roboflow_core/roboflow_classification_model@v3",)
-    fields = with_confidence_mode(ClassificationModelBlock.fields, mode="default")
     Settings: ClassVar[type[BlockSettings]] = ClassificationModelV3Settings
 
 
@@ -131,5 +135,4 @@ class MultiLabelClassificationModelBlockV3(MultiLabelClassificationModelBlock):
     type_ids: ClassVar[tuple[str, ...]] = (
         "roboflow_core/roboflow_multi_label_classification_model@v3",
     )
-    fields = with_confidence_mode(MultiLabelClassificationModelBlock.fields)
-    Settings: ClassVar[type[BlockSettings]] = ClassificationModelV3Settings
+    Settings: ClassVar[type[BlockSettings]] = MultiLabelClassificationModelV3Settings

@@ -32,6 +32,7 @@ from .base import (
     FrameState,
     Takes,
     fraction,
+    setting,
 )
 
 __all__ = ["DetectionsConsensusBlock", "consensus"]
@@ -184,18 +185,28 @@ def consensus(sources: list[sv.Detections], vote: Vote) -> tuple[sv.Detections, 
 
 @dataclass(frozen=True, kw_only=True)
 class ConsensusSettings(BlockSettings):
-    predictions_batches: int | None
-    predictions: int | None
-    required_votes: int
-    class_aware: bool
-    iou_threshold: float
-    confidence: float
-    classes_to_consider: list[Any] | None
-    required_objects: Any
-    presence_confidence_aggregation: Mode
-    detections_merge_confidence_aggregation: Mode
-    detections_merge_coordinates_aggregation: Mode
-    detections_merge_mask_aggregation: Literal["union", "intersection", "max", "min"]
+    predictions_batches: int | None = setting(
+        FieldSpec(DETECTION_KINDS, default=None, takes=Takes.LIST)
+    )
+    predictions: int | None = setting(
+        FieldSpec(DETECTION_KINDS, default=None, takes=Takes.LIST)
+    )  # the alias
+    required_votes: int = setting(FieldSpec(type="integer", minimum=1))
+    class_aware: bool = setting(FieldSpec(default=True, type="boolean"))
+    iou_threshold: float = setting(fraction(0.3))
+    confidence: float = setting(fraction(0.0))
+    classes_to_consider: list[Any] | None = setting(FieldSpec(default=None, type="list"))
+    required_objects: Any = setting(FieldSpec(default=None))
+    presence_confidence_aggregation: Mode = setting(FieldSpec(default="max", choices=_MODES))
+    detections_merge_confidence_aggregation: Mode = setting(
+        FieldSpec(default="average", choices=_MODES)
+    )
+    detections_merge_coordinates_aggregation: Mode = setting(
+        FieldSpec(default="average", choices=_MODES)
+    )
+    detections_merge_mask_aggregation: Literal["union", "intersection", "max", "min"] = setting(
+        FieldSpec(default="union", choices=("union", "intersection", "max", "min"))
+    )
 
 
 def _required_objects(step: str, value: Any) -> int | dict[str, int] | None:
@@ -220,22 +231,6 @@ class DetectionsConsensusBlock(Block):
         "roboflow_core/detections_consensus@v1",
         "DetectionsConsensus",
     )
-    fields = {
-        "predictions_batches": FieldSpec(DETECTION_KINDS, default=None, takes=Takes.LIST),
-        "predictions": FieldSpec(DETECTION_KINDS, default=None, takes=Takes.LIST),  # the alias
-        "required_votes": FieldSpec(type="integer", minimum=1),
-        "class_aware": FieldSpec(default=True, type="boolean"),
-        "iou_threshold": fraction(0.3),
-        "confidence": fraction(0.0),
-        "classes_to_consider": FieldSpec(default=None, type="list"),
-        "required_objects": FieldSpec(default=None),
-        "presence_confidence_aggregation": FieldSpec(default="max", choices=_MODES),
-        "detections_merge_confidence_aggregation": FieldSpec(default="average", choices=_MODES),
-        "detections_merge_coordinates_aggregation": FieldSpec(default="average", choices=_MODES),
-        "detections_merge_mask_aggregation": FieldSpec(
-            default="union", choices=("union", "intersection", "max", "min")
-        ),
-    }
     Settings: ClassVar[type[BlockSettings]] = ConsensusSettings
     outputs = {
         "predictions": DETECTIONS,

@@ -27,6 +27,7 @@ from .base import (
     WorkflowImage,
     fraction,
     select,
+    setting,
 )
 from .images import Origin
 
@@ -74,8 +75,8 @@ def _check_image_bound(name: str, bound: set[str]) -> None:
 
 @dataclass(frozen=True, kw_only=True)
 class DynamicCropSettings(BlockSettings):
-    mask_opacity: float
-    background_color: Any
+    mask_opacity: float = setting(fraction(0.0))
+    background_color: Any = setting(FieldSpec(default=(0, 0, 0)))
 
 
 class DynamicCropBlock(Block):
@@ -85,12 +86,10 @@ class DynamicCropBlock(Block):
     pixels outside the mask blend toward ``background_color``."""
 
     type_ids = ("roboflow_core/dynamic_crop@v1", "DynamicCrop", "Crop")
-    fields = {
+    inputs = {
         **_IMAGES,
         "predictions": FieldSpec(DETECTION_KINDS, default=None, takes=Takes.FRAME),
         "detections": FieldSpec(DETECTION_KINDS, default=None, takes=Takes.FRAME),  # alias
-        "mask_opacity": fraction(0.0),
-        "background_color": FieldSpec(default=(0, 0, 0)),
     }
     Settings: ClassVar[type[BlockSettings]] = DynamicCropSettings
     outputs = {"crops": IMAGE, "predictions": DETECTIONS}
@@ -168,20 +167,24 @@ def _moved(detection: sv.Detections, origin: Origin, size: tuple[int, ...]) -> s
     return moved
 
 
+_PIXELS = FieldSpec(type="integer", minimum=1)
+_SHARE = FieldSpec(type="number", minimum=0.0, maximum=1.0)
+
+
 @dataclass(frozen=True, kw_only=True)
 class AbsoluteStaticCropSettings(BlockSettings):
-    x_center: int
-    y_center: int
-    width: int
-    height: int
+    x_center: int = setting(_PIXELS)
+    y_center: int = setting(_PIXELS)
+    width: int = setting(_PIXELS)
+    height: int = setting(_PIXELS)
 
 
 @dataclass(frozen=True, kw_only=True)
 class RelativeStaticCropSettings(BlockSettings):
-    x_center: float
-    y_center: float
-    width: float
-    height: float
+    x_center: float = setting(_SHARE)
+    y_center: float = setting(_SHARE)
+    width: float = setting(_SHARE)
+    height: float = setting(_SHARE)
 
 
 _REGION = ("x_center", "y_center", "width", "height")
@@ -220,7 +223,7 @@ class AbsoluteStaticCropBlock(_StaticCropBlock):
 
     type_ids = ("roboflow_core/absolute_static_crop@v1", "AbsoluteStaticCrop")
     kind = "absolute_static_crop"
-    fields = {**_IMAGES, **{name: FieldSpec(type="integer", minimum=1) for name in _REGION}}
+    inputs = _IMAGES
     Settings: ClassVar[type[BlockSettings]] = AbsoluteStaticCropSettings
 
 
@@ -230,10 +233,7 @@ class RelativeStaticCropBlock(_StaticCropBlock):
 
     type_ids = ("roboflow_core/relative_static_crop@v1", "RelativeStaticCrop")
     kind = "relative_static_crop"
-    fields = {
-        **_IMAGES,
-        **{name: FieldSpec(type="number", minimum=0.0, maximum=1.0) for name in _REGION},
-    }
+    inputs = _IMAGES
     Settings: ClassVar[type[BlockSettings]] = RelativeStaticCropSettings
 
     def pixels(self, image: WorkflowImage) -> tuple[float, ...]:

@@ -17,14 +17,13 @@ from .base import (
     KEYPOINTS,
     SEGMENTATION,
     BlockSettings,
-    FieldSpec,
     FrameState,
     WorkflowImage,
-    fraction,
 )
 from .model_block import (
     MODEL_FIELDS,
     ChosenConfidence,
+    ChosenConfidenceByDefault,
     DecodeSettings,
     FixedConfidence,
     KeypointSettings,
@@ -32,7 +31,6 @@ from .model_block import (
     ModelBlock,
     ModelSettings,
     threshold,
-    with_confidence_mode,
 )
 
 __all__ = [
@@ -74,7 +72,7 @@ class KeypointDetectionModelSettings(FixedConfidence, KeypointSettings, DecodeSe
 
 
 @dataclass(frozen=True, kw_only=True)
-class KeypointDetectionModelV3Settings(ChosenConfidence, KeypointSettings, DecodeSettings):
+class KeypointDetectionModelV3Settings(ChosenConfidenceByDefault, KeypointSettings, DecodeSettings):
     pass
 
 
@@ -100,16 +98,7 @@ class ObjectDetectionModelBlock(ModelBlock):
         "RoboflowObjectDetectionModel",
         "ObjectDetectionModel",
     )
-    # Defaults are the reference blocks'.
-    fields = {
-        **MODEL_FIELDS,
-        "confidence": fraction(0.4),
-        "iou_threshold": fraction(0.3),
-        "class_filter": FieldSpec(default=None, type="list"),
-        "max_detections": FieldSpec(default=300, type="integer", minimum=1),
-        "class_agnostic_nms": FieldSpec(default=False, type="boolean"),
-        "max_candidates": FieldSpec(default=3000, type="integer", minimum=1),
-    }
+    inputs = MODEL_FIELDS  # the rest (the reference blocks' defaults) in its Settings
     Settings: ClassVar[type[BlockSettings]] = ObjectDetectionModelSettings
     outputs = {"predictions": DETECTIONS, "inference_id": "string", "model_id": "string"}
 
@@ -172,12 +161,6 @@ class InstanceSegmentationModelBlock(ObjectDetectionModelBlock):
         "InstanceSegmentationModel",
     )
     tasks = ("instance-segmentation",)
-    fields = {
-        **ObjectDetectionModelBlock.fields,
-        # Accepted as the reference spells them; masks are always decoded fully here.
-        "mask_decode_mode": FieldSpec(default="accurate", choices=("accurate", "tradeoff", "fast")),
-        "tradeoff_factor": fraction(0.0),
-    }
     Settings: ClassVar[type[BlockSettings]] = InstanceSegmentationModelSettings
     outputs = {"predictions": SEGMENTATION, "inference_id": "string", "model_id": "string"}
 
@@ -193,10 +176,6 @@ class KeypointDetectionModelBlock(ObjectDetectionModelBlock):
         "KeypointsDetectionModel",
     )
     tasks = ("keypoint-detection",)
-    fields = {
-        **ObjectDetectionModelBlock.fields,
-        "keypoint_confidence": fraction(0.0),
-    }
     Settings: ClassVar[type[BlockSettings]] = KeypointDetectionModelSettings
     outputs = {"predictions": KEYPOINTS, "inference_id": "string", "model_id": "string"}
 
@@ -220,7 +199,6 @@ class KeypointDetectionModelBlock(ObjectDetectionModelBlock):
 
 class ObjectDetectionModelBlockV3(ObjectDetectionModelBlock):
     type_ids: ClassVar[tuple[str, ...]] = ("roboflow_core/roboflow_object_detection_model@v3",)
-    fields = with_confidence_mode(ObjectDetectionModelBlock.fields)
     Settings: ClassVar[type[BlockSettings]] = ObjectDetectionModelV3Settings
 
 
@@ -230,11 +208,9 @@ class InstanceSegmentationModelBlockV3(InstanceSegmentationModelBlock):
         "roboflow_core/roboflow_instance_segmentation_model@v3",
         "roboflow_core/roboflow_instance_segmentation_model@v4",
     )
-    fields = with_confidence_mode(InstanceSegmentationModelBlock.fields)
     Settings: ClassVar[type[BlockSettings]] = InstanceSegmentationModelV3Settings
 
 
 class KeypointDetectionModelBlockV3(KeypointDetectionModelBlock):
     type_ids: ClassVar[tuple[str, ...]] = ("roboflow_core/roboflow_keypoint_detection_model@v3",)
-    fields = with_confidence_mode(KeypointDetectionModelBlock.fields, mode="default")
     Settings: ClassVar[type[BlockSettings]] = KeypointDetectionModelV3Settings

@@ -25,6 +25,7 @@ from .base import (
     FrameState,
     Takes,
     fraction,
+    setting,
 )
 
 __all__ = ["DynamicZoneBlock", "least_squares_polygon", "simplified_polygon"]
@@ -92,10 +93,10 @@ def _scaled(polygon: np.ndarray, scale: float) -> np.ndarray:
 
 @dataclass(frozen=True, kw_only=True)
 class DynamicZoneSettings(BlockSettings):
-    required_number_of_vertices: int
-    scale_ratio: float
-    apply_least_squares: bool
-    midpoint_fraction: float
+    required_number_of_vertices: int = setting(FieldSpec(type="integer", minimum=3))
+    scale_ratio: float = setting(FieldSpec(default=1.0, type="number", above=0))
+    apply_least_squares: bool = setting(FieldSpec(default=False, type="boolean"))
+    midpoint_fraction: float = setting(fraction(1.0))
 
 
 class DynamicZoneBlock(Block):
@@ -103,12 +104,8 @@ class DynamicZoneBlock(Block):
     ``simplification_converged`` (every polygon has the count asked for)."""
 
     type_ids: ClassVar[tuple[str, ...]] = ("roboflow_core/dynamic_zone@v1", "DynamicZone")
-    fields = {
+    inputs = {
         "predictions": FieldSpec((SEGMENTATION,), takes=Takes.FRAME),
-        "required_number_of_vertices": FieldSpec(type="integer", minimum=3),
-        "scale_ratio": FieldSpec(default=1.0, type="number", above=0),
-        "apply_least_squares": FieldSpec(default=False, type="boolean"),
-        "midpoint_fraction": fraction(1.0),
     }
     Settings: ClassVar[type[BlockSettings]] = DynamicZoneSettings
     outputs = {

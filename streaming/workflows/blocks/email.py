@@ -45,6 +45,7 @@ from .base import (
     FrameState,
     Takes,
     WorkflowImage,
+    setting,
 )
 from .sinks import NotificationBlock
 
@@ -112,21 +113,22 @@ def _addresses(value: Any, field: str) -> list[str]:
 
 @dataclass(frozen=True, kw_only=True)
 class EmailSettings(BlockSettings):
-    subject: str
-    message: str
-    message_parameters: list[str]
-    message_parameters_operations: dict[str, Any]
-    attachments: list[str]
-    smtp_server: Any
-    smtp_port: int
-    fire_and_forget: Any
-    disable_sink: Any
-    cooldown_seconds: int
+    subject: str = setting(FieldSpec(type="string"))
+    message: str = setting(FieldSpec(type="string"))
+    message_parameters: list[str] = setting(FieldSpec(default=None, takes=Takes.ENTRIES))
+    message_parameters_operations: dict[str, Any] = setting(FieldSpec(default={}, type="object"))
+    attachments: list[str] = setting(FieldSpec(default=None, takes=Takes.ENTRIES))
+    smtp_server: Any = setting(FieldSpec(type="string"))
+    smtp_port: int = setting(FieldSpec(default=465, type="integer", minimum=1, maximum=65535))
+    fire_and_forget: Any = setting(FieldSpec(default=True))
+    disable_sink: Any = setting(FieldSpec(default=False))
+    cooldown_seconds: int = setting(FieldSpec(default=5, type="integer", minimum=0))
 
 
 @dataclass(frozen=True, kw_only=True)
 class EmailV2Settings(EmailSettings):
-    email_provider: str
+    email_provider: str = setting(FieldSpec(default=MANAGED, choices=(MANAGED, CUSTOM)))
+    smtp_server: Any = setting(FieldSpec(default=None, type="string"))
 
 
 _ADDRESS = FieldSpec((ANY,), takes=Takes.FRAME_OR_LITERAL)
@@ -137,22 +139,12 @@ class EmailNotificationBlock(NotificationBlock):
 
     type_ids: ClassVar[tuple[str, ...]] = ("roboflow_core/email_notification@v1",)
     host_fields = (("smtp_server", "smtp_port", 465),)
-    fields = {
-        "subject": FieldSpec(type="string"),
-        "message": FieldSpec(type="string"),
+    inputs = {
         "sender_email": _ADDRESS,
         "receiver_email": _ADDRESS,
         "cc_receiver_email": FieldSpec((ANY,), default=None, takes=Takes.FRAME_OR_LITERAL),
         "bcc_receiver_email": FieldSpec((ANY,), default=None, takes=Takes.FRAME_OR_LITERAL),
-        "message_parameters": FieldSpec(default=None, takes=Takes.ENTRIES),
-        "message_parameters_operations": FieldSpec(default={}, type="object"),
-        "attachments": FieldSpec(default=None, takes=Takes.ENTRIES),
-        "smtp_server": FieldSpec(type="string"),
         "sender_email_password": FieldSpec((ANY, SECRET), takes=Takes.FRAME_OR_LITERAL),
-        "smtp_port": FieldSpec(default=465, type="integer", minimum=1, maximum=65535),
-        "fire_and_forget": FieldSpec(default=True),
-        "disable_sink": FieldSpec(default=False),
-        "cooldown_seconds": FieldSpec(default=5, type="integer", minimum=0),
     }
     Settings: ClassVar[type[BlockSettings]] = EmailSettings
     as_html = False
@@ -336,10 +328,8 @@ class EmailNotificationV2Block(EmailNotificationBlock):
     """v2: HTML with inline images, image attachments, and a choice of provider."""
 
     type_ids: ClassVar[tuple[str, ...]] = ("roboflow_core/email_notification@v2",)
-    fields = EmailNotificationBlock.fields | {
-        "email_provider": FieldSpec(default=MANAGED, choices=(MANAGED, CUSTOM)),
+    inputs = EmailNotificationBlock.inputs | {
         "sender_email": FieldSpec((ANY,), default=None, takes=Takes.FRAME_OR_LITERAL),
-        "smtp_server": FieldSpec(default=None, type="string"),
         "sender_email_password": FieldSpec(
             (ANY, SECRET), default=None, takes=Takes.FRAME_OR_LITERAL
         ),

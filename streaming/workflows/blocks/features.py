@@ -23,6 +23,7 @@ from .base import (
     Takes,
     WorkflowImage,
     fraction,
+    setting,
 )
 from .detection import stamped
 from .image_ops import grey as in_grey
@@ -85,7 +86,7 @@ class SiftBlock(Block):
     keypoints drawn)."""
 
     type_ids: ClassVar[tuple[str, ...]] = ("roboflow_core/sift@v1",)
-    fields = {"image": FieldSpec((IMAGE,), takes=Takes.FRAME)}
+    inputs = {"image": FieldSpec((IMAGE,), takes=Takes.FRAME)}
     outputs = {"image": IMAGE, "keypoints": "image_keypoints", "descriptors": DESCRIPTORS}
 
     def run(self, inputs: dict[str, Any], frame: FrameState) -> dict[str, Any]:
@@ -101,8 +102,8 @@ class SiftBlock(Block):
 
 @dataclass(frozen=True, kw_only=True)
 class ComparisonSettings(BlockSettings):
-    good_matches_threshold: int
-    ratio_threshold: float
+    good_matches_threshold: int = setting(FieldSpec(default=50, type="integer", minimum=1))
+    ratio_threshold: float = setting(fraction(0.7))
 
 
 class SiftComparisonBlock(Block):
@@ -110,11 +111,9 @@ class SiftComparisonBlock(Block):
     (at least ``good_matches_threshold`` pairs pass the ratio test)."""
 
     type_ids: ClassVar[tuple[str, ...]] = ("roboflow_core/sift_comparison@v1",)
-    fields = {
+    inputs = {
         "descriptor_1": FieldSpec((DESCRIPTORS,), takes=Takes.FRAME),
         "descriptor_2": FieldSpec((DESCRIPTORS,), takes=Takes.FRAME),
-        "good_matches_threshold": FieldSpec(default=50, type="integer", minimum=1),
-        "ratio_threshold": fraction(0.7),
     }
     Settings: ClassVar[type[BlockSettings]] = ComparisonSettings
     outputs = {"good_matches_count": "integer", "images_match": "boolean"}
@@ -131,8 +130,10 @@ class SiftComparisonBlock(Block):
 
 @dataclass(frozen=True, kw_only=True)
 class ComparisonV2Settings(ComparisonSettings):
-    matcher: Literal["FlannBasedMatcher", "BFMatcher"]
-    visualize: bool
+    matcher: Literal["FlannBasedMatcher", "BFMatcher"] = setting(
+        FieldSpec(default="FlannBasedMatcher", choices=("FlannBasedMatcher", "BFMatcher"))
+    )
+    visualize: bool = setting(FieldSpec(default=False, type="boolean"))
 
 
 class SiftComparisonV2Block(SiftComparisonBlock):
@@ -140,15 +141,9 @@ class SiftComparisonV2Block(SiftComparisonBlock):
     image's keypoints and the matches drawn."""
 
     type_ids: ClassVar[tuple[str, ...]] = ("roboflow_core/sift_comparison@v2",)
-    fields = {
+    inputs = {
         "input_1": FieldSpec((IMAGE, DESCRIPTORS), takes=Takes.FRAME),
         "input_2": FieldSpec((IMAGE, DESCRIPTORS), takes=Takes.FRAME),
-        "good_matches_threshold": FieldSpec(default=50, type="integer", minimum=1),
-        "ratio_threshold": fraction(0.7),
-        "matcher": FieldSpec(
-            default="FlannBasedMatcher", choices=("FlannBasedMatcher", "BFMatcher")
-        ),
-        "visualize": FieldSpec(default=False, type="boolean"),
     }
     Settings: ClassVar[type[BlockSettings]] = ComparisonV2Settings
     outputs = {
@@ -208,9 +203,9 @@ class SiftComparisonV2Block(SiftComparisonBlock):
 
 @dataclass(frozen=True, kw_only=True)
 class TemplateSettings(BlockSettings):
-    matching_threshold: float
-    apply_nms: bool
-    nms_threshold: float
+    matching_threshold: float = setting(FieldSpec(default=0.8, type="number"))
+    apply_nms: bool = setting(FieldSpec(default=True, type="boolean"))
+    nms_threshold: float = setting(fraction(0.5))
 
 
 class TemplateMatchingBlock(Block):
@@ -219,12 +214,9 @@ class TemplateMatchingBlock(Block):
     ``number_of_matches``."""
 
     type_ids: ClassVar[tuple[str, ...]] = ("roboflow_core/template_matching@v1",)
-    fields = {
+    inputs = {
         "image": FieldSpec((IMAGE,), takes=Takes.FRAME),
         "template": FieldSpec((IMAGE,), takes=Takes.FRAME),
-        "matching_threshold": FieldSpec(default=0.8, type="number"),
-        "apply_nms": FieldSpec(default=True, type="boolean"),
-        "nms_threshold": fraction(0.5),
     }
     Settings: ClassVar[type[BlockSettings]] = TemplateSettings
     outputs = {"predictions": DETECTIONS, "number_of_matches": "integer"}

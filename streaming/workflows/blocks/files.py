@@ -18,7 +18,7 @@ from typing import IO, Any, ClassVar, Literal
 from sinks.quota import DiskQuota, QuotaExceeded, quota_for
 
 from ...errors import WorkflowCompilationError
-from .base import Block, BlockSettings, BuildContext, FieldSpec, FrameState, Takes
+from .base import Block, BlockSettings, BuildContext, FieldSpec, FrameState, Takes, setting
 
 __all__ = ["LocalFileSinkBlock", "sink_directory"]
 
@@ -59,11 +59,15 @@ def sink_directory(step: str, context: BuildContext, target: str) -> Path:
 
 @dataclass(frozen=True, kw_only=True)
 class LocalFileSinkSettings(BlockSettings):
-    file_type: Literal["csv", "json", "txt"]
-    output_mode: Literal["append_log", "separate_files"]
-    target_directory: str
-    file_name_prefix: str
-    max_entries_per_file: int
+    file_type: Literal["csv", "json", "txt"] = setting(
+        FieldSpec(default="csv", choices=("csv", "json", "txt"))
+    )
+    output_mode: Literal["append_log", "separate_files"] = setting(
+        FieldSpec(choices=("append_log", "separate_files"))
+    )
+    target_directory: str = setting(FieldSpec(type="string"))
+    file_name_prefix: str = setting(FieldSpec(default="workflow_output", type="string"))
+    max_entries_per_file: int = setting(FieldSpec(default=1024, type="integer", minimum=1))
 
 
 class LocalFileSinkBlock(Block):
@@ -72,13 +76,8 @@ class LocalFileSinkBlock(Block):
     every ``max_entries_per_file`` entries), named ``<prefix>_<time>.<type>``."""
 
     type_ids = ("roboflow_core/local_file_sink@v1",)
-    fields = {
+    inputs = {
         "content": FieldSpec(("string",), takes=Takes.FRAME),
-        "file_type": FieldSpec(default="csv", choices=("csv", "json", "txt")),
-        "output_mode": FieldSpec(choices=("append_log", "separate_files")),
-        "target_directory": FieldSpec(type="string"),
-        "file_name_prefix": FieldSpec(default="workflow_output", type="string"),
-        "max_entries_per_file": FieldSpec(default=1024, type="integer", minimum=1),
     }
     Settings: ClassVar[type[BlockSettings]] = LocalFileSinkSettings
     outputs = {"error_status": "boolean", "message": "string"}

@@ -29,6 +29,7 @@ from .base import (
     FieldSpec,
     FrameState,
     Takes,
+    setting,
 )
 
 __all__ = [
@@ -41,8 +42,8 @@ __all__ = [
 
 @dataclass(frozen=True, kw_only=True)
 class DetectionsFilterSettings(BlockSettings):
-    operations: Any
-    operations_parameters: list[str]
+    operations: Any = setting(FieldSpec())
+    operations_parameters: list[str] = setting(FieldSpec(default=None, takes=Takes.ENTRIES))
 
 
 class DetectionsFilterBlock(Block):
@@ -50,10 +51,8 @@ class DetectionsFilterBlock(Block):
     one ``DetectionsFilter``, whose statement each detection must hold)."""
 
     type_ids = ("roboflow_core/detections_filter@v1", "DetectionsFilter")
-    fields = {
+    inputs = {
         "predictions": FieldSpec(DETECTION_KINDS, takes=Takes.FRAME),
-        "operations": FieldSpec(),
-        "operations_parameters": FieldSpec(default=None, takes=Takes.ENTRIES),
     }
     Settings: ClassVar[type[BlockSettings]] = DetectionsFilterSettings
     outputs = {"predictions": DETECTIONS}
@@ -90,7 +89,7 @@ class DetectionsTransformationBlock(DetectionsFilterBlock):
 
 @dataclass(frozen=True, kw_only=True)
 class PropertyDefinitionSettings(BlockSettings):
-    operations: Any
+    operations: Any = setting(FieldSpec())
 
 
 class PropertyDefinitionBlock(Block):
@@ -102,9 +101,8 @@ class PropertyDefinitionBlock(Block):
         "PropertyDefinition",
         "PropertyExtraction",
     )
-    fields = {
+    inputs = {
         "data": FieldSpec(takes=Takes.FRAME),
-        "operations": FieldSpec(),
     }
     Settings: ClassVar[type[BlockSettings]] = PropertyDefinitionSettings
     outputs = {"output": "*"}

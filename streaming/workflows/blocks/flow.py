@@ -22,6 +22,7 @@ from .base import (
     FrameState,
     Takes,
     Verdict,
+    setting,
 )
 
 __all__ = ["ContinueIfBlock", "DeltaFilterBlock", "RateLimiterBlock"]
@@ -29,22 +30,16 @@ __all__ = ["ContinueIfBlock", "DeltaFilterBlock", "RateLimiterBlock"]
 
 @dataclass(frozen=True, kw_only=True)
 class ContinueIfSettings(BlockSettings):
-    condition_statement: Any
-    evaluation_parameters: list[str]
-    next_steps: list[str]
-    stop_delay: float
+    condition_statement: Any = setting(FieldSpec())
+    evaluation_parameters: list[str] = setting(FieldSpec(default=None, takes=Takes.ENTRIES))
+    next_steps: list[str] = setting(FieldSpec(takes=Takes.STEPS))
+    stop_delay: float = setting(FieldSpec(default=0, type="number", minimum=0))
 
 
 class ContinueIfBlock(FlowControlBlock):
     """``next_steps`` run for this frame only if ``condition_statement`` holds."""
 
     type_ids = ("roboflow_core/continue_if@v1", "ContinueIf")
-    fields = {
-        "condition_statement": FieldSpec(),
-        "evaluation_parameters": FieldSpec(default=None, takes=Takes.ENTRIES),
-        "next_steps": FieldSpec(takes=Takes.STEPS),
-        "stop_delay": FieldSpec(default=0, type="number", minimum=0),
-    }
     Settings: ClassVar[type[BlockSettings]] = ContinueIfSettings
 
     def __init__(self, name: str, config: ContinueIfSettings, context: BuildContext) -> None:
@@ -78,17 +73,16 @@ class ContinueIfBlock(FlowControlBlock):
 
 @dataclass(frozen=True, kw_only=True)
 class DeltaFilterSettings(BlockSettings):
-    next_steps: list[str]
+    next_steps: list[str] = setting(FieldSpec(takes=Takes.STEPS))
 
 
 class DeltaFilterBlock(FlowControlBlock):
     """``next_steps`` run for a frame only when ``value`` differs from the stream's last."""
 
     type_ids = ("roboflow_core/delta_filter@v1",)
-    fields = {
+    inputs = {
         "image": FieldSpec((IMAGE,), default=None, takes=Takes.FRAME),
         "value": FieldSpec(takes=Takes.FRAME),
-        "next_steps": FieldSpec(takes=Takes.STEPS),
     }
     Settings: ClassVar[type[BlockSettings]] = DeltaFilterSettings
 
@@ -106,8 +100,8 @@ class DeltaFilterBlock(FlowControlBlock):
 
 @dataclass(frozen=True, kw_only=True)
 class RateLimiterSettings(BlockSettings):
-    cooldown_seconds: float
-    next_steps: list[str]
+    cooldown_seconds: float = setting(FieldSpec(default=1.0, type="number", minimum=0))
+    next_steps: list[str] = setting(FieldSpec(takes=Takes.STEPS))
 
 
 class RateLimiterBlock(FlowControlBlock):
@@ -116,10 +110,8 @@ class RateLimiterBlock(FlowControlBlock):
     limited as if played), else of the wall clock."""
 
     type_ids = ("roboflow_core/rate_limiter@v1",)
-    fields = {
-        "cooldown_seconds": FieldSpec(default=1.0, type="number", minimum=0),
+    inputs = {
         "depends_on": FieldSpec(takes=Takes.FRAME),
-        "next_steps": FieldSpec(takes=Takes.STEPS),
         "video_reference_image": FieldSpec((IMAGE,), default=None, takes=Takes.FRAME),
     }
     Settings: ClassVar[type[BlockSettings]] = RateLimiterSettings

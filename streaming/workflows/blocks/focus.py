@@ -22,6 +22,7 @@ from .base import (
     FieldSpec,
     FrameState,
     Takes,
+    setting,
 )
 from .image_ops import grey as in_grey
 
@@ -54,7 +55,7 @@ class CameraFocusBlock(Block):
     """v1: ``focus_measure`` (Brenner's) and ``image``, its map with the value written."""
 
     type_ids: ClassVar[tuple[str, ...]] = ("roboflow_core/camera_focus@v1",)
-    fields = {"image": FieldSpec((IMAGE,), takes=Takes.FRAME)}
+    inputs = {"image": FieldSpec((IMAGE,), takes=Takes.FRAME)}
     outputs = {"image": IMAGE, "focus_measure": "float"}
 
     def run(self, inputs: dict[str, Any], frame: FrameState) -> dict[str, Any]:
@@ -77,13 +78,19 @@ class CameraFocusBlock(Block):
 
 @dataclass(frozen=True, kw_only=True)
 class FocusV2Settings(BlockSettings):
-    underexposed_threshold_percent: float
-    overexposed_threshold_percent: float
-    show_zebra_warnings: bool
-    grid_overlay: Literal["None", "2x2", "3x3", "4x4", "5x5"]
-    show_hud: bool
-    show_focus_peaking: bool
-    show_center_marker: bool
+    underexposed_threshold_percent: float = setting(
+        FieldSpec(default=3.0, type="number", minimum=0, maximum=100)
+    )
+    overexposed_threshold_percent: float = setting(
+        FieldSpec(default=97.0, type="number", minimum=0, maximum=100)
+    )
+    show_zebra_warnings: bool = setting(FieldSpec(default=True, type="boolean"))
+    grid_overlay: Literal["None", "2x2", "3x3", "4x4", "5x5"] = setting(
+        FieldSpec(default="3x3", choices=tuple(_GRIDS))
+    )
+    show_hud: bool = setting(FieldSpec(default=True, type="boolean"))
+    show_focus_peaking: bool = setting(FieldSpec(default=True, type="boolean"))
+    show_center_marker: bool = setting(FieldSpec(default=True, type="boolean"))
 
 
 class CameraFocusV2Block(Block):
@@ -92,20 +99,9 @@ class CameraFocusV2Block(Block):
     asked for (the image itself when none is)."""
 
     type_ids: ClassVar[tuple[str, ...]] = ("roboflow_core/camera_focus@v2",)
-    fields = {
+    inputs = {
         "image": FieldSpec((IMAGE,), takes=Takes.FRAME),
         "detections": FieldSpec(DETECTION_KINDS, default=None, takes=Takes.FRAME),
-        "underexposed_threshold_percent": FieldSpec(
-            default=3.0, type="number", minimum=0, maximum=100
-        ),
-        "overexposed_threshold_percent": FieldSpec(
-            default=97.0, type="number", minimum=0, maximum=100
-        ),
-        "show_zebra_warnings": FieldSpec(default=True, type="boolean"),
-        "grid_overlay": FieldSpec(default="3x3", choices=tuple(_GRIDS)),
-        "show_hud": FieldSpec(default=True, type="boolean"),
-        "show_focus_peaking": FieldSpec(default=True, type="boolean"),
-        "show_center_marker": FieldSpec(default=True, type="boolean"),
     }
     Settings: ClassVar[type[BlockSettings]] = FocusV2Settings
     outputs = {"image": IMAGE, "focus_measure": "float", "bbox_focus_measures": "list_of_values"}

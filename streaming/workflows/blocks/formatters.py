@@ -17,15 +17,15 @@ from typing import Any, ClassVar
 
 from ...errors import WorkflowCompilationError
 from ..query import Env, QueryCompiler, named_chains
-from .base import ANY, Block, BlockSettings, BuildContext, FieldSpec, FrameState, Takes
+from .base import ANY, Block, BlockSettings, BuildContext, FieldSpec, FrameState, Takes, setting
 
 __all__ = ["CsvFormatterBlock", "ExpressionBlock", "FirstNonEmptyOrDefaultBlock", "JsonParserBlock"]
 
 
 @dataclass(frozen=True, kw_only=True)
 class FirstNonEmptySettings(BlockSettings):
-    data: int
-    default: Any
+    data: int = setting(FieldSpec(takes=Takes.LIST, type="list"))
+    default: Any = setting(FieldSpec(default=None))
 
 
 class FirstNonEmptyOrDefaultBlock(Block):
@@ -33,10 +33,6 @@ class FirstNonEmptyOrDefaultBlock(Block):
     one), else ``default``."""
 
     type_ids = ("roboflow_core/first_non_empty_or_default@v1", "FirstNonEmptyOrDefault")
-    fields = {
-        "data": FieldSpec(takes=Takes.LIST, type="list"),
-        "default": FieldSpec(default=None),
-    }
     Settings: ClassVar[type[BlockSettings]] = FirstNonEmptySettings
     outputs = {"output": ANY}
     accepts_empty = True
@@ -51,9 +47,9 @@ class FirstNonEmptyOrDefaultBlock(Block):
 
 @dataclass(frozen=True, kw_only=True)
 class ExpressionSettings(BlockSettings):
-    data: list[str]
-    data_operations: dict[str, Any]
-    switch: dict[str, Any]
+    data: list[str] = setting(FieldSpec(takes=Takes.ENTRIES))
+    data_operations: dict[str, Any] = setting(FieldSpec(default={}, type="object"))
+    switch: dict[str, Any] = setting(FieldSpec(type="object"))
 
 
 Result = Callable[[dict[str, Any], Env], Any]
@@ -66,11 +62,6 @@ class ExpressionBlock(Block):
     (``DynamicCaseResult``)."""
 
     type_ids = ("roboflow_core/expression@v1", "Expression")
-    fields = {
-        "data": FieldSpec(takes=Takes.ENTRIES),
-        "data_operations": FieldSpec(default={}, type="object"),
-        "switch": FieldSpec(type="object"),
-    }
     Settings: ClassVar[type[BlockSettings]] = ExpressionSettings
     outputs = {"output": ANY}
 
@@ -138,7 +129,7 @@ _JSON_BLOCK = re.compile(r"```json([\s\S]*?)```", flags=re.IGNORECASE)
 
 @dataclass(frozen=True, kw_only=True)
 class JsonParserSettings(BlockSettings):
-    expected_fields: list[Any]
+    expected_fields: list[Any] = setting(FieldSpec(type="list"))
 
 
 class JsonParserBlock(Block):
@@ -147,9 +138,8 @@ class JsonParserBlock(Block):
     ``error_status`` true when the text does not parse or lacks one of them."""
 
     type_ids = ("roboflow_core/json_parser@v1",)
-    fields = {
+    inputs = {
         "raw_json": FieldSpec((ANY,), takes=Takes.FRAME),  # text, a parameter or a model's answer
-        "expected_fields": FieldSpec(type="list"),
     }
     Settings: ClassVar[type[BlockSettings]] = JsonParserSettings
     outputs = {"error_status": "boolean"}
@@ -192,8 +182,8 @@ _CSV_INJECTION = ("=", "+", "-", "@", "\t", "\r")
 
 @dataclass(frozen=True, kw_only=True)
 class CsvFormatterSettings(BlockSettings):
-    columns_data: list[str]
-    columns_operations: dict[str, Any]
+    columns_data: list[str] = setting(FieldSpec(takes=Takes.ENTRIES))
+    columns_operations: dict[str, Any] = setting(FieldSpec(default={}, type="object"))
 
 
 class CsvFormatterBlock(Block):
@@ -202,10 +192,6 @@ class CsvFormatterBlock(Block):
     spreadsheet would run as a formula is quoted with a leading ``'``."""
 
     type_ids = ("roboflow_core/csv_formatter@v1",)
-    fields = {
-        "columns_data": FieldSpec(takes=Takes.ENTRIES),
-        "columns_operations": FieldSpec(default={}, type="object"),
-    }
     Settings: ClassVar[type[BlockSettings]] = CsvFormatterSettings
     outputs = {"csv_content": "string"}
 

@@ -27,6 +27,7 @@ from .base import (
     FrameState,
     Takes,
     select,
+    setting,
 )
 
 __all__ = [
@@ -46,7 +47,7 @@ class DimensionCollapseBlock(Block):
     dimension: a frame's classifications of its crops as one list per frame."""
 
     type_ids = ("roboflow_core/dimension_collapse@v1", "DimensionCollapse")
-    fields = {"data": FieldSpec((ANY,), takes=Takes.FRAME)}
+    inputs = {"data": FieldSpec((ANY,), takes=Takes.FRAME)}
     outputs = {"output": LIST_OF_VALUES}
     output_dimension = -1
 
@@ -56,8 +57,8 @@ class DimensionCollapseBlock(Block):
 
 @dataclass(frozen=True, kw_only=True)
 class ClassesReplacementSettings(BlockSettings):
-    fallback_class_name: str | None
-    fallback_class_id: int | None
+    fallback_class_name: str | None = setting(FieldSpec(default=None, type="string"))
+    fallback_class_id: int | None = setting(FieldSpec(default=None, type="integer"))
 
 
 def fallback_class(name: str | None, class_id: int | None) -> tuple[str, int, float] | None:
@@ -113,13 +114,11 @@ class DetectionsClassesReplacementBlock(Block):
     set. The detections get new ids, as the reference's do."""
 
     type_ids = ("roboflow_core/detections_classes_replacement@v1", "DetectionsClassesReplacement")
-    fields = {
+    inputs = {
         "object_detection_predictions": FieldSpec(DETECTION_KINDS, takes=Takes.FRAME),
         "classification_predictions": FieldSpec(
             (CLASSIFICATION, LIST_OF_VALUES, "string"), takes=Takes.FRAME
         ),
-        "fallback_class_name": FieldSpec(default=None, type="string"),
-        "fallback_class_id": FieldSpec(default=None, type="integer"),
     }
     Settings: ClassVar[type[BlockSettings]] = ClassesReplacementSettings
     outputs = {"predictions": DETECTIONS}
@@ -181,7 +180,7 @@ class DetectionsCombineBlock(Block):
     """Two sets of detections of one image as one (all of both, in order)."""
 
     type_ids = ("roboflow_core/detections_combine@v1",)
-    fields = {
+    inputs = {
         "prediction_one": FieldSpec((DETECTIONS, SEGMENTATION), takes=Takes.FRAME),
         "prediction_two": FieldSpec((DETECTIONS, SEGMENTATION), takes=Takes.FRAME),
     }
@@ -196,7 +195,7 @@ class DetectionsCombineBlock(Block):
 
 @dataclass(frozen=True, kw_only=True)
 class DetectionsMergeSettings(BlockSettings):
-    class_name: str
+    class_name: str = setting(FieldSpec(default="merged_detection", type="string"))
 
 
 class DetectionsMergeBlock(Block):
@@ -204,9 +203,8 @@ class DetectionsMergeBlock(Block):
     them, class id 0 and ``class_name``; none gives none."""
 
     type_ids = ("roboflow_core/detections_merge@v1",)
-    fields = {
+    inputs = {
         "predictions": FieldSpec(DETECTION_KINDS, takes=Takes.FRAME),
-        "class_name": FieldSpec(default="merged_detection", type="string"),
     }
     Settings: ClassVar[type[BlockSettings]] = DetectionsMergeSettings
     outputs = {"predictions": DETECTIONS}

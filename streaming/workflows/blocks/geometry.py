@@ -21,6 +21,7 @@ from .base import (
     FieldSpec,
     FrameState,
     Takes,
+    setting,
 )
 
 __all__ = ["DetectionOffsetBlock"]
@@ -30,11 +31,11 @@ PERCENT, PIXELS = "Percent (%)", "Pixels"
 
 @dataclass(frozen=True, kw_only=True)
 class DetectionOffsetSettings(BlockSettings):
-    offset_width: int | None
-    offset_x: int | None
-    offset_height: int | None
-    offset_y: int | None
-    units: str
+    offset_width: int | None = setting(FieldSpec(default=None, type="integer", minimum=1))
+    offset_x: int | None = setting(FieldSpec(default=None, type="integer", minimum=1))  # the alias
+    offset_height: int | None = setting(FieldSpec(default=None, type="integer", minimum=1))
+    offset_y: int | None = setting(FieldSpec(default=None, type="integer", minimum=1))  # the alias
+    units: str = setting(FieldSpec(default=PIXELS, choices=(PERCENT, PIXELS)))
 
 
 class DetectionOffsetBlock(Block):
@@ -43,13 +44,8 @@ class DetectionOffsetBlock(Block):
     ids; each one's ``parent_id`` is the id of the detection it grew from."""
 
     type_ids = ("roboflow_core/detection_offset@v1", "DetectionOffset")
-    fields = {
+    inputs = {
         "predictions": FieldSpec(DETECTION_KINDS, takes=Takes.FRAME),
-        "offset_width": FieldSpec(default=None, type="integer", minimum=1),
-        "offset_x": FieldSpec(default=None, type="integer", minimum=1),  # the alias
-        "offset_height": FieldSpec(default=None, type="integer", minimum=1),
-        "offset_y": FieldSpec(default=None, type="integer", minimum=1),  # the alias
-        "units": FieldSpec(default=PIXELS, choices=(PERCENT, PIXELS)),
     }
     Settings: ClassVar[type[BlockSettings]] = DetectionOffsetSettings
     outputs = {"predictions": DETECTIONS}

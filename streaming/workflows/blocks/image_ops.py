@@ -21,6 +21,7 @@ from .base import (
     FrameState,
     Takes,
     WorkflowImage,
+    setting,
 )
 
 __all__ = [
@@ -47,7 +48,7 @@ class ConvertGrayscaleBlock(Block):
     frame (it looks and encodes the same)."""
 
     type_ids = ("roboflow_core/convert_grayscale@v1",)
-    fields = {"image": FieldSpec((IMAGE,), takes=Takes.FRAME)}
+    inputs = {"image": FieldSpec((IMAGE,), takes=Takes.FRAME)}
     outputs = {"image": IMAGE}
 
     def run(self, inputs: dict[str, Any], frame: FrameState) -> dict[str, Any]:
@@ -55,13 +56,22 @@ class ConvertGrayscaleBlock(Block):
         return {"image": image.derived(cv2.cvtColor(grey(image.numpy), cv2.COLOR_GRAY2BGR))}
 
 
+_FLIPS = {"vertical": 0, "horizontal": 1, "both": -1}
+
+
 @dataclass(frozen=True, kw_only=True)
 class ImagePreprocessingSettings(BlockSettings):
-    task_type: Literal["resize", "rotate", "flip"]
-    width: int | None
-    height: int | None
-    rotation_degrees: int
-    flip_type: Literal["vertical", "horizontal", "both"]
+    task_type: Literal["resize", "rotate", "flip"] = setting(
+        FieldSpec(choices=("resize", "rotate", "flip"))
+    )
+    width: int | None = setting(FieldSpec(default=640, type="integer", minimum=1, nullable=True))
+    height: int | None = setting(FieldSpec(default=640, type="integer", minimum=1, nullable=True))
+    rotation_degrees: int = setting(
+        FieldSpec(default=90, type="integer", minimum=-360, maximum=360)
+    )
+    flip_type: Literal["vertical", "horizontal", "both"] = setting(
+        FieldSpec(default="vertical", choices=tuple(_FLIPS))
+    )
 
 
 def rotated(pixels: np.ndarray, degrees: int) -> np.ndarray:
@@ -99,22 +109,14 @@ def _resized(pixels: np.ndarray, width: int, height: int) -> np.ndarray:
     return cv2.resize(pixels, (width, height), interpolation=cv2.INTER_AREA)
 
 
-_FLIPS = {"vertical": 0, "horizontal": 1, "both": -1}
-
-
 class ImagePreprocessingBlock(Block):
     """One of: ``resize`` (to ``width`` x ``height``, area interpolation; a null one keeps
     the aspect ratio), ``rotate`` (by ``rotation_degrees``, the canvas grown to fit) or
     ``flip`` (``vertical``, ``horizontal`` or ``both``)."""
 
     type_ids = ("roboflow_core/image_preprocessing@v1",)
-    fields = {
+    inputs = {
         "image": FieldSpec((IMAGE,), takes=Takes.FRAME),
-        "task_type": FieldSpec(choices=("resize", "rotate", "flip")),
-        "width": FieldSpec(default=640, type="integer", minimum=1, nullable=True),
-        "height": FieldSpec(default=640, type="integer", minimum=1, nullable=True),
-        "rotation_degrees": FieldSpec(default=90, type="integer", minimum=-360, maximum=360),
-        "flip_type": FieldSpec(default="vertical", choices=tuple(_FLIPS)),
     }
     Settings: ClassVar[type[BlockSettings]] = ImagePreprocessingSettings
     outputs = {"image": IMAGE}
@@ -146,9 +148,11 @@ class ImagePreprocessingBlock(Block):
 
 @dataclass(frozen=True, kw_only=True)
 class ContrastSettings(BlockSettings):
-    clip_limit: int
-    contrast_multiplier: float
-    normalize_brightness: bool
+    clip_limit: int = setting(FieldSpec(default=0, type="integer", minimum=0, maximum=50))
+    contrast_multiplier: float = setting(
+        FieldSpec(default=1.0, type="number", minimum=0.1, maximum=5.0)
+    )
+    normalize_brightness: bool = setting(FieldSpec(default=False, type="boolean"))
 
 
 def stretched(
@@ -182,11 +186,8 @@ class ContrastEnhancementBlock(Block):
     brightened (gamma 1/1.3) when ``normalize_brightness``."""
 
     type_ids = ("roboflow_core/contrast_enhancement@v1",)
-    fields = {
+    inputs = {
         "image": FieldSpec((IMAGE,), takes=Takes.FRAME),
-        "clip_limit": FieldSpec(default=0, type="integer", minimum=0, maximum=50),
-        "contrast_multiplier": FieldSpec(default=1.0, type="number", minimum=0.1, maximum=5.0),
-        "normalize_brightness": FieldSpec(default=False, type="boolean"),
     }
     Settings: ClassVar[type[BlockSettings]] = ContrastSettings
     outputs = {"image": IMAGE}
@@ -222,10 +223,28 @@ def morphology(pixels: np.ndarray, kernel_size: int, operation: str) -> np.ndarr
     return cv2.morphologyEx(pixels, _MORPHOLOGY[operation], kernel)
 
 
+_OPERATIONS = (
+    "Erosion",
+    "Dilation",
+    "Opening",
+    "Closing",
+    "Opening then Closing",
+    "Gradient",
+    "Top Hat",
+    "Black Hat",
+)
+_OPERATIONS_V1 = tuple(o for o in _OPERATIONS if o != "Opening then Closing")
+
+
 @dataclass(frozen=True, kw_only=True)
 class MorphologySettings(BlockSettings):
-    kernel_size: int
-    operation: str
+    kernel_size: int = setting(FieldSpec(default=5, type="integer", minimum=1))
+    operation: str = setting(FieldSpec(default="Opening then Closing", choices=_OPERATIONS))
+
+
+@dataclass(frozen=True, kw_only=True)
+class MorphologyV1Settings(MorphologySettings):
+    operation: str = setting(FieldSpec(default="Closing", choices=_OPERATIONS_V1))
 
 
 class MorphologicalTransformationV2Block(Block):
@@ -233,21 +252,7 @@ class MorphologicalTransformationV2Block(Block):
     square kernel, on the colour image (v2)."""
 
     type_ids: ClassVar[tuple[str, ...]] = ("roboflow_core/morphological_transformation@v2",)
-    operations: ClassVar[tuple[str, ...]] = (
-        "Erosion",
-        "Dilation",
-        "Opening",
-        "Closing",
-        "Opening then Closing",
-        "Gradient",
-        "Top Hat",
-        "Black Hat",
-    )
-    fields = {
-        "image": FieldSpec((IMAGE,), takes=Takes.FRAME),
-        "kernel_size": FieldSpec(default=5, type="integer", minimum=1),
-        "operation": FieldSpec(default="Opening then Closing", choices=operations),
-    }
+    inputs = {"image": FieldSpec((IMAGE,), takes=Takes.FRAME)}
     Settings: ClassVar[type[BlockSettings]] = MorphologySettings
     outputs = {"image": IMAGE}
     grey: ClassVar[bool] = False
@@ -271,21 +276,15 @@ class MorphologicalTransformationBlock(MorphologicalTransformationV2Block):
     """v1: on the grey image; its default is closing."""
 
     type_ids: ClassVar[tuple[str, ...]] = ("roboflow_core/morphological_transformation@v1",)
-    operations = tuple(
-        o for o in MorphologicalTransformationV2Block.operations if o != "Opening then Closing"
-    )
-    fields = {
-        **MorphologicalTransformationV2Block.fields,
-        "operation": FieldSpec(default="Closing", choices=operations),
-    }
+    Settings: ClassVar[type[BlockSettings]] = MorphologyV1Settings
     grey = True
 
 
 @dataclass(frozen=True, kw_only=True)
 class DominantColorSettings(BlockSettings):
-    color_clusters: int
-    max_iterations: int
-    target_size: int
+    color_clusters: int = setting(FieldSpec(default=4, type="integer", minimum=1, maximum=10))
+    max_iterations: int = setting(FieldSpec(default=100, type="integer", minimum=1, maximum=500))
+    target_size: int = setting(FieldSpec(default=100, type="integer", minimum=1, maximum=250))
 
 
 def dominant_color(pixels: np.ndarray, clusters: int, iterations: int) -> tuple[int, int, int]:
@@ -320,11 +319,8 @@ class DominantColorBlock(Block):
     ``color_clusters`` clusters on the image sampled down to about ``target_size``."""
 
     type_ids = ("roboflow_core/dominant_color@v1",)
-    fields = {
+    inputs = {
         "image": FieldSpec((IMAGE,), takes=Takes.FRAME),
-        "color_clusters": FieldSpec(default=4, type="integer", minimum=1, maximum=10),
-        "max_iterations": FieldSpec(default=100, type="integer", minimum=1, maximum=500),
-        "target_size": FieldSpec(default=100, type="integer", minimum=1, maximum=250),
     }
     Settings: ClassVar[type[BlockSettings]] = DominantColorSettings
     outputs = {"rgb_color": "rgb_color"}

@@ -19,12 +19,14 @@ from .base import (
     Takes,
     WorkflowImage,
     fraction,
+    setting,
 )
 
 __all__ = [
     "DEFAULT_CONFIDENCE",
     "MODEL_FIELDS",
     "ChosenConfidence",
+    "ChosenConfidenceByDefault",
     "DecodeSettings",
     "FixedConfidence",
     "KeypointSettings",
@@ -33,7 +35,6 @@ __all__ = [
     "ModelSettings",
     "acquire_model",
     "threshold",
-    "with_confidence_mode",
 ]
 
 
@@ -70,42 +71,49 @@ DEFAULT_CONFIDENCE = 0.4
 MODEL_FIELDS = {
     "images": FieldSpec((IMAGE,), default=None, takes=Takes.FRAME),
     "image": FieldSpec((IMAGE,), default=None, takes=Takes.FRAME),  # v1 name
-    "model_id": FieldSpec(type="string", description="a model of the models directory"),
 }
+
+
+def confidence_mode_field(default: str) -> FieldSpec:
+    """v3's ``confidence_mode``, with the reference block's default."""
+    return FieldSpec(default=default, choices=("best", "default", "custom"))
 
 
 @dataclass(frozen=True, kw_only=True)
 class ModelSettings(BlockSettings):
-    model_id: str
+    model_id: str = setting(FieldSpec(type="string", description="a model of the models directory"))
 
 
 @dataclass(frozen=True, kw_only=True)
 class DecodeSettings(ModelSettings):
-    """What a detector's results keep (the reference's defaults in ``fields``)."""
+    """What a detector's results keep (the reference blocks' defaults)."""
 
-    iou_threshold: float
-    class_filter: list[Any] | None
-    max_detections: int
-    class_agnostic_nms: bool
-    max_candidates: int
+    iou_threshold: float = setting(fraction(0.3))
+    class_filter: list[Any] | None = setting(FieldSpec(default=None, type="list"))
+    max_detections: int = setting(FieldSpec(default=300, type="integer", minimum=1))
+    class_agnostic_nms: bool = setting(FieldSpec(default=False, type="boolean"))
+    max_candidates: int = setting(FieldSpec(default=3000, type="integer", minimum=1))
 
 
 @dataclass(frozen=True, kw_only=True)
 class MaskSettings(BlockSettings):
-    mask_decode_mode: Literal["accurate", "tradeoff", "fast"]
-    tradeoff_factor: float
+    # Accepted as the reference spells them; masks are always decoded fully here.
+    mask_decode_mode: Literal["accurate", "tradeoff", "fast"] = setting(
+        FieldSpec(default="accurate", choices=("accurate", "tradeoff", "fast"))
+    )
+    tradeoff_factor: float = setting(fraction(0.0))
 
 
 @dataclass(frozen=True, kw_only=True)
 class KeypointSettings(BlockSettings):
-    keypoint_confidence: float
+    keypoint_confidence: float = setting(fraction(0.0))
 
 
 @dataclass(frozen=True, kw_only=True)
 class FixedConfidence(BlockSettings):
     """v1 and v2 blocks: the threshold is ``confidence``."""
 
-    confidence: float
+    confidence: float = setting(fraction(DEFAULT_CONFIDENCE))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -115,8 +123,18 @@ class ChosenConfidence(BlockSettings):
     thresholds from its training platform's evaluation, which an ONNX export does not carry)
     and ``default`` take the model's default, 0.4."""
 
-    confidence_mode: Literal["best", "default", "custom"]
-    custom_confidence: float | None
+    confidence_mode: Literal["best", "default", "custom"] = setting(confidence_mode_field("best"))
+    custom_confidence: float | None = setting(replace(fraction(DEFAULT_CONFIDENCE), nullable=True))
+
+
+@dataclass(frozen=True, kw_only=True)
+class ChosenConfidenceByDefault(ChosenConfidence):
+    """The v3 blocks whose ``confidence_mode`` is ``default`` unless chosen (the reference's
+    keypoint and single-label classification blocks)."""
+
+    confidence_mode: Literal["best", "default", "custom"] = setting(
+        confidence_mode_field("default")
+    )
 
 
 def threshold(config: BlockSettings, step: str) -> float:
@@ -175,12 +193,3 @@ class ModelBlock(Block):
     @staticmethod
     def image(inputs: dict[str, Any]) -> WorkflowImage:
         return inputs["images"] if inputs.get("images") is not None else inputs["image"]
-
-
-def with_confidence_mode(fields: dict[str, FieldSpec], mode: str = "best") -> dict[str, FieldSpec]:
-    """``fields`` with v3's confidence fields for ``confidence``; ``mode``: the default
-    ``confidence_mode`` of the reference's block."""
-    return {name: spec for name, spec in fields.items() if name != "confidence"} | {
-        "confidence_mode": FieldSpec(default=mode, choices=("best", "default", "custom")),
-        "custom_confidence": replace(fraction(DEFAULT_CONFIDENCE), nullable=True),
-    }

@@ -25,6 +25,7 @@ from .base import (
     Takes,
     WorkflowImage,
     fraction,
+    setting,
 )
 from .checks import color
 from .visualization import AnnotatorBlock, AnnotatorSettings
@@ -40,7 +41,7 @@ __all__ = [
 
 @dataclass(frozen=True, kw_only=True)
 class MaskVisualizationSettings(AnnotatorSettings):
-    opacity: float
+    opacity: float = setting(FieldSpec(default=0.5, type="number", minimum=0, maximum=1))
 
 
 class MaskVisualizationBlock(AnnotatorBlock):
@@ -48,9 +49,8 @@ class MaskVisualizationBlock(AnnotatorBlock):
     detections without masks are left as they are."""
 
     type_ids = ("roboflow_core/mask_visualization@v1", "MaskVisualization")
-    fields = {
-        **AnnotatorBlock.fields,
-        "opacity": FieldSpec(default=0.5, type="number", minimum=0, maximum=1),
+    inputs = {
+        **AnnotatorBlock.inputs,
     }
     Settings: ClassVar[type[BlockSettings]] = MaskVisualizationSettings
 
@@ -64,7 +64,7 @@ class MaskVisualizationBlock(AnnotatorBlock):
 
 @dataclass(frozen=True, kw_only=True)
 class PolygonVisualizationSettings(AnnotatorSettings):
-    thickness: int
+    thickness: int = setting(FieldSpec(default=2, type="integer", minimum=1))
 
 
 class PolygonVisualizationBlock(AnnotatorBlock):
@@ -75,7 +75,9 @@ class PolygonVisualizationBlock(AnnotatorBlock):
         "roboflow_core/polygon_visualization@v2",  # the same fields
         "PolygonVisualization",
     )
-    fields = {**AnnotatorBlock.fields, "thickness": FieldSpec(default=2, type="integer", minimum=1)}
+    inputs = {
+        **AnnotatorBlock.inputs,
+    }
     Settings: ClassVar[type[BlockSettings]] = PolygonVisualizationSettings
 
     def __init__(
@@ -91,15 +93,15 @@ class PolygonVisualizationBlock(AnnotatorBlock):
 
 @dataclass(frozen=True, kw_only=True)
 class KeypointVisualizationSettings(AnnotatorSettings):
-    annotator_type: Any
-    color: Any
-    text_color: Any
-    text_scale: float
-    text_thickness: int
-    text_padding: int
-    thickness: int
-    radius: int
-    edges: Any
+    annotator_type: Any = setting(FieldSpec(default="edge"))
+    color: Any = setting(FieldSpec(default="#A351FB"))
+    text_color: Any = setting(FieldSpec(default="black"))
+    text_scale: float = setting(FieldSpec(default=0.5, type="number", minimum=0.01, maximum=100))
+    text_thickness: int = setting(FieldSpec(default=1, type="integer", minimum=1))
+    text_padding: int = setting(FieldSpec(default=10, type="integer", minimum=0))
+    thickness: int = setting(FieldSpec(default=2, type="integer", minimum=1))
+    radius: int = setting(FieldSpec(default=10, type="integer", minimum=1))
+    edges: Any = setting(FieldSpec(default=None))
 
 
 class KeypointVisualizationBlock(AnnotatorBlock):
@@ -108,17 +110,8 @@ class KeypointVisualizationBlock(AnnotatorBlock):
     (its manifest's ``skeleton``), else supervision's for that many keypoints (COCO's 17)."""
 
     type_ids = ("roboflow_core/keypoint_visualization@v1", "KeypointVisualization")
-    fields = {
-        **AnnotatorBlock.fields,
-        "annotator_type": FieldSpec(default="edge"),
-        "color": FieldSpec(default="#A351FB"),
-        "text_color": FieldSpec(default="black"),
-        "text_scale": FieldSpec(default=0.5, type="number", minimum=0.01, maximum=100),
-        "text_thickness": FieldSpec(default=1, type="integer", minimum=1),
-        "text_padding": FieldSpec(default=10, type="integer", minimum=0),
-        "thickness": FieldSpec(default=2, type="integer", minimum=1),
-        "radius": FieldSpec(default=10, type="integer", minimum=1),
-        "edges": FieldSpec(default=None),
+    inputs = {
+        **AnnotatorBlock.inputs,
     }
     Settings: ClassVar[type[BlockSettings]] = KeypointVisualizationSettings
 
@@ -187,13 +180,13 @@ _CLASSIFICATION_TEXT = {
 
 @dataclass(frozen=True, kw_only=True)
 class ClassificationLabelVisualizationSettings(BlockSettings):
-    copy_image: Any
-    text: Any
-    text_position: Any
-    text_color: Any
-    text_scale: float
-    text_thickness: int
-    text_padding: int
+    copy_image: Any = setting(FieldSpec(default=True))
+    text: Any = setting(FieldSpec(default="Class"))
+    text_position: Any = setting(FieldSpec(default="TOP_LEFT"))
+    text_color: Any = setting(FieldSpec(default="WHITE"))
+    text_scale: float = setting(FieldSpec(default=1.0, type="number", minimum=0.01, maximum=100))
+    text_thickness: int = setting(FieldSpec(default=1, type="integer", minimum=1))
+    text_padding: int = setting(FieldSpec(default=10, type="integer", minimum=0))
 
 
 class ClassificationLabelVisualizationBlock(Block):
@@ -201,16 +194,9 @@ class ClassificationLabelVisualizationBlock(Block):
     it predicted), at ``text_position``."""
 
     type_ids = ("roboflow_core/classification_label_visualization@v1",)
-    fields = {
+    inputs = {
         "image": FieldSpec((IMAGE,), takes=Takes.FRAME),
         "predictions": FieldSpec((CLASSIFICATION,), takes=Takes.FRAME),
-        "copy_image": FieldSpec(default=True),
-        "text": FieldSpec(default="Class"),
-        "text_position": FieldSpec(default="TOP_LEFT"),
-        "text_color": FieldSpec(default="WHITE"),
-        "text_scale": FieldSpec(default=1.0, type="number", minimum=0.01, maximum=100),
-        "text_thickness": FieldSpec(default=1, type="integer", minimum=1),
-        "text_padding": FieldSpec(default=10, type="integer", minimum=0),
     }
     Settings: ClassVar[type[BlockSettings]] = ClassificationLabelVisualizationSettings
     outputs = {"image": IMAGE}
@@ -283,10 +269,10 @@ def _anchor(position: sv.Position, width: int, height: int, block: int) -> tuple
 
 @dataclass(frozen=True, kw_only=True)
 class ModelComparisonSettings(AnnotatorSettings):
-    color_a: str
-    color_b: str
-    background_color: str
-    opacity: float
+    color_a: str = setting(FieldSpec(default="GREEN", type="string"))
+    color_b: str = setting(FieldSpec(default="RED", type="string"))
+    background_color: str = setting(FieldSpec(default="BLACK", type="string"))
+    opacity: float = setting(fraction(0.7))
 
 
 def _covered(detections: sv.Detections, shape: tuple[int, ...]) -> np.ndarray:
@@ -306,15 +292,10 @@ class ModelComparisonVisualizationBlock(AnnotatorBlock):
     only B ``color_b``, neither ``background_color``; where both did, the image as it is."""
 
     type_ids: ClassVar[tuple[str, ...]] = ("roboflow_core/model_comparison_visualization@v1",)
-    fields = {
+    inputs = {
         "image": FieldSpec((IMAGE,), takes=Takes.FRAME),
         "predictions_a": FieldSpec(DETECTION_KINDS, takes=Takes.FRAME),
         "predictions_b": FieldSpec(DETECTION_KINDS, takes=Takes.FRAME),
-        "color_a": FieldSpec(default="GREEN", type="string"),
-        "color_b": FieldSpec(default="RED", type="string"),
-        "background_color": FieldSpec(default="BLACK", type="string"),
-        "opacity": fraction(0.7),
-        "copy_image": FieldSpec(default=True, type="boolean"),
     }
     Settings: ClassVar[type[BlockSettings]] = ModelComparisonSettings
 

@@ -30,6 +30,7 @@ from .base import (
     FrameState,
     Takes,
     select,
+    setting,
 )
 from .checks import anchor, points
 
@@ -44,8 +45,8 @@ _TRACKED_FIELDS = {
 
 @dataclass(frozen=True, kw_only=True)
 class VelocitySettings(BlockSettings):
-    smoothing_alpha: float
-    pixels_per_meter: float
+    smoothing_alpha: float = setting(FieldSpec(default=0.5, type="number", above=0, maximum=1.0))
+    pixels_per_meter: float = setting(FieldSpec(default=1.0, type="number", above=0))
 
 
 class VelocityBlock(Block):
@@ -55,10 +56,8 @@ class VelocityBlock(Block):
     moving average with ``smoothing_alpha``."""
 
     type_ids = ("roboflow_core/velocity@v1",)
-    fields = {
+    inputs = {
         **_TRACKED_FIELDS,
-        "smoothing_alpha": FieldSpec(default=0.5, type="number", above=0, maximum=1.0),
-        "pixels_per_meter": FieldSpec(default=1.0, type="number", above=0),
     }
     Settings: ClassVar[type[BlockSettings]] = VelocitySettings
     outputs = {"velocity_detections": DETECTIONS}
@@ -101,8 +100,10 @@ class VelocityBlock(Block):
 
 @dataclass(frozen=True, kw_only=True)
 class StabilizeDetectionsSettings(BlockSettings):
-    smoothing_window_size: int
-    bbox_smoothing_coefficient: float
+    smoothing_window_size: int = setting(FieldSpec(default=3, type="integer", minimum=1))
+    bbox_smoothing_coefficient: float = setting(
+        FieldSpec(default=0.2, type="number", minimum=0, maximum=1)
+    )
 
 
 class StabilizeDetectionsBlock(Block):
@@ -115,10 +116,8 @@ class StabilizeDetectionsBlock(Block):
     but has no counterpart there."""
 
     type_ids = ("roboflow_core/stabilize_detections@v1",)
-    fields = {
+    inputs = {
         **_TRACKED_FIELDS,
-        "smoothing_window_size": FieldSpec(default=3, type="integer", minimum=1),
-        "bbox_smoothing_coefficient": FieldSpec(default=0.2, type="number", minimum=0, maximum=1),
     }
     Settings: ClassVar[type[BlockSettings]] = StabilizeDetectionsSettings
     outputs = {"tracked_detections": DETECTIONS}
@@ -144,8 +143,8 @@ class StabilizeDetectionsBlock(Block):
 
 @dataclass(frozen=True, kw_only=True)
 class PathDeviationSettings(BlockSettings):
-    triggering_anchor: Any
-    reference_path: Any
+    triggering_anchor: Any = setting(FieldSpec(default="CENTER"))
+    reference_path: Any = setting(FieldSpec())
 
 
 class PathDeviationBlock(Block):
@@ -156,10 +155,8 @@ class PathDeviationBlock(Block):
         "roboflow_core/path_deviation_analytics@v1",
         "roboflow_core/path_deviation_analytics@v2",
     )
-    fields = {
+    inputs = {
         **_TRACKED_FIELDS,
-        "triggering_anchor": FieldSpec(default="CENTER"),
-        "reference_path": FieldSpec(),
     }
     Settings: ClassVar[type[BlockSettings]] = PathDeviationSettings
     outputs = {"path_deviation_detections": DETECTIONS}

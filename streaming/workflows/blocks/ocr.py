@@ -13,7 +13,16 @@ import supervision as sv
 from ...errors import WorkflowCompilationError
 from ...inference.ocr import TextLine, TextReader
 from ...inference.ocr_model import OCR_MODEL_ID
-from .base import DETECTIONS, IMAGE, BlockSettings, FieldSpec, FrameState, Takes, WorkflowImage
+from .base import (
+    DETECTIONS,
+    IMAGE,
+    BlockSettings,
+    FieldSpec,
+    FrameState,
+    Takes,
+    WorkflowImage,
+    setting,
+)
 from .detection import stamped
 from .model_block import ModelBlock, ModelSettings
 
@@ -29,8 +38,12 @@ class OcrSettings(BlockSettings):
 
 @dataclass(frozen=True, kw_only=True)
 class PpOcrSettings(BlockSettings):
-    text_detection: Literal["none", "tiny", "small", "medium"]
-    text_recognition: Literal["none", "tiny", "small", "medium"]
+    text_detection: Literal["none", "tiny", "small", "medium"] = setting(
+        FieldSpec(default="small", choices=_SIZES)
+    )
+    text_recognition: Literal["none", "tiny", "small", "medium"] = setting(
+        FieldSpec(default="small", choices=_SIZES)
+    )
 
 
 class OcrModelBlock(ModelBlock):
@@ -38,7 +51,7 @@ class OcrModelBlock(ModelBlock):
     ``predictions`` (a box per line of text, its text as the class name)."""
 
     type_ids: ClassVar[tuple[str, ...]] = ("roboflow_core/ocr_model@v1", "OCRModel")
-    fields = {
+    inputs = {
         "images": FieldSpec((IMAGE,), default=None, takes=Takes.FRAME),
         "image": FieldSpec((IMAGE,), default=None, takes=Takes.FRAME),
     }
@@ -101,10 +114,7 @@ class PpOcrBlock(OcrModelBlock):
     where text is. Every size the reference offers runs our one PP-OCRv4 mobile pair."""
 
     type_ids: ClassVar[tuple[str, ...]] = ("roboflow_core/pp_ocr@v1",)
-    fields = OcrModelBlock.fields | {
-        "text_detection": FieldSpec(default="small", choices=_SIZES),
-        "text_recognition": FieldSpec(default="small", choices=_SIZES),
-    }
+    inputs = OcrModelBlock.inputs | {}
     Settings: ClassVar[type[BlockSettings]] = PpOcrSettings
 
     def configure(self, name: str, config: ModelSettings) -> None:

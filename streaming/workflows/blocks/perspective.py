@@ -32,6 +32,7 @@ from .base import (
     FieldSpec,
     FrameState,
     Takes,
+    setting,
 )
 
 __all__ = ["PerspectiveCorrectionBlock", "transform_for"]
@@ -137,10 +138,12 @@ def corrected(
 
 @dataclass(frozen=True, kw_only=True)
 class PerspectiveSettings(BlockSettings):
-    transformed_rect_width: int
-    transformed_rect_height: int
-    extend_perspective_polygon_by_detections_anchor: str
-    warp_image: bool
+    transformed_rect_width: int = setting(FieldSpec(default=1000, type="integer", minimum=1))
+    transformed_rect_height: int = setting(FieldSpec(default=1000, type="integer", minimum=1))
+    extend_perspective_polygon_by_detections_anchor: str = setting(
+        FieldSpec(default="", choices=_ANCHORS)
+    )
+    warp_image: bool = setting(FieldSpec(default=False, type="boolean"))
 
 
 class PerspectiveCorrectionBlock(Block):
@@ -151,15 +154,11 @@ class PerspectiveCorrectionBlock(Block):
         "roboflow_core/perspective_correction@v1",
         "PerspectiveCorrection",
     )
-    fields = {
+    inputs = {
         "images": FieldSpec((IMAGE,), default=None, takes=Takes.FRAME),
         "image": FieldSpec((IMAGE,), default=None, takes=Takes.FRAME),  # the alias
         "predictions": FieldSpec(DETECTION_KINDS, default=None, takes=Takes.FRAME),
         "perspective_polygons": FieldSpec((ANY,), takes=Takes.FRAME_OR_LITERAL),
-        "transformed_rect_width": FieldSpec(default=1000, type="integer", minimum=1),
-        "transformed_rect_height": FieldSpec(default=1000, type="integer", minimum=1),
-        "extend_perspective_polygon_by_detections_anchor": FieldSpec(default="", choices=_ANCHORS),
-        "warp_image": FieldSpec(default=False, type="boolean"),
     }
     Settings: ClassVar[type[BlockSettings]] = PerspectiveSettings
     outputs = {

@@ -26,6 +26,7 @@ from .base import (
     FrameState,
     Takes,
     fraction,
+    setting,
 )
 from .slicing import placed
 
@@ -151,9 +152,11 @@ def _frame_size(parents: sv.Detections, children: list[Any]) -> tuple[int, int]:
 
 @dataclass(frozen=True, kw_only=True)
 class RollupSettings(BlockSettings):
-    confidence_strategy: Literal["max", "mean", "min"]
-    overlap_threshold: float
-    keypoint_merge_threshold: float
+    confidence_strategy: Literal["max", "mean", "min"] = setting(
+        FieldSpec(default="max", choices=("max", "mean", "min"))
+    )
+    overlap_threshold: float = setting(fraction(0.0))
+    keypoint_merge_threshold: float = setting(FieldSpec(default=10.0, type="number", minimum=0))
 
 
 class DetectionsListRollupBlock(Block):
@@ -163,12 +166,9 @@ class DetectionsListRollupBlock(Block):
         "roboflow_core/detections_list_rollup@v1",
         "DetectionsListRollUp",
     )
-    fields = {
+    inputs = {
         "parent_detection": FieldSpec(DETECTION_KINDS, takes=Takes.FRAME),
         "child_detections": FieldSpec((ANY,), takes=Takes.FRAME),
-        "confidence_strategy": FieldSpec(default="max", choices=("max", "mean", "min")),
-        "overlap_threshold": fraction(0.0),
-        "keypoint_merge_threshold": FieldSpec(default=10.0, type="number", minimum=0),
     }
     Settings: ClassVar[type[BlockSettings]] = RollupSettings
     outputs = {"rolled_up_detections": DETECTIONS, "crop_zones": "list_of_values"}

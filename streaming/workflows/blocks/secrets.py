@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from ...errors import WorkflowCompilationError
-from .base import SECRET, Block, BlockSettings, BuildContext, FieldSpec, FrameState
+from .base import SECRET, Block, BlockSettings, BuildContext, FieldSpec, FrameState, setting
 
 __all__ = ["EnvironmentSecretsStoreBlock", "SecretsSettings"]
 
@@ -19,7 +19,7 @@ _OWN = ("STREAMING_", "VISIONSTREAM_")
 
 @dataclass(frozen=True, kw_only=True)
 class SecretsSettings(BlockSettings):
-    variables_storing_secrets: list[Any]
+    variables_storing_secrets: list[Any] = setting(FieldSpec(type="list"))
 
 
 class EnvironmentSecretsStoreBlock(Block):
@@ -27,7 +27,6 @@ class EnvironmentSecretsStoreBlock(Block):
     the variable is not set)."""
 
     type_ids = ("roboflow_core/environment_secrets_store@v1",)
-    fields = {"variables_storing_secrets": FieldSpec(type="list")}
     Settings: ClassVar[type[BlockSettings]] = SecretsSettings
     outputs: ClassVar[dict[str, str]] = {}
 

@@ -37,6 +37,7 @@ from .base import (
     FieldSpec,
     FrameState,
     Takes,
+    setting,
 )
 
 __all__ = ["EventSinkBlock", "MqttSinkBlock", "NotificationBlock", "WebhookSinkBlock"]
@@ -76,20 +77,23 @@ def _as_text(value: Any) -> str:
 
 @dataclass(frozen=True, kw_only=True)
 class WebhookSinkSettings(BlockSettings):
-    url: Any
-    method: Any
-    query_parameters: list[str]
-    headers: list[str]
-    json_payload: list[str]
-    json_payload_operations: dict[str, Any]
-    multi_part_encoded_files: list[str]
-    multi_part_encoded_files_operations: dict[str, Any]
-    form_data: list[str]
-    form_data_operations: dict[str, Any]
-    request_timeout: int
-    fire_and_forget: Any
-    disable_sink: Any
-    cooldown_seconds: int
+    url: Any = setting(FieldSpec())
+    method: Any = setting(FieldSpec(default="POST", choices=("GET", "POST", "PUT")))
+    # Each entry a literal, a parameter or a step's output (as the reference's manifest).
+    query_parameters: list[str] = setting(FieldSpec(default=None, takes=Takes.ENTRIES))
+    headers: list[str] = setting(FieldSpec((ANY, SECRET), default=None, takes=Takes.ENTRIES))
+    json_payload: list[str] = setting(FieldSpec(default=None, takes=Takes.ENTRIES))
+    json_payload_operations: dict[str, Any] = setting(FieldSpec(default={}, type="object"))
+    multi_part_encoded_files: list[str] = setting(FieldSpec(default=None, takes=Takes.ENTRIES))
+    multi_part_encoded_files_operations: dict[str, Any] = setting(
+        FieldSpec(default={}, type="object")
+    )
+    form_data: list[str] = setting(FieldSpec(default=None, takes=Takes.ENTRIES))
+    form_data_operations: dict[str, Any] = setting(FieldSpec(default={}, type="object"))
+    request_timeout: int = setting(FieldSpec(default=2, type="integer", minimum=1))
+    fire_and_forget: Any = setting(FieldSpec(default=True))
+    disable_sink: Any = setting(FieldSpec(default=False))
+    cooldown_seconds: int = setting(FieldSpec(default=5, type="integer", minimum=0))
 
 
 class NotificationBlock(Block):
@@ -132,23 +136,6 @@ class WebhookSinkBlock(NotificationBlock):
 
     type_ids = ("roboflow_core/webhook_sink@v1",)
     url_fields = ("url",)
-    fields = {
-        "url": FieldSpec(),
-        "method": FieldSpec(default="POST", choices=("GET", "POST", "PUT")),
-        # Each entry a literal, a parameter or a step's output (as the reference's manifest).
-        "query_parameters": FieldSpec(default=None, takes=Takes.ENTRIES),
-        "headers": FieldSpec((ANY, SECRET), default=None, takes=Takes.ENTRIES),
-        "json_payload": FieldSpec(default=None, takes=Takes.ENTRIES),
-        "json_payload_operations": FieldSpec(default={}, type="object"),
-        "multi_part_encoded_files": FieldSpec(default=None, takes=Takes.ENTRIES),
-        "multi_part_encoded_files_operations": FieldSpec(default={}, type="object"),
-        "form_data": FieldSpec(default=None, takes=Takes.ENTRIES),
-        "form_data_operations": FieldSpec(default={}, type="object"),
-        "request_timeout": FieldSpec(default=2, type="integer", minimum=1),
-        "fire_and_forget": FieldSpec(default=True),
-        "disable_sink": FieldSpec(default=False),
-        "cooldown_seconds": FieldSpec(default=5, type="integer", minimum=0),
-    }
     Settings: ClassVar[type[BlockSettings]] = WebhookSinkSettings
 
     def __init__(self, name: str, config: WebhookSinkSettings, context: BuildContext) -> None:
@@ -213,11 +200,11 @@ class WebhookSinkBlock(NotificationBlock):
 
 @dataclass(frozen=True, kw_only=True)
 class MqttSinkSettings(BlockSettings):
-    url: Any
-    topic: Any
-    payload: list[str]
-    retain: Any
-    qos: int
+    url: Any = setting(FieldSpec())
+    topic: Any = setting(FieldSpec(default=None))
+    payload: list[str] = setting(FieldSpec(takes=Takes.ENTRIES))
+    retain: Any = setting(FieldSpec(default=True))
+    qos: int = setting(FieldSpec(default=1, type="integer", minimum=0))
 
 
 class MqttSinkBlock(Block):
@@ -234,13 +221,6 @@ class MqttSinkBlock(Block):
 
     type_ids = ("visionstream/mqtt_sink@v1",)
     url_fields = ("url",)
-    fields = {
-        "url": FieldSpec(),
-        "topic": FieldSpec(default=None),
-        "payload": FieldSpec(takes=Takes.ENTRIES),
-        "retain": FieldSpec(default=True),
-        "qos": FieldSpec(default=1, type="integer", minimum=0),
-    }
     Settings: ClassVar[type[BlockSettings]] = MqttSinkSettings
     outputs = {"error_status": "boolean", "message": "string"}
 
@@ -320,14 +300,16 @@ _FILE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
 @dataclass(frozen=True, kw_only=True)
 class EventSinkSettings(BlockSettings):
-    payload: list[str]
-    file: Any
-    snapshot: Any
-    clip_seconds_before: float
-    clip_seconds_after: float
-    max_events: int
-    max_age_hours: float
-    max_megabytes: float
+    payload: list[str] = setting(FieldSpec(default=None, takes=Takes.ENTRIES))
+    file: Any = setting(FieldSpec(default=None))
+    snapshot: Any = setting(FieldSpec(default=True))
+    clip_seconds_before: float = setting(FieldSpec(default=5, type="number", minimum=0, maximum=60))
+    clip_seconds_after: float = setting(FieldSpec(default=5, type="number", minimum=0, maximum=60))
+    max_events: int = setting(FieldSpec(default=1000, type="integer", minimum=1))
+    max_age_hours: float = setting(
+        FieldSpec(default=168, type="number", minimum=0, maximum=24 * 365 * 10)
+    )
+    max_megabytes: float = setting(FieldSpec(default=1024, type="number", minimum=0, maximum=2**30))
 
 
 class EventSinkBlock(Block):
@@ -345,16 +327,8 @@ class EventSinkBlock(Block):
 
     type_ids = ("visionstream/event_sink@v1",)
     observes_frames = True
-    fields = {
-        "payload": FieldSpec(default=None, takes=Takes.ENTRIES),
+    inputs = {
         "image": FieldSpec((IMAGE,), default=None, takes=Takes.FRAME),
-        "file": FieldSpec(default=None),
-        "snapshot": FieldSpec(default=True),
-        "clip_seconds_before": FieldSpec(default=5, type="number", minimum=0, maximum=60),
-        "clip_seconds_after": FieldSpec(default=5, type="number", minimum=0, maximum=60),
-        "max_events": FieldSpec(default=1000, type="integer", minimum=1),
-        "max_age_hours": FieldSpec(default=168, type="number", minimum=0, maximum=24 * 365 * 10),
-        "max_megabytes": FieldSpec(default=1024, type="number", minimum=0, maximum=2**30),
     }
     Settings: ClassVar[type[BlockSettings]] = EventSinkSettings
     outputs = {"error_status": "boolean", "message": "string", "event_id": "string"}

@@ -25,6 +25,7 @@ from .base import (
     Takes,
     WorkflowImage,
     fraction,
+    setting,
 )
 from .images import Origin
 
@@ -74,23 +75,23 @@ def slice_count(
 
 @dataclass(frozen=True, kw_only=True)
 class ImageSlicerSettings(BlockSettings):
-    slice_width: int
-    slice_height: int
-    overlap_ratio_width: float
-    overlap_ratio_height: float
+    slice_width: int = setting(FieldSpec(default=640, type="integer", minimum=1))
+    slice_height: int = setting(FieldSpec(default=640, type="integer", minimum=1))
+    overlap_ratio_width: float = setting(
+        FieldSpec(default=0.2, type="number", minimum=0.0, below=1.0)
+    )
+    overlap_ratio_height: float = setting(
+        FieldSpec(default=0.2, type="number", minimum=0.0, below=1.0)
+    )
 
 
 class ImageSlicerBlock(Block):
     """Overlapping tiles of each image (v1: the last row and column clipped to the image)."""
 
     type_ids: ClassVar[tuple[str, ...]] = ("roboflow_core/image_slicer@v1",)
-    fields = {
+    inputs = {
         "image": FieldSpec((IMAGE,), default=None, takes=Takes.FRAME),
         "images": FieldSpec((IMAGE,), default=None, takes=Takes.FRAME),  # the reference's alias
-        "slice_width": FieldSpec(default=640, type="integer", minimum=1),
-        "slice_height": FieldSpec(default=640, type="integer", minimum=1),
-        "overlap_ratio_width": FieldSpec(default=0.2, type="number", minimum=0.0, below=1.0),
-        "overlap_ratio_height": FieldSpec(default=0.2, type="number", minimum=0.0, below=1.0),
     }
     Settings: ClassVar[type[BlockSettings]] = ImageSlicerSettings
     outputs = {"slices": IMAGE}
@@ -132,8 +133,10 @@ class ImageSlicerV2Block(ImageSlicerBlock):
 
 @dataclass(frozen=True, kw_only=True)
 class DetectionsStitchSettings(BlockSettings):
-    overlap_filtering_strategy: Literal["none", "nms", "nmm"]
-    iou_threshold: float
+    overlap_filtering_strategy: Literal["none", "nms", "nmm"] = setting(
+        FieldSpec(default="nms", choices=("none", "nms", "nmm"))
+    )
+    iou_threshold: float = setting(fraction(0.3))
 
 
 class DetectionsStitchBlock(Block):
@@ -141,11 +144,9 @@ class DetectionsStitchBlock(Block):
     and merged into one set: overlaps suppressed (``nms``), merged (``nmm``) or kept."""
 
     type_ids: ClassVar[tuple[str, ...]] = ("roboflow_core/detections_stitch@v1",)
-    fields = {
+    inputs = {
         "reference_image": FieldSpec((IMAGE,), takes=Takes.FRAME),
         "predictions": FieldSpec((DETECTIONS, SEGMENTATION), takes=Takes.FRAME),
-        "overlap_filtering_strategy": FieldSpec(default="nms", choices=("none", "nms", "nmm")),
-        "iou_threshold": fraction(0.3),
     }
     Settings: ClassVar[type[BlockSettings]] = DetectionsStitchSettings
     outputs = {"predictions": DETECTIONS}

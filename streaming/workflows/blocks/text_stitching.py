@@ -15,7 +15,16 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 import supervision as sv
 
-from .base import DETECTION_KINDS, Block, BlockSettings, BuildContext, FieldSpec, FrameState, Takes
+from .base import (
+    DETECTION_KINDS,
+    Block,
+    BlockSettings,
+    BuildContext,
+    FieldSpec,
+    FrameState,
+    Takes,
+    setting,
+)
 
 __all__ = ["StitchOcrDetectionsBlock", "StitchOcrDetectionsV2Block", "stitched"]
 
@@ -204,27 +213,27 @@ def stitched(
 
 @dataclass(frozen=True, kw_only=True)
 class StitchSettings(BlockSettings):
-    reading_direction: Direction
-    tolerance: int
-    delimiter: str
+    reading_direction: Direction = setting(FieldSpec(choices=_DIRECTIONS))
+    tolerance: int = setting(FieldSpec(default=10, type="integer", minimum=1))
+    delimiter: str = setting(FieldSpec(default="", type="string"))
 
 
 @dataclass(frozen=True, kw_only=True)
 class StitchV2Settings(StitchSettings):
-    stitching_algorithm: Literal["tolerance", "otsu", "collimate"]
-    otsu_threshold_multiplier: float
-    collimate_tolerance: int
+    stitching_algorithm: Literal["tolerance", "otsu", "collimate"] = setting(
+        FieldSpec(default="tolerance", choices=("tolerance", "otsu", "collimate"))
+    )
+    otsu_threshold_multiplier: float = setting(FieldSpec(default=1.0, type="number", above=0.0))
+    collimate_tolerance: int = setting(FieldSpec(default=10, type="integer", minimum=0))
+    reading_direction: Direction = setting(FieldSpec(default="auto", choices=_DIRECTIONS))
 
 
 class StitchOcrDetectionsBlock(Block):
     """v1: boxes into lines by ``tolerance``; ``reading_direction`` has no default."""
 
     type_ids: ClassVar[tuple[str, ...]] = ("roboflow_core/stitch_ocr_detections@v1",)
-    fields = {
+    inputs = {
         "predictions": FieldSpec(DETECTION_KINDS, takes=Takes.FRAME),
-        "reading_direction": FieldSpec(choices=_DIRECTIONS),
-        "tolerance": FieldSpec(default=10, type="integer", minimum=1),
-        "delimiter": FieldSpec(default="", type="string"),
     }
     Settings: ClassVar[type[BlockSettings]] = StitchSettings
     outputs = {"ocr_text": "string"}
@@ -254,12 +263,5 @@ class StitchOcrDetectionsV2Block(StitchOcrDetectionsBlock):
     """v2: ``auto`` direction by default, and the ``otsu`` and ``collimate`` algorithms."""
 
     type_ids: ClassVar[tuple[str, ...]] = ("roboflow_core/stitch_ocr_detections@v2",)
-    fields = StitchOcrDetectionsBlock.fields | {
-        "reading_direction": FieldSpec(default="auto", choices=_DIRECTIONS),
-        "stitching_algorithm": FieldSpec(
-            default="tolerance", choices=("tolerance", "otsu", "collimate")
-        ),
-        "otsu_threshold_multiplier": FieldSpec(default=1.0, type="number", above=0.0),
-        "collimate_tolerance": FieldSpec(default=10, type="integer", minimum=0),
-    }
+    inputs = StitchOcrDetectionsBlock.inputs
     Settings: ClassVar[type[BlockSettings]] = StitchV2Settings

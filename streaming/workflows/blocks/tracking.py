@@ -34,6 +34,7 @@ from .base import (
     FrameState,
     Takes,
     select,
+    setting,
 )
 
 __all__ = ["ByteTrackerBlock"]
@@ -44,12 +45,18 @@ _ALGORITHMS = ("bytetrack", "sort", "ocsort")
 
 @dataclass(frozen=True, kw_only=True)
 class ByteTrackerSettings(BlockSettings):
-    track_activation_threshold: float
-    lost_track_buffer: int
-    minimum_matching_threshold: float
-    minimum_consecutive_frames: int
-    instances_cache_size: int
-    tracker: Literal["bytetrack", "sort", "ocsort"]
+    track_activation_threshold: float = setting(
+        FieldSpec(default=0.25, type="number", minimum=0.0, maximum=1.0)
+    )
+    lost_track_buffer: int = setting(FieldSpec(default=30, type="integer", minimum=0))
+    minimum_matching_threshold: float = setting(
+        FieldSpec(default=0.8, type="number", minimum=0.0, maximum=1.0)
+    )
+    minimum_consecutive_frames: int = setting(FieldSpec(default=1, type="integer", minimum=1))
+    instances_cache_size: int = setting(FieldSpec(default=16384, type="integer", minimum=1))  # v3
+    tracker: Literal["bytetrack", "sort", "ocsort"] = setting(
+        FieldSpec(default="bytetrack", choices=_ALGORITHMS)
+    )  # ours
 
 
 class ByteTrackerBlock(Block):
@@ -62,20 +69,10 @@ class ByteTrackerBlock(Block):
         "roboflow_core/byte_tracker@v2",
         "roboflow_core/byte_tracker@v3",
     )
-    fields = {
+    inputs = {
         "detections": FieldSpec(DETECTION_KINDS, takes=Takes.FRAME),
         "image": FieldSpec((IMAGE,), default=None, takes=Takes.FRAME),  # v2, v3
         "metadata": FieldSpec((VIDEO_METADATA,), default=None, takes=Takes.FRAME),  # v1
-        "track_activation_threshold": FieldSpec(
-            default=0.25, type="number", minimum=0.0, maximum=1.0
-        ),
-        "lost_track_buffer": FieldSpec(default=30, type="integer", minimum=0),
-        "minimum_matching_threshold": FieldSpec(
-            default=0.8, type="number", minimum=0.0, maximum=1.0
-        ),
-        "minimum_consecutive_frames": FieldSpec(default=1, type="integer", minimum=1),
-        "instances_cache_size": FieldSpec(default=16384, type="integer", minimum=1),  # v3
-        "tracker": FieldSpec(default="bytetrack", choices=_ALGORITHMS),  # ours
     }
     Settings: ClassVar[type[BlockSettings]] = ByteTrackerSettings
     outputs = {

@@ -18,6 +18,7 @@ from .base import (
     FrameState,
     Takes,
     WorkflowImage,
+    setting,
 )
 
 __all__ = ["ImageBlurBlock"]
@@ -32,18 +33,18 @@ _BLURS = {
 
 @dataclass(frozen=True, kw_only=True)
 class ImageBlurSettings(BlockSettings):
-    blur_type: Literal["average", "gaussian", "median", "bilateral"]
-    kernel_size: int
+    blur_type: Literal["average", "gaussian", "median", "bilateral"] = setting(
+        FieldSpec(default="gaussian", choices=tuple(_BLURS))
+    )
+    kernel_size: int = setting(FieldSpec(default=5, type="integer", minimum=1))
 
 
 class ImageBlurBlock(Block):
     """The reference's blur block: ``blur_type`` average | gaussian | median | bilateral."""
 
     type_ids = ("roboflow_core/image_blur@v1", "ImageBlur")
-    fields = {
+    inputs = {
         "image": FieldSpec((IMAGE,), takes=Takes.FRAME),
-        "blur_type": FieldSpec(default="gaussian", choices=tuple(_BLURS)),
-        "kernel_size": FieldSpec(default=5, type="integer", minimum=1),
     }
     Settings: ClassVar[type[BlockSettings]] = ImageBlurSettings
     outputs = {"image": IMAGE}

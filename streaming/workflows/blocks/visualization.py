@@ -22,6 +22,7 @@ from .base import (
     Takes,
     WorkflowImage,
     select,
+    setting,
 )
 from .checks import anchor
 
@@ -39,16 +40,15 @@ __all__ = [
 
 @dataclass(frozen=True, kw_only=True)
 class AnnotatorSettings(BlockSettings):
-    copy_image: bool
+    copy_image: bool = setting(FieldSpec(default=True, type="boolean"))
 
 
 class AnnotatorBlock(Block):
     """Image and detections in, the image with supervision's drawing on a copy out."""
 
-    fields = {
+    inputs = {
         "image": FieldSpec((IMAGE,), takes=Takes.FRAME),
         "predictions": FieldSpec(DETECTION_KINDS, takes=Takes.FRAME),
-        "copy_image": FieldSpec(default=True, type="boolean"),
     }
     Settings: ClassVar[type[BlockSettings]] = AnnotatorSettings
     outputs = {"image": IMAGE}
@@ -72,7 +72,7 @@ class AnnotatorBlock(Block):
 
 @dataclass(frozen=True, kw_only=True)
 class BoundingBoxVisualizationSettings(AnnotatorSettings):
-    thickness: int
+    thickness: int = setting(FieldSpec(default=2, type="integer", minimum=1))
 
 
 class BoundingBoxVisualizationBlock(AnnotatorBlock):
@@ -82,7 +82,9 @@ class BoundingBoxVisualizationBlock(AnnotatorBlock):
         "roboflow_core/bounding_box_visualization@v1",
         "BoundingBoxVisualization",
     )
-    fields = {**AnnotatorBlock.fields, "thickness": FieldSpec(default=2, type="integer", minimum=1)}
+    inputs = {
+        **AnnotatorBlock.inputs,
+    }
     Settings: ClassVar[type[BlockSettings]] = BoundingBoxVisualizationSettings
 
     def __init__(
@@ -112,7 +114,7 @@ _TEXT = {
 class LabelVisualizationSettings(AnnotatorSettings):
     text: Literal[
         "Class", "Confidence", "Class and Confidence", "Tracker Id", "Time In Zone", "Index", "Area"
-    ]
+    ] = setting(FieldSpec(default="Class", choices=tuple(_TEXT)))
     text_position: Literal[
         "CENTER",
         "CENTER_LEFT",
@@ -124,10 +126,10 @@ class LabelVisualizationSettings(AnnotatorSettings):
         "BOTTOM_CENTER",
         "BOTTOM_RIGHT",
         "CENTER_OF_MASS",
-    ]
-    text_scale: float
-    text_thickness: int
-    text_padding: int
+    ] = setting(FieldSpec(default="TOP_LEFT", choices=tuple(p.name for p in sv.Position)))
+    text_scale: float = setting(FieldSpec(default=1.0, type="number", above=0))
+    text_thickness: int = setting(FieldSpec(default=1, type="integer", minimum=1))
+    text_padding: int = setting(FieldSpec(default=10, type="integer", minimum=0))
 
 
 class LabelVisualizationBlock(AnnotatorBlock):
@@ -137,13 +139,8 @@ class LabelVisualizationBlock(AnnotatorBlock):
         "roboflow_core/label_visualization@v1",
         "LabelVisualization",
     )
-    fields = {
-        **AnnotatorBlock.fields,
-        "text": FieldSpec(default="Class", choices=tuple(_TEXT)),
-        "text_position": FieldSpec(default="TOP_LEFT", choices=tuple(p.name for p in sv.Position)),
-        "text_scale": FieldSpec(default=1.0, type="number", above=0),
-        "text_thickness": FieldSpec(default=1, type="integer", minimum=1),
-        "text_padding": FieldSpec(default=10, type="integer", minimum=0),
+    inputs = {
+        **AnnotatorBlock.inputs,
     }
     Settings: ClassVar[type[BlockSettings]] = LabelVisualizationSettings
 
@@ -166,7 +163,9 @@ class LabelVisualizationBlock(AnnotatorBlock):
 
 @dataclass(frozen=True, kw_only=True)
 class LabelVisualizationV2Settings(LabelVisualizationSettings):
-    text_size_mode: Literal["Manual", "Automatic"]
+    text_size_mode: Literal["Manual", "Automatic"] = setting(
+        FieldSpec(default="Manual", choices=("Manual", "Automatic"))
+    )
 
 
 class LabelVisualizationBlockV2(LabelVisualizationBlock):
@@ -174,9 +173,8 @@ class LabelVisualizationBlockV2(LabelVisualizationBlock):
     ``text_scale`` at a 1080-pixel short side, proportionally elsewhere, within 0.3 to 5."""
 
     type_ids: ClassVar[tuple[str, ...]] = ("roboflow_core/label_visualization@v2",)
-    fields = {
-        **LabelVisualizationBlock.fields,
-        "text_size_mode": FieldSpec(default="Manual", choices=("Manual", "Automatic")),
+    inputs = {
+        **LabelVisualizationBlock.inputs,
     }
     Settings: ClassVar[type[BlockSettings]] = LabelVisualizationV2Settings
 
@@ -209,8 +207,8 @@ def _padded(detections: sv.Detections, padding: int, shape: tuple[int, ...]) -> 
 
 @dataclass(frozen=True, kw_only=True)
 class BlurVisualizationSettings(AnnotatorSettings):
-    kernel_size: int
-    padding: int
+    kernel_size: int = setting(FieldSpec(default=15, type="integer", minimum=1))
+    padding: int = setting(FieldSpec(default=0, type="integer", minimum=0))
 
 
 class BlurVisualizationBlock(AnnotatorBlock):
@@ -220,10 +218,8 @@ class BlurVisualizationBlock(AnnotatorBlock):
         "roboflow_core/blur_visualization@v1",
         "BlurVisualization",
     )
-    fields = {
-        **AnnotatorBlock.fields,
-        "kernel_size": FieldSpec(default=15, type="integer", minimum=1),
-        "padding": FieldSpec(default=0, type="integer", minimum=0),
+    inputs = {
+        **AnnotatorBlock.inputs,
     }
     Settings: ClassVar[type[BlockSettings]] = BlurVisualizationSettings
 
@@ -239,7 +235,7 @@ class BlurVisualizationBlock(AnnotatorBlock):
 
 @dataclass(frozen=True, kw_only=True)
 class PixelateVisualizationSettings(AnnotatorSettings):
-    pixel_size: int
+    pixel_size: int = setting(FieldSpec(default=20, type="integer", minimum=1))
 
 
 class PixelateVisualizationBlock(AnnotatorBlock):
@@ -249,9 +245,8 @@ class PixelateVisualizationBlock(AnnotatorBlock):
         "roboflow_core/pixelate_visualization@v1",
         "PixelateVisualization",
     )
-    fields = {
-        **AnnotatorBlock.fields,
-        "pixel_size": FieldSpec(default=20, type="integer", minimum=1),
+    inputs = {
+        **AnnotatorBlock.inputs,
     }
     Settings: ClassVar[type[BlockSettings]] = PixelateVisualizationSettings
 
@@ -267,20 +262,17 @@ class PixelateVisualizationBlock(AnnotatorBlock):
 
 @dataclass(frozen=True, kw_only=True)
 class DotVisualizationSettings(AnnotatorSettings):
-    position: Any
-    radius: int
-    outline_thickness: int
+    position: Any = setting(FieldSpec(default="CENTER"))
+    radius: int = setting(FieldSpec(default=4, type="integer", minimum=1))
+    outline_thickness: int = setting(FieldSpec(default=0, type="integer", minimum=0))
 
 
 class DotVisualizationBlock(AnnotatorBlock):
     """A dot at each prediction's anchor point."""
 
     type_ids: ClassVar[tuple[str, ...]] = ("roboflow_core/dot_visualization@v1", "DotVisualization")
-    fields = {
-        **AnnotatorBlock.fields,
-        "position": FieldSpec(default="CENTER"),
-        "radius": FieldSpec(default=4, type="integer", minimum=1),
-        "outline_thickness": FieldSpec(default=0, type="integer", minimum=0),
+    inputs = {
+        **AnnotatorBlock.inputs,
     }
     Settings: ClassVar[type[BlockSettings]] = DotVisualizationSettings
 
@@ -298,14 +290,14 @@ class DotVisualizationBlock(AnnotatorBlock):
 
 @dataclass(frozen=True, kw_only=True)
 class HeatmapVisualizationSettings(AnnotatorSettings):
-    position: Any
-    opacity: float
-    radius: int
-    kernel_size: int
-    top_hue: int
-    low_hue: int
-    ignore_stationary: bool
-    motion_threshold: float
+    position: Any = setting(FieldSpec(default="BOTTOM_CENTER"))
+    opacity: float = setting(FieldSpec(default=0.2, type="number", minimum=0, maximum=1))
+    radius: int = setting(FieldSpec(default=40, type="integer", minimum=1))
+    kernel_size: int = setting(FieldSpec(default=25, type="integer", minimum=1))
+    top_hue: int = setting(FieldSpec(default=0, type="integer", minimum=0))
+    low_hue: int = setting(FieldSpec(default=125, type="integer", minimum=0))
+    ignore_stationary: bool = setting(FieldSpec(default=True, type="boolean"))
+    motion_threshold: float = setting(FieldSpec(default=25, type="number", minimum=0))
 
 
 class HeatmapVisualizationBlock(AnnotatorBlock):
@@ -318,17 +310,9 @@ class HeatmapVisualizationBlock(AnnotatorBlock):
         "roboflow_core/heatmap_visualization@v1",
         "HeatmapVisualization",
     )
-    fields = {
-        **AnnotatorBlock.fields,
+    inputs = {
+        **AnnotatorBlock.inputs,
         "metadata": FieldSpec((VIDEO_METADATA,), default=None, takes=Takes.FRAME),
-        "position": FieldSpec(default="BOTTOM_CENTER"),
-        "opacity": FieldSpec(default=0.2, type="number", minimum=0, maximum=1),
-        "radius": FieldSpec(default=40, type="integer", minimum=1),
-        "kernel_size": FieldSpec(default=25, type="integer", minimum=1),
-        "top_hue": FieldSpec(default=0, type="integer", minimum=0),
-        "low_hue": FieldSpec(default=125, type="integer", minimum=0),
-        "ignore_stationary": FieldSpec(default=True, type="boolean"),
-        "motion_threshold": FieldSpec(default=25, type="number", minimum=0),
     }
     Settings: ClassVar[type[BlockSettings]] = HeatmapVisualizationSettings
 

@@ -22,6 +22,7 @@ from .base import (
     FrameState,
     Takes,
     WorkflowImage,
+    setting,
 )
 from .checks import anchor, color, points, polygons
 
@@ -36,15 +37,14 @@ _ZONE_GREEN = "#5bb573"  # the reference's default for both zone blocks
 
 @dataclass(frozen=True, kw_only=True)
 class _DrawingSettings(BlockSettings):
-    copy_image: Any
+    copy_image: Any = setting(FieldSpec(default=True))
 
 
 class _DrawingBlock(Block):
     """Image in, image out: a copy unless ``copy_image`` is false."""
 
-    fields = {
+    inputs = {
         "image": FieldSpec((IMAGE,), takes=Takes.FRAME),
-        "copy_image": FieldSpec(default=True),
     }
     Settings: ClassVar[type[BlockSettings]] = _DrawingSettings
     outputs = {"image": IMAGE}
@@ -66,26 +66,20 @@ class _DrawingBlock(Block):
 
 @dataclass(frozen=True, kw_only=True)
 class LineCounterVisualizationSettings(_DrawingSettings):
-    zone: Any
-    color: Any
-    thickness: int
-    text_thickness: int
-    text_scale: float
-    opacity: float
+    zone: Any = setting(FieldSpec())
+    color: Any = setting(FieldSpec(default=_ZONE_GREEN))
+    thickness: int = setting(FieldSpec(default=2, type="integer", minimum=1))
+    text_thickness: int = setting(FieldSpec(default=1, type="integer", minimum=1))
+    text_scale: float = setting(FieldSpec(default=1.0, type="number", minimum=0.01, maximum=100.0))
+    opacity: float = setting(FieldSpec(default=0.3, type="number", minimum=0.0, maximum=1.0))
 
 
 class LineCounterVisualizationBlock(_DrawingBlock):
     """The counting line, blended at ``opacity``, with ``in: N, out: M`` at its start."""
 
     type_ids = ("roboflow_core/line_counter_visualization@v1",)
-    fields = {
-        **_DrawingBlock.fields,
-        "zone": FieldSpec(),
-        "color": FieldSpec(default=_ZONE_GREEN),
-        "thickness": FieldSpec(default=2, type="integer", minimum=1),
-        "text_thickness": FieldSpec(default=1, type="integer", minimum=1),
-        "text_scale": FieldSpec(default=1.0, type="number", minimum=0.01, maximum=100.0),
-        "opacity": FieldSpec(default=0.3, type="number", minimum=0.0, maximum=1.0),
+    inputs = {
+        **_DrawingBlock.inputs,
         # Usually $steps.<line_counter>.count_in / count_out; unbound: 0.
         "count_in": FieldSpec(("integer",), default=None, takes=Takes.FRAME),
         "count_out": FieldSpec(("integer",), default=None, takes=Takes.FRAME),
@@ -149,20 +143,17 @@ class LineCounterVisualizationBlock(_DrawingBlock):
 
 @dataclass(frozen=True, kw_only=True)
 class PolygonZoneVisualizationSettings(_DrawingSettings):
-    zone: Any
-    color: Any
-    opacity: float
+    zone: Any = setting(FieldSpec())
+    color: Any = setting(FieldSpec(default=_ZONE_GREEN))
+    opacity: float = setting(FieldSpec(default=0.3, type="number", minimum=0.0, maximum=1.0))
 
 
 class PolygonZoneVisualizationBlock(_DrawingBlock):
     """The zone (or each of several), filled at ``opacity``."""
 
     type_ids = ("roboflow_core/polygon_zone_visualization@v1",)
-    fields = {
-        **_DrawingBlock.fields,
-        "zone": FieldSpec(),
-        "color": FieldSpec(default=_ZONE_GREEN),
-        "opacity": FieldSpec(default=0.3, type="number", minimum=0.0, maximum=1.0),
+    inputs = {
+        **_DrawingBlock.inputs,
     }
     Settings: ClassVar[type[BlockSettings]] = PolygonZoneVisualizationSettings
 
@@ -182,21 +173,18 @@ class PolygonZoneVisualizationBlock(_DrawingBlock):
 
 @dataclass(frozen=True, kw_only=True)
 class TraceVisualizationSettings(_DrawingSettings):
-    position: Any
-    trace_length: int
-    thickness: int
+    position: Any = setting(FieldSpec(default="CENTER"))
+    trace_length: int = setting(FieldSpec(default=30, type="integer", minimum=1))
+    thickness: int = setting(FieldSpec(default=1, type="integer", minimum=1))
 
 
 class TraceVisualizationBlock(_DrawingBlock):
     """Each tracked object's last ``trace_length`` positions, as a line."""
 
     type_ids = ("roboflow_core/trace_visualization@v1",)
-    fields = {
-        **_DrawingBlock.fields,
+    inputs = {
+        **_DrawingBlock.inputs,
         "predictions": FieldSpec(DETECTION_KINDS, takes=Takes.FRAME),
-        "position": FieldSpec(default="CENTER"),
-        "trace_length": FieldSpec(default=30, type="integer", minimum=1),
-        "thickness": FieldSpec(default=1, type="integer", minimum=1),
     }
     Settings: ClassVar[type[BlockSettings]] = TraceVisualizationSettings
 
