@@ -7,7 +7,7 @@ pending ``read()``. ``streaming.rtc.track.FrameSourceTrack`` turns any of them i
 
 from sinks.masking import mask_url
 
-from .base import FrameSource, SourceError, SourceFrame
+from .base import FrameSource, LiveFeed, SourceError, SourceFrame
 from .file import FileSource
 from .live import LiveSource, LiveStats
 from .manual import ManualFrames
@@ -19,6 +19,7 @@ __all__ = [
     "CaptureFactory",
     "FileSource",
     "FrameSource",
+    "LiveFeed",
     "LiveSource",
     "LiveStats",
     "ManualFrames",

@@ -4,15 +4,28 @@ from __future__ import annotations
 
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from fractions import Fraction
+from typing import TYPE_CHECKING, Protocol
 
 import av
 import cv2
 import numpy as np
 from av.video.reformatter import VideoReformatter
 
-__all__ = ["RTP_CLOCK", "Converter", "FrameSource", "SourceError", "SourceFrame", "upright"]
+if TYPE_CHECKING:
+    from .live import LiveStats
+    from .packets import PacketSink
+
+__all__ = [
+    "RTP_CLOCK",
+    "Converter",
+    "FrameSource",
+    "LiveFeed",
+    "SourceError",
+    "SourceFrame",
+    "upright",
+]
 
 RTP_CLOCK = Fraction(1, 90000)
 """Live sources stamp frames on the 90 kHz video RTP clock."""
@@ -174,6 +187,33 @@ def upright(image: np.ndarray, rotation: float) -> np.ndarray:
     return image if code is None else np.asarray(cv2.rotate(image, code))
 
 
+class LiveFeed(Protocol):
+    """A source that stays connected to something outside (a camera, a stream): what a
+    pipeline's status reports, a recording taps and a session waits on for its first frame.
+    A kind of source that is one says so through ``FrameSource.live``."""
+
+    masked_url: str
+    size: tuple[int, int] | None
+    """Width and height, once the stream has said them."""
+
+    @property
+    def reconnects(self) -> int:
+        """How often it has connected again after losing its source."""
+        ...
+
+    def stats(self) -> LiveStats: ...
+
+    def wait_for(self, predicate: Callable[[LiveStats], bool], timeout: float) -> LiveStats: ...
+
+    def add_listener(self, listener: Callable[[str, str, LiveStats], None]) -> None: ...
+
+    def remove_listener(self, listener: Callable[[str, str, LiveStats], None]) -> None: ...
+
+    def add_packet_sink(self, sink: PacketSink) -> None: ...
+
+    def remove_packet_sink(self, sink: PacketSink) -> None: ...
+
+
 class FrameSource(ABC):
     """Produces frames, blocking: ``read()`` returns the next one or None at the end."""
 
@@ -191,6 +231,11 @@ class FrameSource(ABC):
     @abstractmethod
     def close(self) -> None:
         """Idempotent; wakes a ``read`` blocked in another thread."""
+
+    def live(self) -> LiveFeed | None:
+        """The source as a live feed (state, stats, packets), or None: a file, a device or
+        frames handed in have none."""
+        return None
 
     def __iter__(self) -> Iterator[SourceFrame]:
         while (frame := self.read()) is not None:

@@ -98,6 +98,26 @@ def _target(url: str, pin: Pin | None) -> tuple[str, str | None]:
     return pinned_url(url, pin) if pin is not None else (url, None)
 
 
+@dataclass
+class Backoff:
+    """The wait before a camera's next connection attempt: ``initial`` doubled per failure up
+    to ``maximum``; none again once a connection has stayed up ``healthy_after`` seconds."""
+
+    initial: float
+    maximum: float
+    healthy_after: float
+    wait: float = 0.0
+
+    def failed(self) -> None:
+        self.wait = min(self.maximum, max(self.initial, self.wait * 2))
+
+    def lost(self, connected_for: float) -> None:
+        """A connection ended after ``connected_for`` seconds."""
+        if connected_for >= self.healthy_after:
+            self.wait = 0.0  # after a good period, retries start from the shortest wait
+        self.failed()
+
+
 class LiveSource(FrameSource):
     """A camera or stream read through PyAV on a thread of its own, reconnecting with backoff
     whenever it fails; listeners hear every state change."""
@@ -133,9 +153,7 @@ class LiveSource(FrameSource):
         self._http = scheme.startswith("http")
         self._sniff = self._http and self._format is None
         self.read_timeout = read_timeout
-        self.max_backoff = max_backoff
-        self.initial_backoff = initial_backoff
-        self.healthy_after = healthy_after
+        self._backoff = Backoff(initial_backoff, max_backoff, healthy_after)
         self._container: av.container.InputContainer | None = None
         self._frames: Iterator[av.VideoFrame | None] | None = None
         self.decode = decode
@@ -145,7 +163,6 @@ class LiveSource(FrameSource):
         self.size: tuple[int, int] | None = None
         """The current connection's picture (width, height), once connected."""
         self._connected_at = 0.0
-        self._backoff = 0.0
         self._closed = threading.Event()
         self._reading = threading.Lock()  # held by the thread inside read()
         self._stats_lock = threading.Lock()
@@ -198,7 +215,7 @@ class LiveSource(FrameSource):
             return None
 
     def _connect(self) -> bool:
-        if self._backoff and self._closed.wait(self._backoff):
+        if self._backoff.wait and self._closed.wait(self._backoff.wait):
             return False  # closed while waiting
         opening = time.monotonic()
         try:  # OSError: the pin refuses the address now; retried as any failed attempt
@@ -267,21 +284,16 @@ class LiveSource(FrameSource):
         with self._changing():
             self._failed_attempts += 1
             self._record_error(error)
-        self._grow_backoff()
+        self._backoff.failed()
 
     def _lost(self, why: str) -> None:
-        if time.monotonic() - self._connected_at >= self.healthy_after:
-            self._backoff = 0.0  # after a good period, retries start from the shortest wait
+        self._backoff.lost(time.monotonic() - self._connected_at)
         self._disconnect()
         if self._relay is not None:
             why = f"{why} ({self._relay.state()})"
         with self._changing():
             self._disconnects += 1
             self._record_error(f"lost {self.masked_url}: {why}")
-        self._grow_backoff()
-
-    def _grow_backoff(self) -> None:
-        self._backoff = min(self.max_backoff, max(self.initial_backoff, self._backoff * 2))
 
     def _record_error(self, error: str) -> None:
         """Call with ``_changed`` held."""
@@ -346,6 +358,9 @@ class LiveSource(FrameSource):
         return SourceFrame(None, pts, RTP_CLOCK, index, decoded=decoded, converter=self._converter)
 
     # ------------------------------------------------------------------ control
+
+    def live(self) -> LiveSource:
+        return self
 
     @property
     def reconnects(self) -> int:

@@ -14,6 +14,7 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from .access import AuthSettings
 from .bounds import WorkflowLimits
+from .inference.manifest import BackendName
 
 __all__ = ["ClientSettings", "DecodeSettings", "Settings", "SmtpSettings", "unknown_settings"]
 
@@ -322,7 +323,7 @@ class Settings(_PeerSettings):
     gzip_level: int = Field(default=6, ge=1, le=9)
     """gzip level of data-channel results that carry data outputs."""
 
-    inference_backend: Literal["auto", "onnxruntime", "openvino", "torch", "remote"] | None = None
+    inference_backend: BackendName | None = None
     """Runtime for every model, overriding manifests (``torch``: the ``torch`` extra). ``auto``:
     ONNX Runtime (TensorRT, CUDA) with an NVIDIA driver, else OpenVINO (2x ORT on CPUs)."""
     onnx_providers: Annotated[list[str], NoDecode] = Field(default_factory=list)

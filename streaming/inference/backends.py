@@ -3,16 +3,16 @@ by the machine (measured in benchmarks/inference.py)."""
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 from collections.abc import Callable
 from pathlib import Path
 
 from ..config import Settings
-from ..errors import ModelError
 from .manifest import ModelManifest
 from .session import InferenceSession, nvidia_driver_present
 
-__all__ = ["SessionOpener", "batch_size_for", "choose_backend", "open_session"]
+__all__ = ["BACKENDS", "SessionOpener", "batch_size_for", "choose_backend", "open_session"]
 
 GPU_BATCH = 16
 
@@ -29,58 +29,26 @@ def choose_backend(manifest: ModelManifest, settings: Settings) -> str:
 
 
 SessionOpener = Callable[[ModelManifest, Path, Settings], InferenceSession]
-"""Opens a model's session: ``open_session``, or a deployment's own."""
+"""Opens a model's session: ``open_session``, a backend's ``opened``, or a deployment's own."""
+
+
+BACKENDS: dict[str, str] = {
+    "onnxruntime": "onnx_session",
+    "openvino": "openvino_session",
+    "torch": "torch_session",
+    "remote": "remote_session",
+}
+"""Each backend's module, which opens its sessions with ``opened(manifest, directory,
+settings)`` (reading its own settings). Imported when a model first asks for it, so a
+machine without a backend's library never loads it. A new backend is its module and one
+line here (``manifest.BackendName`` names it for manifests and settings)."""
 
 
 def open_session(manifest: ModelManifest, directory: Path, settings: Settings) -> InferenceSession:
     backend = choose_backend(manifest, settings)
-    if backend == "remote":
-        from .remote_session import RemoteV2Session
-
-        remote = manifest.remote
-        url = (remote.url if remote else None) or settings.remote_inference_url
-        if not url:
-            raise ModelError(
-                f"model {manifest.name} is remote but names no server "
-                "(manifest 'remote.url' or STREAMING_REMOTE_INFERENCE_URL)"
-            )
-        name = (remote.model_name if remote else None) or manifest.name
-        key = settings.remote_inference_api_key
-        return RemoteV2Session(
-            url,
-            name,
-            remote.model_version if remote else "",
-            api_key=key.get_secret_value() if key else None,
-        )
-    path = manifest.onnx_path(directory)
-    if backend == "torch":
-        from .torch_session import TorchSession
-
-        return TorchSession(path)
-    if backend == "openvino":
-        from .openvino_session import OpenVINOOptions, OpenVINOSession
-
-        return OpenVINOSession(
-            path,
-            OpenVINOOptions(
-                device=settings.openvino_device,
-                performance_hint=settings.openvino_performance_hint,
-                precision=settings.openvino_precision,
-                requests=settings.openvino_requests,
-            ),
-        )
-    from .onnx_session import OnnxOptions, OnnxRuntimeSession
-
-    return OnnxRuntimeSession(
-        path,
-        OnnxOptions(
-            providers=settings.onnx_providers,
-            device_id=settings.onnx_device_id,
-            trt_fp16=settings.trt_fp16,
-            trt_cache_dir=settings.trt_cache_dir,
-            intra_op_threads=settings.onnx_intra_op_threads,
-        ),
-    )
+    module = importlib.import_module(f"{__package__}.{BACKENDS[backend]}")
+    opened: SessionOpener = module.opened
+    return opened(manifest, directory, settings)
 
 
 def batch_size_for(manifest: ModelManifest, session: InferenceSession, settings: Settings) -> int:

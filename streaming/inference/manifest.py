@@ -13,11 +13,15 @@ __all__ = [
     "MANIFEST_FILE",
     "MODEL_NAME",
     "TASK_OF_DECODER",
+    "BackendName",
     "InputVariant",
     "ModelManifest",
     "RemoteModel",
     "Task",
 ]
+
+BackendName = Literal["auto", "onnxruntime", "openvino", "torch", "remote"]
+"""What runs a model: ``auto`` (by the machine), or one of ``backends.BACKENDS``."""
 
 MANIFEST_FILE = "manifest.json"
 MODEL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
@@ -142,7 +146,7 @@ class ModelManifest(BaseModel):
     main input."""
     input_stride: int = Field(default=32, ge=1)
     """The network's largest stride (YOLO's 32): how a frame is aligned on input variants."""
-    backend: Literal["auto", "onnxruntime", "openvino", "torch", "remote"] = "auto"
+    backend: BackendName = "auto"
     """Runtime for this model; ``STREAMING_INFERENCE_BACKEND`` overrides it."""
     max_batch_size: int | None = Field(default=None, ge=1)
     """Largest batch the dynamic batcher may form (default: the setting for the device)."""

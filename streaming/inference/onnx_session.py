@@ -7,12 +7,17 @@ import importlib.util
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .session import InferenceSession, TensorSpec, nvidia_driver_present
 
-__all__ = ["OnnxOptions", "OnnxRuntimeSession", "plan_providers"]
+if TYPE_CHECKING:
+    from ..config import Settings
+    from .manifest import ModelManifest
+
+__all__ = ["OnnxOptions", "OnnxRuntimeSession", "opened", "plan_providers"]
 
 log = logging.getLogger(__name__)
 
@@ -165,3 +170,15 @@ class OnnxRuntimeSession(InferenceSession):
             binding.bind_output(name, device, self._device_id if device == "cuda" else 0)
         self._session.run_with_iobinding(binding)
         return binding.copy_outputs_to_cpu()
+
+
+def opened(manifest: ModelManifest, directory: Path, settings: Settings) -> OnnxRuntimeSession:
+    """A model's session on ONNX Runtime, as ``STREAMING_ONNX_*`` and ``STREAMING_TRT_*`` ask."""
+    options = OnnxOptions(
+        providers=settings.onnx_providers,
+        device_id=settings.onnx_device_id,
+        trt_fp16=settings.trt_fp16,
+        trt_cache_dir=settings.trt_cache_dir,
+        intra_op_threads=settings.onnx_intra_op_threads,
+    )
+    return OnnxRuntimeSession(manifest.onnx_path(directory), options)

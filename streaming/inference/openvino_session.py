@@ -7,13 +7,18 @@ import threading
 from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import onnx
 
 from .session import InferenceSession, TensorSpec
 
-__all__ = ["OpenVINOOptions", "OpenVINOSession"]
+if TYPE_CHECKING:
+    from ..config import Settings
+    from .manifest import ModelManifest
+
+__all__ = ["OpenVINOOptions", "OpenVINOSession", "opened"]
 
 log = logging.getLogger(__name__)
 
@@ -128,3 +133,14 @@ class OpenVINOSession(InferenceSession):
             return
         self._closed = True
         self._queue.wait_all()
+
+
+def opened(manifest: ModelManifest, directory: Path, settings: Settings) -> OpenVINOSession:
+    """A model's session on OpenVINO, as ``STREAMING_OPENVINO_*`` ask."""
+    options = OpenVINOOptions(
+        device=settings.openvino_device,
+        performance_hint=settings.openvino_performance_hint,
+        precision=settings.openvino_precision,
+        requests=settings.openvino_requests,
+    )
+    return OpenVINOSession(manifest.onnx_path(directory), options)

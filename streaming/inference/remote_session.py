@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import threading
 import uuid
+from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 import numpy as np
@@ -16,7 +18,11 @@ import numpy as np
 from ..errors import ModelError
 from .session import V2_TO_NUMPY, InferenceSession, TensorSpec
 
-__all__ = ["RemoteV2Session"]
+if TYPE_CHECKING:
+    from ..config import Settings
+    from .manifest import ModelManifest
+
+__all__ = ["RemoteV2Session", "opened"]
 
 
 class RemoteV2Session(InferenceSession):
@@ -145,3 +151,22 @@ class RemoteV2Session(InferenceSession):
             clients, self._clients = self._clients, []
         for client in clients:
             client.close()
+
+
+def opened(manifest: ModelManifest, directory: Path, settings: Settings) -> RemoteV2Session:
+    """A ``remote`` model's session: its manifest's server, else ``STREAMING_REMOTE_*``."""
+    remote = manifest.remote
+    url = (remote.url if remote else None) or settings.remote_inference_url
+    if not url:
+        raise ModelError(
+            f"model {manifest.name} is remote but names no server "
+            "(manifest 'remote.url' or STREAMING_REMOTE_INFERENCE_URL)"
+        )
+    name = (remote.model_name if remote else None) or manifest.name
+    key = settings.remote_inference_api_key
+    return RemoteV2Session(
+        url,
+        name,
+        remote.model_version if remote else "",
+        api_key=key.get_secret_value() if key else None,
+    )

@@ -16,7 +16,7 @@ import threading
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -24,7 +24,11 @@ from ..errors import ModelError
 from .preprocess import Normalization
 from .session import InferenceSession, TensorSpec
 
-__all__ = ["TorchOptions", "TorchSession", "graph_batch"]
+if TYPE_CHECKING:
+    from ..config import Settings
+    from .manifest import ModelManifest
+
+__all__ = ["TorchOptions", "TorchSession", "graph_batch", "opened"]
 
 log = logging.getLogger(__name__)
 
@@ -231,3 +235,8 @@ class TorchSession(InferenceSession):
     def close(self) -> None:
         with self._lock:
             self._graphs.clear()
+
+
+def opened(manifest: ModelManifest, directory: Path, settings: Settings) -> TorchSession:
+    """A model's session on PyTorch (CUDA where present)."""
+    return TorchSession(manifest.onnx_path(directory))

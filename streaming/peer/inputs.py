@@ -18,7 +18,7 @@ from pathlib import Path
 
 from aiortc import MediaStreamTrack, RTCDataChannel
 
-from sources import FileSource, LiveSource, SourceError, SourceFrame
+from sources import FileSource, SourceError, SourceFrame
 from sources.hub import SourceHub, Subscription
 
 from ..buffering import BufferClosed, FrameBuffer
@@ -152,8 +152,8 @@ class SessionInput:
             raise InvalidRequest(str(exc)) from None
         self._camera = subscription
         self.attached = True
-        source = subscription.source
-        if not isinstance(source, LiveSource):
+        source = subscription.source.live() if subscription.source is not None else None
+        if source is None:
             return
         try:
             # A camera that refuses or cannot be reached fails at once; one that connected

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from sinks.recording.recorder import RecordingPolicy, SegmentRecorder
-from sources import LiveSource
+from sources import LiveFeed
 
 from ..events import EventRecord, EventRecorder
 from .models import RecordConfiguration
@@ -85,14 +85,14 @@ class Recording:
     def records(self, source_id: int) -> bool:
         return self._sources is None or source_id in self._sources
 
-    def start(self, source_id: int, live: LiveSource) -> SegmentRecorder:
+    def start(self, source_id: int, live: LiveFeed) -> SegmentRecorder:
         recorder = SegmentRecorder(self._directory / str(source_id), self._policy)
         live.add_packet_sink(recorder)
         if self._triggers is not None and self._policy.mode == "events":
             self._triggers.watch(str(source_id), recorder.trigger)
         return recorder
 
-    def stop(self, source_id: int, live: LiveSource | None, recorder: SegmentRecorder) -> None:
+    def stop(self, source_id: int, live: LiveFeed | None, recorder: SegmentRecorder) -> None:
         """Blocks while the open segment is finished (call off the loop)."""
         if self._triggers is not None:
             self._triggers.watch(str(source_id), None)

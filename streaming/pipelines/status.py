@@ -13,7 +13,7 @@ from enum import IntEnum, StrEnum
 from typing import Any
 
 from sinks.recording.recorder import SegmentRecorder
-from sources import FileSource, LiveSource, LiveStats
+from sources import FileSource, LiveFeed, LiveStats
 from sources.hub import Subscription
 
 from ..buffering import FrameBuffer
@@ -126,16 +126,17 @@ class SourceSlot:
         return self.reference.source_id
 
     @property
-    def recorded(self) -> LiveSource | None:
+    def recorded(self) -> LiveFeed | None:
         """The camera stream a recording taps: the main stream where a sub-stream is what
         is decoded."""
         source = self.main.source if self.main is not None else None
-        return source if isinstance(source, LiveSource) else self.live
+        main = source.live() if source is not None else None
+        return main if main is not None else self.live
 
     @property
-    def live(self) -> LiveSource | None:
+    def live(self) -> LiveFeed | None:
         source = self.subscription.source if self.subscription is not None else None
-        return source if isinstance(source, LiveSource) else None
+        return source.live() if source is not None else None
 
     def _main_report(self) -> dict[str, Any] | None:
         if self.reference.detect is None:

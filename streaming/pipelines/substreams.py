@@ -3,7 +3,7 @@ to decode), in its pixels; what leaves the pipeline as data (``consume``'s detec
 stored events' boxes) is scaled to the main stream, which is what gets recorded.
 
 The scale is the two streams' picture sizes as their readers last connected
-(``LiveSource.size``); until both are known (the main stream still connecting), nothing is
+(``LiveFeed.size``); until both are known (the main stream still connecting), nothing is
 scaled and the data says the sub-stream's size (``image`` in each serialised detection set).
 """
 
@@ -17,7 +17,7 @@ import cv2
 import numpy as np
 import supervision as sv
 
-from sources import LiveSource
+from sources import LiveFeed
 from sources.hub import SourceHub
 
 from ..events import EventRecord, EventRecorder
@@ -28,7 +28,7 @@ Scale = tuple[float, float, tuple[int, int]]
 """x factor, y factor, and the main stream's (width, height)."""
 
 
-def scale_between(main: LiveSource | None, sub: LiveSource | None) -> Scale | None:
+def scale_between(main: LiveFeed | None, sub: LiveFeed | None) -> Scale | None:
     """How the sub-stream's pixels map onto the main stream's; None while unknown or 1."""
     if main is None or sub is None or main.size is None or sub.size is None:
         return None
@@ -86,8 +86,7 @@ class ScaledEvents:
         main = self._hub.source_of(self._main, decode=False)
         sub = self._hub.source_of(self._sub)
         scale = scale_between(
-            main if isinstance(main, LiveSource) else None,
-            sub if isinstance(sub, LiveSource) else None,
+            main.live() if main is not None else None, sub.live() if sub is not None else None
         )
         box = event.payload.get("xyxy")
         if scale is not None and isinstance(box, list) and len(box) == 4:

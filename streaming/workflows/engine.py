@@ -298,38 +298,33 @@ def _inputs_at(
     return inputs
 
 
-def workflow_urls(specification: Any, parameters: dict[str, Any] | None) -> list[tuple[str, str]]:
-    """``(where, url)`` for every URL a workflow's steps would make the server connect to
-    (literal, or a parameter's value), so the caller checks them before compiling. An
-    unreadable specification yields none here: compiling it reports why."""
-    if not isinstance(specification, dict):
-        return []
-    defaults: dict[Any, Any] = {
-        i.get("name"): i.get("default_value")
-        for i in specification.get("inputs") or []
-        if isinstance(i, dict)
-    }
-    values: dict[Any, Any] = {**defaults, **(parameters or {})}
+def workflow_urls(spec: WorkflowSpec, parameters: dict[str, Any] | None) -> list[tuple[str, str]]:
+    """``(where, url)`` for every URL the steps of ``spec`` (parsed, inner workflows already
+    inlined: what will be compiled) would make the server connect to, literal or a
+    parameter's value, so the caller checks them before compiling."""
+    values: dict[str, Any] = {i.name: i.default_value for i in spec.inputs}
+    values |= parameters or {}
     found: list[tuple[str, str]] = []
-    for step in specification.get("steps") or []:
-        block = get_block(str(step.get("type"))) if isinstance(step, dict) else None
+    for step in spec.steps:
+        block = get_block(step.type)
         if block is None:
-            continue
+            continue  # compiling says why
+        given = step.fields()
         for url_field in block.url_fields:
-            if isinstance(url := _given(step, url_field, values), str):
-                found.append((f"step '{step.get('name')}' {url_field}", url))
+            if isinstance(url := _given(given, url_field, values), str):
+                found.append((f"step '{step.name}' {url_field}", url))
         for host_field, port_field, default_port in block.host_fields:
-            host = _given(step, host_field, values)
-            port = _given(step, port_field, values, default_port)
+            host = _given(given, host_field, values)
+            port = _given(given, port_field, values, default_port)
             if isinstance(host, str) and isinstance(port, int) and "/" not in host:
                 shown = f"[{host}]" if ":" in host else host  # an IPv6 address
-                found.append((f"step '{step.get('name')}' {host_field}", f"smtp://{shown}:{port}"))
+                found.append((f"step '{step.name}' {host_field}", f"smtp://{shown}:{port}"))
     return found
 
 
-def _given(step: dict, field: str, values: dict[Any, Any], default: Any = None) -> Any:
+def _given(fields: dict[str, Any], field: str, values: dict[str, Any], default: Any = None) -> Any:
     """A step's field as written, or the value of the parameter it names."""
-    value = step.get(field, default)
+    value = fields.get(field, default)
     selector = parse_selector(value) if isinstance(value, str) else None
     return values.get(selector.name) if selector and selector.step is None else value
 

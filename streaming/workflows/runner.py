@@ -89,7 +89,7 @@ def _prepared(
     steps would connect to (a child's checked with the parent's)."""
     spec = specification if isinstance(specification, WorkflowSpec) else parse_spec(specification)
     spec = inlined(spec, context.workflows, budget_of(context))
-    return spec, list(workflow_urls(spec.model_dump(), config.workflows_parameters))
+    return spec, workflow_urls(spec, config.workflows_parameters)
 
 
 async def require_roles(

@@ -202,3 +202,20 @@ def test_the_torch_backend_replays_one_cuda_graph_per_power_of_two():
     sizes = [graph_batch(rows) for rows in range(1, 17)]
     assert sizes == [1, 2, 4, 4, *[8] * 4, *[16] * 8]
     assert len(set(sizes)) == 5 and graph_batch(17) == 32
+
+
+def test_every_backend_a_manifest_may_name_is_registered_once():
+    """A backend is its module and one line in ``BACKENDS``; manifests and settings name
+    them through ``BackendName``, and each module opens its sessions with ``opened``."""
+    import importlib.util
+    import typing
+    from pathlib import Path
+
+    from streaming.inference.backends import BACKENDS
+    from streaming.inference.manifest import BackendName
+
+    assert set(typing.get_args(BackendName)) == {"auto", *BACKENDS}
+    for module in BACKENDS.values():
+        source = importlib.util.find_spec(f"streaming.inference.{module}")
+        assert source is not None and source.origin is not None
+        assert "\ndef opened(" in Path(source.origin).read_text(), module

@@ -13,7 +13,7 @@ import pytest
 import supervision as sv
 
 from streaming.errors import WorkflowCompilationError
-from streaming.workflows.blocks.base import WorkflowImage
+from streaming.workflows.blocks.base import VideoFacts, WorkflowImage
 from streaming.workflows.query import BINARY, OPERATIONS, UNARY, Env, QueryCompiler, QueryError
 
 VIDEO = {"frame_number": 31, "frame_timestamp": "2026-11-24T10:00:00+00:00", "fps": 15.0}
@@ -47,7 +47,7 @@ MULTI_LABEL = {
 
 def run(operations: list[dict], value, values: dict | None = None):
     chain = QueryCompiler("step", "operations", names=None).chain(operations)
-    return chain(value, Env(values or {}, VIDEO))
+    return chain(value, Env(values or {}, VideoFacts.of(VIDEO)))
 
 
 def names(detections: sv.Detections) -> list[str]:
@@ -123,9 +123,9 @@ def test_seconds_since_start_on_a_live_stream_that_declares_no_rate_is_by_its_ow
         [op("ExtractFrameMetadata", property_name="seconds_since_start")]
     )
     live = {**VIDEO, "fps": None, "stream_started_at": "2026-11-24T09:59:57.500000+00:00"}
-    assert chain(IMAGE, Env({}, live)) == 2.5
+    assert chain(IMAGE, Env({}, VideoFacts.of(live))) == 2.5
     with pytest.raises(QueryError, match="fps or its timestamps"):
-        chain(IMAGE, Env({}, {**VIDEO, "fps": None}))
+        chain(IMAGE, Env({}, VideoFacts.of({**VIDEO, "fps": None})))
 
 
 def test_the_detections_operations():
@@ -196,7 +196,7 @@ def test_the_comparators_the_reference_has(comparator, left, right, expected):
                  "comparator": {"type": comparator},
                  "right_operand": {"type": "StaticOperand", "value": right}}  # fmt: skip
     condition = _condition(statement, {"a": left})
-    assert condition(Env({"a": left}, VIDEO), None) is expected
+    assert condition(Env({"a": left}, VideoFacts.of(VIDEO)), None) is expected
 
 
 def test_operands_take_operations_static_ones_too():
@@ -208,7 +208,10 @@ def test_operands_take_operations_static_ones_too():
         "right_operand": {"type": "StaticOperand", "value": "32",
                           "operations": [op("ToNumber", cast_to="int"), op("Multiply", other=2)]},
     }  # fmt: skip
-    assert _condition(statement, {"image": None})(Env({"image": IMAGE}, VIDEO), None) is True
+    assert (
+        _condition(statement, {"image": None})(Env({"image": IMAGE}, VideoFacts.of(VIDEO)), None)
+        is True
+    )
 
 
 def test_every_operation_and_operator_of_the_reference_is_here():

@@ -13,7 +13,7 @@ from streaming.bounds import BoundExceeded, WorkflowLimits
 from streaming.config import Settings
 from streaming.errors import WorkflowCompilationError
 from streaming.workflows import compile_workflow, parse_spec
-from streaming.workflows.blocks.base import BuildContext, FrameState
+from streaming.workflows.blocks.base import BuildContext, FrameState, VideoFacts
 from streaming.workflows.query import Env, QueryCompiler
 from tests.support.workflows import nested_fan_out
 
@@ -24,7 +24,7 @@ def matches(pattern: str, text: str) -> bool:
     chain = QueryCompiler("step", "operations", names=None).chain(
         [{"type": "StringMatches", "regex": pattern}]
     )
-    return bool(chain(text, Env({}, VIDEO)))
+    return bool(chain(text, Env({}, VideoFacts.of(VIDEO))))
 
 
 def test_a_catastrophic_pattern_runs_in_linear_time():

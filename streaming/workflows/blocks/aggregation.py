@@ -115,7 +115,7 @@ class DataAggregatorBlock(Block):
         self._started = time.monotonic()
 
     def run(self, inputs: dict[str, Any], frame: FrameState) -> dict[str, Any]:
-        env = Env(video=frame.video)
+        env = Env(facts=frame.facts)
         for entry, value in inputs["data"].items():
             chain = self._chains.get(entry)
             self._values[entry].append(chain(value, env) if chain else value)

@@ -154,18 +154,16 @@ class VideoFacts:
     from_file: bool = False
     stream_restarts: int = 0
     """How often a camera has reconnected: a tracker starts afresh after a gap."""
+    started_at: datetime | None = None
+    """When the stream's first frame arrived (``stream_started_at``)."""
 
     @classmethod
     def of(cls, video: Mapping[str, Any]) -> VideoFacts:
         """From the reference's ``video_metadata`` (what a session, a pipeline or an HTTP
         run gives); what it lacks or gives in another shape is left unknown."""
-        stamp = video.get("frame_timestamp")
-        if isinstance(stamp, str):
-            try:
-                stamp = datetime.fromisoformat(stamp)
-            except ValueError:
-                stamp = None
+        stamp = _datetime(video.get("frame_timestamp"))
         number, fps, restarts = (video.get(k) for k in ("frame_number", "fps", "stream_restarts"))
+        started = video.get("stream_started_at")
         return cls(
             frame_number=number
             if isinstance(number, int) and not isinstance(number, bool)
@@ -174,6 +172,7 @@ class VideoFacts:
             fps=float(fps) if isinstance(fps, int | float) and fps > 0 else None,
             from_file=bool(video.get("comes_from_video_file")),
             stream_restarts=restarts if isinstance(restarts, int) else 0,
+            started_at=_datetime(started),
         )
 
     @property
@@ -183,12 +182,36 @@ class VideoFacts:
 
     @property
     def seconds(self) -> float:
-        """The frame's time in seconds: frame number / fps for a video file, else its
+        """The frame's time on the clock the reference's analytics blocks keep (time in
+        zone, velocity, the rate limiter): frame number / fps for a video file, else its
         timestamp; 0 when the frame says neither."""
         if self.by_file_clock:
             assert self.fps is not None
             return float(self.frame_number or 0) / self.fps
         return self.timestamp.timestamp() if self.timestamp is not None else 0.0
+
+    @property
+    def since_start(self) -> float | None:
+        """Seconds since the stream's first frame, as the reference's query language and
+        event log count them: (frame number - 1) / fps, so the first frame is at 0 (the
+        analytics clock, ``seconds``, puts it at 1 / fps: durations agree, instants differ
+        by one frame, as in the reference). Without an fps, the stream's own timestamps;
+        None when the frame says neither."""
+        if self.fps is not None and self.frame_number is not None:
+            return (self.frame_number - 1) / self.fps
+        if self.timestamp is not None and self.started_at is not None:
+            return (self.timestamp - self.started_at).total_seconds()
+        return None
+
+
+def _datetime(value: Any) -> datetime | None:
+    """A timestamp as the metadata carries it (text, or already a datetime); else None."""
+    if isinstance(value, str):
+        try:
+            value = datetime.fromisoformat(value)
+        except ValueError:
+            return None
+    return value if isinstance(value, datetime) else None
 
 
 @dataclass

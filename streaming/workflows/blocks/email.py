@@ -236,7 +236,7 @@ class EmailNotificationBlock(NotificationBlock):
     def _message(
         self, inputs: dict[str, Any], from_address: str, frame: FrameState
     ) -> EmailMessage:
-        env = Env(video=frame.video)
+        env = Env(facts=frame.facts)
         parameters = {
             key: self._chains[key](value, env) if key in self._chains else value
             for key, value in (inputs.get("message_parameters") or {}).items()

@@ -68,7 +68,7 @@ class DetectionsFilterBlock(Block):
 
     def run(self, inputs: dict[str, Any], frame: FrameState) -> dict[str, Any]:
         started = time.perf_counter()
-        env = Env(inputs.get("operations_parameters") or {}, frame.video)
+        env = Env(inputs.get("operations_parameters") or {}, frame.facts)
         detections = self._chain(inputs["predictions"], env)
         if not isinstance(detections, sv.Detections):
             raise WorkflowCompilationError(
@@ -114,7 +114,7 @@ class PropertyDefinitionBlock(Block):
         self._chain = operations_chain(name, "operations", config.operations)
 
     def run(self, inputs: dict[str, Any], frame: FrameState) -> dict[str, Any]:
-        return {"output": self._chain(inputs["data"], Env(video=frame.video))}
+        return {"output": self._chain(inputs["data"], Env(facts=frame.facts))}
 
 
 def operations_chain(step: str, field: str, operations: Any) -> Op:

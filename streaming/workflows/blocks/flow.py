@@ -61,7 +61,7 @@ class ContinueIfBlock(FlowControlBlock):
     def decide(self, inputs: dict[str, Any], frame: FrameState) -> Verdict:
         values = inputs["evaluation_parameters"]
         now = time.monotonic()
-        if self._condition(Env(values, frame.video), None):
+        if self._condition(Env(values, frame.facts), None):
             if self._stop_delay > 0:
                 self._held_since = now
             return Verdict.RUN

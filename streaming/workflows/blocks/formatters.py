@@ -95,8 +95,8 @@ class ExpressionBlock(Block):
     def run(self, inputs: dict[str, Any], frame: FrameState) -> dict[str, Any]:
         values = dict(inputs["data"])
         for key, chain in self.operations.items():
-            values[key] = chain(values[key], Env(video=frame.video))
-        env = Env(values, frame.video)
+            values[key] = chain(values[key], Env(facts=frame.facts))
+        env = Env(values, frame.facts)
         for condition, result in self.cases:
             if condition(env, None):
                 return {"output": result(values, env)}
@@ -209,7 +209,7 @@ class CsvFormatterBlock(Block):
     def run(self, inputs: dict[str, Any], frame: FrameState) -> dict[str, Any]:
         row = dict(inputs["columns_data"])
         for key, chain in self.operations.items():
-            row[key] = chain(row[key], Env(video=frame.video))
+            row[key] = chain(row[key], Env(facts=frame.facts))
         row["timestamp"] = datetime.now(tz=UTC).isoformat()
         out = io.StringIO()
         writer = csv.writer(out, lineterminator="\n")

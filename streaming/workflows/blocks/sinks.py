@@ -170,7 +170,7 @@ class WebhookSinkBlock(NotificationBlock):
         sink = self._sink_now()
         if sink is None:  # the stream is over
             return self.result(True, False, "Sink is closed")
-        env = Env(video=frame.video)
+        env = Env(facts=frame.facts)
         parts = {
             part: {key: chains[key](value, env) if key in chains else value
                    for key, value in (inputs.get(part) or {}).items()}

@@ -49,23 +49,16 @@ def _frame_metadata(node: dict[str, Any], q: QueryCompiler) -> Op:
 
     def run(value: Any, env: Env) -> Any:
         as_image(value, "ExtractFrameMetadata", q.where)  # of the frame this image is
-        number = env.video.get("frame_number")
+        facts = env.facts
         if prop == "frame_number":
-            return number
+            return facts.frame_number
         if prop == "frame_timestamp":
-            stamp = env.video.get("frame_timestamp")
-            return datetime.fromisoformat(stamp) if isinstance(stamp, str) else stamp
-        fps = env.video.get("fps")
-        if fps and number is not None:
-            return (number - 1) / fps
-        # A live stream that declares no rate: its own clock, from its first frame.
-        stamp, started = env.video.get("frame_timestamp"), env.video.get("stream_started_at")
-        if isinstance(stamp, str) and isinstance(started, str):
-            elapsed = datetime.fromisoformat(stamp) - datetime.fromisoformat(started)
-            return elapsed.total_seconds()
-        raise q.where.error(
-            "ExtractFrameMetadata: seconds_since_start needs the stream's fps or its timestamps"
-        )
+            return facts.timestamp
+        if (since := facts.since_start) is None:
+            raise q.where.error(
+                "ExtractFrameMetadata: seconds_since_start needs the stream's fps or its timestamps"
+            )
+        return since
 
     return run
 

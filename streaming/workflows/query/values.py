@@ -11,6 +11,7 @@ import numpy as np
 import supervision as sv
 
 from ...errors import WorkflowCompilationError
+from ..blocks.base import VideoFacts
 
 __all__ = ["PROPERTIES", "Env", "QueryError", "Row", "Where", "python"]
 
@@ -21,10 +22,10 @@ Row = tuple[sv.Detections, int]
 @dataclass(frozen=True)
 class Env:
     """One evaluation's world: the named operands (a block's ``operations_parameters`` or
-    ``evaluation_parameters``) and the frame's video metadata (``ExtractFrameMetadata``)."""
+    ``evaluation_parameters``) and the frame's facts, typed (``ExtractFrameMetadata``)."""
 
     values: Mapping[str, Any] = field(default_factory=dict)
-    video: Mapping[str, Any] = field(default_factory=dict)
+    facts: VideoFacts = field(default_factory=VideoFacts)
 
 
 class QueryError(ValueError):
