@@ -34,6 +34,7 @@ NAMES = {
     "recording": "a camera read with and without recording its packets: CPU per camera",
     "hostile": "the attacker's requests (20,000 candidates, deep JSON, trickle) before and after",
     "ab": "this checkout's server vs an earlier commit's, alternated (setup, blur, CPU, pipeline)",
+    "compile-ab": "compiling the suite's largest workflow, this checkout vs an earlier commit's",
     "two-stage": "detect, crop, classify every crop (batched or not) vs one stage; sliced 2x2, 3x3",
     "sampling": "max_fps on live cameras: results a second vs asked, this checkout vs earlier",
     "cameras-per-box": "N 720p cameras, a pipeline each: CPU per camera, slowest rate, gated",

@@ -5,6 +5,7 @@ names the step, field, selector or block type."""
 
 from __future__ import annotations
 
+import functools
 import graphlib
 import re
 from collections.abc import Callable
@@ -81,18 +82,14 @@ Source = Ref | Const | Entries
 _STEP_NAME = re.compile(r"^\$steps\.([A-Za-z0-9_-]+)$")
 
 
-@dataclass(frozen=True)
 class _Field:
     """The field being bound: its step, name and declaration, and the step's bound record."""
 
-    step: str
-    name: str
-    field: FieldSpec
-    bound: Bound
+    __slots__ = ("bound", "field", "name", "step", "where")
 
-    @property
-    def where(self) -> str:
-        return f"step '{self.step}' field '{self.name}'"
+    def __init__(self, step: str, name: str, field: FieldSpec, bound: Bound) -> None:
+        self.step, self.name, self.field, self.bound = step, name, field, bound
+        self.where = f"step '{step}' field '{name}'"
 
 
 def settled(field: FieldSpec, step: str, name: str, value: Any) -> Any:
@@ -166,14 +163,13 @@ class Compiler:
         assert block_cls is not None  # checked in __init__
         given = step.fields()
         bound = Bound(block_cls, {}, {}, set(), [])
-        for field_name, field in block_cls.fields.items():
+        for field_name, field, binder in _binders_of(block_cls):
             value = given.get(field_name, field.default)
             if value is REQUIRED:
                 raise WorkflowCompilationError(
                     f"step '{step.name}': field '{field_name}' is required"
                 )
-            at = _Field(step.name, field_name, field, bound)
-            _BINDERS[field.takes](self, at, value)
+            binder(self, _Field(step.name, field_name, field, bound), value)
         block_cls.check_bindings(step.name, set(bound.bindings))
         return bound
 
@@ -378,7 +374,8 @@ class Compiler:
         return order
 
 
-_BINDERS: dict[Takes, Callable[[Compiler, _Field, Any], None]] = {
+_Binder = Callable[[Compiler, _Field, Any], None]
+_BINDERS: dict[Takes, _Binder] = {
     Takes.LITERAL: Compiler._bind_literal,
     Takes.FRAME: Compiler._bind_frame,
     Takes.FRAME_OR_LITERAL: Compiler._bind_frame,
@@ -387,6 +384,12 @@ _BINDERS: dict[Takes, Callable[[Compiler, _Field, Any], None]] = {
     Takes.STEPS: Compiler._bind_steps,
 }
 """How each mode of field is bound: one function per mode, nothing else branches on it."""
+
+
+@functools.cache
+def _binders_of(block_cls: type[Block]) -> tuple[tuple[str, FieldSpec, _Binder], ...]:
+    """Each field of a block with the function that binds it (looked up once per class)."""
+    return tuple((name, spec, _BINDERS[spec.takes]) for name, spec in block_cls.fields.items())
 
 
 def _leak(where: str, selector: str) -> WorkflowCompilationError:
