@@ -57,3 +57,20 @@ def test_the_guide_builds_strictly(tmp_path: Path) -> None:
     for page in sorted((ROOT / "docs" / "guide").glob("*.md")):
         if page.stem != "index":
             assert (site / page.stem / "index.html").exists(), f"{page.name} was not built"
+
+
+def test_the_settings_page_is_the_code_s_declarations() -> None:
+    """``docs/guide/settings.md`` is written from ``streaming/settings/`` (every field's
+    variable, default and docstring); a setting added, changed or left undocumented there
+    without writing the page again fails here."""
+    from streaming.config import CONCERNS, Settings
+    from streaming.settings.reference import markdown
+
+    undocumented = [name for name, field in Settings.model_fields.items() if not field.description]
+    assert not undocumented, f"declare a docstring under each setting: {undocumented}"
+    assert set(Settings.model_fields) == {n for c in CONCERNS for n in c.model_fields}
+    page = (ROOT / "docs" / "guide" / "settings.md").read_text()
+    assert page == markdown(), (
+        "docs/guide/settings.md differs from the declarations: "
+        "python -m streaming.settings.reference > docs/guide/settings.md"
+    )

@@ -1,0 +1,66 @@
+"""Where notifications go out: the server's mail relay."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import Field, SecretStr, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+from .values import split_csv
+
+__all__ = ["NotificationSettings", "SmtpSettings"]
+
+
+class SmtpSettings(BaseSettings):
+    """The server's mail relay (``STREAMING_SMTP_*``): what ``email_notification@v2`` steps
+    that ask for Roboflow's managed provider send through, and how every SMTP connection a
+    workflow makes is secured."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="STREAMING_SMTP_", use_attribute_docstrings=True, extra="ignore"
+    )
+
+    host: str | None = None
+    """The relay; unset, a step asking for the managed provider is refused."""
+    port: int = Field(default=465, ge=1, le=65535)
+    """The relay's port (465: implicit TLS)."""
+    username: str | None = None
+    """The relay's login; unset: no login."""
+    password: SecretStr | None = None
+    """The relay's password (never logged or shown)."""
+    sender: str | None = None
+    """The From address of the relay's messages (default: ``username``)."""
+    tls: Literal["auto", "implicit", "starttls", "none"] = "auto"
+    """``auto``: implicit TLS on port 465, STARTTLS elsewhere (a server without it is an
+    error); ``none`` sends in the clear, passwords included: for a relay on this machine."""
+    ca_file: Path | None = None
+    """A CA bundle to check SMTP servers' certificates against (default: the system's)."""
+    allowed_recipients: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    """Whom the relay sends to: addresses (``ops@example.com``) and domains
+    (``@example.com``), comma-separated; ``*`` anyone. Empty: a step may not use the relay."""
+    max_recipients: int = Field(default=10, ge=1)
+    """To, Cc and Bcc of one message, at most (the step's own server's too)."""
+    min_interval_s: float = Field(default=60.0, ge=0)
+    """Seconds between two relay messages of one step, and of one caller's steps, at least
+    (a step's ``cooldown_seconds`` may be longer, never shorter)."""
+    max_attachment_bytes: int = Field(default=5 * 1024 * 1024, ge=0)
+    """Attachments and inline images of one message, at most (the step's own server's too)."""
+    max_message_bytes: int = Field(default=10 * 1024 * 1024, ge=1024)
+    """One whole message, at most (the step's own server's too)."""
+
+    @field_validator("allowed_recipients", mode="before")
+    @classmethod
+    def _csv(cls, value: object) -> object:
+        return split_csv(value)
+
+
+class NotificationSettings(BaseSettings):
+    """Where notifications go out: the server's mail relay. A part of ``Settings``
+    (``STREAMING_<NAME>``)."""
+
+    model_config = SettingsConfigDict(use_attribute_docstrings=True)
+
+    smtp: SmtpSettings = Field(default_factory=SmtpSettings)
+    """Mail (``STREAMING_SMTP_*``)."""

@@ -1,0 +1,84 @@
+"""The guide's settings page (``docs/guide/settings.md``), written from the declarations: each
+concern's class docstring, then every field's variable, default and docstring; a field that
+is a group of its own (``STREAMING_SMTP_*``) lists that group's fields. ``python -m
+streaming.settings.reference > docs/guide/settings.md`` writes it; ``tests/unit/test_docs.py``
+fails when the page and the code differ."""
+
+from __future__ import annotations
+
+import inspect
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, SecretStr
+from pydantic.fields import FieldInfo
+from pydantic_core import PydanticUndefined
+
+__all__ = ["markdown"]
+
+_HEAD = """# Settings
+
+Every setting of the server, read from the environment (prefix `STREAMING_`; also from the
+command line where `visionstream serve --help` says so). Grouped as the code declares them
+(`streaming/settings/`), each described where it is declared: this page is written from
+there by `python -m streaming.settings.reference`, and a test fails when the two differ.
+What the security settings mean together: [Security](security.md).
+"""
+
+
+def _default(field: FieldInfo) -> str:
+    if field.default_factory is not None:
+        value: Any = field.default_factory()  # type: ignore[call-arg]
+    elif field.default is PydanticUndefined:
+        return "required"
+    else:
+        value = field.default
+    if value is None or isinstance(value, SecretStr):
+        return "unset"
+    if isinstance(value, BaseModel):
+        return ""
+    if isinstance(value, Path):  # under the home directory: the same page on any machine
+        home = Path.home()
+        return f"`~/{value.relative_to(home)}`" if value.is_relative_to(home) else f"`{value}`"
+    if isinstance(value, list | tuple):
+        return f"`{','.join(map(str, value))}`" if value else "none"
+    if isinstance(value, dict):
+        return "`" + ",".join(f"{k}={v}" for k, v in value.items()) + "`" if value else "none"
+    if isinstance(value, bool):
+        return f"`{str(value).lower()}`"
+    return f"`{value}`"
+
+
+def _text(field: FieldInfo) -> str:
+    return " ".join((field.description or "").split()).replace("|", "\\|")
+
+
+def _rows(fields: dict[str, FieldInfo], prefix: str) -> list[str]:
+    rows = []
+    for name, field in fields.items():
+        group = field.annotation
+        if inspect.isclass(group) and issubclass(group, BaseModel):
+            inner = group.model_config.get("env_prefix", f"{prefix}{name.upper()}_")
+            rows.append(f"| `{inner}*` | | {_text(field)} |")
+            rows.extend(_rows(group.model_fields, str(inner)))
+            continue
+        rows.append(f"| `{prefix}{name.upper()}` | {_default(field)} | {_text(field)} |")
+    return rows
+
+
+def markdown() -> str:
+    """The page, from ``config.CONCERNS``."""
+    from ..config import CONCERNS
+
+    parts = [_HEAD]
+    for concern in CONCERNS:
+        title = concern.__name__.removesuffix("Settings")
+        about = " ".join((inspect.getdoc(concern) or "").split())
+        about = about.split(" A part of ``Settings``")[0]
+        parts.append(f"\n## {title}\n{about}\n\n| variable | default | |\n|---|---|---|")
+        parts.extend(_rows(concern.model_fields, "STREAMING_"))
+    return "\n".join(parts) + "\n"
+
+
+if __name__ == "__main__":
+    print(markdown(), end="")
