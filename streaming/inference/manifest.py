@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import AfterValidator, BaseModel, Field, model_validator
 
 __all__ = [
     "MANIFEST_FILE",
@@ -20,8 +20,17 @@ __all__ = [
     "Task",
 ]
 
-BackendName = Literal["auto", "onnxruntime", "openvino", "torch", "remote"]
-"""What runs a model: ``auto`` (by the machine), or one of ``backends.BACKENDS``."""
+
+def _known_backend(name: str) -> str:
+    from .backends import BACKENDS  # the one registry, read when a name is checked
+
+    if name != "auto" and name not in BACKENDS:
+        raise ValueError(f"unknown backend {name!r}: auto, {', '.join(BACKENDS)}")
+    return name
+
+
+BackendName = Annotated[str, AfterValidator(_known_backend)]
+"""What runs a model: ``auto`` (by the machine), or a name ``backends.BACKENDS`` registers."""
 
 MANIFEST_FILE = "manifest.json"
 MODEL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")

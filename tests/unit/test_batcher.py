@@ -205,17 +205,24 @@ def test_the_torch_backend_replays_one_cuda_graph_per_power_of_two():
 
 
 def test_every_backend_a_manifest_may_name_is_registered_once():
-    """A backend is its module and one line in ``BACKENDS``; manifests and settings name
-    them through ``BackendName``, and each module opens its sessions with ``opened``."""
+    """A backend is its module and one line in ``BACKENDS``: manifests and settings take
+    exactly the names registered there, and each module opens its sessions with ``opened``."""
     import importlib.util
-    import typing
     from pathlib import Path
 
-    from streaming.inference.backends import BACKENDS
-    from streaming.inference.manifest import BackendName
+    import pydantic
+    import pytest
 
-    assert set(typing.get_args(BackendName)) == {"auto", *BACKENDS}
+    from streaming.config import Settings
+    from streaming.inference.backends import BACKENDS
+    from streaming.inference.manifest import ModelManifest
+
     for module in BACKENDS.values():
         source = importlib.util.find_spec(f"streaming.inference.{module}")
         assert source is not None and source.origin is not None
         assert "\ndef opened(" in Path(source.origin).read_text(), module
+    for name in ("auto", *BACKENDS):
+        assert Settings(inference_backend=name).inference_backend == name
+    with pytest.raises(pydantic.ValidationError, match="unknown backend 'tensorflow': auto, onnx"):
+        Settings(inference_backend="tensorflow")
+    assert "backend" in ModelManifest.model_fields

@@ -102,3 +102,20 @@ def test_every_field_of_every_block_refuses_what_it_does_not_take() -> None:
                     spec.check("s", name, value)
                 checked += 1
     assert checked > 300  # every block's fields, not a few
+
+
+def test_the_every_block_workflow_holds_every_block_we_ship() -> None:
+    """``tests/support/every_block.py`` runs each block type over HTTP and WebRTC
+    (``tests/e2e/test_sdk_http.py``); a type it leaves out names the test that runs it
+    (``ELSEWHERE``), and that test exists. A new block type fails here until it is in one."""
+    from pathlib import Path
+
+    from tests.support.every_block import ELSEWHERE, every_block_workflow
+
+    written = {step["type"] for step in every_block_workflow()["steps"]}
+    assert set(BLOCKS) - written - set(ELSEWHERE) == set()
+    assert not written & set(ELSEWHERE), "a type both in the workflow and elsewhere"
+    root = Path(__file__).resolve().parents[2]
+    for type_id, where in ELSEWHERE.items():
+        path, _, test = where.partition("::")
+        assert f"def {test}(" in (root / path).read_text(), (type_id, where)
