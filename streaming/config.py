@@ -25,18 +25,6 @@ from .settings.values import split_csv
 
 __all__ = ["ClientSettings", "DecodeSettings", "Settings", "SmtpSettings", "unknown_settings"]
 
-CONCERNS: tuple[type[BaseSettings], ...] = (
-    ServerSettings,
-    MediaSettings,
-    SecuritySettings,
-    CameraSettings,
-    InferenceSettings,
-    StorageSettings,
-    NotificationSettings,
-    ClusterSettings,
-)
-"""The concerns ``Settings`` is made of, in the order the guide lists them."""
-
 
 class Settings(
     ServerSettings,
@@ -52,6 +40,10 @@ class Settings(
     concern's fields (``CONCERNS``), all read as ``STREAMING_<NAME>``."""
 
     model_config = SettingsConfigDict(env_prefix="STREAMING_", extra="ignore")
+
+
+CONCERNS: tuple[type[BaseSettings], ...] = Settings.__bases__
+"""The concerns ``Settings`` is made of, in the order the guide lists them."""
 
 
 class ClientSettings(BaseSettings):

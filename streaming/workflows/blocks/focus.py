@@ -166,22 +166,8 @@ class CameraFocusV2Block(Block):
         if c.show_hud:
             text = f"Focus: {value:.1f}"
             origin = (int(14 * scale), int(30 * scale))
-            cv2.putText(
-                out,
-                text,
-                origin,
-                cv2.FONT_HERSHEY_SIMPLEX,
-                0.6 * scale,
-                (0, 0, 0),
-                max(1, int(2 * scale)) + 2,
-            )
-            cv2.putText(
-                out,
-                text,
-                origin,
-                cv2.FONT_HERSHEY_SIMPLEX,
-                0.6 * scale,
-                (255, 255, 255),
-                max(1, int(2 * scale)),
-            )
+            thickness = max(1, int(2 * scale))
+            for colour, width in (((0, 0, 0), thickness + 2), ((255, 255, 255), thickness)):
+                # A black outline first, the white text on it: readable on any picture.
+                cv2.putText(out, text, origin, cv2.FONT_HERSHEY_SIMPLEX, 0.6 * scale, colour, width)
         return out
