@@ -233,9 +233,7 @@ def block_role(type_id: str, fields: Mapping[str, Any]) -> tuple[Role, str]:
 class AuthSettings(BaseSettings):
     """Named keys with roles, and an authenticating proxy (``STREAMING_AUTH_*``)."""
 
-    model_config = SettingsConfigDict(
-        env_prefix="STREAMING_AUTH_", use_attribute_docstrings=True, extra="ignore"
-    )
+    model_config = SettingsConfigDict(env_prefix="STREAMING_AUTH_", extra="ignore")
 
     keys_file: Path | None = None
     """A JSON file of named keys, stored hashed, each with a role and an optional expiry

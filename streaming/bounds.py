@@ -21,9 +21,7 @@ class BoundExceeded(InvalidRequest):
 class WorkflowLimits(BaseSettings):
     """Bounds on what one workflow may make (``STREAMING_LIMIT_*``)."""
 
-    model_config = SettingsConfigDict(
-        env_prefix="STREAMING_LIMIT_", use_attribute_docstrings=True, extra="ignore"
-    )
+    model_config = SettingsConfigDict(env_prefix="STREAMING_LIMIT_", extra="ignore")
 
     workflow_steps: int = Field(default=500, ge=1)
     """Steps of one workflow once its inner workflows are inlined."""

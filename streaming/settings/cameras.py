@@ -13,9 +13,7 @@ __all__ = ["CameraSettings", "DecodeSettings"]
 class DecodeSettings(BaseSettings):
     """How cameras are decoded (``STREAMING_DECODE_*``)."""
 
-    model_config = SettingsConfigDict(
-        env_prefix="STREAMING_DECODE_", use_attribute_docstrings=True, extra="ignore"
-    )
+    model_config = SettingsConfigDict(env_prefix="STREAMING_DECODE_", extra="ignore")
 
     hwaccel: Literal["none", "cuda", "vaapi", "qsv", "videotoolbox", "d3d11va", "drm"] = "none"
     """Decode cameras on this device through FFmpeg's hwaccel (NVDEC is ``cuda``). Where it
@@ -34,8 +32,6 @@ class DecodeSettings(BaseSettings):
 class CameraSettings(BaseSettings):
     """Cameras and monitoring pipelines: reading, reconnecting, decoding, how many. A part of
     ``Settings`` (``STREAMING_<NAME>``)."""
-
-    model_config = SettingsConfigDict(use_attribute_docstrings=True)
 
     rtsp_read_timeout: float = Field(default=5.0, gt=0)
     """A camera that sends nothing for this long is treated as disconnected (and reconnected)."""

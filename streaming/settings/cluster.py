@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Literal
 
 from pydantic import Field
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings
 
 __all__ = ["ClusterSettings"]
 
@@ -13,8 +13,6 @@ __all__ = ["ClusterSettings"]
 class ClusterSettings(BaseSettings):
     """The Ray deployment: replicas, model deployments and pipeline actors, and their resources. A
     part of ``Settings`` (``STREAMING_<NAME>``)."""
-
-    model_config = SettingsConfigDict(use_attribute_docstrings=True)
 
     ray_proxy_location: Literal["EveryNode", "HeadOnly"] = "EveryNode"
     """``serve --ray``: where Ray Serve runs its HTTP proxy on ``host:port``. EveryNode lets a

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Annotated, Literal
 
 from pydantic import Field, SecretStr, field_validator
-from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+from pydantic_settings import BaseSettings, NoDecode
 
 from ..inference.manifest import BackendName
 from .values import split_csv
@@ -17,8 +17,6 @@ __all__ = ["InferenceSettings"]
 class InferenceSettings(BaseSettings):
     """Models and what runs them: the default model, the backends and their options, batching. A
     part of ``Settings`` (``STREAMING_<NAME>``)."""
-
-    model_config = SettingsConfigDict(use_attribute_docstrings=True)
 
     models_dir: Path = Field(default_factory=lambda: Path.home() / ".cache/visionstream/models")
     """Where converted models and their manifests live."""

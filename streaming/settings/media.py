@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Literal
 
 from pydantic import Field, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings
 
 __all__ = ["MediaSettings"]
 
@@ -14,8 +14,6 @@ __all__ = ["MediaSettings"]
 class MediaSettings(BaseSettings):
     """Sessions' media: connecting, the video sent back, the data channel, uploads and frames. A
     part of ``Settings`` (``STREAMING_<NAME>``)."""
-
-    model_config = SettingsConfigDict(use_attribute_docstrings=True)
 
     max_remote_candidates: int = Field(default=48, ge=1)
     """ICE candidates one offer may carry (a browser on a busy machine offers a dozen or

@@ -18,9 +18,7 @@ class SmtpSettings(BaseSettings):
     that ask for Roboflow's managed provider send through, and how every SMTP connection a
     workflow makes is secured."""
 
-    model_config = SettingsConfigDict(
-        env_prefix="STREAMING_SMTP_", use_attribute_docstrings=True, extra="ignore"
-    )
+    model_config = SettingsConfigDict(env_prefix="STREAMING_SMTP_", extra="ignore")
 
     host: str | None = None
     """The relay; unset, a step asking for the managed provider is refused."""
@@ -59,8 +57,6 @@ class SmtpSettings(BaseSettings):
 class NotificationSettings(BaseSettings):
     """Where notifications go out: the server's mail relay. A part of ``Settings``
     (``STREAMING_<NAME>``)."""
-
-    model_config = SettingsConfigDict(use_attribute_docstrings=True)
 
     smtp: SmtpSettings = Field(default_factory=SmtpSettings)
     """Mail (``STREAMING_SMTP_*``)."""

@@ -6,7 +6,9 @@ fails when the page and the code differ."""
 
 from __future__ import annotations
 
+import ast
 import inspect
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +16,7 @@ from pydantic import BaseModel, SecretStr
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
-__all__ = ["markdown"]
+__all__ = ["docstrings", "markdown"]
 
 _HEAD = """# Settings
 
@@ -49,20 +51,40 @@ def _default(field: FieldInfo) -> str:
     return f"`{value}`"
 
 
-def _text(field: FieldInfo) -> str:
-    return " ".join((field.description or "").split()).replace("|", "\\|")
+def docstrings(model: type[BaseModel]) -> dict[str, str]:
+    """Each field's docstring (the string under it where ``model`` and its bases declare it),
+    read from their source when the page is written, not when the server starts."""
+    found: dict[str, str] = {}
+    for cls in reversed(model.__mro__):
+        if not (isinstance(cls, type) and issubclass(cls, BaseModel)) or cls is BaseModel:
+            continue
+        try:
+            body = ast.parse(textwrap.dedent(inspect.getsource(cls))).body[0]
+        except (OSError, TypeError):
+            continue  # pydantic's own bases
+        assert isinstance(body, ast.ClassDef)
+        for node, after in zip(body.body, body.body[1:], strict=False):
+            if (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)
+                    and isinstance(after, ast.Expr) and isinstance(after.value, ast.Constant)
+                    and isinstance(after.value.value, str)):  # fmt: skip
+                found[node.target.id] = after.value.value
+    return found
 
 
-def _rows(fields: dict[str, FieldInfo], prefix: str) -> list[str]:
-    rows = []
-    for name, field in fields.items():
-        group = field.annotation
+def _text(text: str) -> str:
+    return " ".join(text.split()).replace("|", "\\|")
+
+
+def _rows(model: type[BaseModel], prefix: str) -> list[str]:
+    rows, said = [], docstrings(model)
+    for name, field in model.model_fields.items():
+        group, text = field.annotation, _text(said.get(name, ""))
         if inspect.isclass(group) and issubclass(group, BaseModel):
             inner = group.model_config.get("env_prefix", f"{prefix}{name.upper()}_")
-            rows.append(f"| `{inner}*` | | {_text(field)} |")
-            rows.extend(_rows(group.model_fields, str(inner)))
+            rows.append(f"| `{inner}*` | | {text} |")
+            rows.extend(_rows(group, str(inner)))
             continue
-        rows.append(f"| `{prefix}{name.upper()}` | {_default(field)} | {_text(field)} |")
+        rows.append(f"| `{prefix}{name.upper()}` | {_default(field)} | {text} |")
     return rows
 
 
@@ -76,7 +98,7 @@ def markdown() -> str:
         about = " ".join((inspect.getdoc(concern) or "").split())
         about = about.split(" A part of ``Settings``")[0]
         parts.append(f"\n## {title}\n{about}\n\n| variable | default | |\n|---|---|---|")
-        parts.extend(_rows(concern.model_fields, "STREAMING_"))
+        parts.extend(_rows(concern, "STREAMING_"))
     return "\n".join(parts) + "\n"
 
 

@@ -7,7 +7,7 @@ import ipaddress
 from typing import Annotated, Literal
 
 from pydantic import Field, SecretStr, field_validator
-from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+from pydantic_settings import BaseSettings, NoDecode
 
 from ..access import AuthSettings
 from ..bounds import WorkflowLimits
@@ -19,8 +19,6 @@ __all__ = ["SecuritySettings"]
 class SecuritySettings(BaseSettings):
     """Who may call, and where the server meets peers and connects for callers: keys, proxies,
     networks, ICE, lent secrets, workflow bounds. A part of ``Settings`` (``STREAMING_<NAME>``)."""
-
-    model_config = SettingsConfigDict(use_attribute_docstrings=True)
 
     ice_servers: Annotated[list[str], NoDecode] = Field(default_factory=list)
     """STUN/TURN URLs the server peer uses (comma-separated): ``turn:host:3478`` (UDP),

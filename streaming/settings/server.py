@@ -4,7 +4,7 @@ sessions it holds, how it ends."""
 from __future__ import annotations
 
 from pydantic import Field
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings
 
 __all__ = ["ServerSettings"]
 
@@ -12,8 +12,6 @@ __all__ = ["ServerSettings"]
 class ServerSettings(BaseSettings):
     """The HTTP server: where it listens, what a request may carry and how long it may take, how
     many sessions it holds, how it ends. A part of ``Settings`` (``STREAMING_<NAME>``)."""
-
-    model_config = SettingsConfigDict(use_attribute_docstrings=True)
 
     host: str = "127.0.0.1"
     """Address the HTTP server binds to."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from pydantic import Field
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings
 
 __all__ = ["StorageSettings"]
 
@@ -14,8 +14,6 @@ __all__ = ["StorageSettings"]
 class StorageSettings(BaseSettings):
     """What the server keeps on disk: sink files, the event store, recordings, pipelines, stored
     workflows. A part of ``Settings`` (``STREAMING_<NAME>``)."""
-
-    model_config = SettingsConfigDict(use_attribute_docstrings=True)
 
     sink_dir: Path = Field(
         default_factory=lambda: Path.home() / ".local" / "share" / "visionstream" / "sinks"
