@@ -16,8 +16,12 @@ __all__ = ["ELSEWHERE", "FRAME_DEPENDENT", "every_block_workflow"]
 LINE = [[320, 0], [320, 480]]
 ZONE = [[0, 0], [640, 0], [640, 480], [0, 480]]
 
-FRAME_DEPENDENT = {"op_ExtractFrameMetadata", "op_TimestampToISOFormat", "op_RandomNumber"}
-"""Outputs that differ between an HTTP image (frame 0, no fps) and a file's frame."""
+FRAME_DEPENDENT = {
+    "op_ExtractFrameMetadata", "op_TimestampToISOFormat", "op_RandomNumber", "csv", "as_json",
+}  # fmt: skip
+"""Outputs that differ between an HTTP image (frame 0, no fps) and a file's frame, or between
+any two runs: the CSV row's timestamp (when it was made), a result as JSON text (its
+``inference_id``)."""
 
 ELSEWHERE = {
     "roboflow_core/email_notification@v1": "tests/unit/test_email_notification.py::"
@@ -144,6 +148,10 @@ OPERATIONS: list[tuple[str, str, list[dict[str, Any]]]] = [
     ("ConvertDictionaryToJSON", "$steps.cls2.predictions",
      [_op("ConvertDictionaryToJSON"), _op("StringMatches", regex="top")]),
 ]  # fmt: skip
+
+
+_ONLY = {"sift_images": "good_matches_count"}
+"""Steps whose outputs are too large to send but one (SIFT's keypoints and descriptors)."""
 
 
 def _more_steps(image: str) -> list[dict[str, Any]]:
@@ -350,8 +358,13 @@ def every_block_workflow() -> dict[str, Any]:
     ]  # fmt: skip
     steps += _aliases(steps)
     outputs = [
-        {"type": "JsonField", "name": step["name"], "selector": f"$steps.{step['name']}.*"}
+        {
+            "type": "JsonField",
+            "name": step["name"],
+            "selector": f"$steps.{step['name']}.{_ONLY.get(step['name'], '*')}",
+        }
         for step in steps
+        if step["name"] != "sift"  # its descriptors, too large to serialise, feed sift_same
         if not step["type"].endswith(
             ("continue_if@v1", "delta_filter@v1", "rate_limiter@v1", "ContinueIf")
         )
