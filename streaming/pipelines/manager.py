@@ -17,30 +17,22 @@ from sources.hub import SourceHub
 from sources.kinds import PUBLISHED_SCHEME
 
 from ..config import Settings
-from ..egress import EgressPolicy
 from ..errors import NotFound, StreamingError, TooManySessions
 from ..events import EventRecorder
 from ..inference.registry import ModelRegistry
 from ..metrics import Metrics, SourceMetrics
-from ..protocol.messages import WorkflowConfiguration
 from ..tasks import TaskOwner
 from ..watching import WatchedPipeline
 from ..workflows import parse_spec
-from ..workflows.blocks.base import BuildContext
-from ..workflows.engine import CompiledWorkflow
 from ..workflows.library import WorkflowLibrary
-from ..workflows.runner import compile_config
-from ..workflows.spec import WorkflowSpec
+from .assembly import PipelineAssembly
 from .models import (
     ConsumePayload,
     InitialisePipelinePayload,
-    SourceReference,
     resolve_references,
 )
 from .pipeline import Pipeline
-from .recording import Recording, SourceTriggers
 from .store import PipelineStore
-from .substreams import ScaledEvents
 
 __all__ = ["PipelineManager", "PipelineNotFound", "Pipelines"]
 
@@ -118,16 +110,11 @@ class PipelineManager:
         events: EventRecorder | None = None,
     ) -> None:
         self._settings = settings
-        # Each source's workflow passes it when compiled (its webhook URLs), whatever
-        # started the pipeline: the API, a WHIP publisher, a restart, a Ray actor.
-        self._egress = EgressPolicy(settings.allowed_networks)
-        self._events = events
+        self._parts = PipelineAssembly(settings, models, hub, library, metrics, events)
         self._store = store or PipelineStore(None)
         self._library = library
-        self._models = models
         self._hub = hub
         self._executor = executor
-        self._metrics = metrics
         self._analytics: dict[str, list[SourceMetrics]] = {}
         """Per pipeline, each source's analytics series (removed when it stops)."""
         self._pipelines: dict[str, Pipeline] = {}
@@ -168,17 +155,13 @@ class PipelineManager:
         specification = self._library.specification(config)
         self._starting += 1
         pipeline_id = pipeline_id or str(uuid.uuid4())
-        analytics = [
-            SourceMetrics(self._metrics, pipeline_id, r.source_id, _path(r.reference))
-            for r in references
-            if self._metrics is not None
-        ]
-        events, recording = self._recording(payload, pipeline_id)
+        analytics = [m for r in references if (m := self._parts.series(pipeline_id, r)) is not None]
+        events, recording = self._parts.recording(payload, pipeline_id)
         try:
             spec = parse_spec(specification)
             # One compiled workflow per source: blocks may keep per-stream state (trackers).
             workflows = [
-                await self._compile(
+                await self._parts.workflow(
                     spec, config, pipeline_id, ref, analytics[i] if analytics else None, events
                 )
                 for i, ref in enumerate(references)
@@ -195,7 +178,7 @@ class PipelineManager:
                 source_metrics=analytics,
                 events=events,
                 recording=recording,
-                pin=self._egress.pin,
+                pin=self._parts.egress.pin,
             )
             await pipeline.start()
         except BaseException:
@@ -219,36 +202,6 @@ class PipelineManager:
         )
         return pipeline.pipeline_id
 
-    def _recording(
-        self, payload: InitialisePipelinePayload, pipeline_id: str
-    ) -> tuple[EventRecorder | None, Recording | None]:
-        """What the pipeline's events go through, and what its cameras record: recording
-        around events puts a tee in front of the event store."""
-        config = payload.sink_configuration.record
-        if config is None:
-            return self._events, None
-        triggers = SourceTriggers(self._events) if config.mode == "events" else None
-        settings = self._settings
-        recording = Recording(config, settings.sink_dir, pipeline_id,
-                              settings.recordings_min_free_mb << 20, triggers)  # fmt: skip
-        return triggers or self._events, recording
-
-    async def _compile(
-        self,
-        spec: WorkflowSpec,
-        config: WorkflowConfiguration,
-        pipeline_id: str,
-        reference: SourceReference,
-        metrics: SourceMetrics | None,
-        events: EventRecorder | None,
-    ) -> CompiledWorkflow:
-        if reference.detect is not None and events is not None:  # boxes in the main's pixels
-            events = ScaledEvents(events, self._hub, str(reference.reference), reference.detect)
-        stream = {"pipeline": pipeline_id, "source": str(reference.source_id)}
-        context = BuildContext(self._models, metrics, stream, self._settings.sink_dir, events,
-                               self._settings, self._library.stored)  # fmt: skip
-        return await compile_config(config, spec, context, egress=self._egress)
-
     async def add_source(
         self,
         pipeline_id: str,
@@ -264,15 +217,11 @@ class PipelineManager:
         allow_local = self._settings.allow_local_sources
         (resolved,) = resolve_references(reference, allow_local, published, subs)
         source = replace(resolved, source_id=pipeline.next_source_id)
-        series = (
-            SourceMetrics(self._metrics, pipeline_id, source.source_id, _path(source.reference))
-            if self._metrics is not None
-            else None
-        )
+        series = self._parts.series(pipeline_id, source)
         config = pipeline.payload.processing_configuration
         try:
             spec = parse_spec(self._library.specification(config))
-            workflow = await self._compile(
+            workflow = await self._parts.workflow(
                 spec, config, pipeline_id, source, series, pipeline.events
             )
             try:
@@ -394,8 +343,3 @@ class PipelineManager:
             await self._stop(pipeline_id)
             log.info("pipeline %s stopped with the server", pipeline_id[:8])
         self._store.close()
-
-
-def _path(reference: str | int) -> str:
-    """How a source's frames count: a WHIP publisher's stream, or a pipeline's source."""
-    return "whip" if str(reference).startswith(PUBLISHED_SCHEME) else "pipeline"

@@ -1,0 +1,89 @@
+"""What a pipeline's sources are made of, as the manager starts them: each source's metrics
+series, the events and recording of the pipeline, each source's compiled workflow."""
+
+from __future__ import annotations
+
+from sources.hub import SourceHub
+from sources.kinds import PUBLISHED_SCHEME
+
+from ..config import Settings
+from ..egress import EgressPolicy
+from ..events import EventRecorder
+from ..inference.registry import ModelRegistry
+from ..metrics import Metrics, SourceMetrics
+from ..protocol.messages import WorkflowConfiguration
+from ..workflows.blocks.base import BuildContext
+from ..workflows.engine import CompiledWorkflow
+from ..workflows.library import WorkflowLibrary
+from ..workflows.runner import compile_config
+from ..workflows.spec import WorkflowSpec
+from .models import InitialisePipelinePayload, SourceReference
+from .recording import Recording, SourceTriggers
+from .substreams import ScaledEvents
+
+__all__ = ["PipelineAssembly"]
+
+
+class PipelineAssembly:
+    """Makes the parts of a pipeline's sources; owns nothing it makes (the manager and the
+    pipeline close them)."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        models: ModelRegistry,
+        hub: SourceHub,
+        library: WorkflowLibrary,
+        metrics: Metrics | None,
+        events: EventRecorder | None,
+    ) -> None:
+        self._settings, self._models, self._hub = settings, models, hub
+        self._library, self._metrics, self._events = library, metrics, events
+        # Each source's workflow passes it when compiled (its webhook URLs), whatever
+        # started the pipeline: the API, a WHIP publisher, a restart, a Ray actor.
+        self.egress = EgressPolicy(settings.allowed_networks)
+
+    def series(self, pipeline_id: str, source: SourceReference) -> SourceMetrics | None:
+        """The source's analytics series; None without metrics."""
+        if self._metrics is None:
+            return None
+        return SourceMetrics(self._metrics, pipeline_id, source.source_id, _path(source.reference))
+
+    def recording(
+        self, payload: InitialisePipelinePayload, pipeline_id: str
+    ) -> tuple[EventRecorder | None, Recording | None]:
+        """What the pipeline's events go through, and what its cameras record: recording
+        around events puts a tee in front of the event store."""
+        config = payload.sink_configuration.record
+        if config is None:
+            return self._events, None
+        triggers = SourceTriggers(self._events) if config.mode == "events" else None
+        settings = self._settings
+        free = settings.recordings_min_free_mb << 20
+        recording = Recording(config, settings.sink_dir, pipeline_id, free, triggers)
+        return triggers or self._events, recording
+
+    async def workflow(
+        self,
+        spec: WorkflowSpec,
+        config: WorkflowConfiguration,
+        pipeline_id: str,
+        reference: SourceReference,
+        metrics: SourceMetrics | None,
+        events: EventRecorder | None,
+    ) -> CompiledWorkflow:
+        """One source's workflow: blocks may keep per-stream state (trackers)."""
+        if reference.detect is not None and events is not None:  # boxes in the main's pixels
+            events = ScaledEvents(events, self._hub, str(reference.reference), reference.detect)
+        stream = {"pipeline": pipeline_id, "source": str(reference.source_id)}
+        settings = self._settings
+        context = BuildContext(
+            self._models, metrics, stream, settings.sink_dir, events, settings,
+            self._library.stored,
+        )  # fmt: skip
+        return await compile_config(config, spec, context, egress=self.egress)
+
+
+def _path(reference: str | int) -> str:
+    """How a source's frames count: a WHIP publisher's stream, or a pipeline's source."""
+    return "whip" if str(reference).startswith(PUBLISHED_SCHEME) else "pipeline"
