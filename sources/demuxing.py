@@ -1,4 +1,4 @@
-"""How FFmpeg opens each kind of live stream: its demuxer and options by scheme, an HTTP
+"""How FFmpeg opens a live stream (its demuxer and options by scheme: ``schemes``), an HTTP
 stream's kind by its content type, and redirects refused with a clear error; FFmpeg's errors
 in words with credentials masked."""
 
@@ -20,7 +20,7 @@ __all__ = [
     "HLS",
     "Demuxer",
     "Redirected",
-    "demuxer_for",
+    "by_url",
     "hardware_in_use",
     "http_demuxer",
     "http_options",
@@ -36,20 +36,12 @@ Demuxer = tuple[str | None, dict[str, str]]
 """FFmpeg's format (None: probe) and its options."""
 
 
-def demuxer_for(scheme: str, url: str) -> Demuxer:
-    """FFmpeg's demuxer (None: probe) and options for a stream of ``scheme``."""
-    if scheme.startswith("rtsp"):
-        return None, {"rtsp_transport": "tcp", "analyzeduration": "100000"}
-    if scheme.startswith("rtmp"):
-        # No ``nobuffer``: it drops the probed packets, keyframe included, and the first frame
-        # then waits a whole GOP more (measured: 2.0 s to the first frame instead of 1.0 s).
-        return "flv", {"rtmp_live": "live", "analyzeduration": "100000"}
-    if scheme in ("udp", "srt"):  # SRT arrives as MPEG-TS over UDP from its relay
-        # A burst larger than the socket buffer is dropped, not fatal.
-        return "mpegts", {"fifo_size": "1000000", "overrun_nonfatal": "1"}
+def by_url(url: str) -> Demuxer:
+    """A stream whose scheme does not say how it is read: an HLS playlist by its path, else
+    FFmpeg's probe (over HTTP, decided when connecting, from the answer's content type)."""
     if urlsplit(url).path.lower().endswith((".m3u8", ".m3u")):
         return HLS
-    return None, {}  # decided when connecting, from the answer's content type
+    return None, {}
 
 
 # Start at the newest segment, not FFmpeg's default of three back: a monitor wants now.

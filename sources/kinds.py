@@ -21,6 +21,7 @@ from sinks.pinning import Pin
 
 from .base import FrameSource, SourceError
 from .live import LiveSource
+from .schemes import CAMERA_SCHEMES, scheme_for, scheme_of
 from .srt import relay_missing
 from .webcam import CameraSource, CaptureFactory, is_device
 
@@ -106,7 +107,7 @@ def _open_published(url: str, opening: Opening) -> FrameSource:
 
 
 def _camera_problem(url: str) -> str | None:
-    return relay_missing() if scheme_of(url) == "srt" else None
+    return relay_missing() if scheme_for(url).relayed else None
 
 
 PUBLISHED_SCHEME = "whip://"
@@ -114,7 +115,7 @@ PUBLISHED_SCHEME = "whip://"
 
 CAMERA = SourceKind(
     "camera",
-    ("rtsp", "rtsps", "http", "https", "rtmp", "rtmps", "udp", "srt"),
+    tuple(CAMERA_SCHEMES),
     local=False,
     named_by_callers=True,
     open=_open_camera,
@@ -140,12 +141,6 @@ RTSP_SCHEMES = ("rtsp", "rtsps")
 """What a session's ``rtsp_url`` (and the client's ``RTSPSource``) may be."""
 MJPEG_SCHEMES = ("http", "https")
 """What a session's ``mjpeg_url`` (and the client's ``MJPEGSource``) may be."""
-
-
-def scheme_of(reference: str) -> str:
-    """A URL's scheme in lower case; empty for a path or device."""
-    scheme, separator, _ = reference.partition("://")
-    return scheme.lower() if separator else ""
 
 
 def kind_of(reference: str | int) -> SourceKind | None:

@@ -35,7 +35,7 @@ from .announcer import Announcer
 from .base import RTP_CLOCK, Converter, FrameSource, SourceError, SourceFrame
 from .demuxing import (
     Redirected,
-    demuxer_for,
+    by_url,
     hardware_in_use,
     http_demuxer,
     http_options,
@@ -44,6 +44,7 @@ from .demuxing import (
     reason_of,
 )
 from .packets import PacketSink, PacketTap
+from .schemes import scheme_for
 from .srt import SRTRelay, relay_missing
 
 __all__ = ["LiveSource", "LiveState", "LiveStats"]
@@ -140,17 +141,17 @@ class LiveSource(FrameSource):
         counts packets. ``hwaccel``: FFmpeg's device type to decode on (``cuda``...); where
         it cannot be opened, said once, then software. ``threads``: 0 is FFmpeg's choice.
         ``pin``: each connection goes to the address checked as it connects (``pinned_url``)."""
-        # Which schemes are cameras is ``sources.kinds``' to say; this reads what FFmpeg opens.
-        scheme = url.partition("://")[0].lower()
-        if scheme == "srt" and (missing := relay_missing()):
+        scheme = scheme_for(url)  # how its scheme is read (``sources/schemes.py``)
+        if scheme.relayed and (missing := relay_missing()):
             raise SourceError(missing)
         self.url = url
-        self._pin = pin if scheme != "srt" else None  # SRT: its relay connects, by name
+        self._pin = None if scheme.relayed else pin  # a relay connects, by name
         self.masked_url = mask_url(url)
-        self._relay = SRTRelay(url, read_timeout) if scheme == "srt" else None
-        self._format, self._options = demuxer_for(scheme, url)
+        self._relay = SRTRelay(url, read_timeout) if scheme.relayed else None
+        self._format, options = scheme.demuxer or by_url(url)
+        self._options = dict(options)  # this camera's own: the table's is shared
         # An HTTP URL that does not say what it is: its answer's content type tells, once.
-        self._http = scheme.startswith("http")
+        self._http = scheme.http
         self._sniff = self._http and self._format is None
         self.read_timeout = read_timeout
         self._backoff = Backoff(initial_backoff, max_backoff, healthy_after)
