@@ -70,11 +70,11 @@ class Const:
 
 @dataclass(frozen=True)
 class Entries:
-    """An object field whose entries are each resolved per frame (``FieldSpec.entries``)."""
+    """An object field whose entries are each resolved per frame (``Takes.ENTRIES``)."""
 
     entries: dict[str, Ref | Const]
     listed: bool = False
-    """A list field (``FieldSpec.listed``): the block gets the values in order."""
+    """A list field (``Takes.LIST``): the block gets the values in order."""
 
 
 Source = Ref | Const | Entries
