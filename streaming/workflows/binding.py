@@ -85,11 +85,15 @@ _STEP_NAME = re.compile(r"^\$steps\.([A-Za-z0-9_-]+)$")
 class _Field:
     """The field being bound: its step, name and declaration, and the step's bound record."""
 
-    __slots__ = ("bound", "field", "name", "step", "where")
+    __slots__ = ("bound", "field", "name", "step")
 
     def __init__(self, step: str, name: str, field: FieldSpec, bound: Bound) -> None:
         self.step, self.name, self.field, self.bound = step, name, field, bound
-        self.where = f"step '{step}' field '{name}'"
+
+    @property
+    def where(self) -> str:
+        """How messages name the field (made only for a message or a selector's lookup)."""
+        return f"step '{self.step}' field '{self.name}'"
 
 
 def settled(field: FieldSpec, step: str, name: str, value: Any) -> Any:
@@ -131,6 +135,8 @@ class Compiler:
     ) -> None:
         self._inputs = {i.name: i for i in spec.inputs}
         self._steps = {s.name: s for s in spec.steps}
+        self._given = {s.name: s.fields() for s in spec.steps}
+        """Each step's fields as written, read once (bindings and selectors read them often)."""
         self._spec_order = [s.name for s in spec.steps]
         self._image = image_input_name
         self._video_metadata = video_metadata_input_name
@@ -156,12 +162,12 @@ class Compiler:
 
     def given(self, step: str) -> dict[str, Any]:
         """A step's fields as written."""
-        return self._steps[step].fields()
+        return self._given[step]
 
     def bind(self, step: StepSpec) -> Bound:
         block_cls = get_block(step.type)
         assert block_cls is not None  # checked in __init__
-        given = step.fields()
+        given = self._given[step.name]
         bound = Bound(block_cls, {}, {}, set(), [])
         for field_name, field, binder in _binders_of(block_cls):
             value = given.get(field_name, field.default)
@@ -195,9 +201,9 @@ class Compiler:
     def _bind_literal(self, at: _Field, value: Any) -> None:
         """A literal or a parameter's value, into the block's settings."""
         selector = parse_selector(value)
-        if selector is None:
-            literal = self.literal(value, at.where)
-            at.bound.config[at.name] = settled(at.field, at.step, at.name, literal)
+        if selector is None:  # most fields: a literal, checked (``settled`` of a literal)
+            literal = self.literal(value, at.where) if isinstance(value, dict) else value
+            at.bound.config[at.name] = at.field.check(at.step, at.name, literal)
             return
         source, kind = self.resolve(selector, at.where)
         if kind == SECRET and not at.field.takes_secret():
@@ -310,7 +316,7 @@ class Compiler:
             )
         block_cls = get_block(step.type)
         assert block_cls is not None  # checked in __init__
-        outputs = block_cls.outputs_of(step.fields())
+        outputs = block_cls.outputs_of(self._given[selector.step])
         if selector.name == "*":
             return Ref(selector.step, "*"), SECRET if SECRET in outputs.values() else DICT
         if selector.name not in outputs:
