@@ -17,17 +17,8 @@ import numpy as np
 from ..errors import WorkflowCompilationError
 from ..suggest import did_you_mean, shown
 from .blocks import BLOCKS, get_block
-from .blocks.base import (
-    ANY,
-    IMAGE,
-    REQUIRED,
-    SECRET,
-    VIDEO_METADATA,
-    Block,
-    FieldSpec,
-    Takes,
-    WorkflowImage,
-)
+from .blocks.base import Block, WorkflowImage
+from .blocks.fields import ANY, IMAGE, REQUIRED, SECRET, VIDEO_METADATA, FieldSpec, Takes
 from .dimensions import CONSTANT, FRAME, Dim, StepDims, check_gate, step_dims
 from .spec import (
     IMAGE_INPUT_TYPES,

@@ -22,15 +22,8 @@ from ..errors import WorkflowCompilationError
 from .batches import MASKED, at, elements, shape, unmasked
 from .binding import Compiler, Const, Entries, Ref, Source, leak_check, plan_dims
 from .blocks import get_block
-from .blocks.base import (
-    IMAGE,
-    Block,
-    BuildContext,
-    FlowControlBlock,
-    FrameState,
-    Verdict,
-    WorkflowImage,
-)
+from .blocks.base import Block, BuildContext, FlowControlBlock, FrameState, Verdict, WorkflowImage
+from .blocks.fields import IMAGE
 from .dimensions import StepDims
 from .inner import budget_of, inlined
 from .spec import WorkflowSpec, parse_selector

@@ -18,14 +18,8 @@ from typing import Any
 
 from streaming.workflows import CompiledWorkflow, compile_workflow, parse_spec
 from streaming.workflows.binding import settled
-from streaming.workflows.blocks.base import (
-    REQUIRED,
-    Block,
-    BuildContext,
-    FrameState,
-    Takes,
-    Verdict,
-)
+from streaming.workflows.blocks.base import Block, BuildContext, FrameState, Verdict
+from streaming.workflows.blocks.fields import REQUIRED, Takes
 from streaming.workflows.runner import FrameFacts
 
 __all__ = ["STREAM_START", "build", "compile_spec", "decide_block", "frame_at", "run_block"]

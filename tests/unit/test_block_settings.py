@@ -12,13 +12,12 @@ from streaming.workflows.blocks import BLOCKS
 from streaming.workflows.blocks.base import (
     Block,
     BlockSettings,
-    FieldSpec,
     FlowControlBlock,
     FrameState,
-    Takes,
     Verdict,
     setting,
 )
+from streaming.workflows.blocks.fields import FieldSpec, Takes
 from streaming.workflows.blocks.tracking import ByteTrackerBlock, ByteTrackerSettings
 from tests.support.blocks import build
 

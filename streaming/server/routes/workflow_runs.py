@@ -28,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, TypeAdapter
 from ...errors import InvalidRequest, NotFound, WorkflowRunError
 from ...protocol.messages import WorkflowConfiguration
 from ...request_images import load_images
-from ...workflows.blocks.base import (
+from ...workflows.blocks.fields import (
     ANY,
     CLASSIFICATION,
     DETECTIONS,

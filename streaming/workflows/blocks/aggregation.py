@@ -12,7 +12,8 @@ from typing import Any, ClassVar
 
 from ...errors import WorkflowCompilationError
 from ..query import Env
-from .base import Block, BlockSettings, BuildContext, FieldSpec, FrameState, Takes, setting
+from .base import Block, BlockSettings, BuildContext, FrameState, setting
+from .fields import FieldSpec, Takes
 from .filtering import operations_chain
 
 __all__ = ["DataAggregatorBlock"]

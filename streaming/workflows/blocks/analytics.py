@@ -19,21 +19,9 @@ import supervision as sv
 
 from ...errors import WorkflowCompilationError
 from ...events import EventKind
-from .base import (
-    DETECTION_KINDS,
-    DETECTIONS,
-    IMAGE,
-    VIDEO_METADATA,
-    Block,
-    BlockSettings,
-    BuildContext,
-    FieldSpec,
-    FrameState,
-    Takes,
-    select,
-    setting,
-)
+from .base import Block, BlockSettings, BuildContext, FrameState, select, setting
 from .checks import anchor, points, polygons
+from .fields import DETECTION_KINDS, DETECTIONS, IMAGE, VIDEO_METADATA, FieldSpec, Takes
 
 __all__ = [
     "LineCounterBlock",
@@ -170,9 +158,7 @@ class LineCounterV1Block(LineCounterBlock):
     """v1: the same counting; a box's center crosses unless told otherwise."""
 
     type_ids = ("roboflow_core/line_counter@v1",)
-    inputs = {
-        **LineCounterBlock.inputs,
-    }
+    inputs = {**LineCounterBlock.inputs}
     Settings: ClassVar[type[BlockSettings]] = LineCounterV1Settings
 
 

@@ -22,46 +22,19 @@ from ...config import Settings
 from ...egress import EgressPolicy
 from ...events import EventRecord, EventRecorder
 from ...inference.model import DetectionModel, StageTimer
-from .fields import (
-    ANY,
-    CLASSIFICATION,
-    DETECTION_KINDS,
-    DETECTIONS,
-    IMAGE,
-    KEYPOINTS,
-    REQUIRED,
-    SECRET,
-    SEGMENTATION,
-    VIDEO_METADATA,
-    FieldSpec,
-    Takes,
-    fraction,
-)
+from .fields import FieldSpec
 from .images import Origin, WorkflowImage
 
 __all__ = [
-    "ANY",
-    "CLASSIFICATION",
-    "DETECTIONS",
-    "DETECTION_KINDS",
-    "IMAGE",
-    "KEYPOINTS",
-    "REQUIRED",
-    "SECRET",
-    "SEGMENTATION",
-    "VIDEO_METADATA",
     "Block",
     "BlockSettings",
     "BuildContext",
-    "FieldSpec",
     "FlowControlBlock",
     "FrameState",
     "Origin",
-    "Takes",
     "Verdict",
     "VideoFacts",
     "WorkflowImage",
-    "fraction",
     "select",
     "setting",
 ]

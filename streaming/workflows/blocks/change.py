@@ -19,18 +19,9 @@ import numpy as np
 import supervision as sv
 
 from ...errors import WorkflowCompilationError
-from .base import (
-    DETECTIONS,
-    IMAGE,
-    Block,
-    BlockSettings,
-    BuildContext,
-    FieldSpec,
-    FrameState,
-    Takes,
-    setting,
-)
+from .base import Block, BlockSettings, BuildContext, FrameState, setting
 from .checks import polygons
+from .fields import DETECTIONS, IMAGE, FieldSpec, Takes
 
 __all__ = ["BackgroundSubtractionBlock", "MotionDetectionBlock"]
 
@@ -51,9 +42,7 @@ class BackgroundSubtractionBlock(Block):
     """``image``: what differs from the learnt background, white (shadows grey)."""
 
     type_ids: ClassVar[tuple[str, ...]] = ("roboflow_core/background_subtraction@v1",)
-    inputs = {
-        "image": FieldSpec((IMAGE,), takes=Takes.FRAME),
-    }
+    inputs = {"image": FieldSpec((IMAGE,), takes=Takes.FRAME)}
     Settings: ClassVar[type[BlockSettings]] = BackgroundSettings
     outputs = {"image": IMAGE}
 

@@ -9,7 +9,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from .base import CLASSIFICATION, BlockSettings, FrameState, WorkflowImage
+from .base import BlockSettings, FrameState, WorkflowImage
+from .fields import CLASSIFICATION
 from .model_block import (
     MODEL_FIELDS,
     ChosenConfidence,

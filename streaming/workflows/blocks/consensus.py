@@ -22,18 +22,8 @@ import numpy as np
 import supervision as sv
 
 from ...errors import WorkflowCompilationError
-from .base import (
-    DETECTION_KINDS,
-    DETECTIONS,
-    Block,
-    BlockSettings,
-    BuildContext,
-    FieldSpec,
-    FrameState,
-    Takes,
-    fraction,
-    setting,
-)
+from .base import Block, BlockSettings, BuildContext, FrameState, setting
+from .fields import DETECTION_KINDS, DETECTIONS, FieldSpec, Takes, fraction
 
 __all__ = ["DetectionsConsensusBlock", "consensus"]
 

@@ -14,21 +14,8 @@ import numpy as np
 import supervision as sv
 
 from ...errors import WorkflowCompilationError
-from .base import (
-    DETECTION_KINDS,
-    DETECTIONS,
-    IMAGE,
-    Block,
-    BlockSettings,
-    BuildContext,
-    FieldSpec,
-    FrameState,
-    Takes,
-    WorkflowImage,
-    fraction,
-    select,
-    setting,
-)
+from .base import Block, BlockSettings, BuildContext, FrameState, WorkflowImage, select, setting
+from .fields import DETECTION_KINDS, DETECTIONS, IMAGE, FieldSpec, Takes, fraction
 from .images import Origin
 
 __all__ = ["AbsoluteStaticCropBlock", "DynamicCropBlock", "RelativeStaticCropBlock", "bgr_color"]

@@ -12,14 +12,8 @@ import supervision as sv
 
 from ...errors import WorkflowCompilationError
 from ...inference.decoders import DecodeOptions
-from .base import (
-    DETECTIONS,
-    KEYPOINTS,
-    SEGMENTATION,
-    BlockSettings,
-    FrameState,
-    WorkflowImage,
-)
+from .base import BlockSettings, FrameState, WorkflowImage
+from .fields import DETECTIONS, KEYPOINTS, SEGMENTATION
 from .model_block import (
     MODEL_FIELDS,
     ChosenConfidence,

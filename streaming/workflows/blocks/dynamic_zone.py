@@ -16,17 +16,8 @@ import cv2
 import numpy as np
 import supervision as sv
 
-from .base import (
-    SEGMENTATION,
-    Block,
-    BlockSettings,
-    BuildContext,
-    FieldSpec,
-    FrameState,
-    Takes,
-    fraction,
-    setting,
-)
+from .base import Block, BlockSettings, BuildContext, FrameState, setting
+from .fields import SEGMENTATION, FieldSpec, Takes, fraction
 
 __all__ = ["DynamicZoneBlock", "least_squares_polygon", "simplified_polygon"]
 
@@ -104,9 +95,7 @@ class DynamicZoneBlock(Block):
     ``simplification_converged`` (every polygon has the count asked for)."""
 
     type_ids: ClassVar[tuple[str, ...]] = ("roboflow_core/dynamic_zone@v1", "DynamicZone")
-    inputs = {
-        "predictions": FieldSpec((SEGMENTATION,), takes=Takes.FRAME),
-    }
+    inputs = {"predictions": FieldSpec((SEGMENTATION,), takes=Takes.FRAME)}
     Settings: ClassVar[type[BlockSettings]] = DynamicZoneSettings
     outputs = {
         "zones": "list_of_values",

@@ -36,17 +36,8 @@ from ...config import SmtpSettings
 from ...errors import WorkflowCompilationError
 from ..query import Env, named_chains
 from ..serialization import serialize_value
-from .base import (
-    ANY,
-    SECRET,
-    BlockSettings,
-    BuildContext,
-    FieldSpec,
-    FrameState,
-    Takes,
-    WorkflowImage,
-    setting,
-)
+from .base import BlockSettings, BuildContext, FrameState, WorkflowImage, setting
+from .fields import ANY, SECRET, FieldSpec, Takes
 from .sinks import NotificationBlock
 
 __all__ = ["EmailNotificationBlock", "EmailNotificationV2Block"]

@@ -12,20 +12,9 @@ import cv2
 import numpy as np
 import supervision as sv
 
-from .base import (
-    DETECTIONS,
-    IMAGE,
-    Block,
-    BlockSettings,
-    BuildContext,
-    FieldSpec,
-    FrameState,
-    Takes,
-    WorkflowImage,
-    fraction,
-    setting,
-)
+from .base import Block, BlockSettings, BuildContext, FrameState, WorkflowImage, setting
 from .detection import stamped
+from .fields import DETECTIONS, IMAGE, FieldSpec, Takes, fraction
 from .image_ops import grey as in_grey
 
 __all__ = [

@@ -18,7 +18,8 @@ from typing import IO, Any, ClassVar, Literal
 from sinks.quota import DiskQuota, QuotaExceeded, quota_for
 
 from ...errors import WorkflowCompilationError
-from .base import Block, BlockSettings, BuildContext, FieldSpec, FrameState, Takes, setting
+from .base import Block, BlockSettings, BuildContext, FrameState, setting
+from .fields import FieldSpec, Takes
 
 __all__ = ["LocalFileSinkBlock", "sink_directory"]
 
@@ -76,9 +77,7 @@ class LocalFileSinkBlock(Block):
     every ``max_entries_per_file`` entries), named ``<prefix>_<time>.<type>``."""
 
     type_ids = ("roboflow_core/local_file_sink@v1",)
-    inputs = {
-        "content": FieldSpec(("string",), takes=Takes.FRAME),
-    }
+    inputs = {"content": FieldSpec(("string",), takes=Takes.FRAME)}
     Settings: ClassVar[type[BlockSettings]] = LocalFileSinkSettings
     outputs = {"error_status": "boolean", "message": "string"}
 

@@ -20,17 +20,8 @@ import supervision as sv
 
 from ...errors import WorkflowCompilationError
 from ..query import Env, Op, QueryCompiler
-from .base import (
-    DETECTION_KINDS,
-    DETECTIONS,
-    Block,
-    BlockSettings,
-    BuildContext,
-    FieldSpec,
-    FrameState,
-    Takes,
-    setting,
-)
+from .base import Block, BlockSettings, BuildContext, FrameState, setting
+from .fields import DETECTION_KINDS, DETECTIONS, FieldSpec, Takes
 
 __all__ = [
     "DetectionsFilterBlock",
@@ -51,9 +42,7 @@ class DetectionsFilterBlock(Block):
     one ``DetectionsFilter``, whose statement each detection must hold)."""
 
     type_ids = ("roboflow_core/detections_filter@v1", "DetectionsFilter")
-    inputs = {
-        "predictions": FieldSpec(DETECTION_KINDS, takes=Takes.FRAME),
-    }
+    inputs = {"predictions": FieldSpec(DETECTION_KINDS, takes=Takes.FRAME)}
     Settings: ClassVar[type[BlockSettings]] = DetectionsFilterSettings
     outputs = {"predictions": DETECTIONS}
 
@@ -101,9 +90,7 @@ class PropertyDefinitionBlock(Block):
         "PropertyDefinition",
         "PropertyExtraction",
     )
-    inputs = {
-        "data": FieldSpec(takes=Takes.FRAME),
-    }
+    inputs = {"data": FieldSpec(takes=Takes.FRAME)}
     Settings: ClassVar[type[BlockSettings]] = PropertyDefinitionSettings
     outputs = {"output": "*"}
 

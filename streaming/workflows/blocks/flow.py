@@ -13,17 +13,8 @@ from typing import Any, ClassVar
 
 from ...errors import WorkflowCompilationError
 from ..query import Env, QueryCompiler
-from .base import (
-    IMAGE,
-    BlockSettings,
-    BuildContext,
-    FieldSpec,
-    FlowControlBlock,
-    FrameState,
-    Takes,
-    Verdict,
-    setting,
-)
+from .base import BlockSettings, BuildContext, FlowControlBlock, FrameState, Verdict, setting
+from .fields import IMAGE, FieldSpec, Takes
 
 __all__ = ["ContinueIfBlock", "DeltaFilterBlock", "RateLimiterBlock"]
 

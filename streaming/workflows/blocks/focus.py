@@ -13,17 +13,8 @@ import cv2
 import numpy as np
 import supervision as sv
 
-from .base import (
-    DETECTION_KINDS,
-    IMAGE,
-    Block,
-    BlockSettings,
-    BuildContext,
-    FieldSpec,
-    FrameState,
-    Takes,
-    setting,
-)
+from .base import Block, BlockSettings, BuildContext, FrameState, setting
+from .fields import DETECTION_KINDS, IMAGE, FieldSpec, Takes
 from .image_ops import grey as in_grey
 
 __all__ = ["CameraFocusBlock", "CameraFocusV2Block", "brenner", "tenengrad"]

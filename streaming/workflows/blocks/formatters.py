@@ -17,7 +17,8 @@ from typing import Any, ClassVar
 
 from ...errors import WorkflowCompilationError
 from ..query import Env, QueryCompiler, named_chains
-from .base import ANY, Block, BlockSettings, BuildContext, FieldSpec, FrameState, Takes, setting
+from .base import Block, BlockSettings, BuildContext, FrameState, setting
+from .fields import ANY, FieldSpec, Takes
 
 __all__ = ["CsvFormatterBlock", "ExpressionBlock", "FirstNonEmptyOrDefaultBlock", "JsonParserBlock"]
 

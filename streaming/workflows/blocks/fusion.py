@@ -14,21 +14,8 @@ from typing import Any, ClassVar
 import numpy as np
 import supervision as sv
 
-from .base import (
-    ANY,
-    CLASSIFICATION,
-    DETECTION_KINDS,
-    DETECTIONS,
-    SEGMENTATION,
-    Block,
-    BlockSettings,
-    BuildContext,
-    FieldSpec,
-    FrameState,
-    Takes,
-    select,
-    setting,
-)
+from .base import Block, BlockSettings, BuildContext, FrameState, select, setting
+from .fields import ANY, CLASSIFICATION, DETECTION_KINDS, DETECTIONS, SEGMENTATION, FieldSpec, Takes
 
 __all__ = [
     "DetectionsClassesReplacementBlock",
@@ -203,9 +190,7 @@ class DetectionsMergeBlock(Block):
     them, class id 0 and ``class_name``; none gives none."""
 
     type_ids = ("roboflow_core/detections_merge@v1",)
-    inputs = {
-        "predictions": FieldSpec(DETECTION_KINDS, takes=Takes.FRAME),
-    }
+    inputs = {"predictions": FieldSpec(DETECTION_KINDS, takes=Takes.FRAME)}
     Settings: ClassVar[type[BlockSettings]] = DetectionsMergeSettings
     outputs = {"predictions": DETECTIONS}
 

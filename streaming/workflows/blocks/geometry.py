@@ -12,17 +12,8 @@ import numpy as np
 import supervision as sv
 
 from ...errors import WorkflowCompilationError
-from .base import (
-    DETECTION_KINDS,
-    DETECTIONS,
-    Block,
-    BlockSettings,
-    BuildContext,
-    FieldSpec,
-    FrameState,
-    Takes,
-    setting,
-)
+from .base import Block, BlockSettings, BuildContext, FrameState, setting
+from .fields import DETECTION_KINDS, DETECTIONS, FieldSpec, Takes
 
 __all__ = ["DetectionOffsetBlock"]
 
@@ -44,9 +35,7 @@ class DetectionOffsetBlock(Block):
     ids; each one's ``parent_id`` is the id of the detection it grew from."""
 
     type_ids = ("roboflow_core/detection_offset@v1", "DetectionOffset")
-    inputs = {
-        "predictions": FieldSpec(DETECTION_KINDS, takes=Takes.FRAME),
-    }
+    inputs = {"predictions": FieldSpec(DETECTION_KINDS, takes=Takes.FRAME)}
     Settings: ClassVar[type[BlockSettings]] = DetectionOffsetSettings
     outputs = {"predictions": DETECTIONS}
 

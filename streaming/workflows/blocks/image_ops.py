@@ -12,17 +12,8 @@ from typing import Any, ClassVar, Literal
 import cv2
 import numpy as np
 
-from .base import (
-    IMAGE,
-    Block,
-    BlockSettings,
-    BuildContext,
-    FieldSpec,
-    FrameState,
-    Takes,
-    WorkflowImage,
-    setting,
-)
+from .base import Block, BlockSettings, BuildContext, FrameState, WorkflowImage, setting
+from .fields import IMAGE, FieldSpec, Takes
 
 __all__ = [
     "ContrastEnhancementBlock",
@@ -115,9 +106,7 @@ class ImagePreprocessingBlock(Block):
     ``flip`` (``vertical``, ``horizontal`` or ``both``)."""
 
     type_ids = ("roboflow_core/image_preprocessing@v1",)
-    inputs = {
-        "image": FieldSpec((IMAGE,), takes=Takes.FRAME),
-    }
+    inputs = {"image": FieldSpec((IMAGE,), takes=Takes.FRAME)}
     Settings: ClassVar[type[BlockSettings]] = ImagePreprocessingSettings
     outputs = {"image": IMAGE}
 
@@ -186,9 +175,7 @@ class ContrastEnhancementBlock(Block):
     brightened (gamma 1/1.3) when ``normalize_brightness``."""
 
     type_ids = ("roboflow_core/contrast_enhancement@v1",)
-    inputs = {
-        "image": FieldSpec((IMAGE,), takes=Takes.FRAME),
-    }
+    inputs = {"image": FieldSpec((IMAGE,), takes=Takes.FRAME)}
     Settings: ClassVar[type[BlockSettings]] = ContrastSettings
     outputs = {"image": IMAGE}
 
@@ -319,9 +306,7 @@ class DominantColorBlock(Block):
     ``color_clusters`` clusters on the image sampled down to about ``target_size``."""
 
     type_ids = ("roboflow_core/dominant_color@v1",)
-    inputs = {
-        "image": FieldSpec((IMAGE,), takes=Takes.FRAME),
-    }
+    inputs = {"image": FieldSpec((IMAGE,), takes=Takes.FRAME)}
     Settings: ClassVar[type[BlockSettings]] = DominantColorSettings
     outputs = {"rgb_color": "rgb_color"}
 

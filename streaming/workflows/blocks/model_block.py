@@ -9,18 +9,8 @@ from typing import Any, ClassVar, Literal
 from ...errors import WorkflowCompilationError
 from ...inference.registry import UnknownModel
 from ...suggest import did_you_mean, shown
-from .base import (
-    IMAGE,
-    Block,
-    BlockSettings,
-    BuildContext,
-    FieldSpec,
-    ModelSource,
-    Takes,
-    WorkflowImage,
-    fraction,
-    setting,
-)
+from .base import Block, BlockSettings, BuildContext, ModelSource, WorkflowImage, setting
+from .fields import IMAGE, FieldSpec, Takes, fraction
 
 __all__ = [
     "DEFAULT_CONFIDENCE",

@@ -13,21 +13,9 @@ import numpy as np
 import supervision as sv
 
 from ...errors import WorkflowCompilationError
-from .base import (
-    CLASSIFICATION,
-    DETECTION_KINDS,
-    IMAGE,
-    Block,
-    BlockSettings,
-    BuildContext,
-    FieldSpec,
-    FrameState,
-    Takes,
-    WorkflowImage,
-    fraction,
-    setting,
-)
+from .base import Block, BlockSettings, BuildContext, FrameState, WorkflowImage, setting
 from .checks import color
+from .fields import CLASSIFICATION, DETECTION_KINDS, IMAGE, FieldSpec, Takes, fraction
 from .visualization import AnnotatorBlock, AnnotatorSettings
 
 __all__ = [
@@ -49,9 +37,7 @@ class MaskVisualizationBlock(AnnotatorBlock):
     detections without masks are left as they are."""
 
     type_ids = ("roboflow_core/mask_visualization@v1", "MaskVisualization")
-    inputs = {
-        **AnnotatorBlock.inputs,
-    }
+    inputs = {**AnnotatorBlock.inputs}
     Settings: ClassVar[type[BlockSettings]] = MaskVisualizationSettings
 
     def __init__(self, name: str, config: MaskVisualizationSettings, context: BuildContext) -> None:
@@ -75,9 +61,7 @@ class PolygonVisualizationBlock(AnnotatorBlock):
         "roboflow_core/polygon_visualization@v2",  # the same fields
         "PolygonVisualization",
     )
-    inputs = {
-        **AnnotatorBlock.inputs,
-    }
+    inputs = {**AnnotatorBlock.inputs}
     Settings: ClassVar[type[BlockSettings]] = PolygonVisualizationSettings
 
     def __init__(
@@ -110,9 +94,7 @@ class KeypointVisualizationBlock(AnnotatorBlock):
     (its manifest's ``skeleton``), else supervision's for that many keypoints (COCO's 17)."""
 
     type_ids = ("roboflow_core/keypoint_visualization@v1", "KeypointVisualization")
-    inputs = {
-        **AnnotatorBlock.inputs,
-    }
+    inputs = {**AnnotatorBlock.inputs}
     Settings: ClassVar[type[BlockSettings]] = KeypointVisualizationSettings
 
     def __init__(

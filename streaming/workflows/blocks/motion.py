@@ -18,21 +18,9 @@ import numpy as np
 import supervision as sv
 
 from .analytics import TrackMemory, tracked
-from .base import (
-    DETECTION_KINDS,
-    DETECTIONS,
-    IMAGE,
-    VIDEO_METADATA,
-    Block,
-    BlockSettings,
-    BuildContext,
-    FieldSpec,
-    FrameState,
-    Takes,
-    select,
-    setting,
-)
+from .base import Block, BlockSettings, BuildContext, FrameState, select, setting
 from .checks import anchor, points
+from .fields import DETECTION_KINDS, DETECTIONS, IMAGE, VIDEO_METADATA, FieldSpec, Takes
 
 __all__ = ["PathDeviationBlock", "StabilizeDetectionsBlock", "VelocityBlock"]
 
@@ -56,9 +44,7 @@ class VelocityBlock(Block):
     moving average with ``smoothing_alpha``."""
 
     type_ids = ("roboflow_core/velocity@v1",)
-    inputs = {
-        **_TRACKED_FIELDS,
-    }
+    inputs = {**_TRACKED_FIELDS}
     Settings: ClassVar[type[BlockSettings]] = VelocitySettings
     outputs = {"velocity_detections": DETECTIONS}
 
@@ -116,9 +102,7 @@ class StabilizeDetectionsBlock(Block):
     but has no counterpart there."""
 
     type_ids = ("roboflow_core/stabilize_detections@v1",)
-    inputs = {
-        **_TRACKED_FIELDS,
-    }
+    inputs = {**_TRACKED_FIELDS}
     Settings: ClassVar[type[BlockSettings]] = StabilizeDetectionsSettings
     outputs = {"tracked_detections": DETECTIONS}
 
@@ -155,9 +139,7 @@ class PathDeviationBlock(Block):
         "roboflow_core/path_deviation_analytics@v1",
         "roboflow_core/path_deviation_analytics@v2",
     )
-    inputs = {
-        **_TRACKED_FIELDS,
-    }
+    inputs = {**_TRACKED_FIELDS}
     Settings: ClassVar[type[BlockSettings]] = PathDeviationSettings
     outputs = {"path_deviation_detections": DETECTIONS}
 

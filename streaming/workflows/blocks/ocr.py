@@ -13,17 +13,9 @@ import supervision as sv
 from ...errors import WorkflowCompilationError
 from ...inference.ocr import TextLine, TextReader
 from ...inference.ocr_model import OCR_MODEL_ID
-from .base import (
-    DETECTIONS,
-    IMAGE,
-    BlockSettings,
-    FieldSpec,
-    FrameState,
-    Takes,
-    WorkflowImage,
-    setting,
-)
+from .base import BlockSettings, FrameState, WorkflowImage, setting
 from .detection import stamped
+from .fields import DETECTIONS, IMAGE, FieldSpec, Takes
 from .model_block import ModelBlock, ModelSettings
 
 __all__ = ["OcrModelBlock", "PpOcrBlock"]

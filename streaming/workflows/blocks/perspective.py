@@ -21,19 +21,8 @@ import cv2
 import numpy as np
 import supervision as sv
 
-from .base import (
-    ANY,
-    DETECTION_KINDS,
-    DETECTIONS,
-    IMAGE,
-    Block,
-    BlockSettings,
-    BuildContext,
-    FieldSpec,
-    FrameState,
-    Takes,
-    setting,
-)
+from .base import Block, BlockSettings, BuildContext, FrameState, setting
+from .fields import ANY, DETECTION_KINDS, DETECTIONS, IMAGE, FieldSpec, Takes
 
 __all__ = ["PerspectiveCorrectionBlock", "transform_for"]
 

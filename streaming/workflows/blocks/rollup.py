@@ -15,19 +15,8 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 import supervision as sv
 
-from .base import (
-    ANY,
-    DETECTION_KINDS,
-    DETECTIONS,
-    Block,
-    BlockSettings,
-    BuildContext,
-    FieldSpec,
-    FrameState,
-    Takes,
-    fraction,
-    setting,
-)
+from .base import Block, BlockSettings, BuildContext, FrameState, setting
+from .fields import ANY, DETECTION_KINDS, DETECTIONS, FieldSpec, Takes, fraction
 from .slicing import placed
 
 __all__ = ["DetectionsListRollupBlock", "rolled_up"]

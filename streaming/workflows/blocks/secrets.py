@@ -9,7 +9,8 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from ...errors import WorkflowCompilationError
-from .base import SECRET, Block, BlockSettings, BuildContext, FieldSpec, FrameState, setting
+from .base import Block, BlockSettings, BuildContext, FrameState, setting
+from .fields import SECRET, FieldSpec
 
 __all__ = ["EnvironmentSecretsStoreBlock", "SecretsSettings"]
 

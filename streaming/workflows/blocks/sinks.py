@@ -27,18 +27,8 @@ from ...errors import WorkflowCompilationError
 from ...events import EventKind
 from ..query import Env, named_chains
 from ..serialization import serialize_value
-from .base import (
-    ANY,
-    IMAGE,
-    SECRET,
-    Block,
-    BlockSettings,
-    BuildContext,
-    FieldSpec,
-    FrameState,
-    Takes,
-    setting,
-)
+from .base import Block, BlockSettings, BuildContext, FrameState, setting
+from .fields import ANY, IMAGE, SECRET, FieldSpec, Takes
 
 __all__ = ["EventSinkBlock", "MqttSinkBlock", "NotificationBlock", "WebhookSinkBlock"]
 
@@ -327,9 +317,7 @@ class EventSinkBlock(Block):
 
     type_ids = ("visionstream/event_sink@v1",)
     observes_frames = True
-    inputs = {
-        "image": FieldSpec((IMAGE,), default=None, takes=Takes.FRAME),
-    }
+    inputs = {"image": FieldSpec((IMAGE,), default=None, takes=Takes.FRAME)}
     Settings: ClassVar[type[BlockSettings]] = EventSinkSettings
     outputs = {"error_status": "boolean", "message": "string", "event_id": "string"}
 

@@ -13,20 +13,8 @@ import numpy as np
 import supervision as sv
 
 from ...errors import WorkflowCompilationError
-from .base import (
-    DETECTIONS,
-    IMAGE,
-    SEGMENTATION,
-    Block,
-    BlockSettings,
-    BuildContext,
-    FieldSpec,
-    FrameState,
-    Takes,
-    WorkflowImage,
-    fraction,
-    setting,
-)
+from .base import Block, BlockSettings, BuildContext, FrameState, WorkflowImage, setting
+from .fields import DETECTIONS, IMAGE, SEGMENTATION, FieldSpec, Takes, fraction
 from .images import Origin
 
 __all__ = [

@@ -15,16 +15,8 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 import supervision as sv
 
-from .base import (
-    DETECTION_KINDS,
-    Block,
-    BlockSettings,
-    BuildContext,
-    FieldSpec,
-    FrameState,
-    Takes,
-    setting,
-)
+from .base import Block, BlockSettings, BuildContext, FrameState, setting
+from .fields import DETECTION_KINDS, FieldSpec, Takes
 
 __all__ = ["StitchOcrDetectionsBlock", "StitchOcrDetectionsV2Block", "stitched"]
 
@@ -232,9 +224,7 @@ class StitchOcrDetectionsBlock(Block):
     """v1: boxes into lines by ``tolerance``; ``reading_direction`` has no default."""
 
     type_ids: ClassVar[tuple[str, ...]] = ("roboflow_core/stitch_ocr_detections@v1",)
-    inputs = {
-        "predictions": FieldSpec(DETECTION_KINDS, takes=Takes.FRAME),
-    }
+    inputs = {"predictions": FieldSpec(DETECTION_KINDS, takes=Takes.FRAME)}
     Settings: ClassVar[type[BlockSettings]] = StitchSettings
     outputs = {"ocr_text": "string"}
 

@@ -22,20 +22,8 @@ import numpy as np
 import supervision as sv
 from trackers import ByteTrackTracker, OCSORTTracker, SORTTracker
 
-from .base import (
-    DETECTION_KINDS,
-    DETECTIONS,
-    IMAGE,
-    VIDEO_METADATA,
-    Block,
-    BlockSettings,
-    BuildContext,
-    FieldSpec,
-    FrameState,
-    Takes,
-    select,
-    setting,
-)
+from .base import Block, BlockSettings, BuildContext, FrameState, select, setting
+from .fields import DETECTION_KINDS, DETECTIONS, IMAGE, VIDEO_METADATA, FieldSpec, Takes
 
 __all__ = ["ByteTrackerBlock"]
 

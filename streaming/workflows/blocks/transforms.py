@@ -9,17 +9,8 @@ from typing import Any, ClassVar, Literal
 import cv2
 
 from ...errors import WorkflowCompilationError
-from .base import (
-    IMAGE,
-    Block,
-    BlockSettings,
-    BuildContext,
-    FieldSpec,
-    FrameState,
-    Takes,
-    WorkflowImage,
-    setting,
-)
+from .base import Block, BlockSettings, BuildContext, FrameState, WorkflowImage, setting
+from .fields import IMAGE, FieldSpec, Takes
 
 __all__ = ["ImageBlurBlock"]
 
@@ -43,9 +34,7 @@ class ImageBlurBlock(Block):
     """The reference's blur block: ``blur_type`` average | gaussian | median | bilateral."""
 
     type_ids = ("roboflow_core/image_blur@v1", "ImageBlur")
-    inputs = {
-        "image": FieldSpec((IMAGE,), takes=Takes.FRAME),
-    }
+    inputs = {"image": FieldSpec((IMAGE,), takes=Takes.FRAME)}
     Settings: ClassVar[type[BlockSettings]] = ImageBlurSettings
     outputs = {"image": IMAGE}
 

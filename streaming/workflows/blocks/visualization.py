@@ -10,21 +10,9 @@ import numpy as np
 import supervision as sv
 
 from .analytics import TrackMemory
-from .base import (
-    DETECTION_KINDS,
-    IMAGE,
-    VIDEO_METADATA,
-    Block,
-    BlockSettings,
-    BuildContext,
-    FieldSpec,
-    FrameState,
-    Takes,
-    WorkflowImage,
-    select,
-    setting,
-)
+from .base import Block, BlockSettings, BuildContext, FrameState, WorkflowImage, select, setting
 from .checks import anchor
+from .fields import DETECTION_KINDS, IMAGE, VIDEO_METADATA, FieldSpec, Takes
 
 __all__ = [
     "AnnotatorBlock",
@@ -82,9 +70,7 @@ class BoundingBoxVisualizationBlock(AnnotatorBlock):
         "roboflow_core/bounding_box_visualization@v1",
         "BoundingBoxVisualization",
     )
-    inputs = {
-        **AnnotatorBlock.inputs,
-    }
+    inputs = {**AnnotatorBlock.inputs}
     Settings: ClassVar[type[BlockSettings]] = BoundingBoxVisualizationSettings
 
     def __init__(
@@ -139,9 +125,7 @@ class LabelVisualizationBlock(AnnotatorBlock):
         "roboflow_core/label_visualization@v1",
         "LabelVisualization",
     )
-    inputs = {
-        **AnnotatorBlock.inputs,
-    }
+    inputs = {**AnnotatorBlock.inputs}
     Settings: ClassVar[type[BlockSettings]] = LabelVisualizationSettings
 
     def __init__(
@@ -173,9 +157,7 @@ class LabelVisualizationBlockV2(LabelVisualizationBlock):
     ``text_scale`` at a 1080-pixel short side, proportionally elsewhere, within 0.3 to 5."""
 
     type_ids: ClassVar[tuple[str, ...]] = ("roboflow_core/label_visualization@v2",)
-    inputs = {
-        **LabelVisualizationBlock.inputs,
-    }
+    inputs = {**LabelVisualizationBlock.inputs}
     Settings: ClassVar[type[BlockSettings]] = LabelVisualizationV2Settings
 
     def __init__(
@@ -218,9 +200,7 @@ class BlurVisualizationBlock(AnnotatorBlock):
         "roboflow_core/blur_visualization@v1",
         "BlurVisualization",
     )
-    inputs = {
-        **AnnotatorBlock.inputs,
-    }
+    inputs = {**AnnotatorBlock.inputs}
     Settings: ClassVar[type[BlockSettings]] = BlurVisualizationSettings
 
     def __init__(self, name: str, config: BlurVisualizationSettings, context: BuildContext) -> None:
@@ -245,9 +225,7 @@ class PixelateVisualizationBlock(AnnotatorBlock):
         "roboflow_core/pixelate_visualization@v1",
         "PixelateVisualization",
     )
-    inputs = {
-        **AnnotatorBlock.inputs,
-    }
+    inputs = {**AnnotatorBlock.inputs}
     Settings: ClassVar[type[BlockSettings]] = PixelateVisualizationSettings
 
     def __init__(
@@ -271,9 +249,7 @@ class DotVisualizationBlock(AnnotatorBlock):
     """A dot at each prediction's anchor point."""
 
     type_ids: ClassVar[tuple[str, ...]] = ("roboflow_core/dot_visualization@v1", "DotVisualization")
-    inputs = {
-        **AnnotatorBlock.inputs,
-    }
+    inputs = {**AnnotatorBlock.inputs}
     Settings: ClassVar[type[BlockSettings]] = DotVisualizationSettings
 
     def __init__(self, name: str, config: DotVisualizationSettings, context: BuildContext) -> None:

@@ -12,19 +12,9 @@ import cv2
 import numpy as np
 import supervision as sv
 
-from .base import (
-    DETECTION_KINDS,
-    IMAGE,
-    Block,
-    BlockSettings,
-    BuildContext,
-    FieldSpec,
-    FrameState,
-    Takes,
-    WorkflowImage,
-    setting,
-)
+from .base import Block, BlockSettings, BuildContext, FrameState, WorkflowImage, setting
 from .checks import anchor, color, points, polygons
+from .fields import DETECTION_KINDS, IMAGE, FieldSpec, Takes
 
 __all__ = [
     "LineCounterVisualizationBlock",
@@ -43,9 +33,7 @@ class _DrawingSettings(BlockSettings):
 class _DrawingBlock(Block):
     """Image in, image out: a copy unless ``copy_image`` is false."""
 
-    inputs = {
-        "image": FieldSpec((IMAGE,), takes=Takes.FRAME),
-    }
+    inputs = {"image": FieldSpec((IMAGE,), takes=Takes.FRAME)}
     Settings: ClassVar[type[BlockSettings]] = _DrawingSettings
     outputs = {"image": IMAGE}
 
@@ -152,9 +140,7 @@ class PolygonZoneVisualizationBlock(_DrawingBlock):
     """The zone (or each of several), filled at ``opacity``."""
 
     type_ids = ("roboflow_core/polygon_zone_visualization@v1",)
-    inputs = {
-        **_DrawingBlock.inputs,
-    }
+    inputs = {**_DrawingBlock.inputs}
     Settings: ClassVar[type[BlockSettings]] = PolygonZoneVisualizationSettings
 
     def __init__(
