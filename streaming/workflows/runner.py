@@ -27,7 +27,7 @@ from ..config import Settings
 from ..egress import EgressPolicy
 from ..protocol.messages import WorkflowConfiguration
 from ..request_images import ImageLimits, load_stills
-from .blocks.base import BuildContext, FrameState
+from .blocks.base import BuildContext, FrameState, VideoFacts
 from .engine import CompiledWorkflow, check_roles, compile_workflow, workflow_urls
 from .inner import budget_of, inlined
 from .spec import IMAGE_INPUT_TYPES, WorkflowSpec, parse_spec
@@ -144,6 +144,16 @@ class FrameFacts:
     stream_restarts: int = 0
     """How often a camera has reconnected: a tracker starts afresh after a gap."""
 
+    def typed(self) -> VideoFacts:
+        """These facts as blocks read them (``FrameState.given``)."""
+        return VideoFacts(
+            frame_number=self.frame_number,
+            timestamp=self.received_at,
+            fps=float(self.fps) if self.fps and self.fps > 0 else None,
+            from_file=self.from_file,
+            stream_restarts=self.stream_restarts,
+        )
+
     def video_metadata(self) -> dict[str, Any]:
         return {
             "video_identifier": self.video_identifier,
@@ -174,6 +184,7 @@ def run_frame(
     """Blocking: on a worker thread. A failing frame is returned, never raised: one bad
     frame must end neither a session nor a pipeline."""
     state = state if state is not None else FrameState()
+    state.given = facts.typed()
     try:
         outputs = workflow.run(image, facts.video_metadata(), state)
     except Exception as exc:

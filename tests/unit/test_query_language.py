@@ -291,3 +291,19 @@ def test_a_workflow_counts_seconds_since_its_streams_first_frame():
         for n, stamp in ((1, "2026-11-24T10:00:00+00:00"), (2, "2026-11-24T10:00:02+00:00"))
     ]  # fmt: skip
     assert seconds == [0.0, 2.0]
+
+
+def test_a_sessions_frame_facts_reach_blocks_typed_as_its_metadata_says():
+    """A session's or a pipeline's frame gives blocks its facts as the source typed them
+    (``FrameState.given``), the same as parsing the ``video_metadata`` its results carry."""
+    from datetime import UTC, datetime
+
+    from streaming.workflows.blocks.base import FrameState
+    from streaming.workflows.runner import FrameFacts
+
+    facts = FrameFacts("7", 31, datetime(2026, 11, 24, 10, 0, 2, tzinfo=UTC), fps=15,
+                       from_file=True, stream_restarts=2)  # fmt: skip
+    video = {**facts.video_metadata(), "stream_started_at": "2026-11-24T10:00:00+00:00"}
+    typed = FrameState(video=video, given=facts.typed()).facts
+    assert typed == FrameState(video=video).facts
+    assert typed.seconds == 31 / 15 and typed.since_start == 30 / 15

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from datetime import datetime
 from enum import Enum
 from pathlib import Path
@@ -194,7 +194,10 @@ class FrameState:
     timer: StageTimer = field(default_factory=dict)
     video: dict[str, Any] = field(default_factory=dict)
     """The frame's video metadata as the reference has it (``frame_timestamp``, ``fps``,
-    ``frame_number``, ``comes_from_video_file``): what the query language reads."""
+    ``frame_number``, ``comes_from_video_file``): what results carry."""
+    given: VideoFacts | None = None
+    """The frame's facts as its source typed them (a session's or a pipeline's frame): then
+    ``facts`` is made from these, not parsed back from ``video``'s text."""
     still: bool = False
     """Nothing moved since the frame the models last ran on (a pipeline's motion gate):
     the steps that hold give their last outputs again (``Block.holds_when_still``)."""
@@ -204,9 +207,15 @@ class FrameState:
 
     @property
     def facts(self) -> VideoFacts:
-        """``video``, typed: what blocks read (made once per metadata object)."""
+        """The frame's facts, typed: what blocks and the query language read (made once per
+        metadata object; from ``given`` where the source typed them)."""
         if self._facts is None or self._facts[0] != id(self.video):
-            self._facts = (id(self.video), VideoFacts.of(self.video))
+            if self.given is not None:  # the stream's start is the engine's to say
+                started = _datetime(self.video.get("stream_started_at"))
+                typed = replace(self.given, started_at=started)
+            else:
+                typed = VideoFacts.of(self.video)
+            self._facts = (id(self.video), typed)
         return self._facts[1]
 
     def add_time(self, stage: str, started: float) -> None:
