@@ -61,9 +61,12 @@ def _models(scratch: Path) -> Path:
 def _side(root: Path, spec: Path, models: Path, compiles: int) -> list[float]:
     done = subprocess.run(
         [sys.executable, "-c", _PROBE, str(spec), str(models), str(compiles)],
-        cwd=root, capture_output=True, text=True, timeout=600,
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=600,
         env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin", "HOME": str(Path.home())},
-    )  # fmt: skip
+    )
     if done.returncode != 0:
         sys.exit(f"{root}: {done.stderr[-2000:]}")
     return [float(t) for t in json.loads(done.stdout.strip().splitlines()[-1])]
@@ -84,23 +87,32 @@ def main() -> None:
         spec.write_text(json.dumps(every_block_workflow()))
         models = _models(scratch)
         before = scratch / "before"
-        subprocess.run(["git", "worktree", "add", "--detach", str(before), args.before],
-                       cwd=ROOT, check=True, capture_output=True)  # fmt: skip
+        subprocess.run(
+            ["git", "worktree", "add", "--detach", str(before), args.before],
+            cwd=ROOT,
+            check=True,
+            capture_output=True,
+        )
         try:
             sides = {"after": ROOT, "before": before}
             rounds: list[dict[str, Any]] = []
             for index in range(args.rounds):
                 order = list(sides) if index % 2 == 0 else list(reversed(sides))
                 measured = {name: _side(sides[name], spec, models, args.compiles) for name in order}
-                rounds.append({
-                    name: {"p50_ms": round(statistics.median(times), 2),
-                           "p90_ms": round(statistics.quantiles(times, n=10)[-1], 2)}
-                    for name, times in measured.items()
-                })  # fmt: skip
+                rounds.append(
+                    {
+                        name: {
+                            "p50_ms": round(statistics.median(times), 2),
+                            "p90_ms": round(statistics.quantiles(times, n=10)[-1], 2),
+                        }
+                        for name, times in measured.items()
+                    }
+                )
                 print(json.dumps(rounds[-1]), flush=True)
         finally:
-            subprocess.run(["git", "worktree", "remove", "--force", str(before)], cwd=ROOT,
-                           capture_output=True)  # fmt: skip
+            subprocess.run(
+                ["git", "worktree", "remove", "--force", str(before)], cwd=ROOT, capture_output=True
+            )
     ratio = statistics.median(r["after"]["p50_ms"] / r["before"]["p50_ms"] for r in rounds)
     result = {
         "before": args.before,

@@ -78,9 +78,14 @@ class PipelineAssembly:
         stream = {"pipeline": pipeline_id, "source": str(reference.source_id)}
         settings = self._settings
         context = BuildContext(
-            self._models, metrics, stream, settings.sink_dir, events, settings,
+            self._models,
+            metrics,
+            stream,
+            settings.sink_dir,
+            events,
+            settings,
             self._library.stored,
-        )  # fmt: skip
+        )
         return await compile_config(config, spec, context, egress=self.egress)
 
 

@@ -25,8 +25,10 @@ class DecodeSettings(BaseSettings):
 
     def opening_fields(self) -> dict[str, Any]:
         """What ``sources.kinds.Opening`` takes of these."""
-        return {"hwaccel": None if self.hwaccel == "none" else self.hwaccel,
-                "decoder_threads": self.threads}  # fmt: skip
+        return {
+            "hwaccel": None if self.hwaccel == "none" else self.hwaccel,
+            "decoder_threads": self.threads,
+        }
 
 
 class CameraSettings(BaseSettings):

@@ -64,9 +64,13 @@ def docstrings(model: type[BaseModel]) -> dict[str, str]:
             continue  # pydantic's own bases
         assert isinstance(body, ast.ClassDef)
         for node, after in zip(body.body, body.body[1:], strict=False):
-            if (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)
-                    and isinstance(after, ast.Expr) and isinstance(after.value, ast.Constant)
-                    and isinstance(after.value.value, str)):  # fmt: skip
+            if (
+                isinstance(node, ast.AnnAssign)
+                and isinstance(node.target, ast.Name)
+                and isinstance(after, ast.Expr)
+                and isinstance(after.value, ast.Constant)
+                and isinstance(after.value.value, str)
+            ):
                 found[node.target.id] = after.value.value
     return found
 

@@ -17,8 +17,12 @@ LINE = [[320, 0], [320, 480]]
 ZONE = [[0, 0], [640, 0], [640, 480], [0, 480]]
 
 FRAME_DEPENDENT = {
-    "op_ExtractFrameMetadata", "op_TimestampToISOFormat", "op_RandomNumber", "csv", "as_json",
-}  # fmt: skip
+    "op_ExtractFrameMetadata",
+    "op_TimestampToISOFormat",
+    "op_RandomNumber",
+    "csv",
+    "as_json",
+}
 """Outputs that differ between an HTTP image (frame 0, no fps) and a file's frame, or between
 any two runs: the CSV row's timestamp (when it was made), a result as JSON text (its
 ``inference_id``)."""
@@ -160,63 +164,157 @@ def _more_steps(image: str) -> list[dict[str, Any]]:
     det, seg = "$steps.det2.predictions", "$steps.seg2.predictions"
     region = {"x_center": 0.5, "y_center": 0.5, "width": 0.5, "height": 0.5}
     return [
-        _step("absolute_static_crop@v1", "abs_crop", images=image,
-              x_center=200, y_center=150, width=120, height=100),
-        {"type": "AbsoluteStaticCrop", "name": "abs_crop_old", "images": image,
-         "x_center": 200, "y_center": 150, "width": 120, "height": 100},
+        _step(
+            "absolute_static_crop@v1",
+            "abs_crop",
+            images=image,
+            x_center=200,
+            y_center=150,
+            width=120,
+            height=100,
+        ),
+        {
+            "type": "AbsoluteStaticCrop",
+            "name": "abs_crop_old",
+            "images": image,
+            "x_center": 200,
+            "y_center": 150,
+            "width": 120,
+            "height": 100,
+        },
         _step("relative_static_crop@v1", "rel_crop", images=image, **region),
         {"type": "RelativeStaticCrop", "name": "rel_crop_old", "images": image, **region},
         _step("dynamic_crop@v1", "crop", images=image, predictions=det),
         {"type": "Crop", "name": "crop_old", "image": image, "detections": det},
         {"type": "DynamicCrop", "name": "crop_old2", "images": image, "predictions": det},
-        _step("roboflow_classification_model@v2", "crop_cls", images="$steps.crop.crops",
-              model_id="tiny-cls"),
-        _step("roboflow_object_detection_model@v2", "crop_det", images="$steps.crop.crops",
-              model_id=DEFAULT_MODEL_ID),
-        _step("detections_classes_replacement@v1", "renamed", object_detection_predictions=det,
-              classification_predictions="$steps.crop_cls.predictions"),
-        {"type": "DetectionsClassesReplacement", "name": "renamed_old",
-         "object_detection_predictions": det,
-         "classification_predictions": "$steps.crop_cls.predictions"},
+        _step(
+            "roboflow_classification_model@v2",
+            "crop_cls",
+            images="$steps.crop.crops",
+            model_id="tiny-cls",
+        ),
+        _step(
+            "roboflow_object_detection_model@v2",
+            "crop_det",
+            images="$steps.crop.crops",
+            model_id=DEFAULT_MODEL_ID,
+        ),
+        _step(
+            "detections_classes_replacement@v1",
+            "renamed",
+            object_detection_predictions=det,
+            classification_predictions="$steps.crop_cls.predictions",
+        ),
+        {
+            "type": "DetectionsClassesReplacement",
+            "name": "renamed_old",
+            "object_detection_predictions": det,
+            "classification_predictions": "$steps.crop_cls.predictions",
+        },
         _step("dimension_collapse@v1", "collapsed", data="$steps.crop_cls.predictions"),
-        {"type": "DimensionCollapse", "name": "collapsed_old",
-         "data": "$steps.crop_cls.predictions"},
+        {
+            "type": "DimensionCollapse",
+            "name": "collapsed_old",
+            "data": "$steps.crop_cls.predictions",
+        },
         _step("dimension_collapse@v1", "crop_dets", data="$steps.crop_det.predictions"),
-        _step("detections_list_rollup@v1", "rolled", parent_detection=det,
-              child_detections="$steps.crop_dets.output"),
-        {"type": "DetectionsListRollUp", "name": "rolled_old", "parent_detection": det,
-         "child_detections": "$steps.crop_dets.output"},
+        _step(
+            "detections_list_rollup@v1",
+            "rolled",
+            parent_detection=det,
+            child_detections="$steps.crop_dets.output",
+        ),
+        {
+            "type": "DetectionsListRollUp",
+            "name": "rolled_old",
+            "parent_detection": det,
+            "child_detections": "$steps.crop_dets.output",
+        },
         _step("detection_offset@v1", "offset", predictions=det, offset_width=10, offset_height=10),
-        {"type": "DetectionOffset", "name": "offset_old", "predictions": det,
-         "offset_width": 10, "offset_height": 10},
-        _step("detections_consensus@v1", "consensus",
-              predictions_batches=["$steps.det1.predictions", det], required_votes=1),
-        {"type": "DetectionsConsensus", "name": "consensus_old",
-         "predictions_batches": ["$steps.det1.predictions", det], "required_votes": 1},
-        _step("detections_transformation@v1", "rightmost", predictions=det,
-              operations=[_op("SortDetections", mode="center_x", ascending=False),
-                          _op("DetectionsSelection", mode="first")]),
-        {"type": "DetectionsTransformation", "name": "rightmost_old", "predictions": det,
-         "operations": [_op("DetectionsSelection", mode="first")]},
+        {
+            "type": "DetectionOffset",
+            "name": "offset_old",
+            "predictions": det,
+            "offset_width": 10,
+            "offset_height": 10,
+        },
+        _step(
+            "detections_consensus@v1",
+            "consensus",
+            predictions_batches=["$steps.det1.predictions", det],
+            required_votes=1,
+        ),
+        {
+            "type": "DetectionsConsensus",
+            "name": "consensus_old",
+            "predictions_batches": ["$steps.det1.predictions", det],
+            "required_votes": 1,
+        },
+        _step(
+            "detections_transformation@v1",
+            "rightmost",
+            predictions=det,
+            operations=[
+                _op("SortDetections", mode="center_x", ascending=False),
+                _op("DetectionsSelection", mode="first"),
+            ],
+        ),
+        {
+            "type": "DetectionsTransformation",
+            "name": "rightmost_old",
+            "predictions": det,
+            "operations": [_op("DetectionsSelection", mode="first")],
+        },
         _step("dynamic_zone@v1", "dyn_zone", predictions=seg, required_number_of_vertices=4),
-        {"type": "DynamicZone", "name": "dyn_zone_old", "predictions": seg,
-         "required_number_of_vertices": 4},
-        _step("expression@v1", "said", data={"top": "$steps.cls2.predictions"},
-              data_operations={"top": [_op("ClassificationPropertyExtract",
-                                           property_name="top_class")]},
-              switch={"type": "CasesDefinition", "cases": [], "default": {
-                  "type": "DynamicCaseResult", "parameter_name": "top",
-                  "operations": [_op("StringToUpperCase")]}}),
-        {"type": "Expression", "name": "said_old", "data": {"n": "$steps.line2.count_in"},
-         "switch": {"type": "CasesDefinition", "cases": [],
-                    "default": {"type": "StaticCaseResult", "value": "counted"}}},
+        {
+            "type": "DynamicZone",
+            "name": "dyn_zone_old",
+            "predictions": seg,
+            "required_number_of_vertices": 4,
+        },
+        _step(
+            "expression@v1",
+            "said",
+            data={"top": "$steps.cls2.predictions"},
+            data_operations={
+                "top": [_op("ClassificationPropertyExtract", property_name="top_class")]
+            },
+            switch={
+                "type": "CasesDefinition",
+                "cases": [],
+                "default": {
+                    "type": "DynamicCaseResult",
+                    "parameter_name": "top",
+                    "operations": [_op("StringToUpperCase")],
+                },
+            },
+        ),
+        {
+            "type": "Expression",
+            "name": "said_old",
+            "data": {"n": "$steps.line2.count_in"},
+            "switch": {
+                "type": "CasesDefinition",
+                "cases": [],
+                "default": {"type": "StaticCaseResult", "value": "counted"},
+            },
+        },
         _step("first_non_empty_or_default@v1", "either", data=[det], default="none"),
         {"type": "FirstNonEmptyOrDefault", "name": "either_old", "data": [det], "default": 0},
-        _step("perspective_correction@v1", "warped", images=image, predictions=det,
-              perspective_polygons=[[[10, 10], [600, 20], [590, 400], [20, 410]]],
-              generate_transformed_image=True),
-        {"type": "PerspectiveCorrection", "name": "warped_old", "predictions": det,
-         "perspective_polygons": [[[10, 10], [600, 20], [590, 400], [20, 410]]]},
+        _step(
+            "perspective_correction@v1",
+            "warped",
+            images=image,
+            predictions=det,
+            perspective_polygons=[[[10, 10], [600, 20], [590, 400], [20, 410]]],
+            generate_transformed_image=True,
+        ),
+        {
+            "type": "PerspectiveCorrection",
+            "name": "warped_old",
+            "predictions": det,
+            "perspective_polygons": [[[10, 10], [600, 20], [590, 400], [20, 410]]],
+        },
         _step("background_subtraction@v1", "background", image=image),
         _step("camera_focus@v1", "focus1", image=image),
         _step("camera_focus@v2", "focus2", image=image, detections=det),
@@ -228,31 +326,72 @@ def _more_steps(image: str) -> list[dict[str, Any]]:
         _step("morphological_transformation@v2", "morph2", image=image),
         _step("motion_detection@v1", "motion", image=image),
         _step("sift@v1", "sift", image=image),
-        _step("sift_comparison@v1", "sift_same", descriptor_1="$steps.sift.descriptors",
-              descriptor_2="$steps.sift.descriptors"),
+        _step(
+            "sift_comparison@v1",
+            "sift_same",
+            descriptor_1="$steps.sift.descriptors",
+            descriptor_2="$steps.sift.descriptors",
+        ),
         _step("sift_comparison@v2", "sift_images", input_1=image, input_2="$steps.grey.image"),
         _step("image_slicer@v1", "slices1", image=image, slice_width=320, slice_height=320),
         _step("image_slicer@v2", "slices2", image=image, slice_width=320, slice_height=320),
-        _step("roboflow_object_detection_model@v2", "slice_det", images="$steps.slices2.slices",
-              model_id=DEFAULT_MODEL_ID),
-        _step("detections_stitch@v1", "stitched", reference_image=image,
-              predictions="$steps.slice_det.predictions", overlap_filtering_strategy="nms"),
-        _step("detections_combine@v1", "combined", prediction_one="$steps.det1.predictions",
-              prediction_two=det),
+        _step(
+            "roboflow_object_detection_model@v2",
+            "slice_det",
+            images="$steps.slices2.slices",
+            model_id=DEFAULT_MODEL_ID,
+        ),
+        _step(
+            "detections_stitch@v1",
+            "stitched",
+            reference_image=image,
+            predictions="$steps.slice_det.predictions",
+            overlap_filtering_strategy="nms",
+        ),
+        _step(
+            "detections_combine@v1",
+            "combined",
+            prediction_one="$steps.det1.predictions",
+            prediction_two=det,
+        ),
         _step("detections_merge@v1", "merged", predictions=det),
-        _step("csv_formatter@v1", "csv", columns_data={"count": "$steps.line2.count_in",
-                                                       "top": "$steps.cls2.predictions"},
-              columns_operations={"top": [_op("ClassificationPropertyExtract",
-                                              property_name="top_class")]}),
-        _step("property_definition@v1", "as_json", data="$steps.cls2.predictions",
-              operations=[_op("ConvertDictionaryToJSON")]),
-        _step("json_parser@v1", "parsed", raw_json="$steps.as_json.output",
-              expected_fields=["top", "confidence"]),
-        _step("model_comparison_visualization@v1", "compared", image=image,
-              predictions_a="$steps.det1.predictions", predictions_b=det),
-        *(_step(f"stitch_ocr_detections@v{v}", f"text{v}", predictions=det,
-                **({"reading_direction": "left_to_right"} if v == 1 else {})) for v in (1, 2)),
-    ]  # fmt: skip
+        _step(
+            "csv_formatter@v1",
+            "csv",
+            columns_data={"count": "$steps.line2.count_in", "top": "$steps.cls2.predictions"},
+            columns_operations={
+                "top": [_op("ClassificationPropertyExtract", property_name="top_class")]
+            },
+        ),
+        _step(
+            "property_definition@v1",
+            "as_json",
+            data="$steps.cls2.predictions",
+            operations=[_op("ConvertDictionaryToJSON")],
+        ),
+        _step(
+            "json_parser@v1",
+            "parsed",
+            raw_json="$steps.as_json.output",
+            expected_fields=["top", "confidence"],
+        ),
+        _step(
+            "model_comparison_visualization@v1",
+            "compared",
+            image=image,
+            predictions_a="$steps.det1.predictions",
+            predictions_b=det,
+        ),
+        *(
+            _step(
+                f"stitch_ocr_detections@v{v}",
+                f"text{v}",
+                predictions=det,
+                **({"reading_direction": "left_to_right"} if v == 1 else {}),
+            )
+            for v in (1, 2)
+        ),
+    ]
 
 
 def _aliases(steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -347,15 +486,29 @@ def every_block_workflow() -> dict[str, Any]:
     ]
     steps += _more_steps(image)
     steps += [
-        {"type": "ContinueIf", "name": "gate_old", "condition_statement": {
-            "type": "StatementGroup", "statements": [{"type": "UnaryStatement",
-            "operator": {"type": "Exists"}, "operand": {"type": "DynamicOperand",
-                                                         "operand_name": "n"}}]},
-         "evaluation_parameters": {"n": "$steps.line2.count_in"},
-         "next_steps": ["$steps.gated_old"]},
-        _step("property_definition@v1", "gated_old", data="$steps.people.predictions",
-              operations=[_op("SequenceLength")]),
-    ]  # fmt: skip
+        {
+            "type": "ContinueIf",
+            "name": "gate_old",
+            "condition_statement": {
+                "type": "StatementGroup",
+                "statements": [
+                    {
+                        "type": "UnaryStatement",
+                        "operator": {"type": "Exists"},
+                        "operand": {"type": "DynamicOperand", "operand_name": "n"},
+                    }
+                ],
+            },
+            "evaluation_parameters": {"n": "$steps.line2.count_in"},
+            "next_steps": ["$steps.gated_old"],
+        },
+        _step(
+            "property_definition@v1",
+            "gated_old",
+            data="$steps.people.predictions",
+            operations=[_op("SequenceLength")],
+        ),
+    ]
     steps += _aliases(steps)
     outputs = [
         {

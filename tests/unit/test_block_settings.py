@@ -31,13 +31,19 @@ def test_every_block_s_settings_name_its_fields_that_are_not_per_frame() -> None
 @pytest.mark.parametrize(
     ("per_frame", "attributes", "said"),
     [
-        ({"limit": FieldSpec(default=1, type="integer")}, {},
-         r"\['limit'\] in inputs are not per frame"),
+        (
+            {"limit": FieldSpec(default=1, type="integer")},
+            {},
+            r"\['limit'\] in inputs are not per frame",
+        ),
         ({}, {"threshold": None}, r"\['threshold'\] declare no field"),
-        ({"threshold": FieldSpec(takes=Takes.FRAME)}, {"threshold": FieldSpec()},
-         r"\['threshold'\] declared in inputs and on Settings"),
+        (
+            {"threshold": FieldSpec(takes=Takes.FRAME)},
+            {"threshold": FieldSpec()},
+            r"\['threshold'\] declared in inputs and on Settings",
+        ),
     ],
-)  # fmt: skip
+)
 def test_a_field_declared_twice_or_not_at_all_is_refused_when_the_block_is_defined(
     per_frame: dict[str, FieldSpec], attributes: dict[str, FieldSpec | None], said: str
 ) -> None:

@@ -301,8 +301,14 @@ def test_a_sessions_frame_facts_reach_blocks_typed_as_its_metadata_says():
     from streaming.workflows.blocks.base import FrameState
     from streaming.workflows.runner import FrameFacts
 
-    facts = FrameFacts("7", 31, datetime(2026, 11, 24, 10, 0, 2, tzinfo=UTC), fps=15,
-                       from_file=True, stream_restarts=2)  # fmt: skip
+    facts = FrameFacts(
+        "7",
+        31,
+        datetime(2026, 11, 24, 10, 0, 2, tzinfo=UTC),
+        fps=15,
+        from_file=True,
+        stream_restarts=2,
+    )
     video = {**facts.video_metadata(), "stream_started_at": "2026-11-24T10:00:00+00:00"}
     typed = FrameState(video=video, given=facts.typed()).facts
     assert typed == FrameState(video=video).facts
