@@ -18,7 +18,7 @@ from ..bounds import BoundExceeded
 from ..errors import WorkflowRunError
 from ..protocol.messages import WorkflowConfiguration
 from ..workflows import CompiledWorkflow
-from ..workflows.blocks.base import BuildContext
+from ..workflows.blocks.base import BuildContext, FrameState
 from ..workflows.runner import FrameFacts, FrameRun, compile_config, run_frame
 from .http import current_caller, current_principal
 from .state import ServerState
@@ -31,10 +31,16 @@ HTTP_STREAM = "http"
 
 @asynccontextmanager
 async def compiled(
-    state: ServerState, config: WorkflowConfiguration, specification: dict[str, Any]
+    state: ServerState,
+    config: WorkflowConfiguration,
+    specification: dict[str, Any],
+    *,
+    batched: frozenset[str] = frozenset(),
+    validating: bool = False,
 ) -> AsyncIterator[CompiledWorkflow]:
     """``specification`` compiled for one request (its URLs checked against the egress
-    policy first), closed when the request is done with it."""
+    policy first), closed when the request is done with it. ``batched`` and ``validating``:
+    as ``compile_workflow`` takes them."""
     context = BuildContext(
         state.models,
         sink_dir=state.settings.sink_dir,
@@ -43,7 +49,14 @@ async def compiled(
         caller=current_caller(),
         role=current_principal().role,
     )
-    workflow = await compile_config(config, specification, context, egress=state.egress)
+    workflow = await compile_config(
+        config,
+        specification,
+        context,
+        egress=state.egress,
+        batched=batched,
+        validating=validating,
+    )
     try:
         yield workflow
     finally:
@@ -51,15 +64,19 @@ async def compiled(
 
 
 async def run_images(
-    state: ServerState, workflow: CompiledWorkflow, images: Sequence[np.ndarray]
+    state: ServerState,
+    workflow: CompiledWorkflow,
+    images: Sequence[np.ndarray],
+    per_image: Sequence[dict[str, Any]] = (),
 ) -> list[tuple[FrameRun, FrameFacts]]:
     """Each image's run and the facts it ran with, in order; the first failure is a 500
-    naming the image."""
+    naming the image. ``per_image``: each image's own input values, where the run has any."""
     loop = asyncio.get_running_loop()
     runs: list[tuple[FrameRun, FrameFacts]] = []
     for number, image in enumerate(images):
         facts = FrameFacts(HTTP_STREAM, number, datetime.now(UTC))
-        run = await loop.run_in_executor(state.executor, run_frame, workflow, image, facts)
+        frame = FrameState(inputs=dict(per_image[number]) if per_image else {})
+        run = await loop.run_in_executor(state.executor, run_frame, workflow, image, facts, frame)
         if run.error is not None:
             where = f"image {number}: " if len(images) > 1 else ""
             # Over a bound the caller wrote (the frame's size made it so): theirs, a 400.

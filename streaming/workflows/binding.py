@@ -5,6 +5,7 @@ names the step, field, selector or block type."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import graphlib
 import re
@@ -12,23 +13,20 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
 from ..errors import WorkflowCompilationError
 from ..suggest import did_you_mean, shown
 from .blocks import BLOCKS, get_block
-from .blocks.base import Block, WorkflowImage
-from .blocks.fields import ANY, IMAGE, REQUIRED, SECRET, VIDEO_METADATA, FieldSpec, Takes
+from .blocks.base import Block
+from .blocks.fields import ANY, REQUIRED, SECRET, FieldSpec, Takes
 from .dimensions import CONSTANT, FRAME, Dim, StepDims, check_gate, step_dims
+from .inputs import InputResolver
 from .spec import (
-    IMAGE_INPUT_TYPES,
-    PARAMETER_INPUT_TYPES,
-    VIDEO_METADATA_INPUT_TYPES,
     Selector,
     StepSpec,
     WorkflowSpec,
     parse_selector,
 )
+from .values import Const, Entries, Ref, Source, Unset
 
 __all__ = [
     "DICT",
@@ -45,30 +43,6 @@ __all__ = [
 
 DICT = "dict"
 
-
-@dataclass(frozen=True)
-class Ref:
-    """A per-frame value: the frame image, video metadata, or a step output (``*`` = all)."""
-
-    step: str | None
-    name: str
-
-
-@dataclass(frozen=True)
-class Const:
-    value: Any
-
-
-@dataclass(frozen=True)
-class Entries:
-    """An object field whose entries are each resolved per frame (``Takes.ENTRIES``)."""
-
-    entries: dict[str, Ref | Const]
-    listed: bool = False
-    """A list field (``Takes.LIST``): the block gets the values in order."""
-
-
-Source = Ref | Const | Entries
 
 _STEP_NAME = re.compile(r"^\$steps\.([A-Za-z0-9_-]+)$")
 
@@ -111,6 +85,8 @@ class Bound:
     bindings: dict[str, Source]
     depends: set[str]
     gates: list[str]
+    unset: list[Unset] = dataclasses.field(default_factory=list)
+    """Inputs with no value that a field needs (only while validating: a run refuses them)."""
 
 
 class Compiler:
@@ -123,24 +99,23 @@ class Compiler:
         image_input_name: str,
         video_metadata_input_name: str,
         parameters: dict[str, Any],
+        *,
+        batched: frozenset[str] = frozenset(),
+        validating: bool = False,
     ) -> None:
-        self._inputs = {i.name: i for i in spec.inputs}
         self._steps = {s.name: s for s in spec.steps}
         self._given = {s.name: s.fields() for s in spec.steps}
         """Each step's fields as written, read once (bindings and selectors read them often)."""
         self._spec_order = [s.name for s in spec.steps]
-        self._image = image_input_name
-        self._video_metadata = video_metadata_input_name
-        self._parameters = parameters
-        image = self._inputs.get(image_input_name)
-        # A workflow that reads no image at all (only parameters) runs on each frame too.
-        reads_images = any(i.type in IMAGE_INPUT_TYPES for i in spec.inputs)
-        if (image is None and reads_images) or (
-            image is not None and image.type not in IMAGE_INPUT_TYPES
-        ):
-            raise WorkflowCompilationError(
-                f"workflow has no image input named '{image_input_name}' (image_input_name)"
-            )
+        self._inputs = InputResolver(
+            spec,
+            image_input_name,
+            video_metadata_input_name,
+            parameters,
+            batched=batched,
+            validating=validating,
+        )
+        self.validating = validating
         for step in spec.steps:
             if get_block(step.type) is None:
                 # The fix first and short: the SDK and the page show a prefix of it.
@@ -203,7 +178,20 @@ class Compiler:
             raise WorkflowCompilationError(
                 f"{at.where} takes a literal or a parameter, not '{selector.raw}'"
             )
+        if isinstance(source.value, Unset):
+            self._unset(at, source.value)  # the field's own default, where it has one
+            return
         at.bound.config[at.name] = settled(at.field, at.step, at.name, source.value)
+
+    def _unset(self, at: _Field, value: Unset) -> None:
+        """A field fed an input that has no value: its own default stands (the reference
+        passes None, which its blocks read as "not given"); a field that needs a value fails
+        the run naming the input, and only a validation goes on without it."""
+        if at.field.default is not REQUIRED:
+            return
+        if not self.validating:
+            raise value.error(at.where)
+        at.bound.unset.append(value)
 
     def _bind_frame(self, at: _Field, value: Any) -> None:
         """Per-frame data through a selector (or, where the field admits one, a literal or a
@@ -221,6 +209,9 @@ class Compiler:
         source, kind = self.resolve(selector, at.where)
         if kind == SECRET and not field.takes_secret():
             raise _leak(at.where, selector.raw)
+        if isinstance(source, Const) and isinstance(source.value, Unset):
+            self._unset(at, source.value)  # an optional input left unbound
+            return
         if isinstance(source, Const):
             if field.takes is Takes.FRAME and ANY not in field.kinds and kind not in field.kinds:
                 raise WorkflowCompilationError(f"{at.where} needs per-frame data, not a parameter")
@@ -270,6 +261,8 @@ class Compiler:
             if kind == SECRET and not field.takes_secret(str(key)):
                 raise _leak(f"{where} entry '{key}'", selector.raw)
             assert not isinstance(source, Entries)
+            if isinstance(source, Const) and isinstance(source.value, Unset):
+                source = Const(None)  # the reference's None for an input not given
             if selector.step is not None:
                 if selector.step == step:
                     raise WorkflowCompilationError(f"{where} entry '{key}' refers to its own step")
@@ -293,13 +286,13 @@ class Compiler:
                 raise WorkflowCompilationError(
                     f"{where} entry '{key}' takes a literal or a parameter, not '{selector.raw}'"
                 )
-            resolved[key] = source.value
+            resolved[key] = None if isinstance(source.value, Unset) else source.value
         return resolved
 
     def resolve(self, selector: Selector, where: str) -> tuple[Source, str]:
         """The value source and its kind; raises naming ``where`` on a dangling selector."""
         if selector.step is None:
-            return self._resolve_input(selector, where)
+            return self._inputs.resolve(selector.name, selector.raw, where)
         step = self._steps.get(selector.step)
         if step is None:
             raise WorkflowCompilationError(
@@ -316,40 +309,6 @@ class Compiler:
                 f"(outputs: {', '.join(outputs)})"
             )
         return Ref(selector.step, selector.name), outputs[selector.name]
-
-    def _resolve_input(self, selector: Selector, where: str) -> tuple[Source, str]:
-        spec_input = self._inputs.get(selector.name)
-        if spec_input is None:
-            raise WorkflowCompilationError(
-                f"{where}: selector '{selector.raw}' names no workflow input"
-            )
-        if spec_input.type in IMAGE_INPUT_TYPES:
-            if selector.name == self._image:
-                return Ref(None, selector.name), IMAGE
-            still = self._parameters.get(selector.name)
-            if isinstance(still, np.ndarray) and still.ndim in (2, 3) and still.dtype == np.uint8:
-                # A second image (a template to find): one still image for every frame.
-                pixels = still if still.ndim == 3 else np.repeat(still[:, :, None], 3, axis=2)
-                return Const(WorkflowImage(pixels, selector.name)), IMAGE
-            raise WorkflowCompilationError(
-                f"{where}: image input '{selector.name}' is never fed; frames go to "
-                f"'{self._image}', and a second image is given as one still image in the "
-                "request's inputs (or workflows_parameters)"
-            )
-        if spec_input.type in VIDEO_METADATA_INPUT_TYPES:
-            return Ref(None, self._video_metadata), VIDEO_METADATA
-        if spec_input.type in PARAMETER_INPUT_TYPES:
-            if selector.name in self._parameters:
-                return Const(self._parameters[selector.name]), ANY
-            if "default_value" in spec_input.model_fields_set:
-                return Const(spec_input.default_value), ANY
-            raise WorkflowCompilationError(
-                f"{where}: parameter '{selector.name}' has no default_value and is not "
-                "given in workflows_parameters"
-            )
-        raise WorkflowCompilationError(
-            f"{where}: input '{selector.name}' has unsupported type '{spec_input.type}'"
-        )
 
     def order(self, depends: dict[str, set[str]]) -> list[str]:
         """Each step after the steps it reads; steps that are ready together keep the

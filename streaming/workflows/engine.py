@@ -169,6 +169,8 @@ class CompiledWorkflow:
         root = WorkflowImage(image, self._image_input)
         state.values[(None, self._image_input)] = root
         state.values[(None, self._video_metadata_input)] = video_metadata
+        for name, value in frame.inputs.items():
+            state.values[(None, name)] = value
         for block in self._observers:
             block.observe(root.numpy, frame)
         for planned in self._steps:
@@ -341,11 +343,23 @@ def compile_workflow(
     image_input_name: str = "image",
     video_metadata_input_name: str = "video_metadata",
     parameters: dict[str, Any] | None = None,
+    batched: frozenset[str] = frozenset(),
+    validating: bool = False,
 ) -> CompiledWorkflow:
-    """Blocking (it loads models): call it off the event loop."""
+    """Blocking (it loads models): call it off the event loop. ``batched``: the inputs given
+    one value per image (an HTTP run's lists, in ``FrameState.inputs``); ``validating``: the
+    definition is checked without its inputs' values (``inputs.py``), and a step that needs
+    one of them is checked but not built, so the result is never run."""
     spec = inlined(spec, context.workflows, budget_of(context))
     check_roles(spec, context.role)  # before anything is built
-    compiler = Compiler(spec, image_input_name, video_metadata_input_name, parameters or {})
+    compiler = Compiler(
+        spec,
+        image_input_name,
+        video_metadata_input_name,
+        parameters or {},
+        batched=batched,
+        validating=validating,
+    )
     bound = {step.name: compiler.bind(step) for step in spec.steps}
     for name, step in bound.items():  # a gated step runs after the step that gates it
         for gated in step.gates:
@@ -362,6 +376,8 @@ def compile_workflow(
     try:
         for name in order:
             step = bound[name]
+            if step.unset:
+                continue  # validating: it needs a value the definition leaves to the run
             block = step.block_cls(name, step.block_cls.settings(step.config), context)
             names = list(step.block_cls.outputs_of(compiler.given(name)))
             shaped_by = _shape(step.bindings, dims[name], dims)

@@ -30,7 +30,7 @@ from ..request_images import ImageLimits, load_stills
 from .blocks.base import BuildContext, FrameState, VideoFacts
 from .engine import CompiledWorkflow, check_roles, compile_workflow, workflow_urls
 from .inner import budget_of, inlined
-from .spec import IMAGE_INPUT_TYPES, WorkflowSpec, parse_spec
+from .spec import WorkflowSpec, parse_spec
 
 __all__ = [
     "FrameFacts",
@@ -49,6 +49,8 @@ async def compile_config(
     context: BuildContext,
     *,
     egress: EgressPolicy,
+    batched: frozenset[str] = frozenset(),
+    validating: bool = False,
 ) -> CompiledWorkflow:
     """``specification`` (already resolved from ``config``: inline or the library's),
     compiled with ``config``'s input names and parameters; raises the compiler's 400s.
@@ -64,7 +66,7 @@ async def compile_config(
     stills = [
         i.name
         for i in spec.inputs
-        if i.type in IMAGE_INPUT_TYPES and i.name != config.image_input_name
+        if i.is_image and i.name != config.image_input_name and i.name not in batched
     ]
     parameters = config.workflows_parameters
     if stills and parameters:
@@ -77,6 +79,8 @@ async def compile_config(
         image_input_name=config.image_input_name,
         video_metadata_input_name=config.video_metadata_input_name,
         parameters=parameters,
+        batched=batched,
+        validating=validating,
     )
 
 

@@ -11,6 +11,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from ..errors import WorkflowCompilationError
 
 __all__ = [
+    "BATCH_INPUT_TYPES",
+    "IMAGE_INPUT_TYPES",
     "InputSpec",
     "OutputSpec",
     "Selector",
@@ -30,12 +32,32 @@ _STEP_SELECTOR = re.compile(r"^\$steps\.([A-Za-z0-9_-]+)\.([A-Za-z0-9_-]+|\*)$")
 
 
 class InputSpec(BaseModel):
-    """A workflow input (an image, video metadata or a parameter)."""
+    """A workflow input (an image, video metadata, a parameter or a batch of values)."""
 
     model_config = ConfigDict(extra="ignore")
     type: str
     name: str = Field(min_length=1)
     default_value: Any = None
+    kind: list[Any] = Field(default_factory=list)
+    """The kinds it declares: names, or the reference's ``{"name": ...}`` objects."""
+    dimensionality: int = Field(default=1, ge=1, le=4)
+    """A ``WorkflowBatchInput``'s nesting: 1, one value per image (or frame)."""
+
+    def kind_names(self) -> list[str]:
+        names = [k.get("name") if isinstance(k, dict) else k for k in self.kind]
+        return [n.removeprefix("Batch[").removesuffix("]") for n in names if isinstance(n, str)]
+
+    @property
+    def is_image(self) -> bool:
+        """An image input: ``WorkflowImage``, or a batch input of the image kind."""
+        if self.type in IMAGE_INPUT_TYPES:
+            return True
+        return self.type in BATCH_INPUT_TYPES and "image" in self.kind_names()
+
+    @property
+    def is_batch(self) -> bool:
+        """Fed one value per image or frame (the reference's batch-oriented inputs)."""
+        return self.type in BATCH_INPUT_TYPES and not self.is_image
 
 
 class StepSpec(BaseModel):

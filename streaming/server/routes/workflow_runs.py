@@ -21,13 +21,11 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
 from fastapi import APIRouter, Depends
 from pydantic import BaseModel, ConfigDict, TypeAdapter
 
 from ...errors import InvalidRequest, NotFound, WorkflowRunError
 from ...protocol.messages import WorkflowConfiguration
-from ...request_images import load_images
 from ...workflows.blocks.fields import (
     ANY,
     CLASSIFICATION,
@@ -39,10 +37,11 @@ from ...workflows.blocks.fields import (
 )
 from ...workflows.library import WorkflowNotFound
 from ...workflows.serialization import SerializationError, serialize_value
-from ...workflows.spec import IMAGE_INPUT_TYPES, VIDEO_METADATA_INPUT_TYPES
+from ...workflows.spec import VIDEO_METADATA_INPUT_TYPES, parse_spec
 from ..docs import ERROR_RESPONSES, json_body
 from ..http import authenticated_body
 from ..image_runs import compiled, run_images
+from ..run_inputs import frames_input, run_inputs
 from ..state import ServerState, get_state
 from .infer import image_limits
 
@@ -74,46 +73,20 @@ _RUN_REQUEST = Depends(_run_request)
 _SMALL_BODY = authenticated_body(lambda settings: settings.max_request_bytes)
 
 
-_NO_IMAGE = np.zeros((1, 1, 3), np.uint8)
-"""The frame of a workflow that declares no image input: it runs once, reading none."""
-
-
-def _image_input(specification: dict[str, Any]) -> str | None:
-    declared = specification.get("inputs")
-    names = [
-        str(i.get("name"))
-        for i in (declared if isinstance(declared, list) else [])
-        if isinstance(i, dict) and i.get("type") in IMAGE_INPUT_TYPES
-    ]
-    if not names:
-        return None
-    # Several: the images run over go to 'image' (else the first declared); each other one
-    # is a still image for every run (a template to find).
-    return "image" if "image" in names else names[0]
-
-
 async def _run(
     state: ServerState, body: WorkflowRunRequest, specification: dict[str, Any]
 ) -> dict[str, Any]:
-    image_input = _image_input(specification)
-    if image_input is None:
-        images = [_NO_IMAGE]
-    elif image_input not in body.inputs:
-        raise InvalidRequest(f"inputs: the workflow's image input '{image_input}' is missing")
-    else:
-        images = await load_images(
-            body.inputs[image_input], f"inputs.{image_input}", image_limits(state), state.egress
-        )
-    parameters = {k: v for k, v in body.inputs.items() if k != image_input}
+    declared = parse_spec(specification).inputs
+    given = await run_inputs(declared, body.inputs, image_limits(state), state.egress)
     config = WorkflowConfiguration(
-        image_input_name=image_input or "image",
-        workflows_parameters=parameters,
+        image_input_name=frames_input(declared) or "image",
+        workflows_parameters=given.parameters,
         disable_sinks=body.disable_sinks,
     )
     excluded = set(body.excluded_fields or ())
     quality = state.settings.jpeg_quality
-    async with compiled(state, config, specification) as workflow:
-        runs = await run_images(state, workflow, images)
+    async with compiled(state, config, specification, batched=given.batched) as workflow:
+        runs = await run_images(state, workflow, given.images, given.per_image)
     outputs: list[dict[str, Any]] = []
     for run, facts in runs:
         metadata = facts.video_metadata()
@@ -171,17 +144,13 @@ class DescribeInterfaceRequest(BaseModel):
 
 def _input_kinds(specification: dict[str, Any]) -> dict[str, list[str]]:
     kinds: dict[str, list[str]] = {}
-    for declared in specification.get("inputs") or []:
-        if not isinstance(declared, dict) or not isinstance(declared.get("name"), str):
-            continue
-        kind = declared.get("type")
-        if kind in IMAGE_INPUT_TYPES:
-            kinds[declared["name"]] = [IMAGE]
-        elif kind in VIDEO_METADATA_INPUT_TYPES:
-            kinds[declared["name"]] = [VIDEO_METADATA]
-        else:  # a parameter: the kinds it declares, else anything
-            named = declared.get("kind")
-            kinds[declared["name"]] = [str(k) for k in named] if isinstance(named, list) else [ANY]
+    for declared in parse_spec(specification).inputs:
+        if declared.is_image:
+            kinds[declared.name] = [IMAGE]
+        elif declared.type in VIDEO_METADATA_INPUT_TYPES:
+            kinds[declared.name] = [VIDEO_METADATA]
+        else:  # a parameter or a batch: the kinds it declares, else anything
+            kinds[declared.name] = declared.kind_names() or [ANY]
     return kinds
 
 
@@ -192,9 +161,16 @@ async def validate(
 ) -> dict:
     """Compiles a workflow without running it: 200, or 400 naming the first mistake."""
     specification = _SPECIFICATION.validate_json(raw)  # a ValidationError is the app's 422
-    async with compiled(state, WorkflowConfiguration(), specification):
-        pass  # compiled (its models found and loaded), then closed
+    async with compiled(state, _checked(specification), specification, validating=True):
+        pass  # compiled (the models of its steps that have their values loaded), then closed
     return {"status": "ok"}
+
+
+def _checked(specification: dict[str, Any]) -> WorkflowConfiguration:
+    """How a definition is checked without a run: its frames' input as a run would name it,
+    and no values (each input left to the run, as the reference validates)."""
+    frames = frames_input(parse_spec(specification).inputs)
+    return WorkflowConfiguration(image_input_name=frames or "image")
 
 
 @router.post("/workflows/describe_interface", openapi_extra=json_body(DescribeInterfaceRequest))
@@ -203,7 +179,7 @@ async def describe_interface(
 ) -> dict:
     """A workflow's inputs and outputs, with their kinds."""
     specification = DescribeInterfaceRequest.model_validate_json(raw).specification
-    async with compiled(state, WorkflowConfiguration(), specification) as workflow:
+    async with compiled(state, _checked(specification), specification, validating=True) as workflow:
         outputs = {name: [kind] for name, kind in workflow.output_kinds.items()}
     inputs = _input_kinds(specification)
     used = sorted({k for kinds in [*inputs.values(), *outputs.values()] for k in kinds})

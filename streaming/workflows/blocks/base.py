@@ -203,6 +203,9 @@ class FrameState:
     the steps that hold give their last outputs again (``Block.holds_when_still``)."""
     held_steps: int = 0
     """How many steps gave their last outputs again on this frame."""
+    inputs: dict[str, Any] = field(default_factory=dict)
+    """This frame's own values of the inputs given one per image (an HTTP run's lists:
+    ``WorkflowBatchInput``s and image inputs beside the frames')."""
     _facts: tuple[int, VideoFacts] | None = field(default=None, init=False, repr=False)
 
     @property
