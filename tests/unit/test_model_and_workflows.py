@@ -137,7 +137,7 @@ def test_parameters_fill_from_defaults_and_workflow_parameters(registry):
     spec["steps"][0]["model_id"] = "$inputs.model"
     # A run without the value says which input it lacks and who needs it (the reference's
     # words); the definition alone is valid.
-    missing = "runtime parameter `model` .*not provided \\(step 'model' field 'model_id'"
+    missing = "runtime parameter `model` .*not provided \\(step 'det' field 'model_id'"
     with pytest.raises(WorkflowCompilationError, match=missing):
         _compile(registry, spec)
     assert _compile(registry, spec, validating=True)
