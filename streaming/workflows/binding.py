@@ -17,7 +17,7 @@ from ..errors import WorkflowCompilationError
 from ..suggest import did_you_mean, shown
 from .blocks import BLOCKS, get_block
 from .blocks.base import Block
-from .blocks.fields import ANY, REQUIRED, SECRET, FieldSpec, Takes
+from .blocks.fields import ANY, DETECTION_KINDS, DETECTIONS, REQUIRED, SECRET, FieldSpec, Takes
 from .dimensions import CONSTANT, FRAME, Dim, StepDims, check_gate, step_dims
 from .inputs import InputResolver
 from .spec import (
@@ -116,6 +116,7 @@ class Compiler:
             validating=validating,
         )
         self.validating = validating
+        self._handing: set[str] = set()
         for step in spec.steps:
             if get_block(step.type) is None:
                 # The fix first and short: the SDK and the page show a prefix of it.
@@ -308,7 +309,23 @@ class Compiler:
                 f"{where}: step '{selector.step}' has no output '{selector.name}' "
                 f"(outputs: {', '.join(outputs)})"
             )
-        return Ref(selector.step, selector.name), outputs[selector.name]
+        kind = outputs[selector.name]
+        if block_cls.passes_kind is not None and kind == DETECTIONS:
+            kind = self._handed_on(selector.step, block_cls.passes_kind, kind)
+        return Ref(selector.step, selector.name), kind
+
+    def _handed_on(self, step: str, field: str, declared: str) -> str:
+        """The detections kind a step's input ``field`` is fed (what its output hands on),
+        else the kind its output declares."""
+        fed = parse_selector(self._given[step].get(field))
+        if fed is None or fed.step is None or step in self._handing:
+            return declared
+        self._handing.add(step)  # a cycle (refused later, by order) ends here
+        try:
+            _, kind = self.resolve(fed, f"step '{step}' field '{field}'")
+        finally:
+            self._handing.discard(step)
+        return kind if kind in DETECTION_KINDS else declared
 
     def order(self, depends: dict[str, set[str]]) -> list[str]:
         """Each step after the steps it reads; steps that are ready together keep the

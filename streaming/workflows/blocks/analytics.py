@@ -97,6 +97,7 @@ class LineCounterBlock(Block):
     never counted: supervision would count all of them as one object (its issue 2578)."""
 
     type_ids = ("roboflow_core/line_counter@v2",)
+    passes_kind = "detections"
     inputs = {
         "detections": FieldSpec(DETECTION_KINDS, takes=Takes.FRAME),
         "image": FieldSpec((IMAGE,), default=None, takes=Takes.FRAME),  # v2
@@ -158,6 +159,7 @@ class LineCounterV1Block(LineCounterBlock):
     """v1: the same counting; a box's center crosses unless told otherwise."""
 
     type_ids = ("roboflow_core/line_counter@v1",)
+    passes_kind = "detections"
     inputs = {**LineCounterBlock.inputs}
     Settings: ClassVar[type[BlockSettings]] = LineCounterV1Settings
 
@@ -179,6 +181,7 @@ class TimeInZoneBlock(Block):
         "roboflow_core/time_in_zone@v2",
         "roboflow_core/time_in_zone@v3",
     )
+    passes_kind = "detections"
     inputs = {
         "detections": FieldSpec(DETECTION_KINDS, takes=Takes.FRAME),
         "image": FieldSpec((IMAGE,), default=None, takes=Takes.FRAME),

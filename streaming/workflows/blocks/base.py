@@ -287,6 +287,10 @@ class Block(ABC):
     before the stream starts (``workflow_urls``)."""
     outputs: ClassVar[dict[str, str]]
     """Output name -> kind."""
+    passes_kind: ClassVar[str | None] = None
+    """The input field whose kind its detections outputs hand on (a filter given instance
+    segmentation gives instance segmentation), as the reference's union-kinded outputs
+    are matched to what the next step takes; None: its outputs are the kind they say."""
     output_dimension: ClassVar[int] = 0
     """+1: the step makes several elements of each one it runs on (a crop per detection):
     ``run`` gives, for each output, a list, and the outputs live one dimension deeper. -1:

@@ -42,6 +42,7 @@ class DetectionsFilterBlock(Block):
     one ``DetectionsFilter``, whose statement each detection must hold)."""
 
     type_ids = ("roboflow_core/detections_filter@v1", "DetectionsFilter")
+    passes_kind = "predictions"
     inputs = {"predictions": FieldSpec(DETECTION_KINDS, takes=Takes.FRAME)}
     Settings: ClassVar[type[BlockSettings]] = DetectionsFilterSettings
     outputs = {"predictions": DETECTIONS}
@@ -74,6 +75,7 @@ class DetectionsTransformationBlock(DetectionsFilterBlock):
     when its operations do more than filter."""
 
     type_ids = ("roboflow_core/detections_transformation@v1", "DetectionsTransformation")
+    passes_kind = "predictions"
 
 
 @dataclass(frozen=True, kw_only=True)

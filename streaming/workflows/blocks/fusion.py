@@ -101,6 +101,7 @@ class DetectionsClassesReplacementBlock(Block):
     set. The detections get new ids, as the reference's do."""
 
     type_ids = ("roboflow_core/detections_classes_replacement@v1", "DetectionsClassesReplacement")
+    passes_kind = "object_detection_predictions"
     inputs = {
         "object_detection_predictions": FieldSpec(DETECTION_KINDS, takes=Takes.FRAME),
         "classification_predictions": FieldSpec(

@@ -35,6 +35,7 @@ class DetectionOffsetBlock(Block):
     ids; each one's ``parent_id`` is the id of the detection it grew from."""
 
     type_ids = ("roboflow_core/detection_offset@v1", "DetectionOffset")
+    passes_kind = "predictions"
     inputs = {"predictions": FieldSpec(DETECTION_KINDS, takes=Takes.FRAME)}
     Settings: ClassVar[type[BlockSettings]] = DetectionOffsetSettings
     outputs = {"predictions": DETECTIONS}

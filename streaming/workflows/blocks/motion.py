@@ -44,6 +44,7 @@ class VelocityBlock(Block):
     moving average with ``smoothing_alpha``."""
 
     type_ids = ("roboflow_core/velocity@v1",)
+    passes_kind = "detections"
     inputs = {**_TRACKED_FIELDS}
     Settings: ClassVar[type[BlockSettings]] = VelocitySettings
     outputs = {"velocity_detections": DETECTIONS}
@@ -102,6 +103,7 @@ class StabilizeDetectionsBlock(Block):
     but has no counterpart there."""
 
     type_ids = ("roboflow_core/stabilize_detections@v1",)
+    passes_kind = "detections"
     inputs = {**_TRACKED_FIELDS}
     Settings: ClassVar[type[BlockSettings]] = StabilizeDetectionsSettings
     outputs = {"tracked_detections": DETECTIONS}
@@ -139,6 +141,7 @@ class PathDeviationBlock(Block):
         "roboflow_core/path_deviation_analytics@v1",
         "roboflow_core/path_deviation_analytics@v2",
     )
+    passes_kind = "detections"
     inputs = {**_TRACKED_FIELDS}
     Settings: ClassVar[type[BlockSettings]] = PathDeviationSettings
     outputs = {"path_deviation_detections": DETECTIONS}

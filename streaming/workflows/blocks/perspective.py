@@ -143,6 +143,7 @@ class PerspectiveCorrectionBlock(Block):
         "roboflow_core/perspective_correction@v1",
         "PerspectiveCorrection",
     )
+    passes_kind = "predictions"
     inputs = {
         "images": FieldSpec((IMAGE,), default=None, takes=Takes.FRAME),
         "image": FieldSpec((IMAGE,), default=None, takes=Takes.FRAME),  # the alias

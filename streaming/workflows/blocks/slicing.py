@@ -132,6 +132,7 @@ class DetectionsStitchBlock(Block):
     and merged into one set: overlaps suppressed (``nms``), merged (``nmm``) or kept."""
 
     type_ids: ClassVar[tuple[str, ...]] = ("roboflow_core/detections_stitch@v1",)
+    passes_kind = "predictions"
     inputs = {
         "reference_image": FieldSpec((IMAGE,), takes=Takes.FRAME),
         "predictions": FieldSpec((DETECTIONS, SEGMENTATION), takes=Takes.FRAME),

@@ -57,6 +57,7 @@ class ByteTrackerBlock(Block):
         "roboflow_core/byte_tracker@v2",
         "roboflow_core/byte_tracker@v3",
     )
+    passes_kind = "detections"
     inputs = {
         "detections": FieldSpec(DETECTION_KINDS, takes=Takes.FRAME),
         "image": FieldSpec((IMAGE,), default=None, takes=Takes.FRAME),  # v2, v3
