@@ -393,6 +393,10 @@ def source_dims(source: Source, steps: dict[str, StepDims]) -> list[Dim]:
 def plan_dims(order: list[str], bound: dict[str, Bound]) -> dict[str, StepDims]:
     """Each step's level and lineage, in order; flow control checked against what it gates.
     Raises ``WorkflowCompilationError`` naming the step whose inputs do not fit."""
+    gates_of: dict[str, list[str]] = {name: [] for name in order}
+    for name in order:
+        for gated in bound[name].gates:
+            gates_of[gated].append(name)
     dims: dict[str, StepDims] = {}
     for name in order:
         step = bound[name]
@@ -404,6 +408,7 @@ def plan_dims(order: list[str], bound: dict[str, Bound]) -> dict[str, StepDims]:
             output_offset=block.output_dimension,
             input_offsets=block.input_offsets,
             reference=block.dimension_reference,
+            gates=[dims[gate].lineage for gate in gates_of[name]],
         )
     for name in order:
         for gated in bound[name].gates:

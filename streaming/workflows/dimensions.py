@@ -58,13 +58,14 @@ def step_dims(
     output_offset: int = 0,
     input_offsets: dict[str, int] | None = None,
     reference: str | None = None,
+    gates: list[tuple[str, ...]] | None = None,
 ) -> StepDims:
     """The level a step runs at, from the places of its fields' per-frame values (an
     object field's entries are several values). ``output_offset``: +1 for a step that raises
     the dimension, -1 for one that collapses it; ``input_offsets`` and ``reference``: a step
     that takes some fields one level below another (the reference's dimensionality offsets
-    and reference property). Raises ``WorkflowCompilationError`` naming the step and the
-    fields that do not fit."""
+    and reference property); ``gates``: the lineages its flow-control steps decide on.
+    Raises ``WorkflowCompilationError`` naming the step and the fields that do not fit."""
     offsets = input_offsets or {}
     lineages = {name: _one_lineage(step, name, dims) for name, dims in fields.items()}
     batch = {name: lineage for name, lineage in lineages.items() if lineage is not None}
@@ -74,7 +75,11 @@ def step_dims(
                 f"step '{step}' collapses a dimension, but none of its inputs has one to "
                 "collapse (it takes only constants)"
             )
-        return StepDims(1, (), {}, Dim((step,)) if output_offset > 0 else FRAME)
+        # Only constants: it runs where its gates decide (the reference's control-flow
+        # lineage), once per element a gate let through; else once per frame.
+        lineage = _gated_lineage(step, gates or [])
+        raised = (*lineage, step) if output_offset > 0 else lineage
+        return StepDims(1 + len(lineage), lineage, {}, Dim(raised))
     levels = {name: 1 + len(lineage) for name, lineage in batch.items()}
     if reference is not None and reference in batch:
         base = levels[reference] - offsets.get(reference, 0)
@@ -144,6 +149,21 @@ def _element_lineage(
         return parent, child
     (lineage,) = at_level
     return lineage, None
+
+
+def _gated_lineage(step: str, gates: list[tuple[str, ...]]) -> tuple[str, ...]:
+    """The lineage of a step that reads no per-frame data: its deepest gate's (each other
+    gate's must lead to it, which ``check_gate`` checks)."""
+    if not gates:
+        return ()
+    deepest = max(len(g) for g in gates)
+    found = {g for g in gates if len(g) == deepest}
+    if len(found) > 1:
+        raise WorkflowCompilationError(
+            f"step '{step}' reads no per-frame data and is gated by steps deciding on "
+            f"different elements ({_describe(found)}): one of them must decide where it runs"
+        )
+    return next(iter(found))
 
 
 def check_gate(step: str, gate: str, gate_lineage: tuple[str, ...], dims: StepDims) -> None:

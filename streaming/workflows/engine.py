@@ -39,8 +39,9 @@ class _PlannedStep:
     output_names: list[str]
     gated_by: list[tuple[str, int]]
     """The flow-control steps that decide whether it runs, each with its dimension."""
-    shape: Ref | None
-    """A value whose nesting is that of the elements it runs on (None: once per frame)."""
+    shape: Ref | str | None
+    """A value whose nesting is that of the elements it runs on, or the gate whose verdicts
+    have it (a step that reads only constants); None: once per frame."""
 
 
 @dataclass
@@ -185,7 +186,10 @@ def _run_step(planned: _PlannedStep, state: _FrameRun, frame: FrameState) -> Non
     if depth == 0:  # once per frame, as most steps run: no elements to walk
         _run_once(planned, state, frame)
         return
-    structure = state.whole(planned.shape) if planned.shape is not None else None
+    if isinstance(planned.shape, str):  # where its gate decided
+        structure = state.verdicts[planned.shape]
+    else:
+        structure = state.whole(planned.shape) if planned.shape is not None else None
     positions: list[tuple[int, ...]] = []
     batch: list[dict[str, Any]] = []
     for index in elements(structure, depth):
@@ -380,7 +384,7 @@ def compile_workflow(
                 continue  # validating: it needs a value the definition leaves to the run
             block = step.block_cls(name, step.block_cls.settings(step.config), context)
             names = list(step.block_cls.outputs_of(compiler.given(name)))
-            shaped_by = _shape(step.bindings, dims[name], dims)
+            shaped_by = _shape(step.bindings, dims[name], dims, gated_by[name])
             planned.append(
                 _PlannedStep(block, step.bindings, dims[name], names, gated_by[name], shaped_by)
             )
@@ -395,9 +399,14 @@ def compile_workflow(
     )
 
 
-def _shape(bindings: dict[str, Source], dims: StepDims, steps: dict[str, StepDims]) -> Ref | None:
+def _shape(
+    bindings: dict[str, Source],
+    dims: StepDims,
+    steps: dict[str, StepDims],
+    gates: list[tuple[str, int]],
+) -> Ref | str | None:
     """A bound value nested as the step's elements are (any at their dimension or below
-    will do: the compiler checked that they share a lineage)."""
+    will do: the compiler checked that they share a lineage), else the gate at its level."""
     if dims.level == 1:
         return None
     for source in bindings.values():
@@ -406,6 +415,9 @@ def _shape(bindings: dict[str, Source], dims: StepDims, steps: dict[str, StepDim
         for ref in deep:
             if steps[str(ref.step)].output.level >= dims.level:
                 return ref
+    for gate, level in gates:
+        if level == dims.level:
+            return gate
     raise AssertionError("a step below the frame reads no value below it")  # compiler-checked
 
 
