@@ -17,7 +17,7 @@ from .settings.cameras import CameraSettings, DecodeSettings
 from .settings.cluster import ClusterSettings
 from .settings.inference import InferenceSettings
 from .settings.media import MediaSettings
-from .settings.notifications import NotificationSettings, SmtpSettings
+from .settings.notifications import NotificationSettings, SlackSettings, SmtpSettings
 from .settings.security import SecuritySettings
 from .settings.server import ServerSettings
 from .settings.storage import StorageSettings
@@ -82,6 +82,7 @@ def unknown_settings(environ: Mapping[str, str] | None = None) -> list[str]:
 
     known = set()
     for model, prefix in ((Settings, "STREAMING_"), (SmtpSettings, "STREAMING_SMTP_"),
+                          (SlackSettings, "STREAMING_SLACK_"),
                           (DecodeSettings, "STREAMING_DECODE_"),
                           (WorkflowLimits, "STREAMING_LIMIT_"),
                           (AuthSettings, "STREAMING_AUTH_")):  # fmt: skip

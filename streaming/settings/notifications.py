@@ -1,4 +1,4 @@
-"""Where notifications go out: the server's mail relay."""
+"""Where notifications go out: the server's mail relay, and Slack's Web API."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from .values import split_csv
 
-__all__ = ["NotificationSettings", "SmtpSettings"]
+__all__ = ["NotificationSettings", "SlackSettings", "SmtpSettings"]
 
 
 class SmtpSettings(BaseSettings):
@@ -54,9 +54,33 @@ class SmtpSettings(BaseSettings):
         return split_csv(value)
 
 
+class SlackSettings(BaseSettings):
+    """Where ``slack_notification@v1`` steps send (``STREAMING_SLACK_*``)."""
+
+    model_config = SettingsConfigDict(env_prefix="STREAMING_SLACK_", extra="ignore")
+
+    api_url: str = "https://slack.com/api"
+    """Slack's Web API (``chat.postMessage`` and the file upload methods below it); like
+    every address a workflow reaches, it and the upload URLs it answers with pass
+    ``STREAMING_ALLOWED_NETWORKS``."""
+    timeout_s: float = Field(default=10.0, gt=0, le=120)
+    """One request to Slack, at most."""
+    max_attachment_bytes: int = Field(default=5 * 1024 * 1024, ge=0)
+    """The files of one message, at most: over it the step reports an error, sends nothing."""
+
+    @field_validator("api_url")
+    @classmethod
+    def _http(cls, value: str) -> str:
+        if not value.startswith(("http://", "https://")):
+            raise ValueError("STREAMING_SLACK_API_URL is an http(s) URL")
+        return value
+
+
 class NotificationSettings(BaseSettings):
     """Where notifications go out: the server's mail relay. A part of ``Settings``
     (``STREAMING_<NAME>``)."""
 
     smtp: SmtpSettings = Field(default_factory=SmtpSettings)
     """Mail (``STREAMING_SMTP_*``)."""
+    slack: SlackSettings = Field(default_factory=SlackSettings)
+    """Slack (``STREAMING_SLACK_*``)."""

@@ -200,6 +200,8 @@ class Compiler:
         field = at.field
         selector = parse_selector(value)
         if selector is None:
+            if value is None and field.default is REQUIRED:
+                raise WorkflowCompilationError(f"{at.where} is required, got null")
             if value is None:
                 return  # an optional input not given
             if field.takes is not Takes.FRAME_OR_LITERAL:

@@ -28,6 +28,8 @@ any two runs: the CSV row's timestamp (when it was made), a result as JSON text 
 ``inference_id``)."""
 
 ELSEWHERE = {
+    "roboflow_core/slack_notification@v1": "tests/unit/test_slack_notification.py::"
+    "test_a_message_with_its_parameters_is_posted_then_the_cooldown_holds_the_next",
     "roboflow_core/email_notification@v1": "tests/unit/test_email_notification.py::"
     "test_v1_sends_text_with_its_parameters_to_every_recipient",
     "roboflow_core/email_notification@v2": "tests/unit/test_email_notification.py::"

@@ -44,6 +44,7 @@ MODULES = (
     "rollup",
     "dynamic_zone",
     "perspective",
+    "slack",
 )
 
 

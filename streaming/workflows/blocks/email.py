@@ -66,6 +66,32 @@ def _text(value: Any) -> str:
     return str(serialize_value(value, 75, None))
 
 
+def filled(template: str, parameters: dict[str, Any]) -> str:
+    """``template`` with each ``{{ $parameters.name }}`` replaced by its value as text;
+    a placeholder no parameter names is left as written, as the reference leaves it."""
+    return PLACEHOLDER.sub(
+        lambda m: _text(parameters[m.group(1)]) if m.group(1) in parameters else m.group(0),
+        template,
+    )
+
+
+def attached(given: dict[str, Any], images: bool) -> dict[str, bytes]:
+    """A step's ``attachments`` as files: bytes as they are, text as UTF-8, an image as a
+    JPEG where ``images`` (else a ValueError naming it)."""
+    files: dict[str, bytes] = {}
+    for name, value in given.items():
+        if value is None:
+            continue
+        if isinstance(value, WorkflowImage):
+            if not images:
+                raise ValueError(f"attachment '{name}': v1 attaches text or bytes, not images")
+            name = name if name.lower().endswith((".jpg", ".jpeg")) else f"{name}.jpg"
+            files[name] = _jpeg(value)
+        else:
+            files[name] = value if isinstance(value, bytes) else _text(value).encode()
+    return files
+
+
 class CallerFloor:
     """When each caller's last relay message went: one caller's steps share the floor."""
 
@@ -234,13 +260,11 @@ class EmailNotificationBlock(NotificationBlock):
         }
         inline: dict[str, bytes] = {}
 
-        def fill(match: re.Match[str], markup: bool) -> str:
+        def fill(match: re.Match[str]) -> str:
             key = match.group(1)
             if key not in parameters:
                 return match.group(0)  # the reference leaves unknown placeholders as written
             value = parameters[key]
-            if not markup:
-                return _text(value)
             if isinstance(value, WorkflowImage):
                 inline[f"image_{key}"] = _jpeg(value)
                 return f'<img src="cid:image_{key}" alt="{key}" style="{_IMAGE_STYLE}">'
@@ -250,13 +274,13 @@ class EmailNotificationBlock(NotificationBlock):
         cc = _addresses(inputs.get("cc_receiver_email") or [], "cc_receiver_email")
         bcc = _addresses(inputs.get("bcc_receiver_email") or [], "bcc_receiver_email")
         self._check_recipients([*to, *cc, *bcc])
-        text = PLACEHOLDER.sub(lambda m: fill(m, False), self._template)
-        body = PLACEHOLDER.sub(lambda m: fill(m, True), self._template).replace("\n", "<br>\n")
-        attachments = self._attachments(inputs.get("attachments") or {})
-        attached = sum(map(len, attachments.values())) + sum(map(len, inline.values()))
-        if attached > self._smtp.max_attachment_bytes:
+        text = filled(self._template, parameters)
+        body = PLACEHOLDER.sub(fill, self._template).replace("\n", "<br>\n")
+        attachments = attached(inputs.get("attachments") or {}, images=self.as_html)
+        total = sum(map(len, attachments.values())) + sum(map(len, inline.values()))
+        if total > self._smtp.max_attachment_bytes:
             raise ValueError(
-                f"attachments of {attached} bytes are over the server's "
+                f"attachments of {total} bytes are over the server's "
                 f"{self._smtp.max_attachment_bytes} (STREAMING_SMTP_MAX_ATTACHMENT_BYTES)"
             )
         message = compose(
@@ -292,20 +316,6 @@ class EmailNotificationBlock(NotificationBlock):
                 f"the server's mail relay does not send to {refused[:3]}"
                 f"{' and more' if len(refused) > 3 else ''} (STREAMING_SMTP_ALLOWED_RECIPIENTS)"
             )
-
-    def _attachments(self, given: dict[str, Any]) -> dict[str, bytes]:
-        files: dict[str, bytes] = {}
-        for name, value in given.items():
-            if value is None:
-                continue
-            if isinstance(value, WorkflowImage):
-                if not self.as_html:
-                    raise ValueError(f"attachment '{name}': v1 attaches text or bytes, not images")
-                name = name if name.lower().endswith((".jpg", ".jpeg")) else f"{name}.jpg"
-                files[name] = _jpeg(value)
-            else:
-                files[name] = value if isinstance(value, bytes) else _text(value).encode()
-        return files
 
     def close(self) -> None:
         with self._lock:
