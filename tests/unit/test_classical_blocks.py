@@ -166,5 +166,6 @@ def test_template_matching_finds_a_still_template_sent_as_base64(registry, photo
     assert out["count"] == 1
     assert out["found"].xyxy[0].tolist() == [300, 200, 380, 260]
     # Without the template, the step is refused by name.
-    with pytest.raises(WorkflowCompilationError, match="runtime parameter `template` defined as `WorkflowImage`.*not provided"):
+    missing = r"runtime parameter `template` defined as `WorkflowImage`.*not provided"
+    with pytest.raises(WorkflowCompilationError, match=missing):
         frames(spec, registry, [photo])
