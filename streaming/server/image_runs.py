@@ -19,7 +19,7 @@ from ..errors import WorkflowRunError
 from ..protocol.messages import WorkflowConfiguration
 from ..workflows import CompiledWorkflow
 from ..workflows.blocks.base import BuildContext, FrameState
-from ..workflows.runner import FrameFacts, FrameRun, compile_config, run_frame
+from ..workflows.runner import FrameFacts, FrameRun, compile_config, run_frame, run_frames
 from .http import current_caller, current_principal
 from .state import ServerState
 
@@ -72,15 +72,29 @@ async def run_images(
     """Each image's run and the facts it ran with, in order; the first failure is a 500
     naming the image. ``per_image``: each image's own input values, where the run has any."""
     loop = asyncio.get_running_loop()
-    runs: list[tuple[FrameRun, FrameFacts]] = []
-    for number, image in enumerate(images):
-        facts = FrameFacts(HTTP_STREAM, number, datetime.now(UTC))
-        frame = FrameState(inputs=dict(per_image[number]) if per_image else {})
-        run = await loop.run_in_executor(state.executor, run_frame, workflow, image, facts, frame)
+    states = [
+        FrameState(inputs=dict(per_image[n]) if per_image else {}) for n in range(len(images))
+    ]
+    done: list[tuple[FrameRun, FrameFacts]] = []
+    if workflow.collapses_frames and len(images) > 1:  # the images as one run
+        facts = [FrameFacts(HTTP_STREAM, n, datetime.now(UTC)) for n in range(len(images))]
+        together = await loop.run_in_executor(
+            state.executor, run_frames, workflow, list(images), facts, states
+        )
+        done = list(zip(together, facts, strict=True))
+    else:
+        for number, (image, frame_state) in enumerate(zip(images, states, strict=True)):
+            facts_of = FrameFacts(HTTP_STREAM, number, datetime.now(UTC))
+            run = await loop.run_in_executor(
+                state.executor, run_frame, workflow, image, facts_of, frame_state
+            )
+            done.append((run, facts_of))
+            if run.error is not None:
+                break  # the run is over: the images after it would be wasted
+    for number, (run, _) in enumerate(done):
         if run.error is not None:
             where = f"image {number}: " if len(images) > 1 else ""
             # Over a bound the caller wrote (the frame's size made it so): theirs, a 400.
             failure = BoundExceeded if isinstance(run.error, BoundExceeded) else WorkflowRunError
             raise failure(f"the workflow failed on {where}{run.error}")
-        runs.append((run, facts))
-    return runs
+    return done

@@ -1,13 +1,15 @@
 """Batch dimensions, worked out when a workflow is compiled: where each value lives and at
 which level each step runs, with the reference's rules for what may meet what.
 
-A frame's values live at level 1 (one per frame). A step that raises the dimension (a crop
-per detection, a slice per tile) puts its outputs one level deeper: a list per frame, one
-element per crop; a step that collapses it (``dimension_collapse``) brings a list of elements
-back up as one value. Every other step runs once per element of its inputs' level. A
-value's lineage names the steps that raised it, outermost first: two inputs at one level must
-come from the same raises (crops of one detector, not of two), and an input one level up must
-be their parent. Constants (literals, parameters) live at level 0 and go with any element.
+A frame's values live at level 1 (one per frame); collapsing them gives one value for the
+whole run (level 0, like a constant: the reference's non-batch data). A step that raises the
+dimension (a crop per detection, a slice per tile) puts its outputs one level deeper: a list
+per frame, one element per crop; a step that collapses it (``dimension_collapse``) brings a
+list of elements back up as one value. Every other step runs once per element of its inputs'
+level. A value's lineage names the steps that raised it, outermost first: two inputs at one
+level must come from the same raises (crops of one detector, not of two), and an input one
+level up must be their parent. Constants (literals, parameters) live at level 0 and go with
+any element.
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ class StepDims:
     1); its outputs live at ``output``."""
 
     level: int
+    """0: once for the run's frames together (it collapses them); 1: once per frame; ..."""
     lineage: tuple[str, ...]
     """The lineage of the elements it runs on."""
     depths: dict[str, int]
@@ -101,11 +104,8 @@ def step_dims(
             )
         (input_level,) = set(levels.values())
         if output_offset < 0:
-            if input_level < 2:
-                raise WorkflowCompilationError(
-                    f"step '{step}' collapses a dimension, but its inputs are one per frame "
-                    "(dimension 1): there is nothing to collapse"
-                )
+            if input_level == 1:  # the run's frames: one in a stream, each image over HTTP
+                return StepDims(0, (), dict.fromkeys(batch, 1), CONSTANT, ())
             level, depths = input_level - 1, dict.fromkeys(batch, 1)
         else:
             level, depths = input_level, dict.fromkeys(batch, 0)

@@ -12,23 +12,23 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from ..access import Forbidden, Role, block_role
 from ..errors import WorkflowCompilationError
 from .batches import MASKED, at, elements, shape, unmasked
-from .binding import Compiler, Const, Entries, Ref, Source, leak_check, plan_dims
-from .blocks import get_block
+from .binding import Compiler, Entries, Ref, Source, leak_check, plan_dims
 from .blocks.base import Block, BuildContext, FlowControlBlock, FrameState, Verdict, WorkflowImage
 from .blocks.fields import IMAGE
 from .dimensions import StepDims
+from .frame_values import FrameValues
 from .inner import budget_of, inlined
+from .reach import check_roles
 from .spec import WorkflowSpec, parse_selector
 
-__all__ = ["CompiledWorkflow", "compile_workflow", "workflow_urls"]
+__all__ = ["CompiledWorkflow", "compile_workflow"]
 
 
 @dataclass
@@ -42,67 +42,9 @@ class _PlannedStep:
     shape: Ref | str | None
     """A value whose nesting is that of the elements it runs on, or the gate whose verdicts
     have it (a step that reads only constants); None: once per frame."""
-
-
-@dataclass
-class _FrameRun:
-    """One frame's values while the plan runs: each output at its dimension (nested lists
-    below the frame's), where each step ran, and each flow-control step's verdicts."""
-
-    levels: dict[str | None, int]
-    values: dict[tuple[str | None, str], Any] = field(default_factory=dict)
-    ran: dict[str, Any] = field(default_factory=dict)
-    verdicts: dict[str, Any] = field(default_factory=dict)
-    produced: dict[str, list[str]] = field(default_factory=dict)
-
-    def whole(self, source: Source) -> Any:
-        """A value with all its elements (nested lists for a value below the frame's)."""
-        if isinstance(source, Const):
-            return source.value
-        if isinstance(source, Entries):
-            values = {key: self.whole(entry) for key, entry in source.entries.items()}
-            return list(values.values()) if source.listed else values
-        return self.at(source, ())
-
-    def at(self, source: Source, index: tuple[int, ...]) -> Any:
-        """The value at one element (``index`` into the nesting); a value above it is the
-        element's ancestor's (the frame's image for a crop), one below it the list of the
-        element's children. ``MASKED`` where what it comes from did not run."""
-        if isinstance(source, Const):
-            return source.value
-        if isinstance(source, Entries):  # its values as they are, MASKED included
-            entries = {key: self.at(entry, index) for key, entry in source.entries.items()}
-            return list(entries.values()) if source.listed else entries
-        depth = self.levels[source.step] - 1
-        if source.step is None or source.name != "*":
-            return at(self.values[(source.step, source.name)], index, depth)
-        if not index and depth > 0:  # the whole of a step below the frame: every output
-            outputs = {k: self.values[(source.step, k)] for k in self.produced[source.step]}
-            return _per_element(outputs, self.ran[source.step], depth)
-        if at(self.ran[source.step], index, depth) is not True:
-            return MASKED
-        return {
-            k: at(self.values[(source.step, k)], index, depth) for k in self.produced[source.step]
-        }
-
-
-def _per_element(outputs: dict[str, Any], ran: Any, depth: int) -> Any:
-    """A step's outputs below the frame as the reference gives ``$steps.x.*``: a list per
-    level of one dict of every output per element (all None where the step did not run)."""
-    if depth == 0:
-        if ran is not True:
-            return dict.fromkeys(outputs)
-        return {k: unmasked(v) for k, v in outputs.items()}
-    if not isinstance(ran, list):  # what it would have run on did not exist
-        return []
-    return [
-        _per_element(
-            {k: v[i] if isinstance(v, list) else MASKED for k, v in outputs.items()},
-            ran[i],
-            depth - 1,
-        )
-        for i in range(len(ran))
-    ]
+    once: bool = False
+    """It reads nothing of any frame and nothing gates it: in a run of several frames
+    (``run_many``) it runs once, as the reference runs a step of non-batch data."""
 
 
 class CompiledWorkflow:
@@ -154,6 +96,12 @@ class CompiledWorkflow:
             if kind == IMAGE and self.output_levels[name] == 1
         ]
 
+    @property
+    def collapses_frames(self) -> bool:
+        """Whether a step collapses the run's frames (``dimension_collapse`` of per-frame
+        data): then a run of several images runs them together (``run_many``)."""
+        return any(s.dims.level == 0 for s in self._steps)
+
     def run(
         self,
         image: np.ndarray | Callable[[], np.ndarray],
@@ -162,11 +110,45 @@ class CompiledWorkflow:
     ) -> dict[str, Any]:
         """``image``: the frame's pixels, or a function that makes them (called only if a
         step reads them)."""
+        state = self._start(image, video_metadata, frame)
+        for planned in self._steps:
+            if planned.dims.level == 0:  # a stream's run is its one frame
+                _run_across(planned, [state], [frame])
+            else:
+                _run_step(planned, state, frame)
+        return self._finish(state)
+
+    def run_many(
+        self, frames: list[tuple[np.ndarray, dict[str, Any], FrameState]]
+    ) -> list[dict[str, Any]]:
+        """Several frames as one run (an HTTP run's images), step by step: each step on
+        every frame in order, a step collapsing the frames once on all of them, and a step
+        that reads nothing of any frame once for the run; each frame's outputs."""
+        states = [self._start(image, video, frame) for image, video, frame in frames]
+        states_of = [frame for _, _, frame in frames]
+        for planned in self._steps:
+            if planned.dims.level == 0:
+                _run_across(planned, states, states_of)
+            elif planned.once:
+                _run_step(planned, states[0], states_of[0])
+                for state in states[1:]:
+                    state.copy_step(states[0], planned.block.name)
+            else:
+                for state, frame in zip(states, states_of, strict=True):
+                    _run_step(planned, state, frame)
+        return [self._finish(state) for state in states]
+
+    def _start(
+        self,
+        image: np.ndarray | Callable[[], np.ndarray],
+        video_metadata: dict[str, Any],
+        frame: FrameState,
+    ) -> FrameValues:
         if self._started is None:  # the stream's own clock starts at its first frame
             self._started = video_metadata.get("frame_timestamp")
         video_metadata.setdefault("stream_started_at", self._started)
         frame.video = video_metadata
-        state = _FrameRun(self._levels)
+        state = FrameValues(self._levels)
         root = WorkflowImage(image, self._image_input)
         state.values[(None, self._image_input)] = root
         state.values[(None, self._video_metadata_input)] = video_metadata
@@ -174,12 +156,46 @@ class CompiledWorkflow:
             state.values[(None, name)] = value
         for block in self._observers:
             block.observe(root.numpy, frame)
-        for planned in self._steps:
-            _run_step(planned, state, frame)
+        return state
+
+    def _finish(self, state: FrameValues) -> dict[str, Any]:
         return {name: unmasked(state.whole(src)) for name, src in self._outputs.items()}
 
 
-def _run_step(planned: _PlannedStep, state: _FrameRun, frame: FrameState) -> None:
+def _run_across(planned: _PlannedStep, states: list[FrameValues], frames: list[FrameState]) -> None:
+    """A step collapsing the run's frames: each collapsed field gets the list of every
+    frame's value (None where a gate stopped it or its step did not run), and the step runs
+    once; its outputs are every frame's (the reference's non-batch data)."""
+    name, block = planned.block.name, planned.block
+    assert not isinstance(block, FlowControlBlock)  # no flow-control block collapses
+    first = states[0]
+    runs = all(
+        at(first.verdicts[gate], (), 0) is True for gate, level in planned.gated_by if level == 0
+    )
+    inputs: dict[str, Any] = {}
+    for field_name, source in planned.bindings.items():
+        if planned.dims.depths.get(field_name, 0) != 1:
+            inputs[field_name] = unmasked(first.at(source, ()))  # the same for every frame
+            continue
+        inputs[field_name] = [
+            None if _stopped(planned, state) else unmasked(state.at(source, ())) for state in states
+        ]
+    result = block.run(inputs, frames[-1]) if runs else {}
+    produced = list(planned.output_names)
+    produced.extend(k for k in result if k not in produced)
+    for state in states:
+        state.ran[name] = True if runs else MASKED
+        state.produced[name] = produced
+        for output in produced:
+            state.values[(name, output)] = result.get(output) if runs else MASKED
+
+
+def _stopped(planned: _PlannedStep, state: FrameValues) -> bool:
+    """Whether a per-frame gate of a step collapsing the frames stopped this frame."""
+    return any(state.verdicts[gate] is not True for gate, level in planned.gated_by if level == 1)
+
+
+def _run_step(planned: _PlannedStep, state: FrameValues, frame: FrameState) -> None:
     """Runs a step on every element of its dimension in this frame, at once."""
     name, block = planned.block.name, planned.block
     depth = planned.dims.level - 1
@@ -216,7 +232,7 @@ def _run_step(planned: _PlannedStep, state: _FrameRun, frame: FrameState) -> Non
         state.values[(name, output)] = shape(structure, depth, _picker(results, output))
 
 
-def _run_once(planned: _PlannedStep, state: _FrameRun, frame: FrameState) -> None:
+def _run_once(planned: _PlannedStep, state: FrameValues, frame: FrameState) -> None:
     name, block = planned.block.name, planned.block
     inputs = _inputs_at(planned, state, ())
     if isinstance(block, FlowControlBlock):
@@ -259,7 +275,7 @@ def _picker(results: dict[tuple[int, ...], dict[str, Any]], output: str) -> Any:
 
 
 def _inputs_at(
-    planned: _PlannedStep, state: _FrameRun, index: tuple[int, ...]
+    planned: _PlannedStep, state: FrameValues, index: tuple[int, ...]
 ) -> dict[str, Any] | None:
     """The step's inputs at one element; None when it does not run there (flow control
     stopped it, or an input is missing and the block does not take missing inputs)."""
@@ -295,49 +311,6 @@ def _inputs_at(
             value = None
         inputs[name] = unmasked(value)
     return inputs
-
-
-def workflow_urls(spec: WorkflowSpec, parameters: dict[str, Any] | None) -> list[tuple[str, str]]:
-    """``(where, url)`` for every URL the steps of ``spec`` (parsed, inner workflows already
-    inlined: what will be compiled) would make the server connect to, literal or a
-    parameter's value, so the caller checks them before compiling."""
-    values: dict[str, Any] = {i.name: i.default_value for i in spec.inputs}
-    values |= parameters or {}
-    found: list[tuple[str, str]] = []
-    for step in spec.steps:
-        block = get_block(step.type)
-        if block is None:
-            continue  # compiling says why
-        given = step.fields()
-        for url_field in block.url_fields:
-            if isinstance(url := _given(given, url_field, values), str):
-                found.append((f"step '{step.name}' {url_field}", url))
-        for host_field, port_field, default_port in block.host_fields:
-            host = _given(given, host_field, values)
-            port = _given(given, port_field, values, default_port)
-            if isinstance(host, str) and isinstance(port, int) and "/" not in host:
-                shown = f"[{host}]" if ":" in host else host  # an IPv6 address
-                found.append((f"step '{step.name}' {host_field}", f"smtp://{shown}:{port}"))
-    return found
-
-
-def _given(fields: dict[str, Any], field: str, values: dict[str, Any], default: Any = None) -> Any:
-    """A step's field as written, or the value of the parameter it names."""
-    value = fields.get(field, default)
-    selector = parse_selector(value) if isinstance(value, str) else None
-    return values.get(selector.name) if selector and selector.step is None else value
-
-
-def check_roles(spec: WorkflowSpec, role: Role) -> None:
-    """A 403 naming the first step (of an inlined ``spec``) whose block needs more than
-    ``role`` (``access.BLOCKS``: the server's relay, disk, secrets)."""
-    for step in spec.steps:
-        needed, why = block_role(step.type, step.fields())
-        if role < needed:
-            raise Forbidden(
-                f"step '{step.name}' ({step.type}) needs the {needed} role: {why}; this "
-                f"caller is a {role}"
-            )
 
 
 def compile_workflow(
@@ -385,8 +358,15 @@ def compile_workflow(
             block = step.block_cls(name, step.block_cls.settings(step.config), context)
             names = list(step.block_cls.outputs_of(compiler.given(name)))
             shaped_by = _shape(step.bindings, dims[name], dims, gated_by[name])
+            once = (
+                dims[name].level == 1
+                and not gated_by[name]
+                and not _reads_frames(step.bindings, dims)
+            )
             planned.append(
-                _PlannedStep(block, step.bindings, dims[name], names, gated_by[name], shaped_by)
+                _PlannedStep(
+                    block, step.bindings, dims[name], names, gated_by[name], shaped_by, once
+                )
             )
     except BaseException:
         # A later step failed: the blocks built so far (their models held, their threads
@@ -397,6 +377,16 @@ def compile_workflow(
     return CompiledWorkflow(
         planned, outputs, kinds, levels, image_input_name, video_metadata_input_name
     )
+
+
+def _reads_frames(bindings: dict[str, Source], dims: dict[str, StepDims]) -> bool:
+    """Whether any bound value is a frame's (not a constant, not a value of the whole run)."""
+    for source in bindings.values():
+        refs = source.entries.values() if isinstance(source, Entries) else [source]
+        for ref in refs:
+            if isinstance(ref, Ref) and (ref.step is None or dims[ref.step].output.level > 0):
+                return True
+    return False
 
 
 def _shape(

@@ -28,8 +28,9 @@ from ..egress import EgressPolicy
 from ..protocol.messages import WorkflowConfiguration
 from ..request_images import ImageLimits, load_stills
 from .blocks.base import BuildContext, FrameState, VideoFacts
-from .engine import CompiledWorkflow, check_roles, compile_workflow, workflow_urls
+from .engine import CompiledWorkflow, compile_workflow
 from .inner import budget_of, inlined
+from .reach import check_roles, workflow_urls
 from .spec import WorkflowSpec, parse_spec
 
 __all__ = [
@@ -40,6 +41,7 @@ __all__ = [
     "compile_config",
     "require_roles",
     "run_frame",
+    "run_frames",
 ]
 
 
@@ -194,3 +196,24 @@ def run_frame(
     except Exception as exc:
         return FrameRun({}, exc, state)
     return FrameRun(outputs, None, state)
+
+
+def run_frames(
+    workflow: CompiledWorkflow,
+    images: list[np.ndarray],
+    facts: list[FrameFacts],
+    states: list[FrameState],
+) -> list[FrameRun]:
+    """Blocking: several frames run as one (an HTTP run's images through a workflow that
+    collapses them, ``CompiledWorkflow.run_many``); a failure is every frame's."""
+    for state, frame in zip(states, facts, strict=True):
+        state.given = frame.typed()
+    frames = [
+        (image, frame.video_metadata(), state)
+        for image, frame, state in zip(images, facts, states, strict=True)
+    ]
+    try:
+        outputs = workflow.run_many(frames)
+    except Exception as exc:
+        return [FrameRun({}, exc, state) for state in states]
+    return [FrameRun(out, None, state) for out, state in zip(outputs, states, strict=True)]

@@ -212,9 +212,10 @@ MISFITS = {
         step("bounding_box_visualization@v1", "draw", image="$steps.crop2.crops",
              predictions="$steps.crop.predictions"),
     ],
-    # Nothing below the frame to collapse.
-    "nothing to collapse": [
+    # The run's frames collapsed once are one value: nothing is left to collapse.
+    "none of its inputs has one to collapse": [
         step("dimension_collapse@v1", "flat", data="$steps.det.predictions"),
+        step("dimension_collapse@v1", "flatter", data="$steps.flat.output"),
     ],
     # Classes at the frame's level where one per crop is expected.
     "expects it at 2": [
