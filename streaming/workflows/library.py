@@ -178,8 +178,23 @@ class WorkflowLibrary:
         )
 
     def stored(self, workspace: str | None, workflow_id: str) -> dict[str, Any]:
-        """A stored workflow's specification (``inner_workflow`` steps name them)."""
-        return self.get(workspace, workflow_id).specification
+        """A stored workflow's specification, as ``inner_workflow`` steps name one: in the
+        reference's form (``workflow_workspace_id`` being the author's Roboflow workspace)
+        the id is looked up among this server's workflows, whatever the workspace."""
+        try:
+            return self.get(LOCAL_WORKSPACE, workflow_id).specification
+        except WorkflowNotFound:
+            where = (
+                f"the <id>.json files in STREAMING_WORKFLOWS_DIR ({self._directory})"
+                if self._directory is not None
+                else "none: STREAMING_WORKFLOWS_DIR is not set (a directory of <id>.json files)"
+            )
+            builtin = ", ".join(sorted(self._builtins))
+            raise WorkflowNotFound(
+                f"workflow '{shown(f'{workspace}/{workflow_id}')}' is not stored here; a child "
+                f"workflow by id is one of this server's stored workflows: {where}, and the "
+                f"built-ins ({builtin}); or give its workflow_definition inline"
+            ) from None
 
     def specification(self, config: WorkflowConfiguration) -> dict[str, Any]:
         """The request's inline specification, else the library's workflow it names."""

@@ -142,9 +142,15 @@ def test_a_stored_workflow_is_named_by_id(models, tmp_path):
     del spec["steps"][0]["workflow_definition"]
     spec["steps"][0] |= {"workflow_workspace_id": "local", "workflow_id": "colour-of-kept"}
     assert [c["top"] for c in run(spec, models, library)["colours"]] == ["red"]
+    # In the reference's form, the author's Roboflow workspace: the id is looked up here.
+    spec["steps"][0]["workflow_workspace_id"] = "acme-corp"
+    assert [c["top"] for c in run(spec, models, library)["colours"]] == ["red"]
     spec["steps"][0]["workflow_id"] = "nowhere"
-    with pytest.raises(WorkflowNotFound, match="workflow 'local/nowhere' not found"):
+    with pytest.raises(WorkflowNotFound, match="'acme-corp/nowhere' is not stored here") as caught:
         run(spec, models, library)
+    assert f"STREAMING_WORKFLOWS_DIR ({tmp_path})" in caught.value.message
+    with pytest.raises(WorkflowNotFound, match="STREAMING_WORKFLOWS_DIR is not set"):
+        run(spec, models, WorkflowLibrary(None, "boxes"))
 
 
 def test_a_stored_workflow_that_includes_itself_is_refused(models, tmp_path):
