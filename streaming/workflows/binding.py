@@ -180,14 +180,16 @@ class Compiler:
                 f"{at.where} takes a literal or a parameter, not '{selector.raw}'"
             )
         if isinstance(source.value, Unset):
-            self._unset(at, source.value)  # the field's own default, where it has one
+            self._unset(at, source.value)
+            if at.field.default is not REQUIRED:  # the field's own default stands
+                at.bound.config[at.name] = settled(at.field, at.step, at.name, at.field.default)
             return
         at.bound.config[at.name] = settled(at.field, at.step, at.name, source.value)
 
     def _unset(self, at: _Field, value: Unset) -> None:
-        """A field fed an input that has no value: its own default stands (the reference
-        passes None, which its blocks read as "not given"); a field that needs a value fails
-        the run naming the input, and only a validation goes on without it."""
+        """A field fed an input that has no value: one with a default of its own takes that
+        (the reference passes None, which its blocks read as "not given"); one that needs a
+        value fails the run naming the input, and only a validation goes on without it."""
         if at.field.default is not REQUIRED:
             return
         if not self.validating:

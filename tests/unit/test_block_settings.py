@@ -124,3 +124,30 @@ def test_the_every_block_workflow_holds_every_block_we_ship() -> None:
     for type_id, where in ELSEWHERE.items():
         path, _, test = where.partition("::")
         assert f"def {test}(" in (root / path).read_text(), (type_id, where)
+
+
+def test_every_field_with_a_default_takes_it_when_fed_a_parameter_given_no_value() -> None:
+    """The reference passes None for a parameter with neither a value nor a default; each
+    field with a default of its own takes that instead, and the block's settings are built
+    from it, for every field of every step of the every-block workflow."""
+    from streaming.workflows.binding import Compiler
+    from streaming.workflows.blocks.fields import REQUIRED
+    from streaming.workflows.spec import parse_spec
+    from tests.support.every_block import every_block_workflow
+
+    spec = every_block_workflow()
+    spec["inputs"].append({"type": "WorkflowParameter", "name": "unset"})
+    fed = 0
+    for written in spec["steps"]:
+        fields = BLOCKS[written["type"]].fields
+        for name, field in fields.items():
+            if field.takes is Takes.LITERAL and field.default is not REQUIRED:
+                written[name] = "$inputs.unset"
+                fed += 1
+    parsed = parse_spec(spec)
+    compiler = Compiler(parsed, "image", "video_metadata", {})
+    for step in parsed.steps:
+        bound = compiler.bind(step)
+        assert not bound.unset
+        bound.block_cls.settings(bound.config)  # every field set: the settings are whole
+    assert fed > 300
