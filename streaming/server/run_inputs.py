@@ -45,7 +45,7 @@ class RunInputs:
 def frames_input(declared: list[InputSpec]) -> str | None:
     """The image input the run's images go to: ``image`` if declared, else the first image
     input (each other one is a still image, or one per image)."""
-    names = [i.name for i in declared if i.is_image]
+    names = [i.name for i in declared if i.is_image and i.dimensionality == 1]
     if not names:
         return None
     return "image" if "image" in names else names[0]
@@ -64,7 +64,7 @@ async def run_inputs(
         images = await load_images(given[frames], f"inputs.{frames}", limits, egress)
     batch = [
         i for i in declared if (i.is_image or i.is_batch) and i.name != frames
-        and (i.is_batch or isinstance(given.get(i.name), list))
+        and (i.is_batch or i.dimensionality > 1 or isinstance(given.get(i.name), list))
     ]  # fmt: skip
     values: dict[str, list[Any]] = {}
     for spec_input in batch:
@@ -85,17 +85,39 @@ async def run_inputs(
 async def _values(
     spec_input: InputSpec, value: Any, limits: ImageLimits, egress: EgressPolicy
 ) -> list[Any]:
+    """One value per image (a single one: for every image); for dimensionality 2, one list
+    per image."""
+    if spec_input.dimensionality == 1:
+        return await _elements(spec_input, value, f"inputs.{spec_input.name}", limits, egress)
+    if not isinstance(value, list) or not all(isinstance(v, list) for v in value):
+        raise InvalidRequest(
+            f"Workflow input `{spec_input.name}` is declared to be nested batch with "
+            "dimensionality `2`. Input data does not define batch at the 2 dimensionality "
+            "level: give a list of lists, one list per image"
+        )
+    return [
+        await _elements(spec_input, listed, f"inputs.{spec_input.name}[{i}]", limits, egress)
+        if listed
+        else []
+        for i, listed in enumerate(value)
+    ]
+
+
+async def _elements(
+    spec_input: InputSpec, value: Any, where: str, limits: ImageLimits, egress: EgressPolicy
+) -> list[Any]:
+    """Each element of ``value`` (a list, or one value) as blocks take it."""
     name = spec_input.name
     if spec_input.is_image:
-        pixels = await load_images(value, f"inputs.{name}", limits, egress)
+        pixels = await load_images(value, where, limits, egress)
         return [WorkflowImage(p, name) for p in pixels]
     listed = value if isinstance(value, list) else [value]
     if len(listed) > limits.max_images:
         raise InvalidRequest(
-            f"inputs.{name}: {len(listed)} values; a run takes at most {limits.max_images} "
+            f"{where}: {len(listed)} values; a run takes at most {limits.max_images} "
             "(STREAMING_MAX_IMAGES_PER_REQUEST)"
         )
-    return [batch_value(spec_input, v, f"inputs.{name}[{i}]") for i, v in enumerate(listed)]
+    return [batch_value(spec_input, v, f"{where}[{i}]") for i, v in enumerate(listed)]
 
 
 def _broadcast(name: str, values: list[Any], size: int) -> list[Any]:

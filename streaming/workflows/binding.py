@@ -127,6 +127,11 @@ class Compiler:
                     + f" (GET /workflows/blocks/describe lists the {len(BLOCKS)} types)"
                 )
 
+    @property
+    def input_dims(self) -> dict[str, Dim]:
+        """Where the inputs of dimensionality 2 live (``inputs.deep_name`` -> their place)."""
+        return dict(self._inputs.deep)
+
     def given(self, step: str) -> dict[str, Any]:
         """A step's fields as written."""
         return self._given[step]
@@ -394,14 +399,17 @@ def source_dims(source: Source, steps: dict[str, StepDims]) -> list[Dim]:
     return [steps[source.step].output]
 
 
-def plan_dims(order: list[str], bound: dict[str, Bound]) -> dict[str, StepDims]:
-    """Each step's level and lineage, in order; flow control checked against what it gates.
-    Raises ``WorkflowCompilationError`` naming the step whose inputs do not fit."""
+def plan_dims(
+    order: list[str], bound: dict[str, Bound], inputs: dict[str, Dim] | None = None
+) -> dict[str, StepDims]:
+    """Each step's level and lineage, in order (``inputs``: the inputs that live below the
+    frame, as if steps had made them); flow control checked against what it gates. Raises
+    ``WorkflowCompilationError`` naming the step whose inputs do not fit."""
     gates_of: dict[str, list[str]] = {name: [] for name in order}
     for name in order:
         for gated in bound[name].gates:
             gates_of[gated].append(name)
-    dims: dict[str, StepDims] = {}
+    dims = {name: StepDims(dim.level, (), {}, dim) for name, dim in (inputs or {}).items()}
     for name in order:
         step = bound[name]
         block = step.block_cls

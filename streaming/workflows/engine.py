@@ -22,9 +22,10 @@ from .batches import MASKED, at, elements, shape, unmasked
 from .binding import Compiler, Entries, Ref, Source, leak_check, plan_dims
 from .blocks.base import Block, BuildContext, FlowControlBlock, FrameState, Verdict, WorkflowImage
 from .blocks.fields import IMAGE
-from .dimensions import StepDims
+from .dimensions import Dim, StepDims
 from .frame_values import FrameValues
 from .inner import budget_of, inlined
+from .inputs import VALUE, deep_name
 from .reach import check_roles
 from .spec import WorkflowSpec, parse_selector
 
@@ -58,7 +59,9 @@ class CompiledWorkflow:
         output_levels: dict[str, int],
         image_input: str,
         video_metadata_input: str,
+        deep: dict[str, Dim] | None = None,
     ) -> None:
+        """``deep``: the inputs of dimensionality 2 (``inputs.deep_name``), and where."""
         self._steps = steps
         self._outputs = outputs
         self.output_kinds = output_kinds
@@ -71,6 +74,7 @@ class CompiledWorkflow:
         """The first frame's ``frame_timestamp``: when the stream started, for blocks that
         count time since (``ExtractFrameMetadata``'s ``seconds_since_start``)."""
         self._levels: dict[str | None, int] = {None: 1}
+        self._levels.update({name: dim.level for name, dim in (deep or {}).items()})
         self._levels.update({s.block.name: s.dims.output.level for s in steps})
 
     def close(self) -> None:
@@ -153,7 +157,13 @@ class CompiledWorkflow:
         state.values[(None, self._image_input)] = root
         state.values[(None, self._video_metadata_input)] = video_metadata
         for name, value in frame.inputs.items():
-            state.values[(None, name)] = value
+            deep = deep_name(name)
+            if deep not in self._levels:
+                state.values[(None, name)] = value
+                continue
+            state.values[(deep, VALUE)] = value  # a list per image: as a step's crops
+            state.ran[deep] = [True] * len(value)
+            state.produced[deep] = [VALUE]
         for block in self._observers:
             block.observe(root.numpy, frame)
         return state
@@ -342,7 +352,7 @@ def compile_workflow(
         for gated in step.gates:
             bound[gated].depends.add(name)
     order = compiler.order({name: b.depends for name, b in bound.items()})
-    dims = plan_dims(order, bound)
+    dims = plan_dims(order, bound, compiler.input_dims)
     # Checked before any block loads a model.
     outputs, kinds, levels = _outputs(spec, compiler, dims)
     gated_by: dict[str, list[tuple[str, int]]] = {name: [] for name in order}
@@ -375,7 +385,13 @@ def compile_workflow(
             built.block.close()
         raise
     return CompiledWorkflow(
-        planned, outputs, kinds, levels, image_input_name, video_metadata_input_name
+        planned,
+        outputs,
+        kinds,
+        levels,
+        image_input_name,
+        video_metadata_input_name,
+        compiler.input_dims,
     )
 
 

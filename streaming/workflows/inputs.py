@@ -11,6 +11,9 @@ lacks.
   HTTP (a list in ``inputs``, one element per image, or one value for all), and a stream's
   ``workflows_parameters`` value for every frame. A batch of images is an image input. Values
   of a prediction kind are the reference's serialised predictions, read by supervision.
+- ``dimensionality`` 2 is a list per image (crops fed in as inputs): its values live one
+  level below the frame, as a step's crops do, with a lineage of their own (``deep``, named
+  ``$inputs.<name>``); given over HTTP, a list of lists.
 - When validating (``POST /workflows/validate``, ``describe_interface``), nothing is given:
   every input without a default is ``Unset`` and no run needs it.
 """
@@ -25,10 +28,19 @@ import supervision as sv
 from ..errors import WorkflowCompilationError
 from .blocks.base import WorkflowImage
 from .blocks.fields import ANY, DETECTION_KINDS, IMAGE, VIDEO_METADATA
+from .dimensions import Dim
 from .spec import PARAMETER_INPUT_TYPES, VIDEO_METADATA_INPUT_TYPES, InputSpec, WorkflowSpec
 from .values import Const, Ref, Source, Unset
 
-__all__ = ["InputResolver", "batch_value", "unset"]
+__all__ = ["VALUE", "InputResolver", "batch_value", "deep_name", "unset"]
+
+VALUE = "value"
+"""The one output of an input of dimensionality 2, as the engine holds it."""
+
+
+def deep_name(name: str) -> str:
+    """What the engine calls an input of dimensionality 2: no step can be named so."""
+    return f"$inputs.{name}"
 
 
 def unset(spec_input: InputSpec) -> Unset:
@@ -75,7 +87,7 @@ class InputResolver:
         self._parameters, self._batched, self._validating = parameters, batched, validating
         image = self._inputs.get(frames)
         # A workflow that reads no image at all (only parameters) runs on each frame too.
-        reads_images = any(i.is_image for i in spec.inputs)
+        reads_images = any(i.is_image and i.dimensionality == 1 for i in spec.inputs)
         if (image is None and reads_images) or (image is not None and not image.is_image):
             raise WorkflowCompilationError(
                 f"workflow has no image input named '{frames}' (image_input_name)"
@@ -83,12 +95,18 @@ class InputResolver:
         for declared in spec.inputs:
             if declared.type in VIDEO_METADATA_INPUT_TYPES | PARAMETER_INPUT_TYPES:
                 continue
-            if declared.dimensionality > 1:
+            if declared.dimensionality > 2:
                 raise WorkflowCompilationError(
                     f"input '{declared.name}' ({declared.type}) has dimensionality "
                     f"{declared.dimensionality}: this server feeds batch inputs of "
-                    "dimensionality 1 (one value per image or frame; crops come from a step)"
+                    "dimensionality 1 (one value per image) or 2 (a list per image)"
                 )
+        self.deep = {
+            deep_name(i.name): Dim((deep_name(i.name),))
+            for i in spec.inputs
+            if i.dimensionality == 2 and (i.is_image or i.is_batch)
+        }
+        """Where each input of dimensionality 2 lives: one level below the frame."""
 
     def resolve(self, name: str, raw: str, where: str) -> tuple[Source, str]:
         """The value source of ``$inputs.<name>`` and its kind."""
@@ -112,8 +130,19 @@ class InputResolver:
             "WorkflowImage, WorkflowVideoMetadata, WorkflowParameter or WorkflowBatchInput)"
         )
 
+    def _deep(self, spec_input: InputSpec, where: str) -> Source:
+        """A list per image: given per image over HTTP, or left to the run when validating."""
+        if spec_input.name in self._batched or self._validating:
+            return Ref(deep_name(spec_input.name), VALUE)
+        raise WorkflowCompilationError(
+            f"{where}: input '{spec_input.name}' has dimensionality 2 (a list per image): it "
+            "is given over HTTP as a list of lists, one list per image; a stream has none"
+        )
+
     def _image(self, spec_input: InputSpec, where: str) -> Source:
         name = spec_input.name
+        if deep_name(name) in self.deep:
+            return self._deep(spec_input, where)
         if name == self._frames or name in self._batched:
             return Ref(None, name)
         still = self._parameters.get(name)
@@ -127,6 +156,8 @@ class InputResolver:
 
     def _batch(self, spec_input: InputSpec, where: str) -> Source:
         name = spec_input.name
+        if deep_name(name) in self.deep:
+            return self._deep(spec_input, where)
         if name in self._batched:
             return Ref(None, name)
         if name in self._parameters:  # a stream's: one value for every frame

@@ -177,9 +177,44 @@ def test_batch_inputs_that_do_not_line_up_are_the_references_errors(server):
     assert missing.status_code == 400
     assert "`seen` defined as `WorkflowBatchInput`" in missing.json()["message"]
     deeper = copy.deepcopy(LABELLED)
-    deeper["inputs"][1]["dimensionality"] = 2
+    deeper["inputs"][1]["dimensionality"] = 3
     refused = server.post("/workflows/validate", json=deeper)
-    assert refused.status_code == 400 and "dimensionality 2" in refused.json()["message"]
+    assert refused.status_code == 400 and "dimensionality 3" in refused.json()["message"]
+
+
+CROPS_GIVEN = definition(
+    [IMAGE, {"type": "WorkflowBatchInput", "name": "crops", "kind": ["image"],
+             "dimensionality": 2}],
+    [dict(DETECT, name="on_crops", images="$inputs.crops"),
+     step("dimension_collapse@v1", "per_image", data="$steps.on_crops.predictions"),
+     dict(DETECT)],
+    [output("found", "$steps.per_image.output"), output("boxes", "$steps.det.predictions")],
+)  # fmt: skip
+
+
+def test_crops_fed_as_an_input_of_dimensionality_two_run_one_level_below_the_image(server):
+    assert server.post("/workflows/validate", json=CROPS_GIVEN).status_code == 200
+    crop = encoded(picture()[:32, :32])
+    answer = run(server, CROPS_GIVEN, image=[encoded(picture())] * 2,
+                 crops=[[crop, crop, crop], [crop]])  # fmt: skip
+    assert answer.status_code == 200, answer.text
+    outs = answer.json()["outputs"]
+    # Each image's crops, each crop's two detections: one list per image, one per crop.
+    assert [len(o["found"]) for o in outs] == [3, 1]
+    assert all(len(found["predictions"]) == 2 for o in outs for found in o["found"])
+    flat = run(server, CROPS_GIVEN, image=encoded(picture()), crops=[crop, crop])
+    assert flat.status_code == 400
+    assert "does not define batch at the 2 dimensionality level" in flat.json()["message"]
+    # The crops given are their own lineage: a step's crops cannot be matched with them.
+    mixed = copy.deepcopy(CROPS_GIVEN)
+    mixed["steps"] += [
+        step("dynamic_crop@v1", "crop", images="$inputs.image",
+             predictions="$steps.det.predictions"),
+        step("bounding_box_visualization@v1", "draw", image="$inputs.crops",
+             predictions="$steps.crop.predictions"),
+    ]  # fmt: skip
+    refused = server.post("/workflows/validate", json=mixed)
+    assert refused.status_code == 400 and "different raises" in refused.json()["message"]
 
 
 COLLAPSED = definition(
