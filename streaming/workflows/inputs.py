@@ -61,7 +61,7 @@ def batch_value(spec_input: InputSpec, value: Any, where: str) -> Any:
     if _kind_of(spec_input) in DETECTION_KINDS and isinstance(value, dict):
         try:
             return sv.Detections.from_inference(value)
-        except (KeyError, TypeError, ValueError) as exc:
+        except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
             raise WorkflowCompilationError(
                 f"{where}: not predictions in the reference's JSON ({exc})"
             ) from None
