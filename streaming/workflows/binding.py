@@ -117,6 +117,8 @@ class Compiler:
         )
         self.validating = validating
         self._handing: set[str] = set()
+        self._handed: dict[str, str] = {}
+        """Each step's detections kind as handed on, once found (chains are read often)."""
         for step in spec.steps:
             if get_block(step.type) is None:
                 # The fix first and short: the SDK and the page show a prefix of it.
@@ -326,6 +328,8 @@ class Compiler:
     def _handed_on(self, step: str, field: str, declared: str) -> str:
         """The detections kind a step's input ``field`` is fed (what its output hands on),
         else the kind its output declares."""
+        if step in self._handed:
+            return self._handed[step]
         fed = parse_selector(self._given[step].get(field))
         if fed is None or fed.step is None or step in self._handing:
             return declared
@@ -334,7 +338,8 @@ class Compiler:
             _, kind = self.resolve(fed, f"step '{step}' field '{field}'")
         finally:
             self._handing.discard(step)
-        return kind if kind in DETECTION_KINDS else declared
+        self._handed[step] = kind if kind in DETECTION_KINDS else declared
+        return self._handed[step]
 
     def order(self, depends: dict[str, set[str]]) -> list[str]:
         """Each step after the steps it reads; steps that are ready together keep the
