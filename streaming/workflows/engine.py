@@ -360,6 +360,7 @@ def compile_workflow(
         for gated in bound[name].gates:
             gated_by[gated].append((name, dims[name].level))
     planned: list[_PlannedStep] = []
+    collapses = any(d.level == 0 for d in dims.values())
     try:
         for name in order:
             step = bound[name]
@@ -368,8 +369,9 @@ def compile_workflow(
             block = step.block_cls(name, step.block_cls.settings(step.config), context)
             names = list(step.block_cls.outputs_of(compiler.given(name)))
             shaped_by = _shape(step.bindings, dims[name], dims, gated_by[name])
-            once = (
-                dims[name].level == 1
+            once = (  # only a run of frames together (a collapse of them) asks
+                collapses
+                and dims[name].level == 1
                 and not gated_by[name]
                 and not _reads_frames(step.bindings, dims)
             )
