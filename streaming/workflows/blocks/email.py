@@ -66,13 +66,37 @@ def _text(value: Any) -> str:
     return str(serialize_value(value, 75, None))
 
 
-def filled(template: str, parameters: dict[str, Any]) -> str:
-    """``template`` with each ``{{ $parameters.name }}`` replaced by its value as text;
-    a placeholder no parameter names is left as written, as the reference leaves it."""
-    return PLACEHOLDER.sub(
-        lambda m: _text(parameters[m.group(1)]) if m.group(1) in parameters else m.group(0),
-        template,
-    )
+class MessageTemplate:
+    """A notification step's ``message`` and its ``message_parameters``, each value through
+    its ``message_parameters_operations``: what e-mail and Slack steps share."""
+
+    def __init__(self, step: str, config: Any) -> None:
+        """``config``: settings with ``message``, ``message_parameters`` (the names) and
+        ``message_parameters_operations``."""
+        self.template: str = config.message
+        self._chains = named_chains(
+            step,
+            "message_parameters",
+            "message_parameters_operations",
+            config.message_parameters,
+            config.message_parameters_operations,
+        )
+
+    def parameters(self, inputs: dict[str, Any], frame: FrameState) -> dict[str, Any]:
+        """This frame's parameters, each after its operations."""
+        env = Env(facts=frame.facts)
+        return {
+            key: self._chains[key](value, env) if key in self._chains else value
+            for key, value in (inputs.get("message_parameters") or {}).items()
+        }
+
+    def text(self, parameters: dict[str, Any]) -> str:
+        """The message with each ``{{ $parameters.name }}`` replaced by its value as text;
+        a placeholder no parameter names is left as written, as the reference leaves it."""
+        return PLACEHOLDER.sub(
+            lambda m: _text(parameters[m.group(1)]) if m.group(1) in parameters else m.group(0),
+            self.template,
+        )
 
 
 def attached(given: dict[str, Any], images: bool) -> dict[str, bytes]:
@@ -169,14 +193,7 @@ class EmailNotificationBlock(NotificationBlock):
     def __init__(self, name: str, config: EmailSettings, context: BuildContext) -> None:
         super().__init__(name, config, context)
         self._subject = config.subject
-        self._template = config.message
-        self._chains = named_chains(
-            name,
-            "message_parameters",
-            "message_parameters_operations",
-            config.message_parameters,
-            config.message_parameters_operations,
-        )
+        self._template = MessageTemplate(name, config)
         self._smtp = context.settings.smtp if context.settings is not None else SmtpSettings()
         self._relay: SmtpServer | None = None
         self._caller = context.caller
@@ -253,11 +270,7 @@ class EmailNotificationBlock(NotificationBlock):
     def _message(
         self, inputs: dict[str, Any], from_address: str, frame: FrameState
     ) -> EmailMessage:
-        env = Env(facts=frame.facts)
-        parameters = {
-            key: self._chains[key](value, env) if key in self._chains else value
-            for key, value in (inputs.get("message_parameters") or {}).items()
-        }
+        parameters = self._template.parameters(inputs, frame)
         inline: dict[str, bytes] = {}
 
         def fill(match: re.Match[str]) -> str:
@@ -274,8 +287,8 @@ class EmailNotificationBlock(NotificationBlock):
         cc = _addresses(inputs.get("cc_receiver_email") or [], "cc_receiver_email")
         bcc = _addresses(inputs.get("bcc_receiver_email") or [], "bcc_receiver_email")
         self._check_recipients([*to, *cc, *bcc])
-        text = filled(self._template, parameters)
-        body = PLACEHOLDER.sub(fill, self._template).replace("\n", "<br>\n")
+        text = self._template.text(parameters)
+        body = PLACEHOLDER.sub(fill, self._template.template).replace("\n", "<br>\n")
         attachments = attached(inputs.get("attachments") or {}, images=self.as_html)
         total = sum(map(len, attachments.values())) + sum(map(len, inline.values()))
         if total > self._smtp.max_attachment_bytes:

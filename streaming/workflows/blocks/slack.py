@@ -20,9 +20,8 @@ from typing import Any, ClassVar
 from sinks.slack import SlackMessage, SlackSender
 
 from ...settings.notifications import SlackSettings
-from ..query import Env, named_chains
 from .base import BlockSettings, BuildContext, FrameState, setting
-from .email import attached, filled
+from .email import MessageTemplate, attached
 from .fields import ANY, SECRET, FieldSpec, Takes
 from .sinks import NotificationBlock
 
@@ -54,14 +53,7 @@ class SlackNotificationBlock(NotificationBlock):
 
     def __init__(self, name: str, config: SlackSettingsOfStep, context: BuildContext) -> None:
         super().__init__(name, config, context)
-        self._template = config.message
-        self._chains = named_chains(
-            name,
-            "message_parameters",
-            "message_parameters_operations",
-            config.message_parameters,
-            config.message_parameters_operations,
-        )
+        self._template = MessageTemplate(name, config)
         self._slack = context.settings.slack if context.settings is not None else SlackSettings()
         self._pin = context.pin
         self._sender: SlackSender | None = None
@@ -84,11 +76,7 @@ class SlackNotificationBlock(NotificationBlock):
             return self.result(True, False, "slack_token must be a non-empty string")
         if not isinstance(channel, str) or not channel:
             return self.result(True, False, "channel must be a channel id or #name")
-        env = Env(facts=frame.facts)
-        parameters = {
-            key: self._chains[key](value, env) if key in self._chains else value
-            for key, value in (inputs.get("message_parameters") or {}).items()
-        }
+        parameters = self._template.parameters(inputs, frame)
         try:
             files = attached(inputs.get("attachments") or {}, images=True)
         except ValueError as exc:
@@ -99,7 +87,7 @@ class SlackNotificationBlock(NotificationBlock):
                                f"server's {self._slack.max_attachment_bytes} "
                                "(STREAMING_SLACK_MAX_ATTACHMENT_BYTES)")  # fmt: skip
         sender = self._sender_now()
-        message = SlackMessage(token, channel, filled(self._template, parameters), files)
+        message = SlackMessage(token, channel, self._template.text(parameters), files)
         if sender is None or not sender.send(message):
             return self.result(True, False, "Sink is closed")
         return self.sent()
