@@ -8,6 +8,8 @@ this checkout's clients and harnesses, so only the server differs:
 - ``server_cpu_ms_per_frame``: two detection sessions at 15 fps for 20 s (``concurrency``);
 - ``pipeline_fps``: a monitoring pipeline running the default detector on a GStreamer RTSP
   camera (640x480 H.264 at 30 fps), frames processed a second over 20 s, with its server CPU;
+- ``http_run_ms``: ``POST /workflows/run`` of the detection workflow on one 640x480 image,
+  and on four in one request, p50 of 30 each (``http_run``, also ``--only http``);
 - ``stream_help_s``: ``visionstream stream --help`` from that checkout, the median of 5;
 - ``client_import_s``: ``import streaming.client.command`` from that checkout, the median of
   5 (what the client command loads before it streams: ``--help`` exits before that).
@@ -97,6 +99,38 @@ def pipeline_fps(server_root: Path) -> dict[str, float]:
     }
 
 
+def http_run(server_root: Path, requests: int = 30) -> dict[str, float]:
+    """p50 ms of ``POST /workflows/run`` (the detection workflow) on one image and on four."""
+    import base64
+
+    import cv2
+    import numpy as np
+
+    from streaming.protocol.workflows import object_detection
+    from tests.support.server import ServerProcess
+
+    os.environ["VISIONSTREAM_BENCH_SERVER_ROOT"] = str(server_root)
+    frame = np.random.default_rng(0).integers(0, 255, (480, 640, 3), dtype=np.uint8)
+    image = {"type": "base64", "value": base64.b64encode(cv2.imencode(".jpg", frame)[1]).decode()}
+    server = ServerProcess()
+    figures: dict[str, float] = {}
+    try:
+        server.wait_ready()
+        for label, images in (("http_run_1_ms", image), ("http_run_4_ms", [image] * 4)):
+            body = {"specification": object_detection(), "inputs": {"image": images}}
+            times = []
+            for _ in range(requests + 2):  # the first two warm up
+                started = time.perf_counter()
+                answer = server.post("/workflows/run", json=body)
+                times.append((time.perf_counter() - started) * 1000)
+                answer.raise_for_status()
+            figures[label] = round(statistics.median(times[2:]), 1)
+    finally:
+        server.stop()
+        os.environ.pop("VISIONSTREAM_BENCH_SERVER_ROOT", None)
+    return figures
+
+
 def _start_s(server_root: Path, args: list[str], runs: int = 5) -> float:
     """Median seconds of ``python ARGS`` run in ``server_root`` (``-m`` and ``-c`` import
     from the working directory first: that checkout's code)."""
@@ -126,6 +160,7 @@ def measure(server_root: Path, results: Path) -> dict[str, Any]:
         "server_cpu_percent": two["server_cpu_percent"],
         "server_cpu_ms_per_frame": round(two["server_cpu_percent"] * 10 / max(fps_total, 1e-9), 1),
         **pipeline,
+        **http_run(server_root),
         "stream_help_s": _start_s(server_root, ["-m", "streaming.cli", "stream", "--help"]),
         "client_import_s": _start_s(server_root, ["-c", "import streaming.client.command"]),
     }
@@ -165,10 +200,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--before", required=True, help="the earlier commit")
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--out", default="refactor-ab")
+    parser.add_argument("--only", choices=["http"], help="only the HTTP workflow runs")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="visionstream-ab-results-") as scratch:
         results = Path(scratch)
-        rounds = alternated(args.before, args.rounds, lambda root: measure(root, results))
+        chosen = http_run if args.only == "http" else (lambda root: measure(root, results))
+        rounds = alternated(args.before, args.rounds, chosen)
     path = write_result(args.out, {
         "what": f"server at {args.before} (before) vs {head()} (after), alternated",
         "rounds": rounds,
