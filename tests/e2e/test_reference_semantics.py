@@ -23,6 +23,9 @@ import numpy as np
 import pytest
 from inference_sdk import InferenceHTTPClient
 
+from sources import SyntheticSource
+from streaming import Client, SessionStartError, StreamConfig
+from streaming.client import FrameSourceStream
 from tests.support.onnx_models import SEG_PROTOS, SEG_ROWS, YOLO_ROWS, model_directory
 from tests.support.server import running_server
 from tests.support.slack import CHANNEL, TOKEN, SlackApi
@@ -114,6 +117,17 @@ def test_a_definition_validates_without_its_values_and_a_run_names_the_one_it_la
     assert "`template` defined as `WorkflowImage`" in unfed.json()["message"]
     nothing = run(server, spec, model="boxes")
     assert nothing.status_code == 400 and "`image`" in nothing.json()["message"]
+
+
+def test_a_session_without_a_value_its_workflow_needs_is_refused_naming_it(server):
+    spec = definition([IMAGE, {"type": "WorkflowParameter", "name": "model"}],
+                      [dict(DETECT, model_id="$inputs.model")],
+                      [output("boxes", "$steps.det.predictions")])  # fmt: skip
+    source = FrameSourceStream(lambda: SyntheticSource(64, 64, fps=10, frames=3))
+    session = Client(server.url).webrtc.stream(source, workflow=spec, config=StreamConfig(
+        data_output=["boxes"], realtime_processing=False))  # fmt: skip
+    with pytest.raises(SessionStartError, match="runtime parameter `model`"):
+        session.start()
 
 
 def test_what_the_reference_refuses_without_values_is_still_refused(server):
