@@ -123,7 +123,7 @@ def test_a_session_without_a_value_its_workflow_needs_is_refused_naming_it(serve
     spec = definition([IMAGE, {"type": "WorkflowParameter", "name": "model"}],
                       [dict(DETECT, model_id="$inputs.model")],
                       [output("boxes", "$steps.det.predictions")])  # fmt: skip
-    source = FrameSourceStream(lambda: SyntheticSource(64, 64, fps=10, frames=3))
+    source = FrameSourceStream(lambda: SyntheticSource(320, 240, fps=10, frames=3))
     session = Client(server.url).webrtc.stream(source, workflow=spec, config=StreamConfig(
         data_output=["boxes"], realtime_processing=False))  # fmt: skip
     with pytest.raises(SessionStartError, match="runtime parameter `model`"):
