@@ -81,8 +81,11 @@ class SlackSender:
             if message.files:
                 self._upload(message)
             else:
-                self._call("chat.postMessage", message.token,
-                           json={"channel": message.channel, "text": message.text})  # fmt: skip
+                self._call(
+                    "chat.postMessage",
+                    message.token,
+                    json={"channel": message.channel, "text": message.text},
+                )
         except (httpx.HTTPError, OSError, SlackError, ValueError) as exc:
             self.stats.failed += 1
             self.stats.last_error = f"{type(exc).__name__}: {exc}"
@@ -93,8 +96,11 @@ class SlackSender:
     def _upload(self, message: SlackMessage) -> None:
         uploaded = []
         for name, data in message.files.items():
-            ticket = self._call("files.getUploadURLExternal", message.token,
-                                data={"filename": name, "length": str(len(data))})  # fmt: skip
+            ticket = self._call(
+                "files.getUploadURLExternal",
+                message.token,
+                data={"filename": name, "length": str(len(data))},
+            )
             url, file_id = ticket.get("upload_url"), ticket.get("file_id")
             if not isinstance(url, str) or not isinstance(file_id, str):
                 raise SlackError("files.getUploadURLExternal gave no upload_url and file_id")
@@ -103,10 +109,15 @@ class SlackSender:
                 raise SlackError(f"the upload of {name!r} was answered HTTP {response.status_code}")
             uploaded.append({"id": file_id, "title": name})
         # Form-encoded with ``files`` as a JSON array, as slack_sdk sends it.
-        self._call("files.completeUploadExternal", message.token, data={
-            "files": json.dumps(uploaded), "channel_id": message.channel,
-            "initial_comment": message.text,
-        })  # fmt: skip
+        self._call(
+            "files.completeUploadExternal",
+            message.token,
+            data={
+                "files": json.dumps(uploaded),
+                "channel_id": message.channel,
+                "initial_comment": message.text,
+            },
+        )
 
     def _call(self, method: str, token: str, **body: Any) -> dict[str, Any]:
         response = self._post(

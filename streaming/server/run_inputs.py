@@ -63,9 +63,12 @@ async def run_inputs(
     else:
         images = await load_images(given[frames], f"inputs.{frames}", limits, egress)
     batch = [
-        i for i in declared if (i.is_image or i.is_batch) and i.name != frames
+        i
+        for i in declared
+        if (i.is_image or i.is_batch)
+        and i.name != frames
         and (i.is_batch or i.dimensionality > 1 or isinstance(given.get(i.name), list))
-    ]  # fmt: skip
+    ]
     values: dict[str, list[Any]] = {}
     for spec_input in batch:
         value = given.get(spec_input.name)

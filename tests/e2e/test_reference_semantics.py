@@ -47,8 +47,7 @@ def definition(inputs: list[dict], steps: list[dict], outputs: list[dict]) -> di
 
 
 IMAGE = {"type": "WorkflowImage", "name": "image"}
-DETECT = step("roboflow_object_detection_model@v2", "det", images="$inputs.image",
-              model_id="boxes")  # fmt: skip
+DETECT = step("roboflow_object_detection_model@v2", "det", images="$inputs.image", model_id="boxes")
 
 
 @pytest.fixture(scope="module")
@@ -61,10 +60,15 @@ def slack():
 def server(tmp_path_factory, slack):
     models = tmp_path_factory.mktemp("reference-semantics-models")
     model_directory(models, "boxes", [("output", YOLO_ROWS)], decoder="yolov3")
-    model_directory(models, "seg", [("output0", SEG_ROWS.T.copy()), ("output1", SEG_PROTOS)],
-                    decoder="yolov8-seg")  # fmt: skip
-    with running_server(models_dir=str(models), default_model="boxes",
-                        slack_api_url=slack.api_url) as process:  # fmt: skip
+    model_directory(
+        models,
+        "seg",
+        [("output0", SEG_ROWS.T.copy()), ("output1", SEG_PROTOS)],
+        decoder="yolov8-seg",
+    )
+    with running_server(
+        models_dir=str(models), default_model="boxes", slack_api_url=slack.api_url
+    ) as process:
         yield process
 
 
@@ -86,15 +90,23 @@ def sdk(server) -> InferenceHTTPClient:
 
 def test_a_definition_validates_without_its_values_and_a_run_names_the_one_it_lacks(server):
     spec = definition(
-        [IMAGE, {"type": "WorkflowImage", "name": "template"},
-         {"type": "WorkflowParameter", "name": "model"},
-         {"type": "WorkflowParameter", "name": "confidence"}],
-        [dict(DETECT, model_id="$inputs.model", confidence="$inputs.confidence"),
-         step("template_matching@v1", "find", image="$inputs.image",
-              template="$inputs.template")],
-        [output("boxes", "$steps.det.predictions"),
-         output("found", "$steps.find.number_of_matches")],
-    )  # fmt: skip
+        [
+            IMAGE,
+            {"type": "WorkflowImage", "name": "template"},
+            {"type": "WorkflowParameter", "name": "model"},
+            {"type": "WorkflowParameter", "name": "confidence"},
+        ],
+        [
+            dict(DETECT, model_id="$inputs.model", confidence="$inputs.confidence"),
+            step(
+                "template_matching@v1", "find", image="$inputs.image", template="$inputs.template"
+            ),
+        ],
+        [
+            output("boxes", "$steps.det.predictions"),
+            output("found", "$steps.find.number_of_matches"),
+        ],
+    )
     checked = server.post("/workflows/validate", json=spec)
     assert checked.status_code == 200 and checked.json() == {"status": "ok"}, checked.text
     described = server.post("/workflows/describe_interface", json={"specification": spec})
@@ -120,39 +132,71 @@ def test_a_definition_validates_without_its_values_and_a_run_names_the_one_it_la
 
 
 def test_a_session_without_a_value_its_workflow_needs_is_refused_naming_it(server):
-    spec = definition([IMAGE, {"type": "WorkflowParameter", "name": "model"}],
-                      [dict(DETECT, model_id="$inputs.model")],
-                      [output("boxes", "$steps.det.predictions")])  # fmt: skip
+    spec = definition(
+        [IMAGE, {"type": "WorkflowParameter", "name": "model"}],
+        [dict(DETECT, model_id="$inputs.model")],
+        [output("boxes", "$steps.det.predictions")],
+    )
     source = FrameSourceStream(lambda: SyntheticSource(320, 240, fps=10, frames=3))
-    session = Client(server.url).webrtc.stream(source, workflow=spec, config=StreamConfig(
-        data_output=["boxes"], realtime_processing=False))  # fmt: skip
+    session = Client(server.url).webrtc.stream(
+        source, workflow=spec, config=StreamConfig(data_output=["boxes"], realtime_processing=False)
+    )
     with pytest.raises(SessionStartError, match="runtime parameter `model`"):
         session.start()
 
 
 def test_what_the_reference_refuses_without_values_is_still_refused(server):
     for broken, needle in [
-        (definition([IMAGE], [dict(DETECT, model_id="$inputs.nowhere")], [
-            output("o", "$steps.det.predictions")]), "names no workflow input"),
-        (definition([IMAGE, {"type": "WorkflowFancyInput", "name": "x"}],
-                    [dict(DETECT, model_id="$inputs.x")], [output("o", "$steps.det.predictions")]),
-         "unsupported type 'WorkflowFancyInput'"),
-        (definition([IMAGE], [dict(DETECT, model_id="no-such-model")],
-                    [output("o", "$steps.det.predictions")]), "no-such-model"),
-    ]:  # fmt: skip
+        (
+            definition(
+                [IMAGE],
+                [dict(DETECT, model_id="$inputs.nowhere")],
+                [output("o", "$steps.det.predictions")],
+            ),
+            "names no workflow input",
+        ),
+        (
+            definition(
+                [IMAGE, {"type": "WorkflowFancyInput", "name": "x"}],
+                [dict(DETECT, model_id="$inputs.x")],
+                [output("o", "$steps.det.predictions")],
+            ),
+            "unsupported type 'WorkflowFancyInput'",
+        ),
+        (
+            definition(
+                [IMAGE],
+                [dict(DETECT, model_id="no-such-model")],
+                [output("o", "$steps.det.predictions")],
+            ),
+            "no-such-model",
+        ),
+    ]:
         answer = server.post("/workflows/validate", json=broken)
         assert answer.status_code == 400 and needle in answer.json()["message"], answer.text
 
 
 LABELLED = definition(
-    [IMAGE, {"type": "WorkflowBatchInput", "name": "labels", "kind": ["string"]},
-     {"type": "WorkflowBatchInput", "name": "seen", "kind": ["object_detection_prediction"]}],
-    [step("property_definition@v1", "count", data="$inputs.seen",
-          operations=[{"type": "SequenceLength"}]),
-     dict(DETECT)],
-    [output("label", "$inputs.labels"), output("count", "$steps.count.output"),
-     output("boxes", "$steps.det.predictions")],
-)  # fmt: skip
+    [
+        IMAGE,
+        {"type": "WorkflowBatchInput", "name": "labels", "kind": ["string"]},
+        {"type": "WorkflowBatchInput", "name": "seen", "kind": ["object_detection_prediction"]},
+    ],
+    [
+        step(
+            "property_definition@v1",
+            "count",
+            data="$inputs.seen",
+            operations=[{"type": "SequenceLength"}],
+        ),
+        dict(DETECT),
+    ],
+    [
+        output("label", "$inputs.labels"),
+        output("count", "$steps.count.output"),
+        output("boxes", "$steps.det.predictions"),
+    ],
+)
 
 
 def test_batch_inputs_give_each_image_its_own_value(server):
@@ -173,13 +217,15 @@ def test_batch_inputs_give_each_image_its_own_value(server):
     # One value for every image, and a batch of images as an image input.
     images = definition(
         [{"type": "WorkflowBatchInput", "name": "photos", "kind": ["image"]}],
-        [dict(DETECT, images="$inputs.photos")], [output("boxes", "$steps.det.predictions")],
-    )  # fmt: skip
+        [dict(DETECT, images="$inputs.photos")],
+        [output("boxes", "$steps.det.predictions")],
+    )
     outs = run(server, images, photos=[encoded(picture()), encoded(picture(9))])
     assert outs.status_code == 200, outs.text
     assert [len(o["boxes"]["predictions"]) for o in outs.json()["outputs"]] == [2, 2]
-    shared = run(server, LABELLED, image=[encoded(picture())] * 3, labels="all",
-                 seen=first["boxes"])  # fmt: skip
+    shared = run(
+        server, LABELLED, image=[encoded(picture())] * 3, labels="all", seen=first["boxes"]
+    )
     assert [o["label"] for o in shared.json()["outputs"]] == ["all"] * 3
 
 
@@ -197,20 +243,25 @@ def test_batch_inputs_that_do_not_line_up_are_the_references_errors(server):
 
 
 CROPS_GIVEN = definition(
-    [IMAGE, {"type": "WorkflowBatchInput", "name": "crops", "kind": ["image"],
-             "dimensionality": 2}],
-    [dict(DETECT, name="on_crops", images="$inputs.crops"),
-     step("dimension_collapse@v1", "per_image", data="$steps.on_crops.predictions"),
-     dict(DETECT)],
+    [
+        IMAGE,
+        {"type": "WorkflowBatchInput", "name": "crops", "kind": ["image"], "dimensionality": 2},
+    ],
+    [
+        dict(DETECT, name="on_crops", images="$inputs.crops"),
+        step("dimension_collapse@v1", "per_image", data="$steps.on_crops.predictions"),
+        dict(DETECT),
+    ],
     [output("found", "$steps.per_image.output"), output("boxes", "$steps.det.predictions")],
-)  # fmt: skip
+)
 
 
 def test_crops_fed_as_an_input_of_dimensionality_two_run_one_level_below_the_image(server):
     assert server.post("/workflows/validate", json=CROPS_GIVEN).status_code == 200
     crop = encoded(picture()[:32, :32])
-    answer = run(server, CROPS_GIVEN, image=[encoded(picture())] * 2,
-                 crops=[[crop, crop, crop], [crop]])  # fmt: skip
+    answer = run(
+        server, CROPS_GIVEN, image=[encoded(picture())] * 2, crops=[[crop, crop, crop], [crop]]
+    )
     assert answer.status_code == 200, answer.text
     outs = answer.json()["outputs"]
     # Each image's crops, each crop's two detections: one list per image, one per crop.
@@ -222,23 +273,38 @@ def test_crops_fed_as_an_input_of_dimensionality_two_run_one_level_below_the_ima
     # The crops given are their own lineage: a step's crops cannot be matched with them.
     mixed = copy.deepcopy(CROPS_GIVEN)
     mixed["steps"] += [
-        step("dynamic_crop@v1", "crop", images="$inputs.image",
-             predictions="$steps.det.predictions"),
-        step("bounding_box_visualization@v1", "draw", image="$inputs.crops",
-             predictions="$steps.crop.predictions"),
-    ]  # fmt: skip
+        step(
+            "dynamic_crop@v1", "crop", images="$inputs.image", predictions="$steps.det.predictions"
+        ),
+        step(
+            "bounding_box_visualization@v1",
+            "draw",
+            image="$inputs.crops",
+            predictions="$steps.crop.predictions",
+        ),
+    ]
     refused = server.post("/workflows/validate", json=mixed)
     assert refused.status_code == 400 and "different raises" in refused.json()["message"]
 
 
 COLLAPSED = definition(
     [IMAGE],
-    [DETECT, step("dimension_collapse@v1", "all", data="$steps.det.predictions"),
-     step("property_definition@v1", "runs", data="$steps.all.output",
-          operations=[{"type": "SequenceLength"}])],
-    [output("boxes", "$steps.det.predictions"), output("all", "$steps.all.output"),
-     output("runs", "$steps.runs.output")],
-)  # fmt: skip
+    [
+        DETECT,
+        step("dimension_collapse@v1", "all", data="$steps.det.predictions"),
+        step(
+            "property_definition@v1",
+            "runs",
+            data="$steps.all.output",
+            operations=[{"type": "SequenceLength"}],
+        ),
+    ],
+    [
+        output("boxes", "$steps.det.predictions"),
+        output("all", "$steps.all.output"),
+        output("runs", "$steps.runs.output"),
+    ],
+)
 
 
 def test_collapsing_per_image_data_gathers_every_image_of_the_run(server):
@@ -258,9 +324,10 @@ def test_collapsing_per_image_data_gathers_every_image_of_the_run(server):
 CROPPED = [
     DETECT,
     step("dynamic_crop@v1", "crop", images="$inputs.image", predictions="$steps.det.predictions"),
-    step("roboflow_object_detection_model@v2", "again", images="$steps.crop.crops",
-         model_id="boxes"),
-]  # fmt: skip
+    step(
+        "roboflow_object_detection_model@v2", "again", images="$steps.crop.crops", model_id="boxes"
+    ),
+]
 CHILD_COLLAPSING = definition(
     [{"type": "WorkflowParameter", "name": "found"}],
     [step("dimension_collapse@v1", "gather", data="$inputs.found")],
@@ -274,15 +341,33 @@ CHILD_PER_CROP = definition(
 
 
 def test_collapsing_nests_across_inner_workflows_either_way(server):
-    child_collapses = definition([IMAGE], [*CROPPED, step(
-        "inner_workflow@v1", "child", workflow_definition=CHILD_COLLAPSING,
-        parameter_bindings={"found": "$steps.again.predictions"})],
-        [output("per_frame", "$steps.child.gathered")])  # fmt: skip
-    parent_collapses = definition([IMAGE], [*CROPPED[:2], step(
-        "inner_workflow@v1", "child", workflow_definition=CHILD_PER_CROP,
-        parameter_bindings={"crops": "$steps.crop.crops"}),
-        step("dimension_collapse@v1", "gather", data="$steps.child.found")],
-        [output("per_frame", "$steps.gather.output")])  # fmt: skip
+    child_collapses = definition(
+        [IMAGE],
+        [
+            *CROPPED,
+            step(
+                "inner_workflow@v1",
+                "child",
+                workflow_definition=CHILD_COLLAPSING,
+                parameter_bindings={"found": "$steps.again.predictions"},
+            ),
+        ],
+        [output("per_frame", "$steps.child.gathered")],
+    )
+    parent_collapses = definition(
+        [IMAGE],
+        [
+            *CROPPED[:2],
+            step(
+                "inner_workflow@v1",
+                "child",
+                workflow_definition=CHILD_PER_CROP,
+                parameter_bindings={"crops": "$steps.crop.crops"},
+            ),
+            step("dimension_collapse@v1", "gather", data="$steps.child.found"),
+        ],
+        [output("per_frame", "$steps.gather.output")],
+    )
     for spec in (child_collapses, parent_collapses):
         assert server.post("/workflows/validate", json=spec).status_code == 200
         (out,) = sdk(server).run_workflow(specification=spec, images={"image": picture()})
@@ -294,24 +379,54 @@ def test_collapsing_nests_across_inner_workflows_either_way(server):
 def zone_spec(model_step: dict) -> dict:
     return definition(
         [IMAGE],
-        [model_step,
-         step("detections_filter@v1", "dogs", predictions="$steps.det.predictions",
-              operations=[{"type": "DetectionsFilter", "filter_operation": {
-                  "type": "StatementGroup", "statements": [{
-                      "type": "BinaryStatement",
-                      "left_operand": {"type": "DynamicOperand", "operations": [
-                          {"type": "ExtractDetectionProperty", "property_name": "class_name"}]},
-                      "comparator": {"type": "=="},
-                      "right_operand": {"type": "StaticOperand", "value": "dog"}}]}}]),
-         step("dynamic_zone@v1", "zone", predictions="$steps.dogs.predictions",
-              required_number_of_vertices=4)],
+        [
+            model_step,
+            step(
+                "detections_filter@v1",
+                "dogs",
+                predictions="$steps.det.predictions",
+                operations=[
+                    {
+                        "type": "DetectionsFilter",
+                        "filter_operation": {
+                            "type": "StatementGroup",
+                            "statements": [
+                                {
+                                    "type": "BinaryStatement",
+                                    "left_operand": {
+                                        "type": "DynamicOperand",
+                                        "operations": [
+                                            {
+                                                "type": "ExtractDetectionProperty",
+                                                "property_name": "class_name",
+                                            }
+                                        ],
+                                    },
+                                    "comparator": {"type": "=="},
+                                    "right_operand": {"type": "StaticOperand", "value": "dog"},
+                                }
+                            ],
+                        },
+                    }
+                ],
+            ),
+            step(
+                "dynamic_zone@v1",
+                "zone",
+                predictions="$steps.dogs.predictions",
+                required_number_of_vertices=4,
+            ),
+        ],
         [output("zones", "$steps.zone.zones"), output("dogs", "$steps.dogs.predictions")],
-    )  # fmt: skip
+    )
 
 
 def test_a_filter_hands_on_the_kind_it_is_given(server):
-    segmenting = zone_spec(step("roboflow_instance_segmentation_model@v2", "det",
-                                images="$inputs.image", model_id="seg"))  # fmt: skip
+    segmenting = zone_spec(
+        step(
+            "roboflow_instance_segmentation_model@v2", "det", images="$inputs.image", model_id="seg"
+        )
+    )
     assert server.post("/workflows/validate", json=segmenting).status_code == 200
     (out,) = sdk(server).run_workflow(specification=segmenting, images={"image": picture()})
     assert [p["class"] for p in out["dogs"]["predictions"]] == ["dog"]
@@ -329,21 +444,47 @@ def sliced_gate(sink: dict) -> dict:
     letting through those where it is found, and ``sink`` behind the gate."""
     return definition(
         [IMAGE, {"type": "WorkflowImage", "name": "template"}],
-        [step("image_slicer@v2", "tiles", image="$inputs.image", slice_width=32,
-              slice_height=32, overlap_ratio_width=0.0, overlap_ratio_height=0.0),
-         step("template_matching@v1", "find", image="$steps.tiles.slices",
-              template="$inputs.template", matching_threshold=0.9),
-         step("continue_if@v1", "busy", next_steps=[f"$steps.{sink['name']}"],
-              condition_statement={"type": "StatementGroup", "statements": [{
-                  "type": "BinaryStatement",
-                  "left_operand": {"type": "DynamicOperand", "operand_name": "found"},
-                  "comparator": {"type": "(Number) >"},
-                  "right_operand": {"type": "StaticOperand", "value": 0}}]},
-              evaluation_parameters={"found": "$steps.find.number_of_matches"}),
-         sink],
-        [output("found", "$steps.find.number_of_matches"),
-         output("sent", f"$steps.{sink['name']}.*")],
-    )  # fmt: skip
+        [
+            step(
+                "image_slicer@v2",
+                "tiles",
+                image="$inputs.image",
+                slice_width=32,
+                slice_height=32,
+                overlap_ratio_width=0.0,
+                overlap_ratio_height=0.0,
+            ),
+            step(
+                "template_matching@v1",
+                "find",
+                image="$steps.tiles.slices",
+                template="$inputs.template",
+                matching_threshold=0.9,
+            ),
+            step(
+                "continue_if@v1",
+                "busy",
+                next_steps=[f"$steps.{sink['name']}"],
+                condition_statement={
+                    "type": "StatementGroup",
+                    "statements": [
+                        {
+                            "type": "BinaryStatement",
+                            "left_operand": {"type": "DynamicOperand", "operand_name": "found"},
+                            "comparator": {"type": "(Number) >"},
+                            "right_operand": {"type": "StaticOperand", "value": 0},
+                        }
+                    ],
+                },
+                evaluation_parameters={"found": "$steps.find.number_of_matches"},
+            ),
+            sink,
+        ],
+        [
+            output("found", "$steps.find.number_of_matches"),
+            output("sent", f"$steps.{sink['name']}.*"),
+        ],
+    )
 
 
 def chequered() -> tuple[np.ndarray, np.ndarray]:
@@ -357,8 +498,13 @@ def chequered() -> tuple[np.ndarray, np.ndarray]:
 def test_a_gate_on_each_slice_governs_a_sink_that_takes_no_slice_data(server):
     image, template = chequered()
     with RequestRecorder() as hook:
-        sink = step("webhook_sink@v1", "hook", url=hook.url, json_payload={"alert": "busy"},
-                    cooldown_seconds=0)  # fmt: skip
+        sink = step(
+            "webhook_sink@v1",
+            "hook",
+            url=hook.url,
+            json_payload={"alert": "busy"},
+            cooldown_seconds=0,
+        )
         spec = sliced_gate(sink)
         assert server.post("/workflows/validate", json=spec).status_code == 200
         (out,) = sdk(server).run_workflow(
@@ -378,13 +524,21 @@ def test_a_gate_on_each_slice_governs_a_sink_that_takes_no_slice_data(server):
 def test_a_slack_step_posts_through_slacks_api(server, slack):
     spec = definition(
         [IMAGE, {"type": "WorkflowParameter", "name": "token"}],
-        [DETECT, step("slack_notification@v1", "slack", slack_token="$inputs.token",
-                      channel=CHANNEL, message="{{ $parameters.n }} animals",
-                      message_parameters={"n": "$steps.det.predictions"},
-                      message_parameters_operations={"n": [{"type": "SequenceLength"}]},
-                      cooldown_session_key="k")],
+        [
+            DETECT,
+            step(
+                "slack_notification@v1",
+                "slack",
+                slack_token="$inputs.token",
+                channel=CHANNEL,
+                message="{{ $parameters.n }} animals",
+                message_parameters={"n": "$steps.det.predictions"},
+                message_parameters_operations={"n": [{"type": "SequenceLength"}]},
+                cooldown_session_key="k",
+            ),
+        ],
         [output("sent", "$steps.slack.*")],
-    )  # fmt: skip
+    )
     assert server.post("/workflows/validate", json=spec).status_code == 200
     before = len(slack.of("chat.postMessage"))
     (out,) = sdk(server).run_workflow(

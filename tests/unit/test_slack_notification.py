@@ -67,8 +67,11 @@ def run_frames(spec: dict, settings: Settings, frames: int = 1, **parameters) ->
         registry.close()
 
 
-SENT = {"error_status": False, "throttling_status": False,
-        "message": "Notification sent in the background"}  # fmt: skip
+SENT = {
+    "error_status": False,
+    "throttling_status": False,
+    "message": "Notification sent in the background",
+}
 
 
 def test_a_message_with_its_parameters_is_posted_then_the_cooldown_holds_the_next(tmp_path):
@@ -83,8 +86,11 @@ def test_a_message_with_its_parameters_is_posted_then_the_cooldown_holds_the_nex
         )
         (call,) = api.wait_calls("chat.postMessage", 1)
     assert first == SENT
-    assert second == {"error_status": False, "throttling_status": True,
-                      "message": "Sink cooldown applies"}  # fmt: skip
+    assert second == {
+        "error_status": False,
+        "throttling_status": True,
+        "message": "Sink cooldown applies",
+    }
     assert call.authorization == f"Bearer {TOKEN}"
     assert call.body == {
         "channel": CHANNEL,
@@ -100,8 +106,9 @@ def test_files_go_through_slacks_upload_flow_with_the_text_as_their_comment(tmp_
         cooldown_seconds=0,
     )
     with SlackApi() as api:
-        (sent,) = run_frames(spec_of(step), settings_for(api, tmp_path), token=TOKEN,
-                             names="a,b\n1,2\n")  # fmt: skip
+        (sent,) = run_frames(
+            spec_of(step), settings_for(api, tmp_path), token=TOKEN, names="a,b\n1,2\n"
+        )
         tickets = api.wait_calls("files.getUploadURLExternal", 2)
         uploads = api.wait_calls("upload", 2)
         (done,) = api.wait_calls("files.completeUploadExternal", 1)
@@ -133,15 +140,19 @@ def test_slacks_refusals_are_its_own_and_nothing_else_is_sent(tmp_path):
         (refused,) = api.wait_calls("chat.postMessage", 1)
         assert sent == SENT  # fire and forget: the frame never waits on Slack
         assert api.reply(refused) == {"ok": False, "error": "invalid_auth"}
-        (sent,) = run_frames(spec_of(slack_step(message="hi", channel="#nowhere")), settings,
-                             token=TOKEN)  # fmt: skip
+        (sent,) = run_frames(
+            spec_of(slack_step(message="hi", channel="#nowhere")), settings, token=TOKEN
+        )
         assert api.wait_calls("chat.postMessage", 2)[1].body["channel"] == "#nowhere"
 
 
 def test_the_token_comes_from_a_lent_secret_and_never_goes_into_the_text(tmp_path, monkeypatch):
     monkeypatch.setenv("SLACK_BOT_TOKEN", TOKEN)
-    vault = {"type": "roboflow_core/environment_secrets_store@v1", "name": "vault",
-             "variables_storing_secrets": ["SLACK_BOT_TOKEN"]}  # fmt: skip
+    vault = {
+        "type": "roboflow_core/environment_secrets_store@v1",
+        "name": "vault",
+        "variables_storing_secrets": ["SLACK_BOT_TOKEN"],
+    }
     with SlackApi() as api:
         settings = settings_for(api, tmp_path).model_copy(
             update={"workflow_secrets": ["SLACK_BOT_TOKEN"]}
@@ -150,8 +161,9 @@ def test_the_token_comes_from_a_lent_secret_and_never_goes_into_the_text(tmp_pat
         run_frames(spec_of(vault, step), settings)
         (call,) = api.wait_calls("chat.postMessage", 1)
         assert call.authorization == f"Bearer {TOKEN}" and TOKEN not in json.dumps(call.body)
-        leaking = slack_step(message="{{ $parameters.t }}",
-                             message_parameters={"t": "$steps.vault.slack_bot_token"})  # fmt: skip
+        leaking = slack_step(
+            message="{{ $parameters.t }}", message_parameters={"t": "$steps.vault.slack_bot_token"}
+        )
         with pytest.raises(WorkflowCompilationError, match="is a lent secret"):
             run_frames(spec_of(vault, leaking), settings, token=TOKEN)
 

@@ -26,15 +26,27 @@ def spec(dimensionality: int = 1) -> dict:
         "version": "1.0",
         "inputs": [
             {"type": "WorkflowImage", "name": "image"},
-            {"type": "WorkflowBatchInput", "name": "names", "kind": ["list_of_values"],
-             "dimensionality": dimensionality},
+            {
+                "type": "WorkflowBatchInput",
+                "name": "names",
+                "kind": ["list_of_values"],
+                "dimensionality": dimensionality,
+            },
             {"type": "WorkflowParameter", "name": "limit"},
         ],
-        "steps": [{"type": "roboflow_core/property_definition@v1", "name": "count",
-                   "data": "$inputs.names", "operations": [{"type": "SequenceLength"}]}],
-        "outputs": [{"type": "JsonField", "name": "count", "selector": "$steps.count.output"},
-                    {"type": "JsonField", "name": "names", "selector": "$inputs.names"}],
-    }  # fmt: skip
+        "steps": [
+            {
+                "type": "roboflow_core/property_definition@v1",
+                "name": "count",
+                "data": "$inputs.names",
+                "operations": [{"type": "SequenceLength"}],
+            }
+        ],
+        "outputs": [
+            {"type": "JsonField", "name": "count", "selector": "$steps.count.output"},
+            {"type": "JsonField", "name": "names", "selector": "$inputs.names"},
+        ],
+    }
 
 
 def test_a_streams_batch_input_is_the_value_every_frame_gets(context):
