@@ -11,7 +11,7 @@ element at its dimension (``batches.py``), all of a frame's at once (``Block.run
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -114,16 +114,12 @@ class CompiledWorkflow:
     ) -> dict[str, Any]:
         """``image``: the frame's pixels, or a function that makes them (called only if a
         step reads them)."""
-        state = self._start(image, video_metadata, frame)
-        for planned in self._steps:
-            if planned.dims.level == 0:  # a stream's run is its one frame
-                _run_across(planned, [state], [frame])
-            else:
-                _run_step(planned, state, frame)
-        return self._finish(state)
+        (outputs,) = self.run_many([(image, video_metadata, frame)])  # a stream's run: a frame
+        return outputs
 
     def run_many(
-        self, frames: list[tuple[np.ndarray, dict[str, Any], FrameState]]
+        self,
+        frames: Sequence[tuple[np.ndarray | Callable[[], np.ndarray], dict[str, Any], FrameState]],
     ) -> list[dict[str, Any]]:
         """Several frames as one run (an HTTP run's images), step by step: each step on
         every frame in order, a step collapsing the frames once on all of them, and a step
@@ -176,7 +172,7 @@ def _run_across(planned: _PlannedStep, states: list[FrameValues], frames: list[F
     """A step collapsing the run's frames: each collapsed field gets the list of every
     frame's value (None where a gate stopped it or its step did not run), and the step runs
     once; its outputs are every frame's (the reference's non-batch data)."""
-    name, block = planned.block.name, planned.block
+    block = planned.block
     assert not isinstance(block, FlowControlBlock)  # no flow-control block collapses
     first = states[0]
     runs = all(
@@ -190,14 +186,9 @@ def _run_across(planned: _PlannedStep, states: list[FrameValues], frames: list[F
         inputs[field_name] = [
             None if _stopped(planned, state) else unmasked(state.at(source, ())) for state in states
         ]
-    result = block.run(inputs, frames[-1]) if runs else {}
-    produced = list(planned.output_names)
-    produced.extend(k for k in result if k not in produced)
+    result = block.run(inputs, frames[-1]) if runs else None
     for state in states:
-        state.ran[name] = True if runs else MASKED
-        state.produced[name] = produced
-        for output in produced:
-            state.values[(name, output)] = result.get(output) if runs else MASKED
+        _record(planned, state, result)
 
 
 def _stopped(planned: _PlannedStep, state: FrameValues) -> bool:
@@ -251,13 +242,19 @@ def _run_once(planned: _PlannedStep, state: FrameValues, frame: FrameState) -> N
         state.ran[name] = True if inputs is not None else MASKED
         state.produced[name] = []
         return
-    result = _held_or_run(block, inputs, frame) if inputs is not None else {}
-    state.ran[name] = True if inputs is not None else MASKED
+    result = _held_or_run(block, inputs, frame) if inputs is not None else None
+    _record(planned, state, result)
+
+
+def _record(planned: _PlannedStep, state: FrameValues, result: dict[str, Any] | None) -> None:
+    """A step's outputs where it ran once for the frame (None: it did not run)."""
+    name = planned.block.name
+    state.ran[name] = True if result is not None else MASKED
     produced = list(planned.output_names)
-    produced.extend(k for k in result if k not in produced)
+    produced.extend(k for k in result or () if k not in produced)
     state.produced[name] = produced
     for output in produced:
-        state.values[(name, output)] = result.get(output) if inputs is not None else MASKED
+        state.values[(name, output)] = result.get(output) if result is not None else MASKED
 
 
 def _held_or_run(block: Block, inputs: dict[str, Any], frame: FrameState) -> dict[str, Any]:

@@ -13,7 +13,6 @@ with pass the server's egress policy as they are connected to.
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -57,11 +56,10 @@ class SlackNotificationBlock(NotificationBlock):
         self._slack = context.settings.slack if context.settings is not None else SlackSettings()
         self._pin = context.pin
         self._sender: SlackSender | None = None
-        self._send_lock = threading.Lock()
         self.hold(float(config.cooldown_seconds), bool(config.disable_sink))
 
     def _sender_now(self) -> SlackSender | None:
-        with self._send_lock:
+        with self._lock:
             if self._sender is None and not self._closed:
                 self._sender = SlackSender(
                     self._slack.api_url, pin=self._pin, timeout_s=self._slack.timeout_s
@@ -83,9 +81,13 @@ class SlackNotificationBlock(NotificationBlock):
             return self.result(True, False, str(exc))
         size = sum(map(len, files.values()))
         if size > self._slack.max_attachment_bytes:
-            return self.result(True, False, f"attachments of {size} bytes are over the "
-                               f"server's {self._slack.max_attachment_bytes} "
-                               "(STREAMING_SLACK_MAX_ATTACHMENT_BYTES)")  # fmt: skip
+            return self.result(
+                True,
+                False,
+                f"attachments of {size} bytes are over the "
+                f"server's {self._slack.max_attachment_bytes} "
+                "(STREAMING_SLACK_MAX_ATTACHMENT_BYTES)",
+            )
         sender = self._sender_now()
         message = SlackMessage(token, channel, self._template.text(parameters), files)
         if sender is None or not sender.send(message):
@@ -93,7 +95,7 @@ class SlackNotificationBlock(NotificationBlock):
         return self.sent()
 
     def close(self) -> None:
-        with self._send_lock:
+        with self._lock:
             self._closed = True
             sender, self._sender = self._sender, None
         if sender is not None:
