@@ -18,7 +18,15 @@ from typing import Any
 
 import httpx
 
-__all__ = ["Pin", "PinnedSMTP", "PinnedSMTPSSL", "pinned_request", "pinned_url"]
+__all__ = [
+    "Pin",
+    "PinnedSMTP",
+    "PinnedSMTPSSL",
+    "PinnedTransport",
+    "RefusedAddress",
+    "pinned_request",
+    "pinned_url",
+]
 
 Pin = Callable[[str, int | None], str]
 """``(host, port)`` -> the address to connect to, checked; raises ``OSError`` (with the
@@ -37,6 +45,32 @@ def pinned_request(url: httpx.URL, pin: Pin) -> tuple[httpx.URL, dict[str, str],
         {"Host": _host_header(host, url.port)},
         {"sni_hostname": host},
     )
+
+
+class RefusedAddress(httpx.ConnectError):
+    """The egress policy refused the address a request was aimed at (not worth a retry)."""
+
+
+class PinnedTransport(httpx.BaseTransport):
+    """An httpx transport whose every request goes to its host's checked address (the
+    ``Host`` header and the TLS name kept): for clients that build their own requests
+    (the ``openai`` package), so no request of theirs skips the egress policy."""
+
+    def __init__(self, pin: Pin, inner: httpx.BaseTransport) -> None:
+        self._pin = pin
+        self._inner = inner
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        try:
+            url, _, extensions = pinned_request(request.url, self._pin)
+        except OSError as exc:  # refused: as a failed connection is, to the client
+            raise RefusedAddress(str(exc), request=request) from None
+        request.url = url  # the Host header was set from the name when the request was made
+        request.extensions = {**request.extensions, **extensions}
+        return self._inner.handle_request(request)
+
+    def close(self) -> None:
+        self._inner.close()
 
 
 def pinned_url(url: str, pin: Pin) -> tuple[str, str | None]:

@@ -16,6 +16,7 @@ from .bounds import WorkflowLimits
 from .settings.cameras import CameraSettings, DecodeSettings
 from .settings.cluster import ClusterSettings
 from .settings.inference import InferenceSettings
+from .settings.language import LanguageSettings
 from .settings.media import MediaSettings
 from .settings.notifications import NotificationSettings, SlackSettings, SmtpSettings
 from .settings.security import SecuritySettings
@@ -34,6 +35,7 @@ class Settings(
     InferenceSettings,
     StorageSettings,
     NotificationSettings,
+    LanguageSettings,
     ClusterSettings,
 ):
     """Everything the server can be told, from the environment or the command line: each

@@ -30,6 +30,7 @@ class Metrics:
         self._declare_models()
         self._declare_pipelines()
         self._declare_events()
+        self._declare_language()
 
     def _declare_sessions(self) -> None:
         """Sessions, the frames they take, process and drop, and where the time goes."""
@@ -175,6 +176,29 @@ class Metrics:
             source,
             registry=self.registry,
         )
+
+    def _declare_language(self) -> None:
+        """Vision-language providers: requests by outcome, tokens by direction."""
+        self.vlm_requests = Counter(
+            "visionstream_vlm_requests",
+            "Requests to vision-language providers, by provider, model and outcome (answered, "
+            "refused, unavailable after every try)",
+            ["provider", "model", "outcome"],
+            registry=self.registry,
+        )
+        self.vlm_tokens = Counter(
+            "visionstream_vlm_tokens",
+            "Tokens vision-language providers counted, by provider, model and direction",
+            ["provider", "model", "direction"],
+            registry=self.registry,
+        )
+
+    def vlm_request(self, provider: str, model: str, outcome: str) -> None:
+        self.vlm_requests.labels(provider, model, outcome).inc()
+
+    def vlm_token_counts(self, provider: str, model: str, input_tokens: int, output: int) -> None:
+        self.vlm_tokens.labels(provider, model, "input").inc(input_tokens)
+        self.vlm_tokens.labels(provider, model, "output").inc(output)
 
     def _declare_events(self) -> None:
         """The event store's writes, drops and queue."""

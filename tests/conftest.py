@@ -153,6 +153,37 @@ def person(photos, default_model_dir) -> np.ndarray:
 
 
 @pytest.fixture(scope="session")
+def detector(default_model_dir):
+    """The default model as a function of an image (its detections at confidence 0.3): what
+    the suite's vision-language provider answers from. One call at a time."""
+    import threading
+
+    from streaming.config import Settings
+    from streaming.inference.decoders import DecodeOptions
+    from streaming.inference.registry import ModelRegistry
+
+    registry = ModelRegistry(Settings(models_dir=default_model_dir))
+    model = registry.get("yolov3-tiny-416")
+    lock = threading.Lock()
+
+    def detect(image):
+        with lock:
+            return model.detect(image, DecodeOptions(confidence=0.3))
+
+    yield detect
+    registry.close()
+
+
+@pytest.fixture
+def vlm_provider(detector):
+    """A vision-language provider on loopback (``tests/support/vlm_provider.py``)."""
+    from tests.support.vlm_provider import VlmProvider
+
+    with VlmProvider(detector) as provider:
+        yield provider
+
+
+@pytest.fixture(scope="session")
 def server():
     with running_server() as process:
         yield process

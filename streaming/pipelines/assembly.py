@@ -10,6 +10,7 @@ from ..config import Settings
 from ..egress import EgressPolicy
 from ..events import EventRecorder
 from ..inference.registry import ModelRegistry
+from ..language import Providers
 from ..metrics import Metrics, SourceMetrics
 from ..protocol.messages import WorkflowConfiguration
 from ..workflows.blocks.base import BuildContext
@@ -36,12 +37,14 @@ class PipelineAssembly:
         library: WorkflowLibrary,
         metrics: Metrics | None,
         events: EventRecorder | None,
+        language: Providers | None = None,
     ) -> None:
         self._settings, self._models, self._hub = settings, models, hub
         self._library, self._metrics, self._events = library, metrics, events
         # Each source's workflow passes it when compiled (its webhook URLs), whatever
         # started the pipeline: the API, a WHIP publisher, a restart, a Ray actor.
         self.egress = EgressPolicy(settings.allowed_networks)
+        self._language = language
 
     def series(self, pipeline_id: str, source: SourceReference) -> SourceMetrics | None:
         """The source's analytics series; None without metrics."""
@@ -85,6 +88,8 @@ class PipelineAssembly:
             events,
             settings,
             self._library.stored,
+            language=self._language,
+            live=True,
         )
         return await compile_config(config, spec, context, egress=self.egress)
 

@@ -20,6 +20,7 @@ from ..config import Settings
 from ..errors import NotFound, StreamingError, TooManySessions
 from ..events import EventRecorder
 from ..inference.registry import ModelRegistry
+from ..language import Providers
 from ..metrics import Metrics, SourceMetrics
 from ..tasks import TaskOwner
 from ..watching import WatchedPipeline
@@ -108,9 +109,10 @@ class PipelineManager:
         store: PipelineStore | None = None,
         metrics: Metrics | None = None,
         events: EventRecorder | None = None,
+        language: Providers | None = None,
     ) -> None:
         self._settings = settings
-        self._parts = PipelineAssembly(settings, models, hub, library, metrics, events)
+        self._parts = PipelineAssembly(settings, models, hub, library, metrics, events, language)
         self._store = store or PipelineStore(None)
         self._library = library
         self._hub = hub

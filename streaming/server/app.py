@@ -22,6 +22,7 @@ from ..events.writer import event_writer
 from ..inference.backends import SessionOpener, open_session
 from ..inference.default_model import DEFAULT_MODEL_ID, ensure_default_model
 from ..inference.registry import ModelRegistry
+from ..language import Providers
 from ..memory import MemoryTrimmer
 from ..metrics import Metrics
 from ..peer.publisher import Publishers
@@ -57,6 +58,7 @@ class PipelineParts:
     library: WorkflowLibrary
     metrics: Metrics
     events: EventRecorder | None
+    language: Providers | None = None
 
 
 PipelineFactory = Callable[[PipelineParts], Pipelines]
@@ -141,6 +143,7 @@ def local_pipelines(parts: PipelineParts) -> Pipelines:
         store,
         parts.metrics,
         parts.events,
+        parts.language,
     )
 
 
@@ -170,6 +173,9 @@ def _build_state(settings: Settings, metrics: Metrics, parts: _Parts) -> ServerS
     library = WorkflowLibrary(settings.workflows_dir, settings.default_model)
     trimmer = MemoryTrimmer(settings.malloc_trim)
     events = event_writer(settings, metrics)
+    language = Providers(
+        settings.vlm, pin=EgressPolicy(settings.allowed_networks).pin, usage=metrics
+    )
     state = ServerState(
         settings=settings,
         models=registry,
@@ -181,7 +187,7 @@ def _build_state(settings: Settings, metrics: Metrics, parts: _Parts) -> ServerS
         hub=hub,
         publishers=publishers,
         pipelines=parts.pipeline_factory(
-            PipelineParts(settings, registry, hub, executor, library, metrics, events)
+            PipelineParts(settings, registry, hub, executor, library, metrics, events, language)
         ),
         workflows=library,
         uploads=UploadDirectory(settings.upload_dir),
@@ -189,6 +195,7 @@ def _build_state(settings: Settings, metrics: Metrics, parts: _Parts) -> ServerS
         auth=ApiKeyGuard(settings.api_key, settings.auth_failures_per_minute, auth=settings.auth),
         trimmer=trimmer,
         events=events,
+        language=language,
         deployment=parts.deployment,
     )
     if (deployment := parts.deployment) is not None:
@@ -225,6 +232,8 @@ def _lifespan(
             if state.events is not None:  # last: what sessions and pipelines said is written
                 await asyncio.to_thread(state.events.close)
             state.models.close()
+            if state.language is not None:
+                state.language.close()
             state.uploads.close()
             state.trimmer.close()
 

@@ -48,6 +48,7 @@ async def compiled(
         workflows=state.workflows.stored,
         caller=current_caller(),
         role=current_principal().role,
+        language=state.language,
     )
     workflow = await compile_config(
         config,

@@ -17,6 +17,7 @@ from ..egress import EgressPolicy
 from ..errors import NotReady, ShuttingDown
 from ..events.writer import EventWriter
 from ..inference.registry import ModelRegistry
+from ..language import Providers
 from ..memory import MemoryTrimmer
 from ..metrics import Metrics
 from ..peer.publisher import Publishers
@@ -77,6 +78,8 @@ class ServerState:
     """Where callers may make this server connect (cameras, webhooks, ICE servers)."""
     trimmer: MemoryTrimmer
     """Gives freed memory back to the system after sessions end."""
+    language: Providers | None = None
+    """The vision-language providers every session, run and pipeline of this server asks."""
     publishers: Publishers = field(default_factory=lambda: Publishers(1))
     """WHIP publishers, each a pipeline source read through ``hub`` (``whip://<id>``)."""
     events: EventWriter | None = None

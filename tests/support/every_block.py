@@ -51,9 +51,20 @@ ELSEWHERE = {
     "test_pp_ocr_without_recognition_finds_where_text_is",
     "roboflow_core/template_matching@v1": "tests/e2e/test_sdk_http.py::"
     "test_run_workflow_with_a_second_image_finds_the_template_in_the_first",
+    "roboflow_core/openai_compatible@v1": "tests/unit/test_vlm_blocks.py::"
+    "test_the_prompt_goes_with_its_parameters_and_the_image_travels_as_an_image",
+    "roboflow_core/vlm_as_classifier@v1": "tests/unit/test_vlm_blocks.py::"
+    "test_a_multi_label_answer_lists_each_class_seen",
+    "roboflow_core/vlm_as_classifier@v2": "tests/unit/test_vlm_blocks.py::"
+    "test_an_answer_becomes_a_classification_however_it_is_wrapped",
+    "roboflow_core/vlm_as_detector@v1": "tests/unit/test_vlm_blocks.py::"
+    "test_boxes_in_each_convention_come_back_where_the_detector_found_them",
+    "roboflow_core/vlm_as_detector@v2": "tests/unit/test_vlm_blocks.py::"
+    "test_boxes_in_each_convention_come_back_where_the_detector_found_them",
 }
 """Block types this workflow leaves out, each with the test that runs it: they reach outside
-the stream (a mail, web or MQTT server, the server's disk or environment), need a model the
+the stream (a mail, web or MQTT server, a vision-language provider, the server's disk or
+environment), need a model the
 suite's servers are not given (OCR), or a second image input (a template)."""
 
 

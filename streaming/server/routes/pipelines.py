@@ -98,7 +98,12 @@ async def initialise(
     await state.check_accepting()
     await _check_egress(state, payload)
     # Its workflow compiles in a worker (or a Ray actor): the caller's role is checked here.
-    context = BuildContext(state.models, settings=state.settings, workflows=state.workflows.stored)
+    context = BuildContext(
+        state.models,
+        settings=state.settings,
+        workflows=state.workflows.stored,
+        language=state.language,
+    )
     specification = state.workflows.specification(payload.processing_configuration)
     await require_roles(specification, current_principal().role, context)
     pipeline_id = await state.pipelines.initialise(payload)

@@ -135,6 +135,8 @@ async def open_session(
                 workflows=state.workflows.stored,
                 caller=principal.caller(address),
                 role=principal.role,
+                language=state.language,
+                live=True,
             )
             workflow = outputs = await compile_config(
                 config, specification, context, egress=state.egress

@@ -216,7 +216,13 @@ async def whip_workflow(
         workflows_parameters={k: _parameter(v) for k, v in query.items()} or None,
     )
     specification = state.workflows.specification(config)  # unknown: refused before ICE
-    context = BuildContext(state.models, settings=state.settings, workflows=state.workflows.stored)
+    context = BuildContext(
+        state.models,
+        settings=state.settings,
+        workflows=state.workflows.stored,
+        language=state.language,
+        live=True,
+    )
     await require_roles(specification, current_principal().role, context)
 
     async def start_pipeline(publisher: Publisher) -> None:

@@ -45,6 +45,8 @@ MODULES = (
     "dynamic_zone",
     "perspective",
     "slack",
+    "language",
+    "vlm_formatters",
 )
 
 

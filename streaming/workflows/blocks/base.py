@@ -22,6 +22,7 @@ from ...config import Settings
 from ...egress import EgressPolicy
 from ...events import EventRecord, EventRecorder
 from ...inference.model import DetectionModel, StageTimer
+from ...language import Providers
 from .fields import FieldSpec
 from .images import Origin, WorkflowImage
 
@@ -90,6 +91,13 @@ class BuildContext:
     caller: str = "anonymous"
     """Who asked for this workflow (a key's name, a client's address): what the server's
     shared resources (the mail relay) are rationed by."""
+    live: bool = False
+    """The workflow runs on a live stream (a session, a pipeline, a WHIP publisher): steps
+    that wait on a remote model ask in the background and frames carry the last answer.
+    False: a run that waits for every answer (an HTTP run)."""
+    language: Providers | None = None
+    """The server's vision-language providers (shared, so each provider's concurrency limit
+    holds server-wide); None: a block that asks one makes its own from ``settings``."""
     role: Role = Role.ADMIN
     """The caller's role: a step whose block needs more (``access.BLOCKS``) is a 403 when
     compiled. Admin for what the server runs itself (tests, restarted pipelines)."""

@@ -40,7 +40,7 @@ from .base import BlockSettings, BuildContext, FrameState, WorkflowImage, settin
 from .fields import ANY, SECRET, FieldSpec, Takes
 from .sinks import NotificationBlock
 
-__all__ = ["EmailNotificationBlock", "EmailNotificationV2Block"]
+__all__ = ["EmailNotificationBlock", "EmailNotificationV2Block", "MessageTemplate", "jpeg"]
 
 PLACEHOLDER = re.compile(r"{{\s*\$parameters\.(\w+)\s*}}")
 MANAGED = "Roboflow Managed API Key"
@@ -51,7 +51,7 @@ _SENDERS_KEPT = 4
 """Distinct SMTP servers (or logins) a step keeps a sender for: one, nearly always."""
 
 
-def _jpeg(image: WorkflowImage) -> bytes:
+def jpeg(image: WorkflowImage) -> bytes:
     ok, data = cv2.imencode(".jpg", image.numpy, [cv2.IMWRITE_JPEG_QUALITY, 90])
     if not ok:
         raise ValueError("the image could not be encoded")
@@ -70,16 +70,17 @@ class MessageTemplate:
     """A notification step's ``message`` and its ``message_parameters``, each value through
     its ``message_parameters_operations``: what e-mail and Slack steps share."""
 
-    def __init__(self, step: str, config: Any) -> None:
-        """``config``: settings with ``message``, ``message_parameters`` (the names) and
-        ``message_parameters_operations``."""
-        self.template: str = config.message
+    def __init__(self, step: str, config: Any, field: str = "message") -> None:
+        """``config``: settings with the template (``field``: ``message``, or a VLM step's
+        ``prompt``), ``<field>_parameters`` (the names) and ``<field>_parameters_operations``."""
+        self.template: str = getattr(config, field, None) or ""
+        self._values = f"{field}_parameters"
         self._chains = named_chains(
             step,
-            "message_parameters",
-            "message_parameters_operations",
-            config.message_parameters,
-            config.message_parameters_operations,
+            self._values,
+            f"{field}_parameters_operations",
+            getattr(config, self._values),
+            getattr(config, f"{field}_parameters_operations"),
         )
 
     def parameters(self, inputs: dict[str, Any], frame: FrameState) -> dict[str, Any]:
@@ -87,15 +88,16 @@ class MessageTemplate:
         env = Env(facts=frame.facts)
         return {
             key: self._chains[key](value, env) if key in self._chains else value
-            for key, value in (inputs.get("message_parameters") or {}).items()
+            for key, value in (inputs.get(self._values) or {}).items()
         }
 
-    def text(self, parameters: dict[str, Any]) -> str:
-        """The message with each ``{{ $parameters.name }}`` replaced by its value as text;
-        a placeholder no parameter names is left as written, as the reference leaves it."""
+    def text(self, parameters: dict[str, Any], template: str | None = None) -> str:
+        """The message (or the frame's own ``template``) with each ``{{ $parameters.name }}``
+        replaced by its value as text; a placeholder no parameter names is left as written,
+        as the reference leaves it."""
         return PLACEHOLDER.sub(
             lambda m: _text(parameters[m.group(1)]) if m.group(1) in parameters else m.group(0),
-            self.template,
+            self.template if template is None else template,
         )
 
 
@@ -110,7 +112,7 @@ def attached(given: dict[str, Any], images: bool) -> dict[str, bytes]:
             if not images:
                 raise ValueError(f"attachment '{name}': v1 attaches text or bytes, not images")
             name = name if name.lower().endswith((".jpg", ".jpeg")) else f"{name}.jpg"
-            files[name] = _jpeg(value)
+            files[name] = jpeg(value)
         else:
             files[name] = value if isinstance(value, bytes) else _text(value).encode()
     return files
@@ -279,7 +281,7 @@ class EmailNotificationBlock(NotificationBlock):
                 return match.group(0)  # the reference leaves unknown placeholders as written
             value = parameters[key]
             if isinstance(value, WorkflowImage):
-                inline[f"image_{key}"] = _jpeg(value)
+                inline[f"image_{key}"] = jpeg(value)
                 return f'<img src="cid:image_{key}" alt="{key}" style="{_IMAGE_STYLE}">'
             return html.escape(_text(value))
 

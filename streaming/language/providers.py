@@ -1,0 +1,136 @@
+"""The server's providers by name (``STREAMING_VLM_PROVIDERS``), made when first asked for and
+shared by every step and event description, so each provider's concurrency limit holds
+server-wide; and how a block's cloud or model family finds its provider."""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import Executor, ThreadPoolExecutor
+
+from sinks.pinning import Pin
+
+from ..errors import WorkflowCompilationError
+from ..settings.language import ProviderSettings, VlmSettings
+from .answers import ProviderRefused
+from .anthropic_messages import AnthropicMessages
+from .client import ProviderClient, UsageSink
+from .gemini import GeminiContent
+from .openai_chat import OpenAIChat
+
+__all__ = ["APIS", "Providers", "Target"]
+
+APIS: dict[str, type[ProviderClient]] = {
+    "openai": OpenAIChat,
+    "anthropic": AnthropicMessages,
+    "gemini": GeminiContent,
+}
+"""Each wire format's module: a new API is one module and one line here."""
+
+ROBOFLOW_KEY_PREFIX = "rf_"
+
+
+class Target:
+    """A provider and the model a step asks it for (None: the provider's own)."""
+
+    def __init__(self, client: ProviderClient, model: str | None) -> None:
+        self.client = client
+        self.model = model
+
+
+class Providers:
+    def __init__(
+        self, settings: VlmSettings, *, pin: Pin | None, usage: UsageSink | None = None
+    ) -> None:
+        self._settings = settings
+        self._pin = pin
+        self._usage = usage
+        self._clients: dict[str, ProviderClient] = {}
+        self._lock = threading.Lock()
+        self._closed = False
+        self._executor: ThreadPoolExecutor | None = None
+
+    def named(self, name: str) -> ProviderClient:
+        spec = self._settings.providers.get(name)
+        if spec is None:
+            known = ", ".join(sorted(self._settings.providers)) or "none"
+            raise ProviderRefused(
+                f"no provider named {name!r} (STREAMING_VLM_PROVIDERS names: {known})"
+            )
+        return self._client(name, spec)
+
+    def cloud(self, api: str, step: str, api_key: str | None) -> Target:
+        """The provider a cloud block (``open_ai``, ``anthropic_claude``, ``google_gemini``)
+        asks: the one named after its API, else the API's own service with the step's key;
+        neither is a 400 naming the setting."""
+        if api_key and api_key.startswith(ROBOFLOW_KEY_PREFIX):
+            raise WorkflowCompilationError(
+                f"step '{step}': api_key is a Roboflow key, for Roboflow's proxy to {api}; "
+                f"this server proxies nothing: give the step your own {api} key, or name a "
+                f"provider '{api}' in STREAMING_VLM_PROVIDERS"
+            )
+        if api in self._settings.providers:
+            return Target(self.named(api), None)
+        if not api_key:
+            raise WorkflowCompilationError(
+                f"step '{step}' asks {api} with no api_key, and STREAMING_VLM_PROVIDERS names "
+                f"no provider '{api}': give the step a key, or configure that provider"
+            )
+        return Target(self._client(f"{api}-cloud", ProviderSettings(api=api)), None)  # type: ignore[arg-type]
+
+    def at(self, base_url: str) -> ProviderClient:
+        """An OpenAI-compatible server a step names by URL (``openai_compatible``): one client
+        per URL, rationed as a named provider is, its every connection checked by the pin."""
+        spec = ProviderSettings(api="openai", base_url=base_url)  # checks the URL's shape
+        return self._client(f"url:{spec.url()}", spec)
+
+    @property
+    def executor(self) -> Executor:
+        """Where live steps ask in the background (``holding.Holder``)."""
+        with self._lock:
+            if self._closed:
+                raise ProviderRefused("the server is shutting down")
+            if self._executor is None:
+                self._executor = ThreadPoolExecutor(
+                    self._settings.live_threads, thread_name_prefix="vlm"
+                )
+            return self._executor
+
+    @property
+    def settings(self) -> VlmSettings:
+        return self._settings
+
+    def family(self, family: str, step: str) -> Target:
+        """The provider (and model) the operator maps a model family to
+        (``STREAMING_VLM_FAMILIES``); unmapped, a 400 naming the setting."""
+        mapped = self._settings.families.get(family)
+        if mapped is None:
+            raise WorkflowCompilationError(
+                f"step '{step}' runs the {family} model family, which this server runs through "
+                f"a provider: map it in STREAMING_VLM_FAMILIES (for example "
+                f'{{"{family}": "ollama:<model>"}}) to a provider of STREAMING_VLM_PROVIDERS'
+            )
+        name, _, model = mapped.partition(":")
+        try:
+            return Target(self.named(name), model or None)
+        except ProviderRefused as exc:
+            raise WorkflowCompilationError(f"step '{step}': {exc}") from None
+
+    def _client(self, name: str, spec: ProviderSettings) -> ProviderClient:
+        with self._lock:
+            if self._closed:
+                raise ProviderRefused("the server is shutting down")
+            client = self._clients.get(name)
+            if client is None:
+                client = APIS[spec.api](name, spec, pin=self._pin, usage=self._usage)
+                self._clients[name] = client
+            return client
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            clients, self._clients = list(self._clients.values()), {}
+            executor, self._executor = self._executor, None
+        for client in clients:  # ends their waits: the threads asking return at once
+            client.close()
+        if executor is not None:
+            executor.shutdown(wait=False, cancel_futures=True)
