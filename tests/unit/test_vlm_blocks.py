@@ -14,7 +14,7 @@ import pytest
 
 from streaming.config import Settings
 from streaming.inference.registry import ModelRegistry
-from streaming.settings.language import ProviderSettings, VlmSettings
+from streaming.settings.language import VlmSettings
 from streaming.workflows import compile_workflow, parse_spec
 from streaming.workflows.blocks.base import BuildContext, FrameState
 from tests.conftest import load_photo

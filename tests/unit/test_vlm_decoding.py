@@ -20,7 +20,7 @@ BOX = (64.0, 96.0, 320.0, 192.0)  # x1, y1, x2, y2 in pixels: 0.1-0.5 across, 0.
 def test_json_is_found_fenced_in_prose_as_a_sequence_and_around_a_stray_bracket():
     assert decoding.extract_json('{"a": 1}') == (False, {"a": 1})
     assert decoding.extract_json('Sure!\n```json\n{"a": 1}\n```\nBye') == (False, {"a": 1})
-    assert decoding.extract_json('```\n[1, 2]\n```') == (False, [1, 2])
+    assert decoding.extract_json("```\n[1, 2]\n```") == (False, [1, 2])
     assert decoding.extract_json('{"a": 1}, {"b": 2}]') == (False, [{"a": 1}, {"b": 2}])
     assert decoding.extract_json('{"a": 1}\n{"b": 2}') == (False, [{"a": 1}, {"b": 2}])
     assert decoding.extract_json('The answer is {"a": {"b": 2}} I think') == (
