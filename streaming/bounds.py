@@ -36,6 +36,9 @@ class WorkflowLimits(BaseSettings):
     kernel_size: int = Field(default=255, ge=3)
     """A blur's, a morphology's or a heat map's kernel side, at most (its time per pixel
     grows with it; a 30000 one is 900 MB before it starts)."""
+    text_chars: int = Field(default=1_000_000, ge=1000)
+    """Characters of one text a step makes (a ``string_template``'s rendering, a format
+    spec's width); past it the frame is a 400."""
     file_sink_mb: int = Field(default=1024, ge=1)
     """What ``local_file_sink`` steps may keep under ``STREAMING_FILE_SINK_DIR`` in all;
     past it a write is refused (an error on that step), nothing is deleted."""

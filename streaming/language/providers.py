@@ -10,7 +10,7 @@ from concurrent.futures import Executor, ThreadPoolExecutor
 from sinks.pinning import Pin
 
 from ..errors import WorkflowCompilationError
-from ..settings.language import ProviderSettings, VlmSettings
+from ..settings.language import CLOUDS, ProviderSettings, VlmSettings
 from .answers import ProviderRefused
 from .anthropic_messages import AnthropicMessages
 from .client import ProviderClient, UsageSink
@@ -58,24 +58,26 @@ class Providers:
             )
         return self._client(name, spec)
 
-    def cloud(self, api: str, step: str, api_key: str | None) -> Target:
-        """The provider a cloud block (``open_ai``, ``anthropic_claude``, ``google_gemini``)
-        asks: the one named after its API, else the API's own service with the step's key;
-        neither is a 400 naming the setting."""
+    def cloud(self, cloud: str, step: str, api_key: str | None) -> ProviderClient:
+        """The provider a cloud block (``open_ai``, ``anthropic_claude``, ``google_gemini``,
+        ``openrouter``) asks: the one configured under the cloud's name, else the cloud's
+        own service with the step's key; neither is a 400 naming the setting. Keys are the
+        caller's: ``Prompt.api_key`` carries the step's."""
+        if cloud in self._settings.providers:
+            return self.named(cloud)
         if api_key and api_key.startswith(ROBOFLOW_KEY_PREFIX):
             raise WorkflowCompilationError(
-                f"step '{step}': api_key is a Roboflow key, for Roboflow's proxy to {api}; "
-                f"this server proxies nothing: give the step your own {api} key, or name a "
-                f"provider '{api}' in STREAMING_VLM_PROVIDERS"
+                f"step '{step}': its api_key is a Roboflow key (rf_...), for Roboflow's proxy to "
+                f"{cloud}; this server proxies nothing: give the step your own {cloud} key, "
+                f"or configure a provider '{cloud}' in STREAMING_VLM_PROVIDERS"
             )
-        if api in self._settings.providers:
-            return Target(self.named(api), None)
         if not api_key:
             raise WorkflowCompilationError(
-                f"step '{step}' asks {api} with no api_key, and STREAMING_VLM_PROVIDERS names "
-                f"no provider '{api}': give the step a key, or configure that provider"
+                f"step '{step}' asks {cloud} with no api_key, and STREAMING_VLM_PROVIDERS "
+                f"names no provider '{cloud}': give the step a key, or configure that provider"
             )
-        return Target(self._client(f"{api}-cloud", ProviderSettings(api=api)), None)  # type: ignore[arg-type]
+        api, url = CLOUDS[cloud]
+        return self._client(f"{cloud}-cloud", ProviderSettings(api=api, base_url=url))
 
     def at(self, base_url: str) -> ProviderClient:
         """An OpenAI-compatible server a step names by URL (``openai_compatible``): one client

@@ -8,7 +8,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-__all__ = ["CLOUD_URLS", "LanguageSettings", "ProviderSettings", "VlmSettings"]
+__all__ = ["CLOUDS", "CLOUD_URLS", "LanguageSettings", "ProviderSettings", "VlmSettings"]
 
 Api = Literal["openai", "anthropic", "gemini"]
 
@@ -18,6 +18,14 @@ CLOUD_URLS: dict[str, str] = {
     "gemini": "https://generativelanguage.googleapis.com/v1beta",
 }
 """Each API's own service: where a provider of that API with no ``base_url`` is."""
+
+CLOUDS: dict[str, tuple[Api, str]] = {
+    **{api: (api, url) for api, url in CLOUD_URLS.items()},  # type: ignore[misc]
+    "openrouter": ("openai", "https://openrouter.ai/api/v1"),
+}
+"""The clouds the reference's VLM blocks call (``open_ai``, ``anthropic_claude``,
+``google_gemini``; ``openrouter`` and ``llama_vision`` through OpenRouter): each one's API and
+URL, used when no provider of that name is configured and the step gives its own key."""
 
 
 class ProviderSettings(BaseModel):
@@ -71,8 +79,9 @@ class VlmSettings(BaseSettings):
     providers: dict[str, ProviderSettings] = Field(default_factory=dict)
     """Providers by name, as JSON: ``{"ollama": {"api": "openai", "base_url":
     "http://127.0.0.1:11434/v1", "model": "qwen2.5vl:3b"}}``. A provider named ``openai``,
-    ``anthropic`` or ``gemini`` is what the blocks of that cloud use (its URL and key);
-    without one, such a block needs its own ``api_key`` and reaches the cloud's own URL."""
+    ``anthropic``, ``gemini`` or ``openrouter`` is what the blocks of that cloud use (its
+    URL, key and, where it names one, model); without one, such a block needs its own
+    ``api_key`` and reaches the cloud's own URL."""
     families: dict[str, str] = Field(default_factory=dict)
     """Model families the reference runs locally (``florence-2``, ``qwen-vl``, ``smolvlm``,
     ``moondream``, ``llama-vision``, ...), mapped to a provider: ``{"florence-2":

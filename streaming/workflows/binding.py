@@ -143,6 +143,7 @@ class Compiler:
         assert block_cls is not None  # checked in __init__
         given = self._given[step.name]
         bound = Bound(block_cls, {}, {}, set(), [])
+        block_cls.check_given(step.name, given)
         for field_name, field, binder in _binders_of(block_cls):
             value = given.get(field_name, field.default)
             if value is REQUIRED:

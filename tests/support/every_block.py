@@ -10,6 +10,9 @@ from __future__ import annotations
 from typing import Any
 
 from streaming.inference.default_model import DEFAULT_MODEL_ID
+from streaming.workflows.blocks.cloud_vlms import VERSIONS
+
+CLOUD_TYPE_IDS = [type_id for version in VERSIONS.values() for type_id in version.type_ids]
 
 __all__ = ["ELSEWHERE", "FRAME_DEPENDENT", "every_block_workflow"]
 
@@ -61,6 +64,11 @@ ELSEWHERE = {
     "test_boxes_in_each_convention_come_back_where_the_detector_found_them",
     "roboflow_core/vlm_as_detector@v2": "tests/unit/test_vlm_blocks.py::"
     "test_boxes_in_each_convention_come_back_where_the_detector_found_them",
+    **{
+        type_id: "tests/unit/test_cloud_vlm_blocks.py::"
+        "test_every_version_asks_its_cloud_with_the_frame_and_answers_from_it"
+        for type_id in CLOUD_TYPE_IDS
+    },
 }
 """Block types this workflow leaves out, each with the test that runs it: they reach outside
 the stream (a mail, web or MQTT server, a vision-language provider, the server's disk or
@@ -167,8 +175,9 @@ OPERATIONS: list[tuple[str, str, list[dict[str, Any]]]] = [
 ]  # fmt: skip
 
 
-_ONLY = {"sift_images": "good_matches_count"}
-"""Steps whose outputs are too large to send but one (SIFT's keypoints and descriptors)."""
+_ONLY = {"sift_images": "good_matches_count", "stack": "frames_count"}
+"""Steps whose outputs are too large to send but one (SIFT's keypoints and descriptors, a
+stack's JPEG frames)."""
 
 
 def _more_steps(image: str) -> list[dict[str, Any]]:
@@ -328,6 +337,14 @@ def _more_steps(image: str) -> list[dict[str, Any]]:
             "predictions": det,
             "perspective_polygons": [[[10, 10], [600, 20], [590, 400], [20, 410]]],
         },
+        _step(
+            "string_template@v1",
+            "template",
+            template="{n:>3} found in {where}",
+            data={"n": det, "where": "the yard"},
+            data_operations={"n": [_op("SequenceLength")]},
+        ),
+        _step("image_stack@v1", "stack", image=image, stack_size=2, resolution_width=320),
         _step("background_subtraction@v1", "background", image=image),
         _step("camera_focus@v1", "focus1", image=image),
         _step("camera_focus@v2", "focus2", image=image, detections=det),

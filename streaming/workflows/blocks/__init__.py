@@ -47,6 +47,8 @@ MODULES = (
     "slack",
     "language",
     "vlm_formatters",
+    "cloud_vlms",
+    "stacks",
 )
 
 

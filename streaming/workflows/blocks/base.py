@@ -345,6 +345,12 @@ class Block(ABC):
         return cls.outputs
 
     @classmethod
+    def check_given(cls, name: str, given: dict[str, Any]) -> None:
+        """Raise ``WorkflowCompilationError`` when the fields as written do not go together
+        (the reference's manifest validators: a task that needs a prompt given none)."""
+        return
+
+    @classmethod
     def check_bindings(cls, name: str, bound: set[str]) -> None:
         """Raise ``WorkflowCompilationError`` when per-frame fields are bound inconsistently."""
         return

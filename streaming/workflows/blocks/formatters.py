@@ -1,7 +1,8 @@
 """Shaping values for what comes next: the first value a branch produced, else a default
 (``first_non_empty_or_default``: after flow control, one of several branches ran), a
 switch over the query language (``expression``: the first case whose condition holds),
-the JSON in a text (``json_parser``), and a CSV row (``csv_formatter``)."""
+the JSON in a text (``json_parser``), a CSV row (``csv_formatter``), and text made from a
+template (``string_template``: a VLM step's prompt)."""
 
 from __future__ import annotations
 
@@ -10,17 +11,25 @@ import io
 import json
 import logging
 import re
+import string
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, ClassVar
 
-from ...errors import WorkflowCompilationError
+from ...bounds import BoundExceeded, WorkflowLimits
+from ...errors import InvalidRequest, WorkflowCompilationError
 from ..query import Env, QueryCompiler, named_chains
 from .base import Block, BlockSettings, BuildContext, FrameState, setting
 from .fields import ANY, FieldSpec, Takes
 
-__all__ = ["CsvFormatterBlock", "ExpressionBlock", "FirstNonEmptyOrDefaultBlock", "JsonParserBlock"]
+__all__ = [
+    "CsvFormatterBlock",
+    "ExpressionBlock",
+    "FirstNonEmptyOrDefaultBlock",
+    "JsonParserBlock",
+    "StringTemplateBlock",
+]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -225,3 +234,95 @@ def _cell(value: Any) -> Any:
     if isinstance(value, str) and value.startswith(_CSV_INJECTION):
         return "'" + value
     return value
+
+
+@dataclass(frozen=True, kw_only=True)
+class StringTemplateSettings(BlockSettings):
+    data: list[str] = setting(FieldSpec(default={}, takes=Takes.ENTRIES))
+    data_operations: dict[str, Any] = setting(FieldSpec(default={}, type="object"))
+
+
+class StringTemplateBlock(Block):
+    """``template`` with each ``{name}`` (Python's format syntax, format specs too) filled
+    from ``data``, each value through its ``data_operations``. Positional placeholders,
+    attribute or index access, and names ``data`` lacks are refused, when compiled if the
+    template is written in the step; a width or a text over ``STREAMING_LIMIT_TEXT_CHARS``
+    is the frame's 400."""
+
+    type_ids = ("roboflow_core/string_template@v1",)
+    inputs = {"template": FieldSpec(("string", ANY), takes=Takes.FRAME_OR_LITERAL)}
+    Settings: ClassVar[type[BlockSettings]] = StringTemplateSettings
+    outputs = {"output": "string"}
+
+    def __init__(self, name: str, config: StringTemplateSettings, context: BuildContext) -> None:
+        super().__init__(name, config, context)
+        self._names = set(config.data)
+        self._operations = named_chains(
+            name, "data", "data_operations", self._names, config.data_operations
+        )
+        self._limits = context.limits
+
+    @classmethod
+    def check_given(cls, name: str, given: dict[str, Any]) -> None:
+        template, data = given.get("template"), given.get("data") or {}
+        if isinstance(template, str) and not template.startswith("$") and isinstance(data, dict):
+            try:
+                _placeholders(template, set(data))
+            except ValueError as exc:
+                raise WorkflowCompilationError(f"step '{name}': {exc}") from None
+
+    def run(self, inputs: dict[str, Any], frame: FrameState) -> dict[str, Any]:
+        template = inputs.get("template")
+        if not isinstance(template, str):
+            raise InvalidRequest(f"step '{self.name}': template must be text")
+        env = Env(facts=frame.facts)
+        values = {
+            key: self._operations[key](value, env) if key in self._operations else value
+            for key, value in (inputs.get("data") or {}).items()
+        }
+        try:
+            _placeholders(template, set(values))
+            text = _Bounded(self._limits).vformat(template, (), values)
+        except (ValueError, TypeError) as exc:
+            raise InvalidRequest(f"step '{self.name}': {exc}") from None
+        if len(text) > self._limits.text_chars:
+            raise BoundExceeded(
+                f"step '{self.name}': a text of {len(text)} characters is over the server's "
+                f"{self._limits.text_chars} (STREAMING_LIMIT_TEXT_CHARS)"
+            )
+        return {"output": text}
+
+
+def _placeholders(template: str, names: set[str]) -> None:
+    """Raises ``ValueError`` for a placeholder the reference refuses or ``names`` lacks."""
+    for _, field, spec, _ in string.Formatter().parse(template):
+        if field is None:
+            continue
+        if field == "" or field.isdigit():
+            raise ValueError("templates take named placeholders only, as {name}")
+        if "." in field or "[" in field:
+            raise ValueError(
+                f"{{{field}}}: no attribute or index access in a placeholder; extract the "
+                "value with data_operations"
+            )
+        if field not in names:
+            raise ValueError(f"{{{field}}} is not in data (it has {sorted(names)})")
+        if spec and "{" in spec:
+            _placeholders(spec, names)
+
+
+class _Bounded(string.Formatter):
+    """Format specs' widths and precisions held to the text bound: ``{x:999999999}`` would
+    allocate that many characters before any length check."""
+
+    def __init__(self, limits: WorkflowLimits) -> None:
+        self._most = limits.text_chars
+
+    def format_field(self, value: Any, format_spec: str) -> str:
+        for digits in re.findall(r"\d+", format_spec):
+            if len(digits) > 9 or int(digits) > self._most:
+                raise ValueError(
+                    f"format spec '{format_spec}' is over the server's {self._most} "
+                    "characters (STREAMING_LIMIT_TEXT_CHARS)"
+                )
+        return super().format_field(value, format_spec)

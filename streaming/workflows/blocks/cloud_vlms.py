@@ -1,0 +1,443 @@
+"""The reference's cloud VLM blocks, every version: ``open_ai`` (v2-v7), ``anthropic_claude``
+(v1-v5), ``google_gemini`` (v1-v6), ``llama_3_2_vision`` / ``llama_vision`` and
+``openrouter`` (v1-v3), with their task types (``language.tasks``), fields and defaults.
+
+Each asks the provider configured under its cloud's name (``STREAMING_VLM_PROVIDERS``:
+``openai``, ``anthropic``, ``gemini``, ``openrouter``), which may be any server of that API
+(a local Ollama playing ``openai``); else the cloud itself with the step's own key. A
+Roboflow proxy key (``rf_key:account``, the newer versions' default) is refused by name:
+this server proxies nothing. The newest versions (``open_ai@v7``, ``anthropic_claude@v5``,
+``google_gemini@v6``, ``openrouter@v3``) also read the answer into ``predictions`` as the
+reference does. Every version adds ``error_message`` (why there is no answer, "" when there
+is) and ``answer_age_s`` (how old the answer a live stream's frame carries is).
+
+The versions are declared in one table (``VERSIONS``); the classes are made from it."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, make_dataclass
+from typing import Any, ClassVar
+
+import cv2
+import numpy as np
+import supervision as sv
+
+from ...errors import WorkflowCompilationError
+from ...language import Prompt, decoding
+from ...language.tasks import TASKS, question, requirement
+from .base import BlockSettings, BuildContext, FrameState, WorkflowImage, setting
+from .detection import stamped
+from .email import jpeg
+from .fields import ANY, CLASSIFICATION, DETECTIONS, IMAGE, REQUIRED, SECRET, FieldSpec, Takes
+from .language import LANGUAGE_MODEL_OUTPUT, AskingBlock
+
+__all__ = ["VERSIONS", "CloudVlmBlock"]
+
+ROBOFLOW_PROXY_KEY = "rf_key:account"
+DEFAULT_MAX_TOKENS = 1024
+"""What a step whose ``max_tokens`` is unset asks for (Anthropic's API needs a number)."""
+
+
+def _frame(default: Any = None, *kinds: str, **bounds: Any) -> FieldSpec:
+    return FieldSpec(kinds or (ANY,), default=default, takes=Takes.FRAME_OR_LITERAL, **bounds)
+
+
+def _literal(default: Any = None, **spec: Any) -> FieldSpec:
+    return FieldSpec(default=default, **spec)
+
+
+_MAX_TOKENS = _literal(None, type="integer", minimum=16, nullable=True)
+"""The newer OpenAI versions' ``max_tokens``: unset, or 16 at least."""
+
+
+@dataclass(frozen=True)
+class Version:
+    """One block version: what it is called, which cloud it asks, its fields' defaults."""
+
+    type_ids: tuple[str, ...]
+    cloud: str
+    model: tuple[str, Any]
+    """The field naming the model, and its default (REQUIRED: none)."""
+    key: tuple[str, Any] | None = ("api_key", ROBOFLOW_PROXY_KEY)
+    max_tokens: FieldSpec = _MAX_TOKENS
+    temperature_max: float = 2.0
+    tasks: tuple[str, ...] = TASKS
+    decodes: bool = False
+    """Reads the answer into ``predictions`` (``error_status``, ``inference_id``)."""
+    frame_extras: tuple[str, ...] = ()
+    """Per-frame fields it takes that change nothing here (``image_detail``,
+    ``reasoning_effort``, ...): accepted as the reference's workflows write them."""
+    literal_extras: tuple[tuple[str, FieldSpec], ...] = ()
+    models: dict[str, str] | None = None
+    """Model names as the block offers them -> as the cloud knows them (Llama's)."""
+    thinking: bool = False
+    """It has OpenRouter's ``thinking`` output (v2)."""
+    shrinks_to: str | None = None
+    """The field bounding the uploaded image's longest edge (Claude's ``max_image_size``)."""
+
+
+_TASKS_V2 = TASKS[:-1]  # no object detection before open_ai v4
+_CLAUDE_EXTRAS = (
+    ("extended_thinking", _literal(None, type="boolean", nullable=True)),
+    ("thinking_budget_tokens", _literal(None, type="integer", minimum=1024, nullable=True)),
+)
+_GEMINI_V3 = Version(
+    ("roboflow_core/google_gemini@v3",),
+    "gemini",
+    ("model_version", "gemini-3.1-pro-preview"),
+    max_tokens=_literal(None, type="integer", nullable=True),
+    frame_extras=("thinking_level", "google_code_execution"),
+)
+_LLAMA = {
+    "11B (Free) - OpenRouter": "meta-llama/llama-3.2-11b-vision-instruct:free",
+    "11B (Regular) - OpenRouter": "meta-llama/llama-3.2-11b-vision-instruct",
+    "90B (Free) - OpenRouter": "meta-llama/llama-3.2-90b-vision-instruct:free",
+    "90B (Regular) - OpenRouter": "meta-llama/llama-3.2-90b-vision-instruct",
+    "11B - OpenRouter": "meta-llama/llama-3.2-11b-vision-instruct",
+}
+
+VERSIONS: dict[str, Version] = {
+    "OpenAIV2": Version(
+        ("roboflow_core/open_ai@v2",),
+        "openai",
+        ("model_version", "gpt-4o"),
+        key=("api_key", REQUIRED),
+        max_tokens=_literal(450, type="integer"),
+        tasks=_TASKS_V2,
+        frame_extras=("image_detail",),
+    ),
+    "OpenAIV3": Version(
+        ("roboflow_core/open_ai@v3",),
+        "openai",
+        ("model_version", "gpt-5"),
+        max_tokens=_literal(450, type="integer"),
+        tasks=_TASKS_V2,
+        frame_extras=("image_detail",),
+    ),
+    "OpenAIV4": Version(
+        ("roboflow_core/open_ai@v4", "roboflow_core/open_ai@v5", "roboflow_core/open_ai@v6"),
+        "openai",
+        ("model_version", "gpt-5.1"),
+        frame_extras=("image_detail", "reasoning_effort"),
+    ),
+    "OpenAIV7": Version(
+        ("roboflow_core/open_ai@v7",),
+        "openai",
+        ("model_version", "gpt-5.1"),
+        decodes=True,
+        frame_extras=("image_detail", "reasoning_effort", "service_tier", "output_classes"),
+    ),
+    "ClaudeV1": Version(
+        ("roboflow_core/anthropic_claude@v1",),
+        "anthropic",
+        ("model_version", "claude-sonnet-4-5"),
+        key=("api_key", REQUIRED),
+        max_tokens=_literal(450, type="integer"),
+        shrinks_to="max_image_size",
+    ),
+    "ClaudeV2": Version(
+        ("roboflow_core/anthropic_claude@v2",),
+        "anthropic",
+        ("model_version", "claude-sonnet-4-5"),
+        key=("api_key", REQUIRED),
+        max_tokens=_literal(None, type="integer", nullable=True),
+        temperature_max=1.0,
+        literal_extras=_CLAUDE_EXTRAS,
+        shrinks_to="max_image_size",
+    ),
+    "ClaudeV3": Version(
+        (
+            "roboflow_core/anthropic_claude@v3",
+            "roboflow_core/anthropic_claude@v4",
+        ),
+        "anthropic",
+        ("model_version", "claude-sonnet-4-5"),
+        max_tokens=_literal(None, type="integer", nullable=True),
+        temperature_max=1.0,
+        literal_extras=_CLAUDE_EXTRAS,
+        frame_extras=("media_type",),
+        shrinks_to="max_image_size",
+    ),
+    "ClaudeV5": Version(
+        ("roboflow_core/anthropic_claude@v5",),
+        "anthropic",
+        ("model_version", "claude-sonnet-4-5"),
+        max_tokens=_literal(None, type="integer", nullable=True),
+        temperature_max=1.0,
+        decodes=True,
+        literal_extras=_CLAUDE_EXTRAS,
+        frame_extras=("media_type",),
+        shrinks_to="max_image_size",
+    ),
+    "GeminiV1": Version(
+        ("roboflow_core/google_gemini@v1",),
+        "gemini",
+        ("model_version", "gemini-2.5-flash"),
+        key=("api_key", REQUIRED),
+        max_tokens=_literal(450, type="integer"),
+        frame_extras=("response_mime_type",),
+    ),
+    "GeminiV2": Version(
+        ("roboflow_core/google_gemini@v2",),
+        "gemini",
+        ("model_version", "gemini-3.1-pro-preview"),
+        key=("api_key", REQUIRED),
+        max_tokens=_literal(None, type="integer", nullable=True),
+        frame_extras=("thinking_level", "response_mime_type"),
+    ),
+    "GeminiV3": _GEMINI_V3,
+    "GeminiV4": Version(
+        ("roboflow_core/google_gemini@v4", "roboflow_core/google_gemini@v5"),
+        "gemini",
+        ("model_version", "gemini-3.1-pro-preview"),
+        max_tokens=_literal(None, type="integer", nullable=True),
+        frame_extras=("thinking_level", "google_code_execution"),
+    ),
+    "GeminiV6": Version(
+        ("roboflow_core/google_gemini@v6",),
+        "gemini",
+        ("model_version", "gemini-3.1-pro-preview"),
+        max_tokens=_literal(None, type="integer", nullable=True),
+        decodes=True,
+        frame_extras=("thinking_level", "google_code_execution"),
+    ),
+    "LlamaVisionV1": Version(
+        ("roboflow_core/llama_3_2_vision@v1",),
+        "openrouter",
+        ("model_version", "11B (Free) - OpenRouter"),
+        key=("api_key", REQUIRED),
+        max_tokens=_literal(500, type="integer", above=1),
+        tasks=_TASKS_V2,
+        models=_LLAMA,
+    ),
+    "LlamaVisionV2": Version(
+        ("roboflow_core/llama_vision@v2",),
+        "openrouter",
+        ("model_version", "11B - OpenRouter"),
+        key=None,
+        tasks=_TASKS_V2,
+        models=_LLAMA,
+    ),
+    "OpenRouterV1": Version(
+        ("roboflow_core/openrouter@v1",),
+        "openrouter",
+        ("model_id", REQUIRED),
+        key=None,
+    ),
+    "OpenRouterV2": Version(
+        ("roboflow_core/openrouter@v2",),
+        "openrouter",
+        ("model_id", REQUIRED),
+        key=None,
+        max_tokens=_literal(2048, type="integer", above=1),
+        frame_extras=("reasoning_effort",),
+        thinking=True,
+    ),
+    "OpenRouterV3": Version(
+        ("roboflow_core/openrouter@v3",),
+        "openrouter",
+        ("model_id", REQUIRED),
+        key=None,
+        max_tokens=_literal(2048, type="integer", above=1),
+        decodes=True,
+        frame_extras=("reasoning_effort", "detection_format"),
+    ),
+}
+
+
+class CloudVlmBlock(AskingBlock):
+    """A cloud VLM block (one ``Version``): each image, with its task's question, to the
+    cloud's provider; the answer as ``output``, the step's ``classes`` passed on."""
+
+    version: ClassVar[Version]
+
+    def __init__(self, name: str, config: BlockSettings, context: BuildContext) -> None:
+        super().__init__(name, config, context)
+        self._task: str = config.task_type  # type: ignore[attr-defined]
+        self._structure: dict[str, str] | None = config.output_structure  # type: ignore[attr-defined]
+        tokens = config.max_tokens  # type: ignore[attr-defined]
+        self._max_tokens = int(tokens) if tokens is not None else DEFAULT_MAX_TOKENS
+
+    @classmethod
+    def check_given(cls, name: str, given: dict[str, Any]) -> None:
+        task = given.get("task_type", "unconstrained")
+        if isinstance(task, str) and (problem := requirement(task, given)) is not None:
+            raise WorkflowCompilationError(f"step '{name}': {problem}")
+
+    @classmethod
+    def outputs_of(cls, given: dict[str, Any]) -> dict[str, str]:
+        if not cls.version.decodes:
+            return cls.outputs
+        task = given.get("task_type", "unconstrained")
+        kind = DETECTIONS if task == "object-detection" else CLASSIFICATION
+        return {**cls.outputs, "predictions": kind}
+
+    def run(self, inputs: dict[str, Any], frame: FrameState) -> dict[str, Any]:
+        return self.run_batch([inputs], frame)[0]
+
+    def run_batch(self, batch: list[dict[str, Any]], frame: FrameState) -> list[dict[str, Any]]:
+        return [self._one(i, inputs) for i, inputs in enumerate(batch)]
+
+    def _one(self, element: int, inputs: dict[str, Any]) -> dict[str, Any]:
+        version = self.version
+        image, classes = inputs["images"], inputs.get("classes")
+        key = inputs.get(version.key[0]) if version.key else None
+        client = self.providers.cloud(version.cloud, self.name, key)  # unusable: a 400
+        asked = question(
+            self._task,
+            prompt=inputs.get("prompt"),
+            classes=[str(c) for c in classes] if isinstance(classes, list) else None,
+            output_structure=self._structure,
+        )
+        model = str(inputs.get(version.model[0]) or "")
+        prompt = Prompt(
+            asked.text,
+            (self._upload(image, inputs),),
+            system=asked.system,
+            max_tokens=self._max_tokens,
+            temperature=inputs.get("temperature"),
+            model=client.spec.model or (version.models or {}).get(model, model),
+            api_key=None if client.spec.api_key else key,
+        )
+        held = self.ask(element, lambda: client.describe(prompt))
+        outputs: dict[str, Any] = {
+            "output": held.text or "",
+            "classes": classes,
+            "error_message": held.error or "",
+            "answer_age_s": held.age(),
+        }
+        if version.thinking:
+            outputs["thinking"] = None
+        if version.decodes:
+            outputs |= self._decoded(held.text, image, classes)
+        return outputs
+
+    def _upload(self, image: WorkflowImage, inputs: dict[str, Any]) -> bytes:
+        """The image as sent: Claude's steps shrink it to ``max_image_size`` first."""
+        edge = inputs.get(self.version.shrinks_to) if self.version.shrinks_to else None
+        pixels = image.numpy
+        if isinstance(edge, int) and edge > 0 and max(pixels.shape[:2]) > edge:
+            scale = edge / max(pixels.shape[:2])
+            size = (max(round(pixels.shape[1] * scale), 1), max(round(pixels.shape[0] * scale), 1))
+            return jpeg(WorkflowImage(cv2.resize(pixels, size, interpolation=cv2.INTER_AREA), ""))
+        return jpeg(image)
+
+    def _decoded(self, text: str | None, image: WorkflowImage, classes: Any) -> dict[str, Any]:
+        inference_id = str(uuid.uuid4())
+        names = [str(c) for c in classes] if isinstance(classes, list) else []
+        predictions = None
+        if text is not None and self._task in ("classification", "multi-label-classification"):
+            height, width = image.numpy.shape[:2]
+            predictions = decoding.classification(
+                text,
+                width=width,
+                height=height,
+                parent_id=image.parent_id,
+                classes=names,
+                inference_id=inference_id,
+            )
+        elif text is not None and self._task == "object-detection":
+            predictions = _detections(text, image, names, self.version.cloud)
+        else:
+            return {"predictions": None, "error_status": text is None, "inference_id": inference_id}
+        return {
+            "predictions": predictions,
+            "error_status": predictions is None,
+            "inference_id": inference_id,
+        }
+
+
+def _detections(text: str, image: WorkflowImage, classes: list[str], cloud: str) -> Any:
+    """Boxes as asked for (fractions), or in the cloud's own convention where the model
+    answered in it (Gemini's [y, x, y, x] on 0-1000; pixels elsewhere); None: unreadable."""
+    error, payload = decoding.extract_json(text)
+    if error:
+        return None
+    own = decoding.yxyx_1000 if cloud == "gemini" else decoding.CONVENTIONS["absolute"]
+    height, width = image.numpy.shape[:2]
+    try:
+        boxes = decoding.read_boxes(
+            payload,
+            lambda e, w, h: (own if "box_2d" in e else decoding.normalized)(e, w, h),
+            width,
+            height,
+            classes,
+            skip_malformed=False,
+        )
+    except (KeyError, TypeError, ValueError):
+        return None
+    if not boxes:
+        return stamped(image, sv.Detections.empty())
+    found = sv.Detections(
+        xyxy=np.array([b.xyxy for b in boxes], np.float32),
+        confidence=np.array([b.confidence for b in boxes], np.float32),
+        class_id=np.array([b.class_id for b in boxes], int),
+        data={"class_name": np.array([b.class_name for b in boxes])},
+    )
+    return stamped(image, found)
+
+
+def _declare(name: str, version: Version) -> type[CloudVlmBlock]:
+    """The block class of one version: its fields (per frame, and its Settings) and
+    outputs, as the reference's manifest declares them."""
+    model_field, model_default = version.model
+    inputs: dict[str, FieldSpec] = {
+        "images": FieldSpec((IMAGE,), takes=Takes.FRAME),
+        "prompt": _frame(None, "string", ANY),
+        "classes": _frame(None, "list_of_values", ANY),
+        model_field: _frame(model_default, "string", ANY),
+        "temperature": _frame(None, "float", ANY, minimum=0.0, maximum=version.temperature_max),
+        **{extra: _frame(None) for extra in version.frame_extras},
+    }
+    if version.key is not None:
+        inputs[version.key[0]] = _frame(version.key[1], ANY, SECRET)
+    if version.shrinks_to is not None:
+        inputs[version.shrinks_to] = _frame(1024, "integer", ANY, minimum=1)
+    fields = [
+        ("task_type", str, setting(FieldSpec(default="unconstrained", choices=version.tasks))),
+        ("output_structure", Any, setting(_literal(None, type="object", nullable=True))),
+        ("max_tokens", Any, setting(version.max_tokens)),
+        (
+            "max_concurrent_requests",
+            Any,
+            setting(_literal(None, type="integer", minimum=1, nullable=True)),
+        ),
+        *((extra, Any, setting(spec)) for extra, spec in version.literal_extras),
+    ]
+    settings = make_dataclass(
+        f"{name}Settings", fields, bases=(BlockSettings,), frozen=True, kw_only=True
+    )
+    outputs = {
+        "output": LANGUAGE_MODEL_OUTPUT,
+        "classes": "list_of_values",
+        "error_message": "string",
+        "answer_age_s": "float",
+    }
+    if version.thinking:
+        outputs["thinking"] = "string"
+    if version.decodes:
+        outputs |= {
+            "predictions": CLASSIFICATION,
+            "error_status": "boolean",
+            "inference_id": "string",
+        }
+    return type(
+        f"{name}Block",
+        (CloudVlmBlock,),
+        {
+            "__doc__": f"{', '.join(version.type_ids)}: asks {version.cloud}.",
+            "__module__": __name__,
+            "type_ids": version.type_ids,
+            "version": version,
+            "inputs": inputs,
+            "Settings": settings,
+            "outputs": outputs,
+        },
+    )
+
+
+for _name, _version in VERSIONS.items():
+    _made = _declare(_name, _version)
+    globals()[_made.__name__] = _made
+    __all__.append(_made.__name__)
