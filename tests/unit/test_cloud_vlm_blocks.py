@@ -180,10 +180,10 @@ def test_a_roboflow_proxy_key_or_none_without_a_provider_is_a_400_naming_the_set
 ):
     settings = settings_for(vlm_provider, tmp_path, "describe", clouds=())
     proxied = {"type": "roboflow_core/open_ai@v4", "task_type": "caption"}  # rf_key:account
-    with pytest.raises(WorkflowCompilationError, match="Roboflow key .*STREAMING_VLM_PROVIDERS"):
+    with pytest.raises(WorkflowCompilationError, match=r"Roboflow key .*STREAMING_VLM_PROVIDERS"):
         run(spec_of(proxied), settings, photo)
     keyless = {"type": "roboflow_core/openrouter@v1", "task_type": "caption", "model_id": "m"}
-    with pytest.raises(WorkflowCompilationError, match="no api_key.*provider 'openrouter'"):
+    with pytest.raises(WorkflowCompilationError, match=r"no api_key.*provider 'openrouter'"):
         run(spec_of(keyless), settings, photo)
     assert vlm_provider.calls == []
 
