@@ -1,0 +1,242 @@
+"""Vision-language workflows through the unmodified ``inference-sdk`` against the server
+process, whose providers (``STREAMING_VLM_PROVIDERS``) are the suite's provider on loopback
+(``tests/support/vlm_provider.py``), answering from the pixels it is sent: ``run_workflow``
+gives the reference's output shapes for each block family, and ``webrtc.stream`` keeps its
+frame rate while the model answers slowly, each frame carrying the last answer."""
+
+from __future__ import annotations
+
+import base64
+import json
+import threading
+
+import cv2
+import httpx
+import pytest
+from inference_sdk import InferenceHTTPClient
+from inference_sdk.webrtc import StreamConfig
+
+from tests.conftest import load_photo
+from tests.support.sdk import LoopManualSource
+from tests.support.server import running_server
+from tests.support.vlm_provider import VlmProvider
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture(scope="module")
+def provider(detector):
+    with VlmProvider(detector) as fake:
+        yield fake
+
+
+@pytest.fixture(scope="module")
+def vlm_server(provider, default_model_dir):
+    providers = {
+        "openai": {"api": "openai", "base_url": provider.openai_url, "model": "classify"},
+        "anthropic": {"api": "anthropic", "base_url": provider.anthropic_url, "model": "describe"},
+        "gemini": {"api": "gemini", "base_url": provider.gemini_url, "model": "detect-yxyx_1000"},
+        "openrouter": {"api": "openai", "base_url": provider.openai_url, "model": "multilabel"},
+    }
+    with running_server(
+        models_dir=str(default_model_dir),
+        vlm_providers=json.dumps(providers),
+        vlm_live_min_interval_s="0",
+    ) as process:
+        yield process
+
+
+def workflow(*steps: dict) -> dict:
+    return {
+        "version": "1.0",
+        "inputs": [
+            {"type": "InferenceImage", "name": "image"},
+            {"type": "WorkflowParameter", "name": "base_url"},
+        ],
+        "steps": list(steps),
+        "outputs": [
+            {"type": "JsonField", "name": s["name"], "selector": f"$steps.{s['name']}.*"}
+            for s in steps
+        ],
+    }
+
+
+EVERY_FAMILY = workflow(
+    {
+        "type": "roboflow_core/open_ai@v7",
+        "name": "gpt",
+        "images": "$inputs.image",
+        "task_type": "classification",
+        "classes": ["person", "dog", "horse"],
+    },
+    {
+        "type": "roboflow_core/anthropic_claude@v3",
+        "name": "claude",
+        "images": "$inputs.image",
+        "task_type": "caption",
+    },
+    {
+        "type": "roboflow_core/google_gemini@v6",
+        "name": "gemini",
+        "images": "$inputs.image",
+        "task_type": "object-detection",
+        "classes": ["person", "dog", "horse"],
+    },
+    {
+        "type": "roboflow_core/openrouter@v2",
+        "name": "router",
+        "images": "$inputs.image",
+        "model_id": "qwen/qwen2.5-vl",
+        "task_type": "multi-label-classification",
+        "classes": ["person", "dog"],
+    },
+    {
+        "type": "roboflow_core/string_template@v1",
+        "name": "ask",
+        "template": "Find the {what}.",
+        "data": {"what": "animals"},
+    },
+    {
+        "type": "roboflow_core/openai_compatible@v1",
+        "name": "local",
+        "base_url": "$inputs.base_url",
+        "model_name": "fenced-detect-xyxy_1000",
+        "prompt": "$steps.ask.output",
+        "prompt_parameters": {"frame": "$inputs.image"},
+    },
+    {
+        "type": "roboflow_core/vlm_as_detector@v2",
+        "name": "boxes",
+        "image": "$inputs.image",
+        "vlm_output": "$steps.local.output",
+        "classes": ["person", "dog", "horse"],
+        "model_type": "qwen",
+        "task_type": "object-detection",
+    },
+    {
+        "type": "roboflow_core/vlm_as_classifier@v2",
+        "name": "gpt_class",
+        "image": "$inputs.image",
+        "vlm_output": "$steps.gpt.output",
+        "classes": ["person", "dog", "horse"],
+    },
+)
+
+
+def test_run_workflow_gives_the_reference_shapes_for_every_block_family(
+    vlm_server, provider, photos
+):
+    client = InferenceHTTPClient(api_url=vlm_server.url, api_key=None)
+    photo = load_photo(photos, "person.jpg")
+    (out,) = client.run_workflow(
+        specification=EVERY_FAMILY,
+        images={"image": photo},
+        parameters={"base_url": provider.openai_url},
+    )
+    gpt = out["gpt"]
+    assert gpt["error_status"] is False and gpt["classes"] == ["person", "dog", "horse"]
+    assert gpt["predictions"]["top"] in ("person", "dog", "horse")
+    assert gpt["predictions"]["image"] == {"width": 640, "height": 480}
+    assert out["gpt_class"]["predictions"]["top"] == gpt["predictions"]["top"]
+    assert "1 person" in out["claude"]["output"]
+    for step in ("gemini", "boxes"):
+        found = out[step]["predictions"]
+        assert found["image"] == {"width": 640, "height": 480}
+        classes = {p["class"] for p in found["predictions"]}
+        assert "person" in classes, step
+        for p in found["predictions"]:
+            assert {"x", "y", "width", "height", "confidence", "class_id", "detection_id"} <= set(p)
+    assert "person" in out["router"]["output"]
+    local_call = next(c for c in provider.calls if c.model == "fenced-detect-xyxy_1000")
+    assert local_call.text == "Find the animals." and len(local_call.images) == 1
+
+
+def test_a_roboflow_key_uses_the_configured_provider_and_a_task_without_classes_is_a_400(
+    vlm_server, photos
+):
+    image = {"type": "base64", "value": _png(load_photo(photos, "person.jpg"))}
+    step = {
+        "type": "roboflow_core/open_ai@v4",
+        "name": "gpt",
+        "images": "$inputs.image",
+        "task_type": "caption",
+        "api_key": "rf_abc",  # a Roboflow proxy key: the provider named 'openai' answers
+    }
+    ran = httpx.post(
+        f"{vlm_server.url}/workflows/run",
+        json={"specification": workflow(step), "inputs": {"image": image, "base_url": ""}},
+        timeout=60,
+    )
+    assert ran.status_code == 200, ran.text
+    assert ran.json()["outputs"][0]["gpt"]["error_message"] == ""
+    refused = httpx.post(
+        f"{vlm_server.url}/workflows/run",
+        json={
+            "specification": workflow({**step, "task_type": "classification"}),
+            "inputs": {"image": image, "base_url": ""},
+        },
+        timeout=60,
+    )
+    assert refused.status_code == 400
+    assert (
+        "`classes` parameter required to be set for task `classification`"
+        in (refused.json()["message"])
+    )
+
+
+def _png(image) -> str:
+    return base64.b64encode(cv2.imencode(".png", image)[1]).decode()
+
+
+def test_a_live_stream_keeps_its_rate_while_the_model_answers_slowly(vlm_server, provider, photos):
+    """Each answer takes a second: frames come back at the rate they are sent, the first
+    without an answer, later ones with the last answer and its age."""
+    provider.delay_s = 1.0
+    spec = workflow(
+        {
+            "type": "roboflow_core/anthropic_claude@v3",
+            "name": "claude",
+            "images": "$inputs.image",
+            "task_type": "caption",
+        },
+    )
+    source = LoopManualSource()
+    client = InferenceHTTPClient(api_url=vlm_server.url, api_key=None)
+    session = client.webrtc.stream(
+        source=source, workflow=spec, config=StreamConfig(data_output=["claude"])
+    )
+    seen: list[dict] = []
+    changed = threading.Condition()
+
+    @session.on_data()
+    def on_data(data, metadata):
+        with changed:
+            seen.append(data["claude"])
+            changed.notify_all()
+
+    photo = load_photo(photos, "person.jpg")
+    stop = threading.Event()
+
+    def feed() -> None:
+        source.connected.wait(60)
+        while not stop.wait(0.1):
+            source.send_on_loop(photo)
+
+    threading.Thread(target=feed, daemon=True).start()
+    runner = threading.Thread(target=session.run, daemon=True)
+    runner.start()
+    try:
+        with changed:
+            answered = changed.wait_for(lambda: any(s["output"] for s in seen), 120)
+            assert answered, seen[-3:]
+            first_answer = next(i for i, s in enumerate(seen) if s["output"])
+            # Frames kept coming while the first answer took its second (10 a second sent).
+            assert first_answer >= 3, first_answer
+            assert not seen[0]["output"] and "in flight" in seen[0]["error_message"]
+            later = seen[-1]
+        assert "1 person" in later["output"] and later["answer_age_s"] >= 0
+    finally:
+        provider.delay_s = 0.0
+        stop.set()
+        session.close()
+        runner.join(30)
