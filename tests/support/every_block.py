@@ -65,6 +65,23 @@ ELSEWHERE = {
     "roboflow_core/vlm_as_detector@v2": "tests/unit/test_vlm_blocks.py::"
     "test_boxes_in_each_convention_come_back_where_the_detector_found_them",
     **{
+        type_id: "tests/unit/test_local_vlm_blocks.py::"
+        "test_a_family_answers_through_the_provider_it_is_mapped_to"
+        for type_id in (
+            "roboflow_core/qwen25vl@v1",
+            "roboflow_core/qwen3vl@v1",
+            "roboflow_core/qwen3_5vl@v1",
+            "roboflow_core/qwen3_5vl@v2",
+            "roboflow_core/smolvlm2@v1",
+        )
+    },
+    "roboflow_core/moondream2@v1": "tests/unit/test_local_vlm_blocks.py::"
+    "test_moondream_finds_what_its_prompt_names",
+    "roboflow_core/florence_2@v1": "tests/unit/test_local_vlm_blocks.py::"
+    "test_florence_boxes_read_back_through_vlm_as_detector",
+    "roboflow_core/florence_2@v2": "tests/unit/test_local_vlm_blocks.py::"
+    "test_florence_text_tasks_answer_text_and_need_what_the_reference_needs",
+    **{
         type_id: "tests/unit/test_cloud_vlm_blocks.py::"
         "test_every_version_asks_its_cloud_with_the_frame_and_answers_from_it"
         for type_id in CLOUD_TYPE_IDS

@@ -49,6 +49,7 @@ MODULES = (
     "vlm_formatters",
     "cloud_vlms",
     "stacks",
+    "local_vlms",
 )
 
 

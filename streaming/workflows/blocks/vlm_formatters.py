@@ -200,8 +200,8 @@ def _florence(
 ) -> sv.Detections:
     """Florence-2's answer for ``task`` (its own JSON: ``bboxes`` and ``labels``), with the
     class ids the reference gives each task."""
-    found = sv.Detections.from_lmm(
-        sv.LMM.FLORENCE_2, {task: payload}, resolution_wh=(width, height)
+    found = sv.Detections.from_vlm(
+        sv.VLM.FLORENCE_2, {task: payload}, resolution_wh=(width, height)
     )
     names = list(found.data.get("class_name", ["unknown"] * len(found)))
     if task == "<REGION_PROPOSAL>":
