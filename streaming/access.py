@@ -135,6 +135,8 @@ ROUTES: Mapping[tuple[str, str], Role] = {
     ("DELETE", "/whip/resources/{resource_id}"): OP,
     ("POST", "/inference_pipelines/initialise"): OP,
     ("POST", "/inference_pipelines/{pipeline_id}/pause"): OP,
+    ("POST", "/inference_pipelines/{pipeline_id}/describe"): OP,
+    ("POST", "/events/{event_id}/describe"): OP,
     ("POST", "/inference_pipelines/{pipeline_id}/resume"): OP,
     ("POST", "/inference_pipelines/{pipeline_id}/terminate"): OP,
     ("POST", "/inference_pipelines/{pipeline_id}/sources"): OP,

@@ -18,6 +18,7 @@ import re
 import uuid
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import ray
@@ -174,13 +175,11 @@ class PipelineActor:
         await asyncio.shield(self._started)  # a restarted actor: once its pipeline runs again
         return await self._manager.status(self._id)
 
-    async def pause(self) -> None:
+    async def manage(self, method: str, *args: Any) -> Any:
+        """The manager's ``method`` on this pipeline (``pause``, ``resume``,
+        ``remove_source``, ``set_describing``, ``describe_event``), once it started."""
         await asyncio.shield(self._started)
-        await self._manager.pause(self._id)
-
-    async def resume(self) -> None:
-        await asyncio.shield(self._started)
-        await self._manager.resume(self._id)
+        return await getattr(self._manager, method)(self._id, *args)
 
     async def consume(self, payload: ConsumePayload) -> dict[str, list[Any]]:
         await asyncio.shield(self._started)
@@ -190,10 +189,6 @@ class PipelineActor:
         """The new source's id."""
         await asyncio.shield(self._started)
         return await self._manager.add_source(self._id, reference, sub_stream=sub_stream)
-
-    async def remove_source(self, source_id: int) -> None:
-        await asyncio.shield(self._started)
-        await self._manager.remove_source(self._id, source_id)
 
     async def request(self) -> dict[str, Any]:
         await asyncio.shield(self._started)
@@ -396,10 +391,18 @@ class ClusterPipelines:
             return PipelineStatus.restarting_report()
 
     async def pause(self, pipeline_id: str) -> None:
-        await self._call(pipeline_id, "pause")
+        await self._call(pipeline_id, "manage", "pause")
+
+    async def set_describing(self, pipeline_id: str, enabled: bool) -> dict[str, Any]:
+        return dict(await self._call(pipeline_id, "manage", "set_describing", enabled))
+
+    async def describe_event(
+        self, pipeline_id: str, event: dict[str, Any], snapshot: Path
+    ) -> dict[str, Any]:
+        return dict(await self._call(pipeline_id, "manage", "describe_event", event, snapshot))
 
     async def resume(self, pipeline_id: str) -> None:
-        await self._call(pipeline_id, "resume")
+        await self._call(pipeline_id, "manage", "resume")
 
     async def consume(self, pipeline_id: str, payload: ConsumePayload) -> dict[str, list[Any]]:
         try:
@@ -417,7 +420,7 @@ class ClusterPipelines:
         return int(await self._call(pipeline_id, "add_source", reference, sub_stream))
 
     async def remove_source(self, pipeline_id: str, source_id: int) -> None:
-        await self._call(pipeline_id, "remove_source", source_id)
+        await self._call(pipeline_id, "manage", "remove_source", source_id)
 
     async def terminate(self, pipeline_id: str) -> None:
         actor = await self._actor(pipeline_id)

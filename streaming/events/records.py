@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+import uuid
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Protocol
@@ -50,6 +51,9 @@ class EventRecord:
     """Everything else, JSON-serialisable (counts, confidence, box, error message)."""
     snapshot: str | None = None
     clip: str | None = None
+    uid: str = field(default_factory=lambda: uuid.uuid4().hex)
+    """Names the event before the store gives it an id: what a description is written
+    back to."""
 
 
 class EventRecorder(Protocol):

@@ -3,9 +3,16 @@ is what the code reads and writes, and must match the newest migration (a test c
 
 from __future__ import annotations
 
-from sqlalchemy import JSON, BigInteger, Column, Index, Integer, MetaData, String, Table
+from sqlalchemy import JSON, BigInteger, Column, Index, Integer, MetaData, String, Table, Text
 
-__all__ = ["events", "metadata"]
+__all__ = ["POSTGRES_TEXT", "events", "metadata"]
+
+POSTGRES_TEXT = (
+    "to_tsvector('english', coalesce(class_name, '') || ' ' || kind || ' ' || pipeline || ' ' "
+    "|| coalesce(description, ''))"
+)
+"""What text search reads on PostgreSQL: the expression of the ``events_text`` GIN index
+(migration 0002) and of the store's query, the same so that the index serves it."""
 
 metadata = MetaData()
 
@@ -29,10 +36,18 @@ events = Table(
     Column("payload", JSON, nullable=False),
     Column("snapshot", String(512), nullable=True),
     Column("clip", String(512), nullable=True),
+    # What a vision-language model said of it (0002): written back by ``uid`` once the
+    # event is stored; searched through the full-text index the migration keeps
+    # (``events_text``: FTS5 on SQLite, a GIN expression index on PostgreSQL).
+    Column("uid", String(32), nullable=True),
+    Column("description", Text, nullable=True),
+    Column("summary", JSON, nullable=True),
+    Column("verdict", JSON, nullable=True),
     # Every listing is newest first, optionally narrowed to a pipeline or a kind: each of
     # those reads an index in order and stops at the page's end.
     Index("events_at", "at_ms", "id"),
     Index("events_pipeline_at", "pipeline", "at_ms", "id"),
     Index("events_source_at", "pipeline", "source", "at_ms", "id"),
     Index("events_kind_at", "kind", "at_ms", "id"),
+    Index("events_uid", "uid"),
 )

@@ -8,7 +8,9 @@ from sources.kinds import PUBLISHED_SCHEME
 
 from ..config import Settings
 from ..egress import EgressPolicy
+from ..errors import InvalidRequest
 from ..events import EventRecorder
+from ..events.describer import EventDescriber
 from ..inference.registry import ModelRegistry
 from ..language import Providers
 from ..metrics import Metrics, SourceMetrics
@@ -45,6 +47,33 @@ class PipelineAssembly:
         # started the pipeline: the API, a WHIP publisher, a restart, a Ray actor.
         self.egress = EgressPolicy(settings.allowed_networks)
         self._language = language
+        self._fallback_language: Providers | None = None
+
+    def describer(self, payload: InitialisePipelinePayload) -> EventDescriber | None:
+        """The pipeline's event descriptions (``payload.describe``); None: not asked for.
+        Refused (400) where events are not stored or the provider is not configured."""
+        config = payload.describe
+        if config is None:
+            return None
+        if self._events is None:
+            raise InvalidRequest(
+                "describe: descriptions are stored on events, and this server keeps none "
+                "(STREAMING_STORE_EVENTS is false)"
+            )
+        if config.provider not in self._settings.vlm.providers:
+            known = ", ".join(sorted(self._settings.vlm.providers)) or "none"
+            raise InvalidRequest(
+                f"describe: no provider named {config.provider!r} "
+                f"(STREAMING_VLM_PROVIDERS names: {known})"
+            )
+        language = self._language or self._own_language()
+        return EventDescriber(config, language, self._events)  # type: ignore[arg-type]
+
+    def _own_language(self) -> Providers:
+        """Providers for this process, where the app gave none (a Ray pipeline actor)."""
+        if self._fallback_language is None:
+            self._fallback_language = Providers(self._settings.vlm, pin=self.egress.pin)
+        return self._fallback_language
 
     def series(self, pipeline_id: str, source: SourceReference) -> SourceMetrics | None:
         """The source's analytics series; None without metrics."""

@@ -9,16 +9,19 @@ import uuid
 from collections.abc import Awaitable, Callable, Container
 from concurrent.futures import Executor
 from dataclasses import replace
+from pathlib import Path
 from typing import Any, Protocol
 
+import cv2
 from pydantic import ValidationError
 
 from sources.hub import SourceHub
 from sources.kinds import PUBLISHED_SCHEME
 
 from ..config import Settings
-from ..errors import NotFound, StreamingError, TooManySessions
-from ..events import EventRecorder
+from ..errors import Conflict, NotFound, StreamingError, TooManySessions
+from ..events import EventRecord, EventRecorder
+from ..events.describer import EventDescriber
 from ..inference.registry import ModelRegistry
 from ..language import Providers
 from ..metrics import Metrics, SourceMetrics
@@ -91,6 +94,15 @@ class Pipelines(Protocol):
 
     async def close_all(self) -> None: ...
 
+    async def set_describing(self, pipeline_id: str, enabled: bool) -> dict[str, Any]:
+        """Switches a pipeline's event descriptions on or off; their counts."""
+
+    async def describe_event(
+        self, pipeline_id: str, event: dict[str, Any], snapshot: Path
+    ) -> dict[str, Any]:
+        """Describes a stored event of the pipeline now (its ``snapshot``, a JPEG); the
+        fields to write onto it."""
+
 
 class PipelineManager:
     """The server's monitoring pipelines, by id: started, limited in number, terminated.
@@ -127,6 +139,37 @@ class PipelineManager:
     def __len__(self) -> int:
         return len(self._pipelines)
 
+    def _describer(self, pipeline_id: str) -> EventDescriber:
+        describer = self.get(pipeline_id).describer
+        if describer is None:
+            raise Conflict(
+                f"pipeline {pipeline_id} describes no events: start it with 'describe' "
+                "(a provider and a prompt)"
+            )
+        return describer
+
+    async def set_describing(self, pipeline_id: str, enabled: bool) -> dict[str, Any]:
+        describer = self._describer(pipeline_id)
+        describer.enabled = enabled
+        log.info("pipeline %s: descriptions %s", pipeline_id[:8], "on" if enabled else "off")
+        return describer.stats()
+
+    async def describe_event(
+        self, pipeline_id: str, event: dict[str, Any], snapshot: Path
+    ) -> dict[str, Any]:
+        describer = self._describer(pipeline_id)
+        image = await asyncio.to_thread(cv2.imread, str(snapshot))
+        if image is None:
+            raise Conflict(f"the snapshot of event {event['id']} is no image")
+        record = EventRecord(
+            event["kind"],
+            event["pipeline"],
+            event["source"],
+            event["step"],
+            class_name=event["class_name"],
+        )
+        return await asyncio.to_thread(describer.describe_now, record, image)
+
     def get(self, pipeline_id: str) -> Pipeline:
         pipeline = self._pipelines.get(pipeline_id)
         if pipeline is None:
@@ -159,6 +202,9 @@ class PipelineManager:
         pipeline_id = pipeline_id or str(uuid.uuid4())
         analytics = [m for r in references if (m := self._parts.series(pipeline_id, r)) is not None]
         events, recording = self._parts.recording(payload, pipeline_id)
+        describer = self._parts.describer(payload)
+        if describer is not None:  # every event of its sources' workflows goes past it
+            events = describer.wrap(events)
         try:
             spec = parse_spec(specification)
             # One compiled workflow per source: blocks may keep per-stream state (trackers).
@@ -181,11 +227,14 @@ class PipelineManager:
                 events=events,
                 recording=recording,
                 pin=self._parts.egress.pin,
+                describer=describer,
             )
             await pipeline.start()
         except BaseException:
             for series in analytics:
                 series.close()
+            if describer is not None:
+                describer.close()
             raise
         finally:
             self._starting -= 1

@@ -18,6 +18,7 @@ from sources.kinds import CAMERA, FOREIGN_SCHEMES, KINDS, kind_of, schemes_text
 
 from ..buffering import Consumption, Filling
 from ..errors import InvalidRequest, StreamingError
+from ..events.describer import DescribeConfiguration
 from ..protocol.messages import WorkflowConfiguration
 
 __all__ = [
@@ -170,6 +171,9 @@ class InitialisePipelinePayload(_Lenient):
     consumption_timeout: float | None = Field(default=None, gt=0)
     decoding_buffer_size: int = Field(default=64, ge=1, le=1024)
     motion_gating: MotionGating = Field(default_factory=MotionGating)
+    describe: DescribeConfiguration | None = None
+    """Descriptions of its events by a vision-language model (``events/describer.py``);
+    None: none (the default)."""
 
 
 class ConsumePayload(_Lenient):

@@ -25,6 +25,7 @@ from sources.hub import SourceHub
 
 from ..errors import Conflict, NotFound, SourceUnavailable
 from ..events import EventRecorder
+from ..events.describer import EventDescriber
 from ..metrics import SourceMetrics
 from ..tasks import Closer, TaskOwner
 from ..watching import Ended, Watcher
@@ -78,6 +79,7 @@ class Pipeline:
         events: EventRecorder | None = None,
         recording: Recording | None = None,
         pin: Pin | None = None,
+        describer: EventDescriber | None = None,
     ) -> None:
         """``source_metrics``: each source's Prometheus series, in the sources' order (none:
         not kept). ``events``: where status events are also stored (none: not kept), and
@@ -85,6 +87,8 @@ class Pipeline:
         record (none: nothing)."""
         self.events = events
         self._recording = recording
+        self.describer = describer
+        """Describes its events (``payload.describe``); None: not asked for."""
         self.pipeline_id = pipeline_id or str(uuid.uuid4())
         self.payload = payload
         self._hub = hub
@@ -114,7 +118,7 @@ class Pipeline:
             pin,
         )
         self._processing = Processing(
-            self.pipeline_id[:8], self._running, executor, self._status, self.results
+            self.pipeline_id[:8], self._running, executor, self._status, self.results, describer
         )
 
     def _slot(self, reference: SourceReference, workflow: CompiledWorkflow) -> SourceSlot:
@@ -322,6 +326,8 @@ class Pipeline:
         await self.results.close()
         for source in self._sources:
             await asyncio.to_thread(source.workflow.close)
+        if self.describer is not None:
+            await asyncio.to_thread(self.describer.close)
         self._terminated_event.set()
 
     async def wait_terminated(self) -> None:
@@ -343,4 +349,7 @@ class Pipeline:
     # ------------------------------------------------------------------ status
 
     def report(self) -> dict[str, Any]:
-        return self._status.report(self._sources, self.paused, self.results.stats())
+        report = self._status.report(self._sources, self.paused, self.results.stats())
+        if self.describer is not None:
+            report["descriptions"] = self.describer.stats()
+        return report

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from sources import SourceFrame
 
+from ..events.describer import EventDescriber
 from ..watching import PipelineResult
 from ..workflows.runner import FrameFacts
 from .motion import run_gated
@@ -35,6 +36,8 @@ class Processing:
     executor: Executor
     status: PipelineStatus
     results: PipelineResults
+    describer: EventDescriber | None = None
+    """Gets each frame its workflow ran on: the picture of that frame's events."""
 
     async def frames(self, source: SourceSlot) -> None:
         """Until its buffer closes (or, a file, ends)."""
@@ -62,6 +65,8 @@ class Processing:
             run = await loop.run_in_executor(
                 self.executor, run_gated, source.workflow, source.gate, frame, facts
             )
+            if self.describer is not None:  # the events of this frame are recorded by now
+                self.describer.frame_done(str(source_id), frame.image)
             if run.error is not None:  # one bad frame must not end a monitoring pipeline
                 self.status.inference_error(run.error)
                 continue

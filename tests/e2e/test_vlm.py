@@ -16,9 +16,12 @@ import pytest
 from inference_sdk import InferenceHTTPClient
 from inference_sdk.webrtc import StreamConfig
 
+from streaming.protocol.workflows import people_counting
 from tests.conftest import load_photo
+from tests.support.camera import RTSPCamera
+from tests.support.media import walking_back_and_forth
 from tests.support.sdk import LoopManualSource
-from tests.support.server import running_server
+from tests.support.server import running_server, wait_for
 from tests.support.vlm_provider import VlmProvider
 
 pytestmark = pytest.mark.e2e
@@ -31,7 +34,7 @@ def provider(detector):
 
 
 @pytest.fixture(scope="module")
-def vlm_server(provider, default_model_dir):
+def vlm_server(provider, default_model_dir, tmp_path_factory):
     providers = {
         "openai": {"api": "openai", "base_url": provider.openai_url, "model": "classify"},
         "anthropic": {"api": "anthropic", "base_url": provider.anthropic_url, "model": "describe"},
@@ -42,6 +45,7 @@ def vlm_server(provider, default_model_dir):
         models_dir=str(default_model_dir),
         vlm_providers=json.dumps(providers),
         vlm_live_min_interval_s="0",
+        sink_dir=str(tmp_path_factory.mktemp("evidence")),
     ) as process:
         yield process
 
@@ -240,3 +244,92 @@ def test_a_live_stream_keeps_its_rate_while_the_model_answers_slowly(vlm_server,
         stop.set()
         session.close()
         runner.join(30)
+
+
+def crossings_logged() -> dict:
+    """The people counter, and an event sink (a snapshot each) on every crossing."""
+    spec = people_counting()
+    crossed = [
+        {
+            "type": "UnaryStatement",
+            "operand": {"type": "DynamicOperand", "operand_name": name},
+            "operator": {"type": "(Sequence) is not empty"},
+        }
+        for name in ("crossed_in", "crossed_out")
+    ]
+    spec["steps"] += [
+        {
+            "type": "roboflow_core/continue_if@v1",
+            "name": "crossing",
+            "condition_statement": {
+                "type": "StatementGroup",
+                "operator": "or",
+                "statements": crossed,
+            },
+            "evaluation_parameters": {
+                "crossed_in": "$steps.counter.detections_in",
+                "crossed_out": "$steps.counter.detections_out",
+            },
+            "next_steps": ["$steps.log"],
+        },
+        {
+            "type": "visionstream/event_sink@v1",
+            "name": "log",
+            "file": "crossings",
+            "payload": {"count_in": "$steps.counter.count_in"},
+        },
+    ]
+    return spec
+
+
+def test_a_camera_pipeline_describes_its_crossings_and_search_finds_them(
+    vlm_server, provider, person
+):
+    """A person walks across the line before an RTSP camera: each crossing is stored with
+    the model's description of the frame it happened on (what the detector saw there), the
+    prompt filled for that class and camera; search finds it by a word of it; a stored
+    event is described again on demand; descriptions switch off at run time."""
+    describe = {
+        "provider": "anthropic",
+        "kinds": ["line_crossing"],
+        "min_interval_s": 0,
+        "camera_names": {"0": "the yard"},
+        "class_prompts": {"person": "Who is this {label} at {camera}{zone}?"},
+    }
+    with RTSPCamera(640, 480, fps=30, path="yard", picture=walking_back_and_forth(person)) as cam:
+        started = vlm_server.start_pipeline(cam.url, crossings_logged(), describe=describe)
+        assert started.status_code == 200, started.text
+        pipeline_id = started.json()["context"]["pipeline_id"]
+        try:
+            described = wait_for(
+                lambda: [
+                    e
+                    for e in vlm_server.events(pipeline=pipeline_id, kind="line_crossing")
+                    if e["description"]
+                ],
+                120,
+                "a described crossing",
+            )
+            logged = wait_for(
+                lambda: vlm_server.events(pipeline=pipeline_id, kind="event_sink"),
+                60,
+                "an event sink's event",
+            )
+            again = vlm_server.post(f"/events/{logged[0]['id']}/describe")
+            off = vlm_server.post(
+                f"/inference_pipelines/{pipeline_id}/describe", json={"enabled": False}
+            )
+            report = vlm_server.get(f"/inference_pipelines/{pipeline_id}/status").json()
+        finally:
+            vlm_server.post(f"/inference_pipelines/{pipeline_id}/terminate")
+    event = described[0]
+    assert event["description"].startswith("I see ") and "1 person" in event["description"]
+    asked = [c for c in provider.calls if c.text == "Who is this person at the yard in counter?"]
+    assert asked and asked[0].images[0].shape == (480, 640, 3)
+    found = vlm_server.events(pipeline=pipeline_id, q="persons seeing")  # stemmed
+    assert event["id"] in {e["id"] for e in found}
+    assert vlm_server.events(pipeline=pipeline_id, q="unicorn") == []
+    assert again.status_code == 200, again.text
+    assert "1 person" in again.json()["description"]
+    assert off.json()["descriptions"]["enabled"] is False
+    assert report["report"]["descriptions"]["described"] >= 1

@@ -61,12 +61,68 @@ def crossing(at: float, pipeline: str = "p1", **fields) -> EventRecord:
     return EventRecord("line_crossing", pipeline, "0", "counter", at=at, **fields)
 
 
+def _not_the_text_index(obj, name, type_, reflected, compare_to) -> bool:
+    """The full-text index (migration 0002: SQLite's FTS5 table and its shadow tables,
+    PostgreSQL's expression index) is the migration's alone: no SQLAlchemy table says it."""
+    return not (name or "").startswith("events_text")
+
+
 def test_the_migrations_make_exactly_the_schema_the_code_reads(store):
     store.migrate()  # again: idempotent
     with store.engine.connect() as connection:
-        assert compare_metadata(MigrationContext.configure(connection), metadata) == []
+        context = MigrationContext.configure(
+            connection, opts={"include_object": _not_the_text_index}
+        )
+        assert compare_metadata(context, metadata) == []
         version = connection.execute(text("SELECT version_num FROM alembic_version")).scalar()
-    assert version == "0001"
+    assert version == "0002"
+
+
+def test_text_search_finds_descriptions_classes_and_kinds_stemmed(store):
+    store.insert([
+        crossing(T0, class_name="person", uid="a"),
+        crossing(T0 + 1, class_name="car", uid="b"),
+        EventRecord("zone_exit", "yard", "0", "zone", at=T0 + 2, class_name="dog", uid="c"),
+    ])  # fmt: skip
+    assert store.annotate("a", {"description": "A man in a red coat walks to the door."}) == 1
+    assert store.annotate("nobody", {"description": "x"}) == 0
+
+    def found(words: str, **narrowed) -> list[str]:
+        rows = store.page(EventFilter(text=words, **narrowed), limit=100).rows
+        return sorted(row["uid"] for row in rows)
+
+    assert found("walking doors") == ["a"]  # stemmed: walks, door
+    assert found("coat") == ["a"] and found("COAT red") == ["a"]
+    assert found("cars") == ["b"] and found("zone_exit") == ["c"]
+    assert found("yard") == ["c"]
+    assert found("coat", pipeline="p2") == []
+    assert found("unicorn") == [] and found("!!! ***") == []
+    # The caller's words are never query syntax: quotes, operators, NEAR, column filters.
+    for hostile in ('"', "coat OR car", "body:coat", "NEAR(coat car)", "co*", "-coat"):
+        store.page(EventFilter(text=hostile), limit=10)
+
+
+def test_an_upgrade_indexes_the_events_stored_before_it(tmp_path):
+    from alembic import command
+    from alembic.config import Config
+
+    store = EventStore(f"sqlite:///{tmp_path / 'old.sqlite3'}")
+    config = Config()
+    config.set_main_option("script_location", "streaming.events:migrations")
+    with store.engine.begin() as connection:
+        config.attributes["connection"] = connection
+        command.upgrade(config, "0001")
+        connection.execute(
+            text(
+                "INSERT INTO events (at_ms, pipeline, source, kind, class_name, payload) "
+                "VALUES (1, 'gate', '0', 'line_crossing', 'bicycle', '{}')"
+            )
+        )
+    store.migrate()
+    (row,) = store.page(EventFilter(text="bicycles"), limit=10).rows
+    assert row["pipeline"] == "gate" and row["uid"] is None
+    assert store.annotate(row["id"], {"description": "a bicycle"}) == 1
+    store.close()
 
 
 def test_pages_cover_every_event_once_in_a_stable_order(store):

@@ -98,6 +98,14 @@ def _filter(
     direction: _TEXT = None,
     since: _TIME = None,
     until: _TIME = None,
+    q: Annotated[
+        str | None,
+        Query(
+            max_length=256,
+            description="words every event found holds in its description, class, kind or "
+            "pipeline (stemmed: 'cars' finds 'car')",
+        ),
+    ] = None,
 ) -> EventFilter:
     return EventFilter(
         pipeline,
@@ -108,6 +116,7 @@ def _filter(
         direction,
         milliseconds("since", since),
         milliseconds("until", until),
+        q,
     )
 
 
@@ -134,6 +143,9 @@ def event_body(row: dict[str, Any], sink_dir: Path) -> dict[str, Any]:
         "payload": row["payload"],
         "snapshot_url": f"/events/{event_id}/snapshot" if row["snapshot"] else None,
         "clip_url": f"/events/{event_id}/clip" if recorded else None,
+        "description": row.get("description"),
+        "summary": row.get("summary"),
+        "verdict": row.get("verdict"),
     }
 
 
@@ -202,7 +214,7 @@ def _checked_id(event_id: int) -> int:
     return event_id
 
 
-def _evidence(state: ServerState, row: dict[str, Any], what: str) -> FileResponse:
+def _evidence_file(state: ServerState, row: dict[str, Any], what: str) -> Path:
     relative = row[what]
     if not relative:
         raise NotFound(f"event {row['id']} has no {what}")
@@ -210,8 +222,26 @@ def _evidence(state: ServerState, row: dict[str, Any], what: str) -> FileRespons
     path = (root / relative).resolve()
     if not path.is_relative_to(root) or not path.is_file():
         raise NotFound(f"the {what} of event {row['id']} is gone (evidence retention)")
+    return path
+
+
+def _evidence(state: ServerState, row: dict[str, Any], what: str) -> FileResponse:
+    path = _evidence_file(state, row, what)
     media = "image/jpeg" if what == "snapshot" else "video/mp4"
-    return FileResponse(path, media_type=media, filename=Path(relative).name)
+    return FileResponse(path, media_type=media, filename=path.name)
+
+
+@router.post("/{event_id}/describe")
+async def describe(event_id: int, state: Annotated[ServerState, Depends(get_state)]) -> dict:
+    """Ours: describes a stored event now, with its snapshot and its pipeline's
+    ``describe`` settings (a test of the prompt), and stores the answer on it. 409 when the
+    pipeline describes nothing; 404 when the event has no snapshot."""
+    row = await _row(state, _checked_id(event_id))
+    snapshot = _evidence_file(state, row, "snapshot")
+    fields = await state.pipelines.describe_event(row["pipeline"], row, snapshot)
+    store = _store(state)
+    await read_store(store, lambda: store.annotate(row["id"], fields))
+    return event_body(await _row(state, row["id"]), state.settings.sink_dir)
 
 
 _FILE_RESPONSES: dict[int | str, dict[str, Any]] = {

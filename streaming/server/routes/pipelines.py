@@ -131,6 +131,23 @@ async def pause(pipeline_id: str, state: ServerState = Depends(get_state)) -> di
     return _success(pipeline_id)
 
 
+class DescribingPayload(_KeyOnly):
+    enabled: bool
+    """Describe the pipeline's events from now (true) or not (false)."""
+
+
+@router.post("/{pipeline_id}/describe", openapi_extra=json_body(DescribingPayload))
+async def set_describing(
+    pipeline_id: str,
+    payload: DescribingPayload = _payload(DescribingPayload),
+    state: ServerState = Depends(get_state),
+) -> dict:
+    """Ours: switches a pipeline's event descriptions (started with ``describe``) on or
+    off at run time; the answer's ``descriptions`` counts what was described so far."""
+    stats = await state.pipelines.set_describing(pipeline_id, payload.enabled)
+    return _success(pipeline_id, descriptions=stats)
+
+
 @router.post("/{pipeline_id}/resume", openapi_extra=json_body(_KeyOnly), dependencies=[_KEYED])
 async def resume(pipeline_id: str, state: ServerState = Depends(get_state)) -> dict:
     """Resumes a paused pipeline."""
