@@ -269,7 +269,7 @@ def _parse(path: str, headers: dict[str, str], body: dict[str, Any]) -> Provider
         key = headers.get("authorization", "").removeprefix("Bearer ") or None
         return ProviderCall("openai", body["model"], key, "\n".join(texts), images, body)
     if path.endswith("/v1/messages"):
-        texts, images = [body.get("system", "")], []
+        texts, images = ([body["system"]] if body.get("system") else []), []
         for part in body["messages"][0]["content"]:
             if part["type"] == "text":
                 texts.append(part["text"])
