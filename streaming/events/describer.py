@@ -17,6 +17,7 @@ import logging
 import re
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -103,10 +104,15 @@ class Annotating(Protocol):
     def store(self) -> Any: ...
 
 
+Picture = np.ndarray | Callable[[], np.ndarray]
+"""A frame, or what makes its pixels (a camera's frame is converted to BGR on first use: a
+frame with no event to describe is never converted for it)."""
+
+
 @dataclass
 class _Job:
     event: EventRecord
-    frame: np.ndarray | None = None
+    frame: Picture | None = None
 
 
 class EventDescriber:
@@ -162,8 +168,11 @@ class EventDescriber:
         with self._lock:
             self._pending.setdefault(event.source, []).append(_Job(event))
 
-    def frame_done(self, source: str, image: np.ndarray) -> None:
-        """The frame a source's workflow just ran on: its events' picture. Never blocks."""
+    def frame_done(self, source: str, image: Picture) -> None:
+        """The frame a source's workflow just ran on: its events' picture. Never blocks;
+        made into pixels, where it is a function, on the describer's thread."""
+        if not self._pending:  # the common case: read without the lock, nothing to hand
+            return
         with self._lock:
             jobs = self._pending.pop(source, None)
         for job in jobs or ():
@@ -189,7 +198,8 @@ class EventDescriber:
         text = _PLACEHOLDER.sub(lambda m: self._filled(m.group(1), event), self._prompt(event))
         if config.summary:
             text += _SUMMARY_ASK
-        images = (_jpeg(job.frame),) if job.frame is not None else ()
+        frame = job.frame() if callable(job.frame) else job.frame
+        images = (_jpeg(frame),) if frame is not None else ()
         prompt = Prompt(
             text,
             images,

@@ -9,6 +9,7 @@ import logging
 import time
 from concurrent.futures import Executor
 from dataclasses import dataclass
+from functools import partial
 
 from sources import SourceFrame
 
@@ -66,7 +67,8 @@ class Processing:
                 self.executor, run_gated, source.workflow, source.gate, frame, facts
             )
             if self.describer is not None:  # the events of this frame are recorded by now
-                self.describer.frame_done(str(source_id), frame.image)
+                # Bound now: the pixels are made later, on the describer's thread.
+                self.describer.frame_done(str(source_id), partial(getattr, frame, "image"))
             if run.error is not None:  # one bad frame must not end a monitoring pipeline
                 self.status.inference_error(run.error)
                 continue

@@ -149,3 +149,26 @@ def test_a_provider_that_fails_loses_no_event_and_says_why(vlm_provider, writer,
     assert "HTTP 503" in row["summary"]["error"]
     assert describer.stats()["failed"] == 1
     assert writer.store.count() == 1  # the event itself, stored as ever
+
+
+def test_events_past_the_queue_are_dropped_and_counted_never_waited_for(
+    vlm_provider, writer, photo
+):
+    """``queue``: while the model is hung, a burst of events waits at most that many deep;
+    the oldest go, counted, and recording an event never blocks."""
+    vlm_provider.hang()
+    describer = describer_for(vlm_provider, writer, queue=2)
+    events = describer.wrap(writer)
+    try:
+        events.record(crossing(source="0"))
+        describer.frame_done("0", photo)
+        vlm_provider.wait_calls(1)  # the first is with the model, which holds it
+        for source in range(1, 6):
+            events.record(crossing(source=str(source)))
+            describer.frame_done(str(source), photo)
+        assert describer.stats()["dropped"] == 3  # of the five after it, two wait
+        writer.flush(30)
+        assert writer.store.count() == 6  # every event stored all the same
+    finally:
+        vlm_provider.release()
+        describer.close()

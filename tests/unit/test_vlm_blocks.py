@@ -240,3 +240,30 @@ def test_in_a_live_stream_frames_never_wait_and_carry_the_last_answer_with_its_a
     finally:
         workflow.close()
         registry.close()
+
+
+def test_a_live_step_asks_at_most_once_per_interval_whatever_the_frame_rate(
+    vlm_provider, photo, tmp_path
+):
+    """``STREAMING_VLM_LIVE_MIN_INTERVAL_S``: answered at once, the step still waits out the
+    interval before its next question."""
+    spec = spec_of(asking("describe"), outputs={"vlm": "$steps.vlm.*"})
+    settings = settings_for(tmp_path, live_min_interval_s=3600.0)
+    registry = ModelRegistry(settings)
+    context = BuildContext(registry, settings=settings, live=True)
+    workflow = compile_workflow(
+        parse_spec(spec), context, parameters={"base_url": vlm_provider.openai_url}
+    )
+    try:
+        workflow.run(photo, {}, FrameState())
+        vlm_provider.wait_calls(1)
+        deadline = time.monotonic() + 60
+        while not workflow.run(photo, {}, FrameState())["vlm"]["output"]:
+            assert time.monotonic() < deadline
+            time.sleep(0.02)  # a stream's frame interval
+        for _ in range(20):
+            workflow.run(photo, {}, FrameState())
+    finally:
+        workflow.close()
+        registry.close()
+    assert len(vlm_provider.calls) == 1
