@@ -12,6 +12,8 @@ const EVENTS_EVERY_MS = 500; // new events show within about this (plus the stor
 const TILES_EVERY_MS = 5000;
 const CHART_EVERY_MS = 5000;
 const LATE_WINDOW_MS = 5000; // an event committed late (another writer) is still picked up
+const DESCRIBED_WINDOW_MS = 120_000; // a model's description lands on an event this late, at most
+const DESCRIPTIONS_EVERY_MS = 5000;
 const PAGE = 50;
 const CHART_KINDS = new Set(["line_crossing", "zone_entry", "zone_exit"]);
 const COLOURS = ["#2f6fdd", "#d9480f", "#2b8a3e", "#ae3ec9", "#e8590c", "#1098ad", "#c2255c", "#5c940d"];
@@ -73,6 +75,8 @@ function filters() {
     params.set("source", source);
   }
   if ($("kind").value) params.set("kind", $("kind").value);
+  const words = $("search").value.trim();
+  if (words) params.set("q", words);
   const since = localInputToIso($("since").value);
   const until = localInputToIso($("until").value);
   if (since) params.set("since", since);
@@ -211,13 +215,47 @@ function entry(event) {
   whereLine.dataset.time = time;
   whereLine.textContent = `${time} · ${tileName(event.pipeline, event.source)}`;
   text.append(detailLine, whereLine);
+  if (event.description || event.summary?.title) {
+    // What the vision-language model said of it: a summary's title and threat level first.
+    const said = document.createElement("p");
+    said.className = "description";
+    const level = event.summary?.threat_level;
+    if (event.summary?.title) {
+      const title = document.createElement("strong");
+      title.textContent = event.summary.title;
+      said.append(title, " ");
+    }
+    if (level != null) {
+      const badge = document.createElement("span");
+      badge.className = `threat threat-${level}`;
+      badge.textContent = ["normal", "needs a look", "needs action"][level] ?? String(level);
+      said.append(badge, " ");
+    }
+    said.append(event.description ?? "");
+    text.append(said);
+  }
   button.append(text);
   button.addEventListener("click", () => play(event, button));
   item.append(button);
   return item;
 }
 
+function showNothingFound() {
+  const words = $("search").value.trim();
+  $("timeline").dataset.empty = !state.events.length && words ? `No event holds every word of “${words}”.` : "";
+}
+
+/** An event shown before its description came (a model answers in seconds): shown again. */
+function refresh(event) {
+  const button = document.querySelector(`#timeline button[data-id="${event.id}"]`);
+  if (!button || button.querySelector("p.description")) return;
+  if (!event.description && !event.summary?.title) return;
+  button.parentElement.replaceWith(entry(event));
+  state.events = state.events.map((e) => (e.id === event.id ? event : e));
+}
+
 function show(events, { atTop }) {
+  for (const event of events) if (seen.has(event.id)) refresh(event);
   const fresh = events.filter((e) => !seen.has(e.id));
   if (!fresh.length) return;
   const now = Date.now();
@@ -233,17 +271,28 @@ function show(events, { atTop }) {
   $("event-count").textContent = String(state.events.length);
 }
 
+/** The last minutes' events again: descriptions written since they were shown. */
+async function refreshDescriptions() {
+  const params = filters();
+  params.set("limit", "200");
+  params.set("since", String((Date.now() - DESCRIBED_WINDOW_MS) / 1000));
+  const page = await getJson(`/events?${params}`, apiKey());
+  for (const event of page.events) if (seen.has(event.id)) refresh(event);
+}
+
 async function loadEvents() {
   $("timeline").replaceChildren();
   seen.clear();
   state.events = [];
   newest = null;
+  $("event-count").textContent = "0";
   const params = filters();
   params.set("limit", String(PAGE));
   const page = await getJson(`/events?${params}`, apiKey());
   olderCursor = page.next_cursor;
   $("older").hidden = !olderCursor;
   show(page.events.slice().reverse(), { atTop: true });
+  showNothingFound();
 }
 
 async function loadOlder() {
@@ -413,7 +462,7 @@ $("api-key").addEventListener("change", () => {
   loadEvents().catch(showError);
   showWho();
 });
-for (const id of ["camera", "kind", "since", "until"]) {
+for (const id of ["camera", "kind", "since", "until", "search"]) {
   $(id).addEventListener("change", () => {
     loadEvents().catch(showError);
     refreshChart().catch(showError);
@@ -431,3 +480,4 @@ await loadEvents().catch(showError);
 every(TILES_EVERY_MS, refreshTiles);
 every(EVENTS_EVERY_MS, pollEvents);
 every(CHART_EVERY_MS, refreshChart);
+every(DESCRIPTIONS_EVERY_MS, refreshDescriptions);

@@ -18,6 +18,9 @@ from inference_sdk.webrtc import StreamConfig
 
 from streaming.protocol.workflows import people_counting
 from tests.conftest import load_photo
+from tests.e2e.test_browser import open_page
+from tests.e2e.test_review_page import WAIT_MS, shot
+from tests.support.browser import chromium
 from tests.support.camera import RTSPCamera
 from tests.support.media import walking_back_and_forth
 from tests.support.sdk import LoopManualSource
@@ -333,3 +336,39 @@ def test_a_camera_pipeline_describes_its_crossings_and_search_finds_them(
     assert "1 person" in again.json()["description"]
     assert off.json()["descriptions"]["enabled"] is False
     assert report["report"]["descriptions"]["described"] >= 1
+
+
+def test_the_review_page_shows_descriptions_and_searches_them(vlm_server, person):
+    """In Chromium: a crossing's description on the timeline (it comes after the event, and
+    the entry is shown again with it), a search that finds it, one that finds nothing and
+    says so; a screenshot of each state in tests/artifacts/."""
+    describe = {"provider": "anthropic", "kinds": ["line_crossing"], "min_interval_s": 0}
+    with (
+        RTSPCamera(640, 480, fps=30, path="porch", picture=walking_back_and_forth(person)) as cam,
+        chromium() as browser,
+    ):
+        started = vlm_server.start_pipeline(cam.url, people_counting(), describe=describe)
+        assert started.status_code == 200, started.text
+        pipeline_id = started.json()["context"]["pipeline_id"]
+        try:
+            with open_page(browser, vlm_server.url + "/review.html", camera=False) as page:
+                page.wait_for_selector("#timeline p.description", timeout=WAIT_MS)
+                said = page.locator("#timeline p.description").first.text_content()
+                assert "1 person" in said, said
+                shot(page, "descriptions")
+                page.fill("#search", "unicorn")
+                page.press("#search", "Enter")
+                page.wait_for_function(
+                    "() => document.getElementById('timeline').dataset.empty.includes('unicorn')",
+                    timeout=WAIT_MS,
+                )
+                assert page.locator("#timeline li").count() == 0
+                shot(page, "search-nothing")
+                page.fill("#search", "persons seeing")
+                page.press("#search", "Enter")
+                page.wait_for_selector("#timeline p.description", timeout=WAIT_MS)
+                texts = page.locator("#timeline li").all_text_contents()
+                assert texts and all("person" in t for t in texts), texts
+                shot(page, "search")
+        finally:
+            vlm_server.post(f"/inference_pipelines/{pipeline_id}/terminate")
