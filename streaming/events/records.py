@@ -27,6 +27,9 @@ class EventKind(StrEnum):
     SOURCE_ERROR = "source_error"
     INFERENCE_ERROR = "inference_error"
     PIPELINE_FAILED = "pipeline_failed"
+    VERIFICATION = "verification"
+    """A notification step's verdict from a vision-language model (``verify``): sent or
+    not, and why (``description``, ``verdict``)."""
 
 
 @dataclass(frozen=True)
@@ -51,6 +54,10 @@ class EventRecord:
     """Everything else, JSON-serialisable (counts, confidence, box, error message)."""
     snapshot: str | None = None
     clip: str | None = None
+    description: str | None = None
+    """What a vision-language model said of it (searched by ``GET /events?q=``)."""
+    verdict: dict[str, Any] | None = None
+    """A verification's ``confirmed``, ``reason`` and ``sent``."""
     uid: str = field(default_factory=lambda: uuid.uuid4().hex)
     """Names the event before the store gives it an id: what a description is written
     back to."""

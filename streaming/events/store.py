@@ -213,6 +213,8 @@ class EventStore:
                 "snapshot": r.snapshot,
                 "clip": r.clip,
                 "uid": r.uid,
+                "description": r.description,
+                "verdict": r.verdict,
             }
             for r in records
         ]

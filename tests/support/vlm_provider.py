@@ -9,6 +9,7 @@ What it answers is chosen by the model a request names (a script):
 - ``classify`` / ``multilabel``: the reference's classification JSON;
 - ``detect-<convention>``: the detections in that box convention (``normalized``,
   ``absolute``, ``yxyx_1000``, ``xyxy_1000``, ``named_1000``, ``percent``);
+- ``verify``: a verdict, ``confirmed`` where the detector finds a person;
 - ``fenced-<script>``: the answer in a ```json fence, with prose around it;
 - ``reasoning-<script>``: empty ``content`` and the answer in ``reasoning_content``;
 - ``text-only``: a 400 "model does not support images" when sent an image;
@@ -179,14 +180,19 @@ class VlmProvider:
         if script.startswith("detect-"):
             height, width = images[0].shape[:2]
             return json.dumps(_boxes(script.removeprefix("detect-"), found, names, width, height))
+        if script == "verify":  # confirmed where the detector finds a person
+            return json.dumps({"confirmed": "person" in names, "reason": _seen(names)})
         if script == "prose":
             return "I would rather not answer in JSON today."
-        counts = {n: names.count(n) for n in sorted(set(names))}
-        seen = ", ".join(f"{c} {n}" for n, c in counts.items()) or "nothing"
-        return f"I see {seen}."
+        return _seen(names)
 
     def close(self) -> None:
         self.__exit__()
+
+
+def _seen(names: list[str]) -> str:
+    counts = {n: names.count(n) for n in sorted(set(names))}
+    return f"I see {', '.join(f'{c} {n}' for n, c in counts.items()) or 'nothing'}."
 
 
 class _Server(ThreadingHTTPServer):

@@ -83,6 +83,9 @@ def test_text_search_finds_descriptions_classes_and_kinds_stemmed(store):
         crossing(T0, class_name="person", uid="a"),
         crossing(T0 + 1, class_name="car", uid="b"),
         EventRecord("zone_exit", "yard", "0", "zone", at=T0 + 2, class_name="dog", uid="c"),
+        EventRecord("verification", "yard", "0", "alert", at=T0 + 3, uid="d",
+                    description="A shadow of the fence moved.",
+                    verdict={"confirmed": False, "reason": "A shadow of the fence moved."}),
     ])  # fmt: skip
     assert store.annotate("a", {"description": "A man in a red coat walks to the door."}) == 1
     assert store.annotate("nobody", {"description": "x"}) == 0
@@ -94,7 +97,10 @@ def test_text_search_finds_descriptions_classes_and_kinds_stemmed(store):
     assert found("walking doors") == ["a"]  # stemmed: walks, door
     assert found("coat") == ["a"] and found("COAT red") == ["a"]
     assert found("cars") == ["b"] and found("zone_exit") == ["c"]
-    assert found("yard") == ["c"]
+    assert found("yard") == ["c", "d"]
+    assert found("shadows") == ["d"]  # a rejected alert's reason, searchable
+    (rejected,) = store.page(EventFilter(text="shadows"), limit=1).rows
+    assert rejected["verdict"] == {"confirmed": False, "reason": "A shadow of the fence moved."}
     assert found("coat", pipeline="p2") == []
     assert found("unicorn") == [] and found("!!! ***") == []
     # The caller's words are never query syntax: quotes, operators, NEAR, column filters.

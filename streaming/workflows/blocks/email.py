@@ -39,6 +39,7 @@ from ..serialization import serialize_value
 from .base import BlockSettings, BuildContext, FrameState, WorkflowImage, setting
 from .fields import ANY, SECRET, FieldSpec, Takes
 from .sinks import NotificationBlock
+from .verification import Verifiable
 
 __all__ = ["EmailNotificationBlock", "EmailNotificationV2Block", "MessageTemplate", "jpeg"]
 
@@ -155,7 +156,7 @@ def _addresses(value: Any, field: str) -> list[str]:
 
 
 @dataclass(frozen=True, kw_only=True)
-class EmailSettings(BlockSettings):
+class EmailSettings(Verifiable):
     subject: str = setting(FieldSpec(type="string"))
     message: str = setting(FieldSpec(type="string"))
     message_parameters: list[str] = setting(FieldSpec(default=None, takes=Takes.ENTRIES))
@@ -206,6 +207,7 @@ class EmailNotificationBlock(NotificationBlock):
         if self._relay is not None:
             cooldown = max(cooldown, self._smtp.min_interval_s)
         self.hold(cooldown, bool(config.disable_sink))
+        self.verify_with(config, context)
 
     def _check_server(self, name: str, config: EmailSettings) -> None:
         host = config.smtp_server
@@ -265,9 +267,9 @@ class EmailNotificationBlock(NotificationBlock):
         ):
             return self.result(False, True, "The mail relay's interval applies to this caller")
         sender = self._sender(server)
-        if sender is None or not sender.send(message):
+        if sender is None:
             return self.result(True, False, "Sink is closed")
-        return self.sent()
+        return self.deliver(lambda: sender.send(message))
 
     def _message(
         self, inputs: dict[str, Any], from_address: str, frame: FrameState
@@ -333,6 +335,7 @@ class EmailNotificationBlock(NotificationBlock):
             )
 
     def close(self) -> None:
+        self.close_verifier()  # first: what it confirms still goes out
         with self._lock:
             self._closed = True
             senders, self._senders = list(self._senders.values()), {}

@@ -16,6 +16,7 @@ import json
 import re
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 from urllib.parse import urlsplit
@@ -29,6 +30,7 @@ from ..query import Env, named_chains
 from ..serialization import serialize_value
 from .base import Block, BlockSettings, BuildContext, FrameState, setting
 from .fields import ANY, IMAGE, SECRET, FieldSpec, Takes
+from .verification import Verifiable, Verifier
 
 __all__ = ["EventSinkBlock", "MqttSinkBlock", "NotificationBlock", "WebhookSinkBlock"]
 
@@ -66,7 +68,7 @@ def _as_text(value: Any) -> str:
 
 
 @dataclass(frozen=True, kw_only=True)
-class WebhookSinkSettings(BlockSettings):
+class WebhookSinkSettings(Verifiable):
     url: Any = setting(FieldSpec())
     method: Any = setting(FieldSpec(default="POST", choices=("GET", "POST", "PUT")))
     # Each entry a literal, a parameter or a step's output (as the reference's manifest).
@@ -113,6 +115,33 @@ class NotificationBlock(Block):
         self._last_sent = time.monotonic()
         return self.result(False, False, "Notification sent in the background")
 
+    verifier: Verifier | None = None
+    """Sends only what a vision-language model confirms (the step's ``verify``)."""
+
+    def verify_with(self, config: BlockSettings, context: BuildContext) -> None:
+        """Called from ``__init__``: the step's ``verify`` (``Verifiable``), if it has one."""
+        self.verifier = Verifier.of(self.name, getattr(config, "verify", None), context)
+        # The frame a verdict is asked on; only then, so that no other step's frames are
+        # made into pixels for it (the engine reads the attribute of each block).
+        self.observes_frames = self.verifier is not None  # type: ignore[misc]
+
+    def observe(self, image: Any, frame: FrameState) -> None:
+        if self.verifier is not None:
+            self.verifier.observe(image)
+
+    def deliver(self, send: Callable[[], bool]) -> dict[str, Any]:
+        """``send`` now, or once the model confirms the frame (``verify``); the outputs."""
+        if self.verifier is None:
+            return self.sent() if send() else self.result(True, False, "Sink is closed")
+        if not self.verifier.submit(send):
+            return self.result(True, False, "Sink is closed")
+        self._last_sent = time.monotonic()
+        return self.result(False, False, "Notification waits for the model's verdict")
+
+    def close_verifier(self) -> None:
+        if self.verifier is not None:
+            self.verifier.close()
+
     @staticmethod
     def result(error: bool, throttled: bool, message: str) -> dict[str, Any]:
         return {"error_status": error, "throttling_status": throttled, "message": message}
@@ -145,6 +174,7 @@ class WebhookSinkBlock(NotificationBlock):
         self._pin = context.pin
         self._sink: WebhookSink | None = None
         self.hold(config.cooldown_seconds, bool(config.disable_sink))
+        self.verify_with(config, context)
 
     def _sink_now(self) -> WebhookSink | None:
         with self._lock:
@@ -170,17 +200,22 @@ class WebhookSinkBlock(NotificationBlock):
             key: serialize_value(value, _PAYLOAD_JPEG_QUALITY, None)
             for key, value in parts["json_payload"].items()
         }
-        sink.write(
-            payload,
-            params=_texts(inputs.get("query_parameters"), join=False),
-            headers=_texts(inputs.get("headers"), join=True),
-            method=self._method,
-            files={k: _as_bytes(v) for k, v in parts["multi_part_encoded_files"].items()},
-            form={k: _as_text(v) for k, v in parts["form_data"].items() if v is not None},
-        )
-        return self.sent()
+        request = {
+            "params": _texts(inputs.get("query_parameters"), join=False),
+            "headers": _texts(inputs.get("headers"), join=True),
+            "method": self._method,
+            "files": {k: _as_bytes(v) for k, v in parts["multi_part_encoded_files"].items()},
+            "form": {k: _as_text(v) for k, v in parts["form_data"].items() if v is not None},
+        }
+
+        def send() -> bool:
+            sink.write(payload, **request)
+            return True
+
+        return self.deliver(send)
 
     def close(self) -> None:
+        self.close_verifier()  # first: what it confirms still goes out
         with self._lock:
             self._closed = True
             sink, self._sink = self._sink, None

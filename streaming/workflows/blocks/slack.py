@@ -23,12 +23,13 @@ from .base import BlockSettings, BuildContext, FrameState, setting
 from .email import MessageTemplate, attached
 from .fields import ANY, SECRET, FieldSpec, Takes
 from .sinks import NotificationBlock
+from .verification import Verifiable
 
 __all__ = ["SlackNotificationBlock"]
 
 
 @dataclass(frozen=True, kw_only=True)
-class SlackSettingsOfStep(BlockSettings):
+class SlackSettingsOfStep(Verifiable):
     message: str = setting(FieldSpec(type="string"))
     message_parameters: list[str] = setting(FieldSpec(default=None, takes=Takes.ENTRIES))
     message_parameters_operations: dict[str, Any] = setting(FieldSpec(default={}, type="object"))
@@ -57,6 +58,7 @@ class SlackNotificationBlock(NotificationBlock):
         self._pin = context.pin
         self._sender: SlackSender | None = None
         self.hold(float(config.cooldown_seconds), bool(config.disable_sink))
+        self.verify_with(config, context)
 
     def _sender_now(self) -> SlackSender | None:
         with self._lock:
@@ -90,11 +92,12 @@ class SlackNotificationBlock(NotificationBlock):
             )
         sender = self._sender_now()
         message = SlackMessage(token, channel, self._template.text(parameters), files)
-        if sender is None or not sender.send(message):
+        if sender is None:
             return self.result(True, False, "Sink is closed")
-        return self.sent()
+        return self.deliver(lambda: sender.send(message))
 
     def close(self) -> None:
+        self.close_verifier()  # first: what it confirms still goes out
         with self._lock:
             self._closed = True
             sender, self._sender = self._sender, None
