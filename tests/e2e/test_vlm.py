@@ -26,6 +26,7 @@ from tests.support.media import walking_back_and_forth
 from tests.support.sdk import LoopManualSource
 from tests.support.server import running_server, wait_for
 from tests.support.vlm_provider import VlmProvider
+from tests.support.workflows import crossing_gate
 
 pytestmark = pytest.mark.e2e
 
@@ -252,29 +253,8 @@ def test_a_live_stream_keeps_its_rate_while_the_model_answers_slowly(vlm_server,
 def crossings_logged() -> dict:
     """The people counter, and an event sink (a snapshot each) on every crossing."""
     spec = people_counting()
-    crossed = [
-        {
-            "type": "UnaryStatement",
-            "operand": {"type": "DynamicOperand", "operand_name": name},
-            "operator": {"type": "(Sequence) is not empty"},
-        }
-        for name in ("crossed_in", "crossed_out")
-    ]
     spec["steps"] += [
-        {
-            "type": "roboflow_core/continue_if@v1",
-            "name": "crossing",
-            "condition_statement": {
-                "type": "StatementGroup",
-                "operator": "or",
-                "statements": crossed,
-            },
-            "evaluation_parameters": {
-                "crossed_in": "$steps.counter.detections_in",
-                "crossed_out": "$steps.counter.detections_out",
-            },
-            "next_steps": ["$steps.log"],
-        },
+        crossing_gate("$steps.log"),
         {
             "type": "visionstream/event_sink@v1",
             "name": "log",

@@ -8,6 +8,8 @@ frames, without a session or a pipeline, as pipecat's ``run_test`` runs one proc
 - ``run_block(block, inputs)``: each item of ``inputs`` one frame's inputs; returns each
   frame's outputs (``decide_block``: a flow-control block's verdicts).
 - ``compile_spec(spec, models=None)``: a specification compiled as a session compiles it.
+- ``run_frames(spec, settings, image)``: a specification compiled with the server's settings
+  and run on an image, its outputs.
 """
 
 from __future__ import annotations
@@ -22,7 +24,15 @@ from streaming.workflows.blocks.base import Block, BuildContext, FrameState, Ver
 from streaming.workflows.blocks.fields import REQUIRED, Takes
 from streaming.workflows.runner import FrameFacts
 
-__all__ = ["STREAM_START", "build", "compile_spec", "decide_block", "frame_at", "run_block"]
+__all__ = [
+    "STREAM_START",
+    "build",
+    "compile_spec",
+    "decide_block",
+    "frame_at",
+    "run_block",
+    "run_frames",
+]
 
 STREAM_START = datetime(2026, 11, 23, 10, 0, tzinfo=UTC)
 """When the harness's streams start (frame times count from here)."""
@@ -79,6 +89,30 @@ def decide_block(block: Any, inputs: Iterable[dict[str, Any]], fps: float = 2.0)
         block.decide({**entries, **given}, frame_at(i / fps, i + 1))
         for i, given in enumerate(inputs)
     ]
+
+
+def run_frames(
+    spec: dict[str, Any],
+    settings: Any,
+    image: Any,
+    *,
+    frames: int = 1,
+    live: bool = False,
+    **parameters: Any,
+) -> list[dict[str, Any]]:
+    """``spec`` compiled with the server's ``settings`` (a model registry of its own; ``live``:
+    as a stream compiles it) and run on ``image`` ``frames`` times; each frame's outputs,
+    the workflow closed (what it queued sent) before returning."""
+    from streaming.inference.registry import ModelRegistry
+
+    registry = ModelRegistry(settings)
+    context = BuildContext(registry, settings=settings, live=live)
+    workflow = compile_workflow(parse_spec(spec), context, parameters=parameters)
+    try:
+        return [workflow.run(image, {}, FrameState()) for _ in range(frames)]
+    finally:
+        workflow.close()
+        registry.close()
 
 
 def compile_spec(spec: dict[str, Any], models: Any = None) -> CompiledWorkflow:

@@ -4,13 +4,18 @@ from __future__ import annotations
 
 from streaming.protocol.workflows import people_counting
 
-__all__ = ["check_sliced", "crossing_events", "nested_fan_out", "sliced_detection"]
+__all__ = [
+    "check_sliced",
+    "crossing_events",
+    "crossing_gate",
+    "nested_fan_out",
+    "sliced_detection",
+]
 
 
-def crossing_events(url: str) -> dict:
-    """The people counter, plus one webhook per crossing: ``continue_if`` lets the sink run
-    only on frames where someone crossed, either way."""
-    spec = people_counting()
+def crossing_gate(*next_steps: str) -> dict:
+    """``continue_if`` on the people counter's line: its ``next_steps`` (``$steps.<name>``)
+    run only on frames where someone crossed, either way."""
     crossed = [
         {
             "type": "UnaryStatement",
@@ -19,16 +24,23 @@ def crossing_events(url: str) -> dict:
         }
         for name in ("crossed_in", "crossed_out")
     ]
-    spec["steps"] += [
-        {
-            "type": "roboflow_core/continue_if@v1",
-            "name": "crossing",
-            "condition_statement": {"type": "StatementGroup", "operator": "or",
-                                    "statements": crossed},
-            "evaluation_parameters": {"crossed_in": "$steps.counter.detections_in",
-                                      "crossed_out": "$steps.counter.detections_out"},
-            "next_steps": ["$steps.event"],
+    return {
+        "type": "roboflow_core/continue_if@v1",
+        "name": "crossing",
+        "condition_statement": {"type": "StatementGroup", "operator": "or", "statements": crossed},
+        "evaluation_parameters": {
+            "crossed_in": "$steps.counter.detections_in",
+            "crossed_out": "$steps.counter.detections_out",
         },
+        "next_steps": list(next_steps),
+    }
+
+
+def crossing_events(url: str) -> dict:
+    """The people counter, plus one webhook per crossing (``crossing_gate``)."""
+    spec = people_counting()
+    spec["steps"] += [
+        crossing_gate("$steps.event"),
         {
             "type": "roboflow_core/webhook_sink@v1",
             "name": "event",

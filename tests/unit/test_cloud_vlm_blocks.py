@@ -16,9 +16,10 @@ from streaming.language import Providers
 from streaming.settings.language import ProviderSettings, VlmSettings
 from streaming.workflows import compile_workflow, parse_spec
 from streaming.workflows.blocks import BLOCKS
-from streaming.workflows.blocks.base import BuildContext, FrameState
+from streaming.workflows.blocks.base import BuildContext
 from streaming.workflows.blocks.cloud_vlms import VERSIONS
 from tests.conftest import load_photo
+from tests.support.blocks import run_frames
 
 API_OF = {"openai": "openai", "anthropic": "anthropic", "gemini": "gemini", "openrouter": "openai"}
 
@@ -50,13 +51,7 @@ def spec_of(step: dict) -> dict:
 
 
 def run(spec: dict, settings: Settings, image: np.ndarray) -> dict:
-    registry = ModelRegistry(settings)
-    workflow = compile_workflow(parse_spec(spec), BuildContext(registry, settings=settings))
-    try:
-        return workflow.run(image, {}, FrameState())["vlm"]
-    finally:
-        workflow.close()
-        registry.close()
+    return run_frames(spec, settings, image)[0]["vlm"]
 
 
 @pytest.fixture(scope="module")

@@ -56,6 +56,18 @@ def stored(writer: EventWriter, uid: str) -> dict:
     return wait_for(row, 60, f"event {uid} described")
 
 
+def described_once(describer: EventDescriber, writer: EventWriter, photo: np.ndarray) -> dict:
+    """One crossing recorded through the describer, its frame done: its stored row once
+    described (the describer closed after)."""
+    try:
+        event = crossing()
+        describer.wrap(writer).record(event)
+        describer.frame_done("0", photo)
+        return stored(writer, event.uid)
+    finally:
+        describer.close()
+
+
 @pytest.fixture(scope="module")
 def photo(photos) -> np.ndarray:
     return load_photo(photos, "person.jpg")
@@ -68,14 +80,7 @@ def test_an_event_is_described_from_the_frame_it_happened_on(vlm_provider, write
         camera_names={"0": "the gate"},
         class_prompts={"person": "Who is the {label} at {camera}{zone}?"},
     )
-    events = describer.wrap(writer)
-    try:
-        event = crossing()
-        events.record(event)
-        describer.frame_done("0", photo)
-        row = stored(writer, event.uid)
-    finally:
-        describer.close()
+    row = described_once(describer, writer, photo)
     (call,) = vlm_provider.calls
     assert call.text == "Who is the person at the gate in counter?"
     assert call.images[0].shape == photo.shape  # the frame itself
@@ -89,14 +94,7 @@ def test_an_alert_summary_is_typed_and_bounded(vlm_provider, writer, photo):
         '"threat_level": 7, "confidence": 1.5}\n```'
     )
     describer = describer_for(vlm_provider, writer, summary=True)
-    events = describer.wrap(writer)
-    try:
-        event = crossing()
-        events.record(event)
-        describer.frame_done("0", photo)
-        row = stored(writer, event.uid)
-    finally:
-        describer.close()
+    row = described_once(describer, writer, photo)
     assert row["summary"] == {
         "title": "Visitor",
         "summary": "A person at the door.",
@@ -137,14 +135,7 @@ def test_filters_the_interval_and_the_switch_choose_what_is_described(vlm_provid
 def test_a_provider_that_fails_loses_no_event_and_says_why(vlm_provider, writer, photo):
     vlm_provider.fail_next = [503]
     describer = describer_for(vlm_provider, writer)
-    events = describer.wrap(writer)
-    try:
-        event = crossing()
-        events.record(event)
-        describer.frame_done("0", photo)
-        row = stored(writer, event.uid)
-    finally:
-        describer.close()
+    row = described_once(describer, writer, photo)
     assert row["description"] is None
     assert "HTTP 503" in row["summary"]["error"]
     assert describer.stats()["failed"] == 1

@@ -12,11 +12,9 @@ import pytest
 
 from streaming.config import Settings
 from streaming.errors import WorkflowCompilationError
-from streaming.inference.registry import ModelRegistry
 from streaming.settings.language import ProviderSettings, VlmSettings
-from streaming.workflows import compile_workflow, parse_spec
-from streaming.workflows.blocks.base import BuildContext, FrameState
 from tests.conftest import load_photo
+from tests.support.blocks import run_frames
 
 
 def settings_for(fake, tmp_path, **families: str) -> Settings:
@@ -38,13 +36,7 @@ def run(steps: list[dict], settings: Settings, image: np.ndarray) -> dict:
             for s in steps
         ],
     }
-    registry = ModelRegistry(settings)
-    workflow = compile_workflow(parse_spec(spec), BuildContext(registry, settings=settings))
-    try:
-        return workflow.run(image, {}, FrameState())
-    finally:
-        workflow.close()
-        registry.close()
+    return run_frames(spec, settings, image)[0]
 
 
 @pytest.fixture(scope="module")

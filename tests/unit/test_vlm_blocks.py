@@ -18,6 +18,7 @@ from streaming.settings.language import VlmSettings
 from streaming.workflows import compile_workflow, parse_spec
 from streaming.workflows.blocks.base import BuildContext, FrameState
 from tests.conftest import load_photo
+from tests.support.blocks import run_frames
 
 ASK = "roboflow_core/openai_compatible@v1"
 
@@ -51,17 +52,8 @@ def settings_for(tmp_path, **vlm) -> Settings:
     return Settings(models_dir=tmp_path, allowed_networks="127.0.0.1/32", vlm=VlmSettings(**vlm))
 
 
-def run(
-    spec: dict, settings: Settings, image: np.ndarray, *, live: bool = False, frames=1, **params
-):
-    registry = ModelRegistry(settings)
-    context = BuildContext(registry, settings=settings, live=live)
-    workflow = compile_workflow(parse_spec(spec), context, parameters=params)
-    try:
-        return [workflow.run(image, {}, FrameState()) for _ in range(frames)]
-    finally:
-        workflow.close()
-        registry.close()
+def run(spec: dict, settings: Settings, image: np.ndarray, **given) -> list[dict]:
+    return run_frames(spec, settings, image, **given)
 
 
 @pytest.fixture(scope="module")

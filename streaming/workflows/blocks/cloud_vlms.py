@@ -20,8 +20,6 @@ from dataclasses import dataclass, make_dataclass
 from typing import Any, ClassVar
 
 import cv2
-import numpy as np
-import supervision as sv
 
 from ...errors import WorkflowCompilationError
 from ...language import Prompt, decoding
@@ -31,6 +29,7 @@ from .detection import stamped
 from .email import jpeg
 from .fields import ANY, CLASSIFICATION, DETECTIONS, IMAGE, REQUIRED, SECRET, FieldSpec, Takes
 from .language import LANGUAGE_MODEL_OUTPUT, AskingBlock
+from .vlm_formatters import as_detections
 
 __all__ = ["VERSIONS", "CloudVlmBlock"]
 
@@ -367,15 +366,7 @@ def _detections(text: str, image: WorkflowImage, classes: list[str], cloud: str)
         )
     except (KeyError, TypeError, ValueError):
         return None
-    if not boxes:
-        return stamped(image, sv.Detections.empty())
-    found = sv.Detections(
-        xyxy=np.array([b.xyxy for b in boxes], np.float32),
-        confidence=np.array([b.confidence for b in boxes], np.float32),
-        class_id=np.array([b.class_id for b in boxes], int),
-        data={"class_name": np.array([b.class_name for b in boxes])},
-    )
-    return stamped(image, found)
+    return stamped(image, as_detections(boxes))
 
 
 def _declare(name: str, version: Version) -> type[CloudVlmBlock]:

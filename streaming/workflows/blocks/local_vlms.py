@@ -16,7 +16,6 @@ import json
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-import numpy as np
 import supervision as sv
 
 from ...errors import WorkflowCompilationError
@@ -27,6 +26,7 @@ from .detection import stamped
 from .email import jpeg
 from .fields import ANY, DETECTIONS, IMAGE, FieldSpec, Takes
 from .language import LANGUAGE_MODEL_OUTPUT, AskingBlock
+from .vlm_formatters import as_detections
 
 __all__ = ["FlorenceBlock", "LocalAnswerBlock", "MoondreamBlock", "QwenBlock", "SmolVlmBlock"]
 
@@ -285,11 +285,4 @@ def _boxes(text: str | None, image: WorkflowImage, classes: list[str]) -> sv.Det
         boxes = decoding.read_boxes(payload, decoding.normalized, width, height, classes)
     except (KeyError, TypeError, ValueError):
         return None
-    if not boxes:
-        return sv.Detections.empty()
-    return sv.Detections(
-        xyxy=np.array([b.xyxy for b in boxes], np.float32),
-        confidence=np.array([b.confidence for b in boxes], np.float32),
-        class_id=np.array([b.class_id for b in boxes], int),
-        data={"class_name": np.array([b.class_name for b in boxes])},
-    )
+    return as_detections(boxes)

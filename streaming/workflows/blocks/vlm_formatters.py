@@ -21,7 +21,13 @@ from .detection import stamped
 from .fields import CLASSIFICATION, DETECTIONS, IMAGE, FieldSpec, Takes
 from .language import LANGUAGE_MODEL_OUTPUT
 
-__all__ = ["PARSERS", "VlmAsClassifierBlock", "VlmAsDetectorBlock", "VlmAsDetectorV1Block"]
+__all__ = [
+    "PARSERS",
+    "VlmAsClassifierBlock",
+    "VlmAsDetectorBlock",
+    "VlmAsDetectorV1Block",
+    "as_detections",
+]
 
 _ANSWER = FieldSpec((LANGUAGE_MODEL_OUTPUT, "string"), takes=Takes.FRAME)
 _CLASSES = FieldSpec(("list_of_values", "*"), default=None, takes=Takes.FRAME_OR_LITERAL)
@@ -169,7 +175,7 @@ class VlmAsDetectorBlock(Block):
         boxes = decoding.read_boxes(payload, self._parser, width, height, classes)
         if self._model_type == "muse":  # its confidences are not calibrated: the reference's 1.0
             boxes = [Box(b.xyxy, b.class_name, b.class_id, 1.0) for b in boxes]
-        return stamped(image, _as_detections(boxes))
+        return stamped(image, as_detections(boxes))
 
 
 class VlmAsDetectorV1Block(VlmAsDetectorBlock):
@@ -184,7 +190,8 @@ class VlmAsDetectorV1Block(VlmAsDetectorBlock):
     }
 
 
-def _as_detections(boxes: list[Box]) -> sv.Detections:
+def as_detections(boxes: list[Box]) -> sv.Detections:
+    """Boxes read from an answer, as detections (none: empty)."""
     if not boxes:
         return sv.Detections.empty()
     return sv.Detections(
