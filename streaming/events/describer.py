@@ -25,6 +25,8 @@ import cv2
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
+from sinks.pinning import Pin
+from sinks.webhook import WebhookSink
 from sinks.worker import QueueWorker
 
 from ..language import Prompt, ProviderError, Providers, decoding
@@ -93,6 +95,10 @@ class DescribeConfiguration(BaseModel):
     max_tokens: int = Field(default=300, ge=16, le=4096)
     queue: int = Field(default=32, ge=1, le=1024)
     """Events waiting for the model, at most (the oldest is dropped past it)."""
+    webhook_url: str | None = Field(default=None, max_length=2048, pattern=r"^https?://")
+    """Each described event is also POSTed here as JSON (its pipeline, source, kind, class,
+    time, description and summary), as Frigate announces descriptions; the address passes
+    ``STREAMING_ALLOWED_NETWORKS``."""
 
 
 class Annotating(Protocol):
@@ -125,6 +131,7 @@ class EventDescriber:
         writer: Annotating | None,
         *,
         write_timeout_s: float = 30.0,
+        pin: Pin | None = None,
     ) -> None:
         self.config = config
         self.enabled = config.enabled
@@ -136,6 +143,11 @@ class EventDescriber:
         self._last: dict[str, float] = {}
         self._closed = threading.Event()
         self.described = self.failed = self.dropped = 0
+        self._webhook = (
+            WebhookSink(config.webhook_url, timeout_s=10.0, pin=pin)
+            if config.webhook_url is not None
+            else None
+        )
         self._worker: QueueWorker[_Job] = QueueWorker(
             "describer",
             self._describe,
@@ -191,6 +203,23 @@ class EventDescriber:
         fields = self._ask(job)
         if self._writer is not None:
             self._write(job.event.uid, fields)
+        if self._webhook is not None and fields.get("description") is not None:
+            event = job.event
+            self._webhook.write(
+                {
+                    "type": "event_described",
+                    "uid": event.uid,
+                    "pipeline": event.pipeline,
+                    "source": event.source,
+                    "kind": event.kind,
+                    "step": event.step,
+                    "class_name": event.class_name,
+                    "tracker_id": event.tracker_id,
+                    "timestamp": event.at,
+                    "description": fields["description"],
+                    "summary": fields.get("summary"),
+                }
+            )
 
     def _ask(self, job: _Job) -> dict[str, Any]:
         config = self.config
@@ -265,6 +294,8 @@ class EventDescriber:
     def close(self) -> None:
         self._closed.set()
         self._worker.close(abandon=True)
+        if self._webhook is not None:
+            self._webhook.close()
 
 
 class DescribingEvents:

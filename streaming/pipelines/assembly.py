@@ -67,7 +67,7 @@ class PipelineAssembly:
                 f"(STREAMING_VLM_PROVIDERS names: {known})"
             )
         language = self._language or self._own_language()
-        return EventDescriber(config, language, self._events)  # type: ignore[arg-type]
+        return EventDescriber(config, language, self._events, pin=self.egress.pin)  # type: ignore[arg-type]
 
     def _own_language(self) -> Providers:
         """Providers for this process, where the app gave none (a Ray pipeline actor)."""

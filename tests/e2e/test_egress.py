@@ -84,6 +84,11 @@ async def test_sessions_may_not_point_the_server_at_itself(default_server, field
             {"sink_configuration": {"webhook": {"url": "http://169.254.169.254/hook"}}},
             "webhook url http://169.254.169.254/hook",
         ),
+        (
+            "rtsp://192.0.2.1/cam",
+            {"describe": {"provider": "local", "webhook_url": "http://169.254.169.254/told"}},
+            "describe.webhook_url http://169.254.169.254/told",
+        ),
     ],
 )
 def test_pipelines_may_not_point_the_server_at_itself(default_server, reference, extra, needle):

@@ -26,6 +26,7 @@ from tests.support.media import walking_back_and_forth
 from tests.support.sdk import LoopManualSource
 from tests.support.server import running_server, wait_for
 from tests.support.vlm_provider import VlmProvider
+from tests.support.webhook import RequestRecorder
 from tests.support.workflows import crossing_gate
 
 pytestmark = pytest.mark.e2e
@@ -272,14 +273,19 @@ def test_a_camera_pipeline_describes_its_crossings_and_search_finds_them(
     the model's description of the frame it happened on (what the detector saw there), the
     prompt filled for that class and camera; search finds it by a word of it; a stored
     event is described again on demand; descriptions switch off at run time."""
+    hook = RequestRecorder()
     describe = {
         "provider": "anthropic",
         "kinds": ["line_crossing"],
         "min_interval_s": 0,
         "camera_names": {"0": "the yard"},
         "class_prompts": {"person": "Who is this {label} at {camera}{zone}?"},
+        "webhook_url": hook.url,
     }
-    with RTSPCamera(640, 480, fps=30, path="yard", picture=walking_back_and_forth(person)) as cam:
+    with (
+        hook,
+        RTSPCamera(640, 480, fps=30, path="yard", picture=walking_back_and_forth(person)) as cam,
+    ):
         started = vlm_server.start_pipeline(cam.url, crossings_logged(), describe=describe)
         assert started.status_code == 200, started.text
         pipeline_id = started.json()["context"]["pipeline_id"]
@@ -315,6 +321,8 @@ def test_a_camera_pipeline_describes_its_crossings_and_search_finds_them(
     assert again.status_code == 200, again.text
     assert "1 person" in again.json()["description"]
     assert off.json()["descriptions"]["enabled"] is False
+    announced = [json.loads(r[3]) for r in hook.requests]
+    assert any(a["uid"] and a["description"] == event["description"] for a in announced)
     assert report["report"]["descriptions"]["described"] >= 1
 
 

@@ -6,6 +6,8 @@ provider that fails or is away costs no event."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -18,6 +20,7 @@ from streaming.language import Providers
 from streaming.settings.language import ProviderSettings, VlmSettings
 from tests.conftest import load_photo
 from tests.support.server import wait_for
+from tests.support.webhook import RequestRecorder
 
 T0 = 1_790_000_000.0
 
@@ -163,3 +166,15 @@ def test_events_past_the_queue_are_dropped_and_counted_never_waited_for(
     finally:
         vlm_provider.release()
         describer.close()
+
+
+def test_a_described_event_is_announced_to_the_webhook(vlm_provider, writer, photo):
+    with RequestRecorder() as hook:
+        describer = describer_for(vlm_provider, writer, webhook_url=hook.url)
+        row = described_once(describer, writer, photo)
+        (request,) = hook.wait_requests(1)
+    method, _, headers, body = request
+    sent = json.loads(body)
+    assert method == "POST" and headers["content-type"] == "application/json"
+    assert sent["type"] == "event_described" and sent["uid"] == row["uid"]
+    assert sent["description"] == row["description"] and sent["class_name"] == "person"
