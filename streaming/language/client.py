@@ -11,6 +11,7 @@ import logging
 import random
 import threading
 from abc import ABC, abstractmethod
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
 
@@ -89,6 +90,9 @@ class ProviderClient(ABC):
         transport: httpx.BaseTransport = httpx.HTTPTransport()
         if pin is not None:  # every connection to the checked address
             transport = PinnedTransport(pin, transport)
+        # A server a caller names (openai_compatible's base_url) could answer without end:
+        # the body is refused past a bound before it is all in memory.
+        transport = BoundedTransport(transport, spec.max_answer_chars * 8 + 65536)
         self.http = httpx.Client(
             transport=transport, timeout=spec.timeout_s, follow_redirects=False
         )
@@ -165,7 +169,7 @@ class ProviderClient(ABC):
         """One POST of JSON; a timeout or a failed connection is a ``Retry``."""
         try:
             return self.http.post(url, headers=headers, json=body)
-        except RefusedAddress as exc:
+        except (RefusedAddress, AnswerTooLarge) as exc:
             raise ProviderRefused(f"provider {self.name!r}: {exc}") from None
         except httpx.TimeoutException:
             raise Retry(f"no answer within {self.spec.timeout_s}s") from None
@@ -191,6 +195,49 @@ class ProviderClient(ABC):
     def close(self) -> None:
         self._closed.set()
         self.http.close()
+
+
+class AnswerTooLarge(httpx.ReadError):
+    """An answer's body went past ``BoundedTransport``'s bound (not worth a retry)."""
+
+
+class BoundedTransport(httpx.BaseTransport):
+    """Every response's body read at most ``most`` bytes: past it, ``AnswerTooLarge``."""
+
+    def __init__(self, inner: httpx.BaseTransport, most: int) -> None:
+        self._inner, self._most = inner, most
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        response = self._inner.handle_request(request)
+        assert isinstance(response.stream, httpx.SyncByteStream)
+        return httpx.Response(
+            response.status_code,
+            headers=response.headers,
+            stream=_Bounded(response.stream, self._most, request),
+            extensions=response.extensions,
+            request=request,
+        )
+
+    def close(self) -> None:
+        self._inner.close()
+
+
+class _Bounded(httpx.SyncByteStream):
+    def __init__(self, inner: httpx.SyncByteStream, most: int, request: httpx.Request) -> None:
+        self._inner, self._most, self._request = inner, most, request
+
+    def __iter__(self) -> Iterator[bytes]:
+        seen = 0
+        for chunk in self._inner:
+            seen += len(chunk)
+            if seen > self._most:
+                raise AnswerTooLarge(
+                    f"the answer is over {self._most} bytes", request=self._request
+                )
+            yield chunk
+
+    def close(self) -> None:
+        self._inner.close()
 
 
 class _Slot:

@@ -12,8 +12,10 @@ from typing import Any
 
 import openai
 
+from sinks.pinning import RefusedAddress
+
 from .answers import Answer, Prompt, ProviderRefused, Usage
-from .client import ProviderClient, Retry, refusal, retry_after
+from .client import AnswerTooLarge, ProviderClient, Retry, refusal, retry_after
 
 __all__ = ["OpenAIChat", "data_uri"]
 
@@ -65,7 +67,7 @@ class OpenAIChat(ProviderClient):
             raise error from None
         except openai.APIConnectionError as exc:  # timeouts too
             cause = exc.__cause__
-            if cause is not None and type(cause).__name__ == "RefusedAddress":
+            if isinstance(cause, RefusedAddress | AnswerTooLarge):
                 raise ProviderRefused(f"provider {self.name!r}: {cause}") from None
             raise Retry(f"no answer: {type(exc).__name__}") from None
         return self._answer(response, model)

@@ -27,6 +27,9 @@ APIS: dict[str, type[ProviderClient]] = {
 """Each wire format's module: a new API is one module and one line here."""
 
 ROBOFLOW_KEY_PREFIX = "rf_"
+MAX_URLS = 64
+"""Distinct ``openai_compatible`` base URLs the server keeps a client for, at most (each a
+connection pool): a caller's per-frame URL cannot grow them without bound."""
 
 
 class Target:
@@ -83,7 +86,15 @@ class Providers:
         """An OpenAI-compatible server a step names by URL (``openai_compatible``): one client
         per URL, rationed as a named provider is, its every connection checked by the pin."""
         spec = ProviderSettings(api="openai", base_url=base_url)  # checks the URL's shape
-        return self._client(f"url:{spec.url()}", spec)
+        name = f"url:{spec.url()}"
+        with self._lock:
+            named = sum(1 for n in self._clients if n.startswith("url:"))
+            if name not in self._clients and named >= MAX_URLS:
+                raise ProviderRefused(
+                    f"{MAX_URLS} OpenAI-compatible base URLs are in use on this server: a "
+                    "workflow may not name a new one per frame"
+                )
+        return self._client(name, spec)
 
     @property
     def executor(self) -> Executor:

@@ -245,3 +245,31 @@ def test_settings_name_providers_and_families_and_keep_keys_out_of_sight(monkeyp
     providers.close()
     with pytest.raises(ValueError, match="without credentials"):
         ProviderSettings(base_url="http://user:pw@127.0.0.1/v1")
+
+
+@pytest.mark.parametrize("api", ["openai", "anthropic", "gemini"])
+def test_a_body_past_its_bound_is_refused_before_it_is_all_read(vlm_provider, api):
+    """A server that answers without end (a caller's own ``base_url``) fills no memory:
+    the body is cut at eight bytes per answer character allowed, plus 64 KiB."""
+    providers = providers_for(vlm_provider, api, max_answer_chars=1000)
+    vlm_provider.answer = lambda script, images: "x" * 200_000
+    try:
+        with pytest.raises(ProviderRefused, match="over 73536 bytes"):
+            providers.named("local").describe(Prompt("?", model="describe"))
+    finally:
+        providers.close()
+    assert len(vlm_provider.calls) == 1  # refused, not tried again
+
+
+def test_a_workflow_cannot_name_base_urls_without_end():
+    from streaming.language.providers import MAX_URLS
+
+    providers = Providers(VlmSettings(), pin=None)
+    try:
+        for port in range(MAX_URLS):
+            providers.at(f"http://127.0.0.1:{20000 + port}/v1")
+        providers.at("http://127.0.0.1:20000/v1")  # one it has: fine
+        with pytest.raises(ProviderRefused, match="may not name a new one per frame"):
+            providers.at("http://127.0.0.1:30000/v1")
+    finally:
+        providers.close()
