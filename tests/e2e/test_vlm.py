@@ -198,9 +198,9 @@ def _png(image) -> str:
 
 
 def test_a_live_stream_keeps_its_rate_while_the_model_answers_slowly(vlm_server, provider, photos):
-    """Each answer takes a second: frames come back at the rate they are sent, the first
+    """Each answer takes two seconds: frames come back at the rate they are sent, the first
     without an answer, later ones with the last answer and its age."""
-    provider.delay_s = 1.0
+    provider.delay_s = 2.0
     spec = workflow(
         {
             "type": "roboflow_core/anthropic_claude@v3",
@@ -239,7 +239,7 @@ def test_a_live_stream_keeps_its_rate_while_the_model_answers_slowly(vlm_server,
             answered = changed.wait_for(lambda: any(s["output"] for s in seen), 120)
             assert answered, seen[-3:]
             first_answer = next(i for i, s in enumerate(seen) if s["output"])
-            # Frames kept coming while the first answer took its second (10 a second sent).
+            # Frames kept coming while the first answer took its 2 s (10 a second sent).
             assert first_answer >= 3, first_answer
             assert not seen[0]["output"] and "in flight" in seen[0]["error_message"]
             later = seen[-1]

@@ -175,7 +175,7 @@ def test_the_concurrency_limit_holds_over_every_caller(vlm_provider):
     finally:
         providers.close()
     assert answers == ["I see nothing."] * 6
-    assert vlm_provider.peak == 2
+    assert 1 <= vlm_provider.peak <= 2  # two at once at most, however the threads interleave
 
 
 def test_an_address_outside_the_egress_policy_is_refused_before_connecting(vlm_provider):
