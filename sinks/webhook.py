@@ -75,6 +75,7 @@ class WebhookSink:
         self._initial_backoff = initial_backoff
         self._max_backoff = max_backoff
         self._http = httpx.Client(timeout=timeout_s, headers=headers or {})
+        self._draining = False
         self._worker: QueueWorker[_Delivery] = QueueWorker(
             f"webhook {self.masked_url}",
             self._deliver,
@@ -112,8 +113,8 @@ class WebhookSink:
     def _deliver(self, delivery: _Delivery) -> None:
         backoff = self._initial_backoff
         for attempt in range(1, self._max_attempts + 1):
-            if self._worker.stopping.is_set():
-                return  # closing: what is left is abandoned
+            if self._worker.stopping.is_set() and (attempt > 1 or not self._draining):
+                return  # closing: what is left is abandoned (draining: one try each)
             try:
                 response = self._send(delivery)
                 if response.is_success:
@@ -161,11 +162,16 @@ class WebhookSink:
             extensions=extensions,
         )
 
-    def close(self) -> None:
-        """Idempotent; deliveries still queued are abandoned (counted as dropped)."""
+    def close(self, *, drain_s: float = 0.0) -> None:
+        """Idempotent; deliveries still queued are abandoned (counted as dropped), or with
+        ``drain_s`` each first gets one try, all within that time (a workflow's webhook step
+        at the end of an HTTP run: its request was already answered "sent")."""
         if self._worker.stopping.is_set():
             return
-        abandoned = self._worker.close(abandon=True, timeout_s=10)
+        self._draining = drain_s > 0
+        abandoned = self._worker.close(
+            abandon=not self._draining, timeout_s=drain_s if self._draining else 10
+        )
         self.stats.dropped += abandoned
         if abandoned:
             log.warning(

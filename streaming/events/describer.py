@@ -294,8 +294,8 @@ class EventDescriber:
     def close(self) -> None:
         self._closed.set()
         self._worker.close(abandon=True)
-        if self._webhook is not None:
-            self._webhook.close()
+        if self._webhook is not None:  # what was described is still announced, briefly
+            self._webhook.close(drain_s=5.0)
 
 
 class DescribingEvents:

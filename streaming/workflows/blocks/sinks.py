@@ -88,6 +88,11 @@ class WebhookSinkSettings(Verifiable):
     cooldown_seconds: int = setting(FieldSpec(default=5, type="integer", minimum=0))
 
 
+_DRAIN_S = 5.0
+"""How long a webhook step's queued requests still get at its workflow's end (an HTTP run
+answers before they are sent)."""
+
+
 class NotificationBlock(Block):
     """What the reference's notification sinks share: ``disable_sink``, ``cooldown_seconds``
     between deliveries, and the three outputs saying what became of each frame's."""
@@ -219,8 +224,8 @@ class WebhookSinkBlock(NotificationBlock):
         with self._lock:
             self._closed = True
             sink, self._sink = self._sink, None
-        if sink is not None:
-            sink.close()
+        if sink is not None:  # what a frame was told is sent gets its one try
+            sink.close(drain_s=_DRAIN_S)
 
 
 @dataclass(frozen=True, kw_only=True)
