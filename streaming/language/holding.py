@@ -60,9 +60,11 @@ class Holder:
         self._last_asked = -float("inf")
         self._closed = False
 
-    def answer(self, element: int, question: Callable[[], Answer]) -> Held:
+    def answer(self, element: int, prepare: Callable[[], Callable[[], Answer]]) -> Held:
         """The element's last answer (a placeholder error before the first); a new question
-        sent in the background when none is in flight and ``min_interval_s`` has passed."""
+        sent in the background when none is in flight and ``min_interval_s`` has passed.
+        ``prepare`` makes that question from the frame, on this thread, and only then: a
+        frame no question is sent for is not encoded for one."""
         now = time.monotonic()
         with self._lock:
             held = self._held.get(element, Held(None, PENDING, now))
@@ -70,10 +72,12 @@ class Holder:
                 return held
             self._in_flight, self._last_asked = True, now
         try:
-            self._executor.submit(self._ask, element, question)
-        except RuntimeError:  # the executor is shutting down with the server
+            self._executor.submit(self._ask, element, prepare())
+        except BaseException as exc:  # no question is in flight: the next frame asks
             with self._lock:
                 self._in_flight = False
+            if not isinstance(exc, RuntimeError):  # RuntimeError: the server is closing
+                raise
         return held
 
     def _ask(self, element: int, question: Callable[[], Answer]) -> None:

@@ -42,15 +42,22 @@ class Target:
 
 class Providers:
     def __init__(
-        self, settings: VlmSettings, *, pin: Pin | None, usage: UsageSink | None = None
+        self,
+        settings: VlmSettings,
+        *,
+        pin: Pin | None,
+        usage: UsageSink | None = None,
+        executor: ThreadPoolExecutor | None = None,
     ) -> None:
+        """``executor``: where live steps ask (default: ``live_threads`` threads of ours,
+        made when first needed); given, it is still shut down by ``close``."""
         self._settings = settings
         self._pin = pin
         self._usage = usage
         self._clients: dict[str, ProviderClient] = {}
         self._lock = threading.Lock()
         self._closed = False
-        self._executor: ThreadPoolExecutor | None = None
+        self._executor: ThreadPoolExecutor | None = executor
 
     def named(self, name: str) -> ProviderClient:
         spec = self._settings.providers.get(name)

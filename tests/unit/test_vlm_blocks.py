@@ -7,15 +7,19 @@ stream the frame never waits for the model."""
 
 from __future__ import annotations
 
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
 
 from streaming.config import Settings
 from streaming.inference.registry import ModelRegistry
+from streaming.language import Providers
 from streaming.settings.language import VlmSettings
 from streaming.workflows import compile_workflow, parse_spec
+from streaming.workflows.blocks import language as language_blocks
 from streaming.workflows.blocks.base import BuildContext, FrameState
 from tests.conftest import load_photo
 from tests.support.blocks import run_frames
@@ -46,6 +50,29 @@ def spec_of(*steps: dict, outputs: dict[str, str]) -> dict:
         "steps": list(steps),
         "outputs": [{"type": "JsonField", "name": k, "selector": v} for k, v in outputs.items()],
     }
+
+
+class WatchedExecutor(ThreadPoolExecutor):
+    """The live steps' threads, real ones, telling when a question they took is done."""
+
+    def __init__(self) -> None:
+        super().__init__(4, thread_name_prefix="vlm-test")
+        self._done = 0
+        self._changed = threading.Condition()
+
+    def submit(self, fn, /, *args, **kwargs):
+        future = super().submit(fn, *args, **kwargs)
+        future.add_done_callback(self._finished)
+        return future
+
+    def _finished(self, _future) -> None:
+        with self._changed:
+            self._done += 1
+            self._changed.notify_all()
+
+    def wait_done(self, count: int, timeout: float = 60.0) -> None:
+        with self._changed:
+            assert self._changed.wait_for(lambda: self._done >= count, timeout), self._done
 
 
 def settings_for(tmp_path, **vlm) -> Settings:
@@ -206,8 +233,10 @@ def test_in_a_live_stream_frames_never_wait_and_carry_the_last_answer_with_its_a
     vlm_provider.delay_s = 3.0
     spec = spec_of(asking("describe"), outputs={"vlm": "$steps.vlm.*"})
     settings = settings_for(tmp_path, live_min_interval_s=0.0)
+    asking_threads = WatchedExecutor()
+    providers = Providers(settings.vlm, pin=None, executor=asking_threads)
     registry = ModelRegistry(settings)
-    context = BuildContext(registry, settings=settings, live=True)
+    context = BuildContext(registry, settings=settings, live=True, language=providers)
     workflow = compile_workflow(
         parse_spec(spec), context, parameters={"base_url": vlm_provider.openai_url}
     )
@@ -216,46 +245,47 @@ def test_in_a_live_stream_frames_never_wait_and_carry_the_last_answer_with_its_a
         first = workflow.run(photo, {}, FrameState())["vlm"]
         assert time.monotonic() - started < 1.0  # the frame did not wait for the model
         assert first["output"] == "" and "in flight" in first["error_status"]
-        vlm_provider.wait_calls(1)
-        deadline = time.monotonic() + 60
-        while True:
-            outputs = workflow.run(photo, {}, FrameState())["vlm"]
-            if outputs["output"] or time.monotonic() > deadline:
-                break
-            time.sleep(0.05)  # a stream's frame interval
+        asking_threads.wait_done(1)
+        outputs = workflow.run(photo, {}, FrameState())["vlm"]  # asks again, 3 s
         assert "1 person" in outputs["output"] and outputs["error_status"] == ""
-        age = outputs["answer_age_s"]
-        time.sleep(0.2)
         later = workflow.run(photo, {}, FrameState())["vlm"]
-        assert later["output"] == outputs["output"] or later["answer_age_s"] < age
+        assert later["output"] == outputs["output"]
+        assert later["answer_age_s"] >= outputs["answer_age_s"]
         assert vlm_provider.peak == 1
     finally:
         workflow.close()
+        providers.close()
         registry.close()
 
 
 def test_a_live_step_asks_at_most_once_per_interval_whatever_the_frame_rate(
-    vlm_provider, photo, tmp_path
+    vlm_provider, photo, tmp_path, monkeypatch
 ):
     """``STREAMING_VLM_LIVE_MIN_INTERVAL_S``: answered at once, the step still waits out the
-    interval before its next question."""
+    interval before its next question, and encodes no frame it sends no question for."""
     spec = spec_of(asking("describe"), outputs={"vlm": "$steps.vlm.*"})
     settings = settings_for(tmp_path, live_min_interval_s=3600.0)
+    asking_threads = WatchedExecutor()
+    providers = Providers(settings.vlm, pin=None, executor=asking_threads)
     registry = ModelRegistry(settings)
-    context = BuildContext(registry, settings=settings, live=True)
+    context = BuildContext(registry, settings=settings, live=True, language=providers)
     workflow = compile_workflow(
         parse_spec(spec), context, parameters={"base_url": vlm_provider.openai_url}
     )
     try:
         workflow.run(photo, {}, FrameState())
-        vlm_provider.wait_calls(1)
-        deadline = time.monotonic() + 60
-        while not workflow.run(photo, {}, FrameState())["vlm"]["output"]:
-            assert time.monotonic() < deadline
-            time.sleep(0.02)  # a stream's frame interval
+        asking_threads.wait_done(1)
+        assert workflow.run(photo, {}, FrameState())["vlm"]["output"]
+        encoded = []
+        real_jpeg = language_blocks.jpeg
+        monkeypatch.setattr(  # counted, still encoded
+            language_blocks, "jpeg", lambda image: encoded.append(1) or real_jpeg(image)
+        )
         for _ in range(20):
             workflow.run(photo, {}, FrameState())
+        assert encoded == []
     finally:
         workflow.close()
+        providers.close()
         registry.close()
     assert len(vlm_provider.calls) == 1

@@ -290,16 +290,19 @@ class CloudVlmBlock(AskingBlock):
             output_structure=self._structure,
         )
         model = str(inputs.get(version.model[0]) or "")
-        prompt = Prompt(
-            asked.text,
-            (self._upload(image, inputs),),
-            system=asked.system,
-            max_tokens=self._max_tokens,
-            temperature=inputs.get("temperature"),
-            model=client.spec.model or (version.models or {}).get(model, model),
-            api_key=None if client.spec.api_key else key,
+        held = self.ask(
+            element,
+            client,
+            lambda: Prompt(
+                asked.text,
+                (self._upload(image, inputs),),
+                system=asked.system,
+                max_tokens=self._max_tokens,
+                temperature=inputs.get("temperature"),
+                model=client.spec.model or (version.models or {}).get(model, model),
+                api_key=None if client.spec.api_key else key,
+            ),
         )
-        held = self.ask(element, lambda: client.describe(prompt))
         outputs: dict[str, Any] = {
             "output": held.text or "",
             "classes": classes,

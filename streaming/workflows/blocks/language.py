@@ -15,6 +15,7 @@ from typing import Any, ClassVar
 
 from ...errors import WorkflowCompilationError
 from ...language import Answer, Prompt, ProviderError, Providers
+from ...language.client import ProviderClient
 from ...language.holding import Held, Holder, asked
 from .base import Block, BlockSettings, BuildContext, FrameState, WorkflowImage, setting
 from .email import MessageTemplate, jpeg
@@ -45,10 +46,17 @@ class AskingBlock(Block):
         if context.live:
             self._holder = Holder(providers.executor, providers.settings.live_min_interval_s)
 
-    def ask(self, element: int, question: Callable[[], Answer]) -> Held:
+    def ask(self, element: int, client: ProviderClient, prompt: Callable[[], Prompt]) -> Held:
+        """``client``'s answer to the prompt ``prompt`` makes: now, or in a live stream the
+        last one held (the prompt, and its image's encoding, made only when one is sent)."""
+
+        def prepared() -> Callable[[], Answer]:
+            made = prompt()
+            return lambda: client.describe(made)
+
         if self._holder is None:
-            return asked(question)
-        return self._holder.answer(element, question)
+            return asked(prepared())
+        return self._holder.answer(element, prepared)
 
     def close(self) -> None:
         if self._holder is not None:
@@ -57,19 +65,24 @@ class AskingBlock(Block):
             self._owned.close()
 
 
-def image_parts(values: dict[str, Any]) -> tuple[dict[str, Any], list[bytes]]:
+def image_parts(values: dict[str, Any]) -> tuple[dict[str, Any], list[WorkflowImage | bytes]]:
     """A step's parameters split: images (a ``WorkflowImage``, JPEG bytes, or a list of
-    either) become JPEG parts, in order; everything else stays a text parameter."""
+    either) become image parts, in order (``encoded`` when sent); everything else stays a
+    text parameter."""
     texts: dict[str, Any] = {}
-    images: list[bytes] = []
+    images: list[WorkflowImage | bytes] = []
     for name, value in values.items():
         items = value if isinstance(value, list) else [value]
         found = [i for i in items if isinstance(i, WorkflowImage | bytes)]
         if not found:
             texts[name] = value
             continue
-        images += [jpeg(i) if isinstance(i, WorkflowImage) else i for i in found]
+        images += found
     return texts, images
+
+
+def encoded(images: list[WorkflowImage | bytes]) -> tuple[bytes, ...]:
+    return tuple(jpeg(i) if isinstance(i, WorkflowImage) else i for i in images)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -120,21 +133,25 @@ class OpenAICompatibleBlock(AskingBlock):
             **texts,
             **{n: "" for n in inputs.get("prompt_parameters") or {} if n not in texts},
         }
-        prompt = Prompt(
-            text=self._template.text(shown, str(inputs.get("prompt") or "")).strip(),
-            images=tuple(images),
-            system=inputs.get("system_prompt") or None,
-            max_tokens=self._config.max_tokens,
-            temperature=inputs.get("temperature"),
-            model=str(inputs.get("model_name") or ""),
-            extra=self._config.extra_body,
-            api_key=inputs.get("api_key") or None,
-        )
+        text = self._template.text(shown, str(inputs.get("prompt") or "")).strip()
         try:
             client = self.providers.at(str(inputs.get("base_url") or ""))
         except (ValueError, ProviderError) as exc:  # a base URL of the wrong shape
             return {"output": "", "error_status": _first_line(exc), "answer_age_s": None}
-        held = self.ask(element, lambda: client.describe(prompt))
+        held = self.ask(
+            element,
+            client,
+            lambda: Prompt(
+                text=text,
+                images=encoded(images),
+                system=inputs.get("system_prompt") or None,
+                max_tokens=self._config.max_tokens,
+                temperature=inputs.get("temperature"),
+                model=str(inputs.get("model_name") or ""),
+                extra=self._config.extra_body,
+                api_key=inputs.get("api_key") or None,
+            ),
+        )
         return {
             "output": held.text or "",
             "error_status": held.error or "",

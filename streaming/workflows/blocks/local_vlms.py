@@ -46,8 +46,9 @@ class FamilyBlock(AskingBlock):
         self.client, self.model = target.client, target.model
 
     def answer(self, element: int, image: WorkflowImage, text: str, **prompt: Any) -> Any:
-        asked = Prompt(text, (jpeg(image),), model=self.model, **prompt)
-        return self.ask(element, lambda: self.client.describe(asked))
+        return self.ask(
+            element, self.client, lambda: Prompt(text, (jpeg(image),), model=self.model, **prompt)
+        )
 
     def run(self, inputs: dict[str, Any], frame: FrameState) -> dict[str, Any]:
         return self.run_batch([inputs], frame)[0]
