@@ -195,6 +195,14 @@ class RelayUnavailable(StreamingError):
     code = "turn_unavailable"
 
 
+class ModelProviderFailed(StreamingError):
+    """A model provider (``STREAMING_VLM_PROVIDERS``) refused or did not answer a request the
+    answer depends on (a search's embedding)."""
+
+    status = 502
+    code = "provider_failed"
+
+
 class UpstreamTimeout(StreamingError):
     """Something the answer depends on (ICE gathering) did not finish in time."""
 

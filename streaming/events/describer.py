@@ -30,7 +30,9 @@ from sinks.webhook import WebhookSink
 from sinks.worker import QueueWorker
 
 from ..language import Prompt, ProviderError, Providers, decoding
+from ..language.embeddings import Embedding
 from .records import EventKind, EventRecord, EventRecorder
+from .vectors import embedding_for
 
 __all__ = ["SUMMARY_SCHEMA", "DescribeConfiguration", "DescribingEvents", "EventDescriber"]
 
@@ -202,7 +204,11 @@ class EventDescriber:
     def _describe(self, job: _Job) -> None:
         fields = self._ask(job)
         if self._writer is not None:
-            self._write(job.event.uid, fields)
+            event = job.event
+            embedding = embedding_for(
+                self._providers, fields.get("description"), event.class_name, event.kind
+            )
+            self._write(event.uid, fields, embedding)
         if self._webhook is not None and fields.get("description") is not None:
             event = job.event
             self._webhook.write(
@@ -264,7 +270,7 @@ class EventDescriber:
             return self.config.camera_names.get(event.source, f"camera {event.source}")
         return f" in {event.step}" if event.step else ""
 
-    def _write(self, uid: str, fields: dict[str, Any]) -> None:
+    def _write(self, uid: str, fields: dict[str, Any], embedding: Embedding | None) -> None:
         """Onto the stored event; the writer's queue first, so that the event is there.
         A store that is away is tried again until ``write_timeout_s``."""
         assert self._writer is not None
@@ -273,7 +279,7 @@ class EventDescriber:
         while not self._closed.is_set():
             self._writer.flush(max(0.0, deadline - time.monotonic()))
             try:
-                if self._writer.store.annotate(uid, fields):
+                if self._writer.store.annotate(uid, fields, embedding):
                     return
             except Exception as exc:  # the database's: tried again below
                 log.info("describer: event %s not written yet: %s", uid, exc)

@@ -3,9 +3,22 @@ is what the code reads and writes, and must match the newest migration (a test c
 
 from __future__ import annotations
 
-from sqlalchemy import JSON, BigInteger, Column, Index, Integer, MetaData, String, Table, Text
+from sqlalchemy import (
+    JSON,
+    REAL,
+    BigInteger,
+    Column,
+    Index,
+    Integer,
+    LargeBinary,
+    MetaData,
+    String,
+    Table,
+    Text,
+)
+from sqlalchemy.dialects.postgresql import ARRAY
 
-__all__ = ["POSTGRES_TEXT", "events", "metadata"]
+__all__ = ["POSTGRES_TEXT", "VECTOR", "event_vectors", "events", "metadata"]
 
 POSTGRES_TEXT = (
     "to_tsvector('english', coalesce(class_name, '') || ' ' || kind || ' ' || pipeline || ' ' "
@@ -50,4 +63,19 @@ events = Table(
     Index("events_source_at", "pipeline", "source", "at_ms", "id"),
     Index("events_kind_at", "kind", "at_ms", "id"),
     Index("events_uid", "uid"),
+)
+
+VECTOR = LargeBinary().with_variant(ARRAY(REAL), "postgresql")
+"""An embedding: float32 bytes on SQLite (what sqlite-vec's functions read), ``real[]`` on
+PostgreSQL (what migration 0003's ``event_vector_distance`` reads)."""
+
+# What an embeddings model made of an event's description (0003): one row per event, its
+# model named (a query is only compared with vectors of its own model), unit length, so
+# that the cosine distance is one minus the dot product.
+event_vectors = Table(
+    "event_vectors",
+    metadata,
+    Column("event_id", _ID, primary_key=True, autoincrement=False),
+    Column("model", String(256), nullable=False),
+    Column("vector", VECTOR, nullable=False),
 )

@@ -35,7 +35,16 @@ from sqlalchemy import (
 from sqlalchemy.engine import URL, make_url
 
 from .records import EventRecord
-from .schema import POSTGRES_TEXT, events
+from .schema import POSTGRES_TEXT, event_vectors, events
+from .vectors import (
+    Embedding,
+    VectorsUnavailable,
+    distance,
+    load_sqlite_vec,
+    read,
+    sqlite_module,
+    stored,
+)
 
 __all__ = ["BUCKETS", "EventFilter", "EventPage", "EventStore", "InvalidCursor", "database_url"]
 
@@ -159,14 +168,18 @@ class EventStore:
         self.dialect = self.url.get_backend_name()
         self._migrated = False
         self._lock = threading.Lock()
+        self._vectors: bool = self.dialect == "postgresql"
         if self.dialect == "sqlite":
             database = self.url.database
             if database and database != ":memory:":
                 Path(database).parent.mkdir(parents=True, exist_ok=True)
+            module = sqlite_module()  # one that loads sqlite-vec, where installed
             self.engine: Engine = create_engine(
-                self.url, connect_args={"timeout": 30, "check_same_thread": False}
+                self.url,
+                connect_args={"timeout": 30, "check_same_thread": False},
+                **({"module": module} if module is not None else {}),
             )
-            event.listen(self.engine, "connect", _sqlite_pragmas)
+            event.listen(self.engine, "connect", self._sqlite_connected)
         else:
             # pre_ping: a database restarted under us costs one reconnect, not one error.
             self.engine = create_engine(
@@ -248,13 +261,69 @@ class EventStore:
         rows = rows[:limit]
         return EventPage(rows, _cursor(rows[-1]) if more else None)
 
-    def annotate(self, uid: str | int, fields: dict[str, Any]) -> int:
+    def annotate(
+        self, uid: str | int, fields: dict[str, Any], embedding: Embedding | None = None
+    ) -> int:
         """Writes ``fields`` (``description``, ``summary``, ``verdict``) onto the event
-        ``uid`` (or, an int, its id); how many rows it changed (0: not stored, or expired)."""
+        ``uid`` (or, an int, its id), and its description's ``embedding`` with them; how
+        many rows it changed (0: not stored, or expired)."""
         column = events.c.id if isinstance(uid, int) else events.c.uid
+        changed = 0
         with self.engine.begin() as connection:
-            done = connection.execute(update(events).where(column == uid).values(**fields))
-        return int(done.rowcount)
+            if fields:
+                done = connection.execute(update(events).where(column == uid).values(**fields))
+                changed = int(done.rowcount)
+            if embedding is not None and (changed or not fields):
+                found = connection.execute(select(events.c.id).where(column == uid)).scalars()
+                ids = found.all()
+                for event_id in ids:
+                    self._embed(connection, event_id, embedding)
+                changed = changed or len(ids)
+        return changed
+
+    def embed(self, event_id: int, embedding: Embedding) -> None:
+        """Stores (or replaces) the vector of the event ``event_id``."""
+        with self.engine.begin() as connection:
+            self._embed(connection, event_id, embedding)
+
+    def _embed(self, connection: Any, event_id: int, embedding: Embedding) -> None:
+        vectors = event_vectors.c
+        connection.execute(delete(event_vectors).where(vectors.event_id == event_id))
+        row = {
+            "event_id": event_id,
+            "model": embedding.model,
+            "vector": stored(embedding.vector, self.dialect),
+        }
+        connection.execute(event_vectors.insert(), [row])
+
+    def embedding_of(self, event_id: int, model: str) -> Embedding | None:
+        """The event's vector by ``model``; None: it has none (undescribed, or by another)."""
+        vectors = event_vectors.c
+        query = select(vectors.vector).where(vectors.event_id == event_id, vectors.model == model)
+        with self.engine.connect() as connection:
+            value = connection.execute(query).scalar()
+        return Embedding(model, read(value)) if value is not None else None
+
+    def nearest(self, where: EventFilter, embedding: Embedding, limit: int) -> list[dict[str, Any]]:
+        """The ``limit`` events (of ``where``) whose vectors by the same model are nearest
+        ``embedding``, nearest first, each with its cosine ``distance``: an exact scan (the
+        filter narrows it; sqlite-vec's and the SQL function's loops are native)."""
+        far, fits = distance(embedding.vector, self.dialect)
+        far = far.label("distance")
+        query = (
+            select(events, far)
+            .join(event_vectors, event_vectors.c.event_id == events.c.id)
+            .where(event_vectors.c.model == embedding.model, fits, *where.clauses(self.dialect))
+            .order_by(far, events.c.id.desc())
+            .limit(limit)
+        )
+        with self.engine.connect() as connection:
+            if not self._vectors:  # known once a connection was made
+                raise VectorsUnavailable(
+                    "this server's SQLite cannot load sqlite-vec (search by meaning needs "
+                    "pysqlite3-binary, or a Python whose sqlite3 loads extensions)"
+                )
+            return [dict(row._mapping) for row in connection.execute(query)]
 
     def get(self, event_id: int) -> dict[str, Any] | None:
         with self.engine.connect() as connection:
@@ -311,8 +380,14 @@ class EventStore:
                 ).all()
                 if not rows:
                     return removed
-                connection.execute(delete(events).where(c.id.in_([r.id for r in rows])))
+                gone = [r.id for r in rows]
+                connection.execute(delete(events).where(c.id.in_(gone)))
+                connection.execute(delete(event_vectors).where(event_vectors.c.event_id.in_(gone)))
             removed += _evidence(rows)
+
+    def _sqlite_connected(self, connection: Any, record: Any) -> None:
+        _sqlite_pragmas(connection, record)
+        self._vectors = load_sqlite_vec(connection)
 
     def close(self) -> None:
         """Closes the pool's connections. Idempotent."""

@@ -11,9 +11,9 @@ import logging
 import random
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar, Protocol, TypeVar
 
 import httpx
 
@@ -25,6 +25,8 @@ from .answers import Answer, Prompt, ProviderError, ProviderRefused, ProviderUna
 __all__ = ["ProviderClient", "Retry", "UsageSink", "error_message", "refusal", "retry_after"]
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 
 class UsageSink(Protocol):
@@ -115,13 +117,31 @@ class ProviderClient(ABC):
     def describe(self, prompt: Prompt) -> Answer:
         """The model's answer; raises ``ProviderRefused`` or ``ProviderUnavailable``."""
         model = self.model(prompt)
+        answer = self._tried(model, lambda: self._checked(self._send(prompt, model)))
+        if self._usage is not None:
+            usage = answer.usage
+            self._usage.vlm_token_counts(self.name, model, usage.input_tokens, usage.output_tokens)
+        return answer
+
+    def embed(self, texts: list[str], model: str | None = None) -> list[list[float]]:
+        """One vector per text, by ``model`` (None: the provider's), tried as ``describe``
+        is; an API without embeddings refuses."""
+        named = self.model(Prompt("", model=model))
+        vectors = self._tried(named, lambda: self._embed(texts, named))
+        if len(vectors) != len(texts):
+            raise ProviderRefused(
+                f"provider {self.name!r} gave {len(vectors)} vectors for {len(texts)} texts"
+            )
+        return vectors
+
+    def _tried(self, model: str, send: Callable[[], T]) -> T:
         last = "closed"
         for attempt in range(self.spec.retries + 1):
             if self._closed.is_set():
                 break
             try:
                 with self._slot():
-                    answer = self._send(prompt, model)
+                    done = send()
             except Retry as exc:
                 last = exc.reason
                 wait = self._backoff(attempt, exc.after)
@@ -132,23 +152,20 @@ class ProviderClient(ABC):
             except ProviderError:
                 self._count(model, "refused")
                 raise
-            if len(answer.text) > self.spec.max_answer_chars:
-                self._count(model, "refused")
-                raise ProviderRefused(
-                    f"provider {self.name!r} answered {len(answer.text)} characters, over its "
-                    f"max_answer_chars ({self.spec.max_answer_chars})"
-                )
             self._count(model, "answered")
-            if self._usage is not None:
-                usage = answer.usage
-                self._usage.vlm_token_counts(
-                    self.name, model, usage.input_tokens, usage.output_tokens
-                )
-            return answer
+            return done
         self._count(model, "unavailable")
         raise ProviderUnavailable(
             f"provider {self.name!r} gave no answer after {self.spec.retries + 1} tries: {last}"
         )
+
+    def _checked(self, answer: Answer) -> Answer:
+        if len(answer.text) > self.spec.max_answer_chars:
+            raise ProviderRefused(
+                f"provider {self.name!r} answered {len(answer.text)} characters, over its "
+                f"max_answer_chars ({self.spec.max_answer_chars})"
+            )
+        return answer
 
     def _slot(self) -> _Slot:
         return _Slot(self._slots, self.spec.timeout_s, self.name)
@@ -164,6 +181,13 @@ class ProviderClient(ABC):
     @abstractmethod
     def _send(self, prompt: Prompt, model: str) -> Answer:
         """One request: the answer, or ``Retry`` / ``ProviderRefused``."""
+
+    def _embed(self, texts: list[str], model: str) -> list[list[float]]:
+        """One request for ``texts``' vectors (an API that has embeddings says how)."""
+        raise ProviderRefused(
+            f"provider {self.name!r} speaks {self.api}, which has no embeddings API here: "
+            "STREAMING_VLM_EMBEDDINGS names an OpenAI-compatible provider"
+        )
 
     def post(self, url: str, headers: dict[str, str], body: dict[str, object]) -> httpx.Response:
         """One POST of JSON; a timeout or a failed connection is a ``Retry``."""

@@ -8,7 +8,8 @@ empty and its answer in ``reasoning_content`` is answered from there."""
 from __future__ import annotations
 
 import base64
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import openai
 
@@ -18,6 +19,8 @@ from .answers import Answer, Prompt, ProviderRefused, Usage
 from .client import AnswerTooLarge, ProviderClient, Retry, refusal, retry_after
 
 __all__ = ["OpenAIChat", "data_uri"]
+
+T = TypeVar("T")
 
 
 def data_uri(jpeg: bytes) -> str:
@@ -58,8 +61,25 @@ class OpenAIChat(ProviderClient):
             }
         if prompt.extra:
             request["extra_body"] = prompt.extra
+        return self._answer(
+            self._call(lambda: self._client(self.key(prompt)).chat.completions.create(**request)),
+            model,
+        )
+
+    def _embed(self, texts: list[str], model: str) -> list[list[float]]:
+        client = self._client(self.key(Prompt("")))
+        response = self._call(
+            lambda: client.embeddings.create(model=model, input=texts, encoding_format="float")
+        )
+        ordered = sorted(response.data, key=lambda item: item.index)
+        if self._usage is not None and response.usage is not None:
+            self._usage.vlm_token_counts(self.name, model, response.usage.prompt_tokens, 0)
+        return [list(item.embedding) for item in ordered]
+
+    def _call(self, request: Callable[[], T]) -> T:
+        """The ``openai`` package's errors as ours: ``Retry`` or ``ProviderRefused``."""
         try:
-            response = self._client(self.key(prompt)).chat.completions.create(**request)
+            return request()
         except openai.APIStatusError as exc:
             error = refusal(exc.status_code, _message(exc))
             if isinstance(error, Retry):
@@ -70,7 +90,6 @@ class OpenAIChat(ProviderClient):
             if isinstance(cause, RefusedAddress | AnswerTooLarge):
                 raise ProviderRefused(f"provider {self.name!r}: {cause}") from None
             raise Retry(f"no answer: {type(exc).__name__}") from None
-        return self._answer(response, model)
 
     def _answer(self, response: Any, model: str) -> Answer:
         if not response.choices:

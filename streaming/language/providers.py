@@ -14,6 +14,7 @@ from ..settings.language import CLOUDS, ProviderSettings, VlmSettings
 from .answers import ProviderRefused
 from .anthropic_messages import AnthropicMessages
 from .client import ProviderClient, UsageSink
+from .embeddings import Embedder
 from .gemini import GeminiContent
 from .openai_chat import OpenAIChat
 
@@ -102,6 +103,15 @@ class Providers:
                     "workflow may not name a new one per frame"
                 )
         return self._client(name, spec)
+
+    def embedder(self) -> Embedder | None:
+        """What makes vectors of event descriptions (``STREAMING_VLM_EMBEDDINGS``); None:
+        no search by meaning on this server. A provider that is not configured refuses."""
+        named = self._settings.embeddings
+        if named is None:
+            return None
+        name, _, model = named.partition(":")
+        return Embedder(self.named(name), model or None)
 
     @property
     def executor(self) -> Executor:

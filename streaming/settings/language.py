@@ -87,12 +87,25 @@ class VlmSettings(BaseSettings):
     ``moondream``, ``llama-vision``, ...), mapped to a provider: ``{"florence-2":
     "ollama"}``, or to a provider and its model: ``{"qwen-vl": "ollama:qwen2.5vl:3b"}``."""
 
+    embeddings: str | None = Field(default=None, max_length=512)
+    """The provider (and model) that makes vectors of event descriptions, for search by
+    meaning (``GET /events?about=``, ``similar_to=``): ``"ollama:nomic-embed-text"``, a
+    provider of ``providers`` that speaks ``openai`` (``/embeddings``). None: events are
+    searched by their words only."""
+
     live_min_interval_s: float = Field(default=1.0, ge=0, le=3600)
     """In a live stream or pipeline, the least time between two questions of one step (a
     step asks in the background, and frames carry its last answer and the answer's age)."""
     live_threads: int = Field(default=16, ge=1, le=256)
     """Threads that ask for live steps, over the whole server (each step has at most one
     question in flight)."""
+
+    @field_validator("embeddings")
+    @classmethod
+    def _provider(cls, value: str | None) -> str | None:
+        if value is not None and not value.split(":", 1)[0]:
+            raise ValueError("embeddings names no provider (provider or provider:model)")
+        return value
 
     @field_validator("families")
     @classmethod

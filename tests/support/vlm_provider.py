@@ -15,6 +15,11 @@ What it answers is chosen by the model a request names (a script):
 - ``text-only``: a 400 "model does not support images" when sent an image;
 - ``prose``: an answer that is no JSON.
 
+OpenAI's ``/embeddings`` answers with vectors of meaning played by word groups: words of
+one sense (``person``, ``man``, ``pedestrian``, ``someone``) share a dimension, so a search
+by a word a description never used finds it, as a real embeddings model would; other words
+fall in hashed dimensions. Model ``broken-embeddings`` answers zero vectors.
+
 ``fail_next`` holds HTTP statuses it answers first (429 with ``Retry-After``, 503), one per
 request; ``delay_s`` holds every answer that long (a slow provider); ``hang()`` holds
 them until ``release()`` (a hung one). Every request is kept, in order."""
@@ -26,6 +31,7 @@ import json
 import re
 import sys
 import threading
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -35,7 +41,7 @@ import cv2
 import numpy as np
 import supervision as sv
 
-__all__ = ["ProviderCall", "VlmProvider"]
+__all__ = ["ProviderCall", "VlmProvider", "sense"]
 
 Detector = Callable[[np.ndarray], sv.Detections]
 
@@ -58,6 +64,8 @@ class VlmProvider:
     def __init__(self, detect: Detector) -> None:
         self.detect = detect
         self.calls: list[ProviderCall] = []
+        self.embedded: list[str] = []
+        """Every text it was asked to embed, in order."""
         self.fail_next: list[int] = []
         self.retry_after = "0.05"
         self.delay_s = 0.0
@@ -133,6 +141,8 @@ class VlmProvider:
     def handle(
         self, path: str, headers: dict[str, str], body: dict[str, Any]
     ) -> tuple[int, dict[str, Any], dict[str, str]]:
+        if path.endswith("/embeddings"):
+            return self._embeddings(body)
         call = _parse(path, {k.lower(): v for k, v in headers.items()}, body)
         with self.changed:
             self.calls.append(call)
@@ -159,6 +169,24 @@ class VlmProvider:
         reasoning = script.startswith("reasoning-")
         text = self.answer(script.removeprefix("reasoning-"), call.images)
         return 200, _shaped(call, text, reasoning), {}
+
+    def _embeddings(self, body: dict[str, Any]) -> tuple[int, dict[str, Any], dict[str, str]]:
+        texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
+        with self.changed:
+            self.embedded += texts
+            self.changed.notify_all()
+            status = self.fail_next.pop(0) if self.fail_next else None
+        if status is not None:
+            extra = {"retry-after": self.retry_after} if status == 429 else {}
+            return status, {"error": {"message": f"played failure {status}"}}, extra
+        broken = body["model"] == "broken-embeddings"
+        data = [
+            {"object": "embedding", "index": i, "embedding": [0.0] * 8 if broken else sense(t)}
+            for i, t in enumerate(texts)
+        ]
+        tokens = sum(len(t.split()) for t in texts)
+        usage = {"prompt_tokens": tokens, "total_tokens": tokens}
+        return 200, {"object": "list", "data": data, "model": body["model"], "usage": usage}, {}
 
     def answer(self, script: str, images: list[np.ndarray]) -> str:
         if script.startswith("fenced-"):
@@ -188,6 +216,30 @@ class VlmProvider:
 
     def close(self) -> None:
         self.__exit__()
+
+
+SENSES = (
+    {"person", "persons", "people", "man", "men", "woman", "women", "pedestrian",
+     "pedestrians", "someone", "somebody", "human", "walker"},
+    {"car", "cars", "vehicle", "vehicles", "automobile", "truck", "van"},
+    {"dog", "dogs", "cat", "cats", "animal", "animals", "pet"},
+    {"bicycle", "bicycles", "bike", "bikes", "cyclist"},
+    {"nothing", "empty", "nobody"},
+)  # fmt: skip
+_HASHED = 32
+
+
+def sense(text: str) -> list[float]:
+    """A vector of ``text``'s meaning: a dimension per sense, hashed ones for other words."""
+    vector = [0.0] * (len(SENSES) + _HASHED)
+    for word in re.findall(r"[a-z]+", text.lower()):
+        for i, words in enumerate(SENSES):
+            if word in words:
+                vector[i] += 1.0
+                break
+        else:
+            vector[len(SENSES) + zlib.crc32(word.encode()) % _HASHED] += 0.25
+    return vector
 
 
 def _seen(names: list[str]) -> str:

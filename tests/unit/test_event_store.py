@@ -8,6 +8,7 @@ import itertools
 from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
@@ -19,6 +20,7 @@ from streaming.events import EventRecord
 from streaming.events.schema import metadata
 from streaming.events.store import EventFilter, EventStore, InvalidCursor, database_url
 from streaming.events.writer import EventRetention, EventWriter
+from streaming.language.embeddings import Embedding, unit
 from streaming.metrics import Metrics
 from tests.support.postgres import PostgresServer, postgres_available
 
@@ -75,7 +77,7 @@ def test_the_migrations_make_exactly_the_schema_the_code_reads(store):
         )
         assert compare_metadata(context, metadata) == []
         version = connection.execute(text("SELECT version_num FROM alembic_version")).scalar()
-    assert version == "0002"
+    assert version == "0003"
 
 
 def test_text_search_finds_descriptions_classes_and_kinds_stemmed(store):
@@ -129,6 +131,45 @@ def test_an_upgrade_indexes_the_events_stored_before_it(tmp_path):
     assert row["pipeline"] == "gate" and row["uid"] is None
     assert store.annotate(row["id"], {"description": "a bicycle"}) == 1
     store.close()
+
+
+def test_nearest_ranks_described_events_by_cosine_distance_within_the_filter(store):
+    """Vectors (migration 0003) ranked by sqlite-vec on SQLite and by the SQL function on
+    PostgreSQL: the same order and distances; only the query's model and dimensions are
+    compared; a filter narrows; an expired event takes its vector along."""
+    store.insert([crossing(T0 + i, uid=f"e{i}", class_name=c)
+                  for i, c in enumerate(["person", "person", "car", "dog"])])  # fmt: skip
+    directions = {"e0": [1, 0, 0], "e1": [0.8, 0.6, 0], "e2": [0, 1, 0], "e3": [0, 0, 1]}
+    for uid, values in directions.items():
+        assert store.annotate(uid, {"description": uid}, Embedding("m", unit(values))) == 1
+    store.annotate("e3", {}, Embedding("m", unit([0, 0, 1, 0])))  # another dimension count
+    store.annotate("e2", {}, Embedding("other", unit([1, 0, 0])))  # re-embedded, other model
+
+    def near(values, limit=10, model="m", **where) -> list[tuple[str, float]]:
+        rows = store.nearest(EventFilter(**where), Embedding(model, unit(values)), limit)
+        return [(row["uid"], round(row["distance"], 3)) for row in rows]
+
+    assert near([1, 0, 0]) == [("e0", 0.0), ("e1", 0.2)]
+    assert near([1, 0, 0], limit=1) == [("e0", 0.0)]
+    assert near([0.8, 0.6, 0], class_name="person") == [("e1", 0.0), ("e0", 0.2)]
+    assert near([1, 0, 0], model="other") == [("e2", 0.0)]
+    assert near([0, 0, 1, 0]) == [("e3", 0.0)]
+    (e1,) = (r for r in store.page(EventFilter(), limit=10).rows if r["uid"] == "e1")
+    found = store.embedding_of(e1["id"], "m")
+    assert found is not None and np.allclose(found.vector, unit([0.8, 0.6, 0]))
+    assert store.embedding_of(e1["id"], "other") is None
+    store.expire(before_ms=round((T0 + 1.5) * 1000), keep=None)
+    assert near([1, 0, 0]) == []
+    with store.engine.connect() as connection:
+        left = connection.execute(text("SELECT count(*) FROM event_vectors")).scalar()
+    assert left == 2  # e2's and e3's
+
+
+def test_an_embedding_is_unit_length_or_refused():
+    assert np.isclose(np.linalg.norm(unit([3, 4])), 1.0)
+    for bad in ([], [0, 0], [float("nan"), 1], [1.0] * 9000):
+        with pytest.raises(ValueError):
+            unit(bad)
 
 
 def test_pages_cover_every_event_once_in_a_stable_order(store):

@@ -18,8 +18,10 @@ from hypothesis import strategies as st
 from streaming.config import Settings
 from streaming.errors import InvalidRequest
 from streaming.events import EventRecord
+from streaming.events.vectors import meaning
 from streaming.server.app import create_app
 from streaming.server.routes.events import milliseconds
+from streaming.settings.language import ProviderSettings, VlmSettings
 from tests.support.media import write_clip
 from tests.support.onnx_models import YOLO_ROWS, model_directory
 from tests.support.server import free_port
@@ -146,6 +148,71 @@ async def test_each_bad_request_is_answered_with_what_is_wrong(
         response = await http.get(path, params=params)
         assert response.status_code == status, response.text
         assert words in response.json()["message"]
+
+
+async def test_events_are_found_by_meaning_and_by_likeness(tmp_path, vlm_provider):
+    """``about`` and ``similar_to`` (``STREAMING_VLM_EMBEDDINGS``): a word no description
+    used finds the event whose description means it, nearest first; an event described
+    before the server made vectors gets one when first compared; filters narrow."""
+    vlm = VlmSettings(
+        providers={"local": ProviderSettings(base_url=vlm_provider.openai_url)},
+        embeddings="local:embed",
+    )
+    async with app_client(tmp_path, vlm=vlm, allowed_networks="127.0.0.1/32") as (http, state):
+        said = {
+            "a": ("person", "A man in a red coat walks to the door."),
+            "b": ("car", "A white van parks by the gate."),
+            "c": ("dog", "A small animal runs across the lawn."),
+            "d": ("person", None),
+        }
+        for i, (uid, (name, _)) in enumerate(said.items()):
+            state.events.record(
+                EventRecord("line_crossing", "yard", "0", "gate", at=T0 + i, uid=uid,
+                            class_name=name)
+            )  # fmt: skip
+        assert await asyncio.to_thread(state.events.flush, WAIT_S)
+        store, embedder = state.events.store, state.language.embedder()
+        for uid in ("a", "b"):
+            name, text = said[uid]
+            vector = embedder.embed(meaning(text, name, "line_crossing"))
+            assert store.annotate(uid, {"description": text}, vector) == 1
+        assert store.annotate("c", {"description": said["c"][1]}) == 1  # no vector yet
+        listed = (await http.get("/events")).json()["events"]
+        ids = {uid: e["id"] for uid, e in zip("dcba", listed, strict=True)}  # newest first
+
+        async def nearest(**params) -> list[tuple[str, float]]:
+            response = await http.get("/events", params=params)
+            assert response.status_code == 200, response.text
+            assert response.json()["next_cursor"] is None
+            return [(e["class_name"], e["distance"]) for e in response.json()["events"]]
+
+        found = await nearest(about="a pedestrian")
+        assert [name for name, _ in found] == ["person", "car"]  # c has no vector yet
+        assert found[0][1] < found[1][1]
+        assert await nearest(about="a pedestrian", class_name="car") == [("car", found[1][1])]
+        alike = await nearest(similar_to=ids["c"])  # made now, and stored
+        assert [name for name, _ in alike] == ["person", "car"]
+        assert [name for name, _ in await nearest(about="pets", limit=1)] == ["dog"]
+
+        for params, status, words in (
+            ({"similar_to": ids["d"]}, 409, "no description yet"),
+            ({"about": "x", "cursor": "abc"}, 400, "no cursor"),
+            ({"about": "x", "similar_to": 1}, 400, "one of them"),
+            ({"about": "  "}, 400, "empty"),
+            ({"similar_to": 2**40}, 404, "no event"),
+        ):
+            response = await http.get("/events", params=params)
+            assert response.status_code == status and words in response.text, response.text
+        vlm_provider.fail_next = [400]
+        response = await http.get("/events", params={"about": "someone"})
+        assert response.status_code == 502 and "HTTP 400" in response.json()["message"]
+
+
+async def test_search_by_meaning_without_an_embeddings_model_names_the_setting(tmp_path):
+    async with app_client(tmp_path) as (http, _state):
+        response = await http.get("/events", params={"about": "someone at the door"})
+        assert response.status_code == 400
+        assert "STREAMING_VLM_EMBEDDINGS" in response.json()["message"]
 
 
 async def test_an_event_without_evidence_says_so(tmp_path):

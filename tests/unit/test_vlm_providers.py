@@ -10,6 +10,7 @@ import logging
 import threading
 import time
 
+import numpy as np
 import pytest
 
 from streaming.egress import EgressPolicy
@@ -273,3 +274,55 @@ def test_a_workflow_cannot_name_base_urls_without_end():
             providers.at("http://127.0.0.1:30000/v1")
     finally:
         providers.close()
+
+
+def embeddings_for(fake, named: str, api: str = "openai", **spec) -> Providers:
+    provider = ProviderSettings(api=api, base_url=url_of(fake, api), api_key=KEY, **spec)
+    return Providers(
+        VlmSettings(providers={"local": provider}, embeddings=named),
+        pin=EgressPolicy(("127.0.0.1/32",)).pin,
+        usage=Counted(),
+    )
+
+
+def test_embeddings_are_unit_vectors_of_meaning_tried_again_and_counted(vlm_provider):
+    """``STREAMING_VLM_EMBEDDINGS`` names provider and model: words of one sense come out
+    near each other, a 429 is tried again, the tokens are counted by model."""
+    vlm_provider.fail_next = [429]
+    providers = embeddings_for(vlm_provider, "local:nomic-embed-text", retries=1)
+    try:
+        embedder = providers.embedder()
+        assert embedder is not None and embedder.model == "nomic-embed-text"
+        person = embedder.embed("A man walks to the door.")
+        pedestrian = embedder.embed("a pedestrian")
+        car = embedder.embed("a red car")
+    finally:
+        providers.close()
+    assert person.model == "nomic-embed-text"
+    assert np.isclose(np.linalg.norm(person.vector), 1.0)
+    assert float(person.vector @ pedestrian.vector) > float(car.vector @ pedestrian.vector)
+    assert vlm_provider.embedded[:2] == ["A man walks to the door."] * 2  # the 429, again
+    assert ("local", "nomic-embed-text", "answered") in providers._usage.requests
+    assert providers._usage.tokens[0][:3] == ("local", "nomic-embed-text", 6)
+
+
+def test_embeddings_that_cannot_be_made_are_refused_with_the_reason(vlm_provider):
+    no_model = embeddings_for(vlm_provider, "local")
+    with pytest.raises(ProviderRefused, match="provider:model"):
+        no_model.embedder()
+    no_model.close()
+    assert Providers(VlmSettings(), pin=None).embedder() is None
+    unknown = embeddings_for(vlm_provider, "elsewhere:m")
+    with pytest.raises(ProviderRefused, match="no provider named 'elsewhere'"):
+        unknown.embedder()
+    unknown.close()
+    broken = embeddings_for(vlm_provider, "local:broken-embeddings")
+    with pytest.raises(ProviderRefused, match="zero length"):
+        broken.embedder().embed("anything")
+    broken.close()
+    claude = embeddings_for(vlm_provider, "local:m", api="anthropic")
+    with pytest.raises(ProviderRefused, match="no embeddings API"):
+        claude.embedder().embed("anything")
+    claude.close()
+    with pytest.raises(ValueError, match="names no provider"):
+        VlmSettings(embeddings=":model")

@@ -1,4 +1,6 @@
-"""The event store's routes: ``GET /events`` (filters, cursor pages, newest first),
+"""The event store's routes: ``GET /events`` (filters, cursor pages, newest first; or by
+meaning, nearest first: the words or an event's description made a vector by the server's
+embeddings model, ``STREAMING_VLM_EMBEDDINGS``, off the event loop),
 ``GET /events/summary`` (counts per time bucket, for charts), ``GET /events/{id}`` and its
 evidence, ``/events/{id}/snapshot`` and ``/events/{id}/clip``, served with HTTP range
 requests so that a browser's video element can seek in a clip.
@@ -18,8 +20,18 @@ from fastapi import APIRouter, Depends, Query
 from fastapi.responses import FileResponse
 from sqlalchemy.exc import SQLAlchemyError
 
-from ...errors import InvalidRequest, NotFound, StoreUnavailable
+from ...errors import (
+    Conflict,
+    InvalidRequest,
+    ModelProviderFailed,
+    NotFound,
+    NotSupportedHere,
+    StoreUnavailable,
+)
 from ...events.store import BUCKETS, EventFilter, EventStore, InvalidCursor
+from ...events.vectors import VectorsUnavailable, embedding_for, meaning
+from ...language import ProviderError
+from ...language.embeddings import Embedder, Embedding
 from ...pipelines.recording import recording_directory
 from ..docs import ERROR_RESPONSES
 from ..exports import export_file
@@ -55,7 +67,8 @@ def _store(state: ServerState) -> EventStore:
 
 async def read_store(store: EventStore, read: Callable[[], T]) -> T:
     """``read`` on a thread, after the schema is in place; a database that cannot be
-    reached is a 503 that names it (password masked)."""
+    reached is a 503 that names it (password masked), a model provider that fails (a
+    search's embedding) a 502, a store that cannot compare vectors a 501."""
 
     def run() -> T:
         store.migrate()
@@ -63,6 +76,10 @@ async def read_store(store: EventStore, read: Callable[[], T]) -> T:
 
     try:
         return await asyncio.to_thread(run)
+    except ProviderError as exc:
+        raise ModelProviderFailed(f"the embeddings model did not answer: {exc}") from None
+    except VectorsUnavailable as exc:
+        raise NotSupportedHere(str(exc)) from None
     except SQLAlchemyError as exc:
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         raise StoreUnavailable(f"the event store {store.shown} is unreachable: {first}") from exc
@@ -120,6 +137,56 @@ def _filter(
     )
 
 
+def _embedder(state: ServerState) -> Embedder:
+    try:
+        embedder = state.language.embedder() if state.language is not None else None
+    except ProviderError as exc:
+        raise InvalidRequest(f"STREAMING_VLM_EMBEDDINGS: {exc}") from None
+    if embedder is None:
+        raise InvalidRequest(
+            "search by meaning needs an embeddings model: set STREAMING_VLM_EMBEDDINGS to a "
+            "provider of STREAMING_VLM_PROVIDERS (and its model), e.g. ollama:nomic-embed-text"
+        )
+    return embedder
+
+
+async def nearest_events(
+    state: ServerState,
+    store: EventStore,
+    where: EventFilter,
+    about: str | None,
+    similar_to: int | None,
+    limit: int,
+) -> list[dict[str, Any]]:
+    """The described events (of ``where``) nearest ``about`` or the event ``similar_to``
+    (which is not among them), nearest first, each with its ``distance``."""
+    embedder = _embedder(state)
+    if about is not None:
+        if not about.strip():
+            raise InvalidRequest("about is empty: give words to search by")
+        embedding = await read_store(store, lambda: embedder.embed(about))
+        return await read_store(store, lambda: store.nearest(where, embedding, limit))
+    assert similar_to is not None
+    embedding = await read_store(store, lambda: _of_event(store, embedder, similar_to))
+    found = await read_store(store, lambda: store.nearest(where, embedding, limit + 1))
+    return [row for row in found if row["id"] != similar_to][:limit]
+
+
+def _of_event(store: EventStore, embedder: Embedder, event_id: int) -> Embedding:
+    """The event's vector: stored, or made now from its description (and stored)."""
+    row = store.get(event_id)
+    if row is None:
+        raise NotFound(f"no event {event_id} (it may have passed its retention)")
+    found = store.embedding_of(event_id, embedder.model)
+    if found is not None:
+        return found
+    if not row.get("description"):
+        raise Conflict(f"event {event_id} has no description yet: nothing to compare it by")
+    made = embedder.embed(meaning(row["description"], row["class_name"], row["kind"]))
+    store.embed(event_id, made)
+    return made
+
+
 def _iso(ms: int) -> str:
     return datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="milliseconds")
 
@@ -156,10 +223,44 @@ async def list_events(
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     cursor: Annotated[str | None, Query(max_length=128)] = None,
     order: Literal["desc", "asc"] = "desc",
+    about: Annotated[
+        str | None,
+        Query(
+            max_length=256,
+            description="search by meaning: the events whose descriptions are nearest these "
+            "words ('someone at the door' finds 'a man rings the bell'), nearest first; needs "
+            "STREAMING_VLM_EMBEDDINGS",
+        ),
+    ] = None,
+    similar_to: Annotated[
+        int | None,
+        Query(
+            ge=1,
+            lt=2**63,
+            description="the events whose descriptions are nearest this event's, nearest "
+            "first; needs STREAMING_VLM_EMBEDDINGS",
+        ),
+    ] = None,
 ) -> dict:
     """Events, newest first (``order=asc``: oldest first), ``limit`` per page; pass
-    ``next_cursor`` back as ``cursor`` for the next page (the same filters)."""
+    ``next_cursor`` back as ``cursor`` for the next page (the same filters). With ``about``
+    or ``similar_to``, one page (at most 100) of the described events nearest it, each with
+    its cosine ``distance`` (0 to 2), the other filters applied."""
     store = _store(state)
+    if about is not None or similar_to is not None:
+        if cursor is not None or (about is not None and similar_to is not None):
+            raise InvalidRequest(
+                "a search by meaning (about or similar_to, one of them) is one page, nearest "
+                "first: it takes no cursor"
+            )
+        found = await nearest_events(state, store, where, about, similar_to, min(limit, 100))
+        return {
+            "events": [
+                event_body(row, state.settings.sink_dir) | {"distance": round(row["distance"], 4)}
+                for row in found
+            ],
+            "next_cursor": None,
+        }
     try:
         page = await read_store(
             store, lambda: store.page(where, limit=limit, cursor=cursor, order=order)
@@ -240,7 +341,10 @@ async def describe(event_id: int, state: Annotated[ServerState, Depends(get_stat
     snapshot = _evidence_file(state, row, "snapshot")
     fields = await state.pipelines.describe_event(row["pipeline"], row, snapshot)
     store = _store(state)
-    await read_store(store, lambda: store.annotate(row["id"], fields))
+    embedding = await asyncio.to_thread(
+        embedding_for, state.language, fields.get("description"), row["class_name"], row["kind"]
+    )
+    await read_store(store, lambda: store.annotate(row["id"], fields, embedding))
     return event_body(await _row(state, row["id"]), state.settings.sink_dir)
 
 
