@@ -32,6 +32,7 @@ let lastChart = null; // what the chart last drew, to draw again at a new width
 const seen = new Set();
 let newest = null; // the newest event shown: the next poll asks from a little before it
 let olderCursor = null;
+let similarTo = null; // the event whose likes are shown (nearest first), or null
 
 function apiKey() {
   return $("api-key").value.trim();
@@ -62,6 +63,11 @@ function clearError() {
   $("error").hidden = true;
 }
 
+/** Events by likeness (a search by meaning, or "similar"): one page, nearest first, no polling. */
+function ranked() {
+  return similarTo !== null || ($("search-by").value === "about" && $("search").value.trim() !== "");
+}
+
 function localInputToIso(value) {
   return value ? new Date(value).toISOString() : null;
 }
@@ -76,7 +82,8 @@ function filters() {
   }
   if ($("kind").value) params.set("kind", $("kind").value);
   const words = $("search").value.trim();
-  if (words) params.set("q", words);
+  if (similarTo) params.set("similar_to", String(similarTo.id));
+  else if (words) params.set($("search-by").value, words); // q: words, about: meaning
   const since = localInputToIso($("since").value);
   const until = localInputToIso($("until").value);
   if (since) params.set("since", since);
@@ -234,15 +241,49 @@ function entry(event) {
     said.append(event.description ?? "");
     text.append(said);
   }
+  if (event.distance != null) {
+    const distance = document.createElement("small");
+    distance.className = "distance";
+    distance.textContent = `distance ${event.distance.toFixed(3)} (0: the same meaning)`;
+    text.append(distance);
+  }
   button.append(text);
   button.addEventListener("click", () => play(event, button));
   item.append(button);
+  if (event.description) { // what its description means, and which others mean the like
+    const similar = document.createElement("button");
+    similar.type = "button";
+    similar.className = "similar";
+    similar.textContent = "Similar";
+    similar.setAttribute("aria-label", `Events similar to ${what} at ${time}`);
+    similar.addEventListener("click", () => findSimilar(event));
+    item.append(similar);
+  }
   return item;
+}
+
+function findSimilar(event) {
+  similarTo = event;
+  const { what } = describe(event);
+  $("similar-what").textContent = `${what} at ${new Date(event.timestamp * 1000).toLocaleString()}`;
+  $("similar-banner").hidden = false;
+  loadEvents().catch(showError);
+}
+
+function showAll() {
+  similarTo = null;
+  $("similar-banner").hidden = true;
+  loadEvents().catch(showError);
 }
 
 function showNothingFound() {
   const words = $("search").value.trim();
-  $("timeline").dataset.empty = !state.events.length && words ? `No event holds every word of “${words}”.` : "";
+  let empty = "";
+  if (state.events.length) empty = "";
+  else if (similarTo) empty = "No other described event to compare it with.";
+  else if (words && $("search-by").value === "about") empty = `No described event to compare with “${words}”.`;
+  else if (words) empty = `No event holds every word of “${words}”.`;
+  $("timeline").dataset.empty = empty;
 }
 
 /** An event shown before its description came (a model answers in seconds): shown again. */
@@ -273,6 +314,7 @@ function show(events, { atTop }) {
 
 /** The last minutes' events again: descriptions written since they were shown. */
 async function refreshDescriptions() {
+  if (state.ranked) return; // a ranking is asked for once (each asks the embeddings model)
   const params = filters();
   params.set("limit", "200");
   params.set("since", String((Date.now() - DESCRIBED_WINDOW_MS) / 1000));
@@ -288,10 +330,12 @@ async function loadEvents() {
   $("event-count").textContent = "0";
   const params = filters();
   params.set("limit", String(PAGE));
+  state.ranked = ranked();
   const page = await getJson(`/events?${params}`, apiKey());
   olderCursor = page.next_cursor;
   $("older").hidden = !olderCursor;
-  show(page.events.slice().reverse(), { atTop: true });
+  if (state.ranked) show(page.events, { atTop: false }); // nearest first, as given
+  else show(page.events.slice().reverse(), { atTop: true });
   showNothingFound();
 }
 
@@ -306,7 +350,7 @@ async function loadOlder() {
 }
 
 async function pollEvents() {
-  if ($("until").value) return; // a closed range gets nothing new
+  if ($("until").value || state.ranked) return; // a closed range, or a ranking: nothing new
   const params = filters();
   params.set("order", "asc");
   params.set("limit", "200");
@@ -462,8 +506,13 @@ $("api-key").addEventListener("change", () => {
   loadEvents().catch(showError);
   showWho();
 });
-for (const id of ["camera", "kind", "since", "until", "search"]) {
+$("similar-clear").addEventListener("click", showAll);
+for (const id of ["camera", "kind", "since", "until", "search", "search-by"]) {
   $(id).addEventListener("change", () => {
+    if (id.startsWith("search")) { // new words: a search of its own, not the likes of an event
+      similarTo = null;
+      $("similar-banner").hidden = true;
+    }
     loadEvents().catch(showError);
     refreshChart().catch(showError);
   });

@@ -19,18 +19,18 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Annotated, Any, Protocol
 
 import cv2
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from sinks.pinning import Pin
-from sinks.webhook import WebhookSink
 from sinks.worker import QueueWorker
 
 from ..language import Prompt, ProviderError, Providers, decoding
 from ..language.embeddings import Embedding
+from .announcing import DescriptionAnnouncer, Mail
 from .records import EventKind, EventRecord, EventRecorder
 from .vectors import embedding_for
 
@@ -101,6 +101,24 @@ class DescribeConfiguration(BaseModel):
     """Each described event is also POSTed here as JSON (its pipeline, source, kind, class,
     time, description and summary), as Frigate announces descriptions; the address passes
     ``STREAMING_ALLOWED_NETWORKS``."""
+    mqtt_url: str | None = Field(default=None, max_length=2048, pattern=r"^mqtt://[^/]+$")
+    """A broker (``mqtt://host[:port]``, passing ``STREAMING_ALLOWED_NETWORKS``): each
+    described event is published to ``<mqtt_topic>/event`` (the webhook's JSON), the
+    switch's state retained at ``<mqtt_topic>/state`` (``ON``/``OFF``), and ``ON`` or
+    ``OFF`` published to ``<mqtt_topic>/set`` switches descriptions at run time."""
+    mqtt_topic: str = Field(
+        default="visionstream/{pipeline}/descriptions",
+        min_length=1,
+        max_length=256,
+        pattern=r"^[^#+]+$",
+    )
+    """The topics' prefix; ``{pipeline}`` is the pipeline's id."""
+    email_to: list[Annotated[str, Field(max_length=320, pattern=r"^[^@\s]+@[^@\s]+$")]] = Field(
+        default_factory=list, max_length=50
+    )
+    """Each described event is e-mailed to these addresses, its frame attached, through the
+    server's mail relay (``STREAMING_SMTP_*``): only to ``STREAMING_SMTP_ALLOWED_RECIPIENTS``,
+    at most one message per ``STREAMING_SMTP_MIN_INTERVAL_S``."""
 
 
 class Annotating(Protocol):
@@ -121,6 +139,8 @@ frame with no event to describe is never converted for it)."""
 class _Job:
     event: EventRecord
     frame: Picture | None = None
+    jpeg: bytes | None = None
+    """The frame as the model was sent it (and an e-mail attaches it)."""
 
 
 class EventDescriber:
@@ -134,9 +154,12 @@ class EventDescriber:
         *,
         write_timeout_s: float = 30.0,
         pin: Pin | None = None,
+        pipeline_id: str = "",
+        mail: Mail | None = None,
     ) -> None:
         self.config = config
         self.enabled = config.enabled
+        self._pipeline = pipeline_id
         self._providers = providers
         self._writer = writer
         self._write_timeout_s = write_timeout_s
@@ -145,10 +168,13 @@ class EventDescriber:
         self._last: dict[str, float] = {}
         self._closed = threading.Event()
         self.described = self.failed = self.dropped = 0
-        self._webhook = (
-            WebhookSink(config.webhook_url, timeout_s=10.0, pin=pin)
-            if config.webhook_url is not None
-            else None
+        self.announcer = DescriptionAnnouncer(
+            webhook_url=config.webhook_url,
+            mqtt_url=config.mqtt_url,
+            mqtt_topic=config.mqtt_topic.replace("{pipeline}", pipeline_id),
+            pin=pin,
+            switch=self.switch,
+            mail=mail,
         )
         self._worker: QueueWorker[_Job] = QueueWorker(
             "describer",
@@ -209,23 +235,7 @@ class EventDescriber:
                 self._providers, fields.get("description"), event.class_name, event.kind
             )
             self._write(event.uid, fields, embedding)
-        if self._webhook is not None and fields.get("description") is not None:
-            event = job.event
-            self._webhook.write(
-                {
-                    "type": "event_described",
-                    "uid": event.uid,
-                    "pipeline": event.pipeline,
-                    "source": event.source,
-                    "kind": event.kind,
-                    "step": event.step,
-                    "class_name": event.class_name,
-                    "tracker_id": event.tracker_id,
-                    "timestamp": event.at,
-                    "description": fields["description"],
-                    "summary": fields.get("summary"),
-                }
-            )
+        self.announcer.announce(job.event, fields, job.jpeg)
 
     def _ask(self, job: _Job) -> dict[str, Any]:
         config = self.config
@@ -234,7 +244,8 @@ class EventDescriber:
         if config.summary:
             text += _SUMMARY_ASK
         frame = job.frame() if callable(job.frame) else job.frame
-        images = (_jpeg(frame),) if frame is not None else ()
+        job.jpeg = _jpeg(frame) if frame is not None else None
+        images = (job.jpeg,) if job.jpeg is not None else ()
         prompt = Prompt(
             text,
             images,
@@ -295,13 +306,24 @@ class EventDescriber:
             "failed": self.failed,
             "dropped": self.dropped,
             "waiting": self._worker.pending(),
+            "mails_skipped": self.announcer.mails_skipped,
         }
+
+    def open(self) -> None:
+        """Connects where descriptions are announced (blocking: not the event loop's)."""
+        self.announcer.open(self.enabled)
+
+    def switch(self, enabled: bool) -> None:
+        """Descriptions on or off from now (the API, or MQTT's ``<mqtt_topic>/set``)."""
+        if enabled != self.enabled:
+            log.info("pipeline %s: descriptions %s", self._pipeline[:8], "on" if enabled else "off")
+        self.enabled = enabled
+        self.announcer.state(enabled)
 
     def close(self) -> None:
         self._closed.set()
         self._worker.close(abandon=True)
-        if self._webhook is not None:  # what was described is still announced, briefly
-            self._webhook.close(drain_s=5.0)
+        self.announcer.close()
 
 
 class DescribingEvents:

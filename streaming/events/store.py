@@ -37,9 +37,11 @@ from sqlalchemy.engine import URL, make_url
 from .records import EventRecord
 from .schema import POSTGRES_TEXT, event_vectors, events
 from .vectors import (
+    CHUNK,
     Embedding,
-    VectorsUnavailable,
+    Scan,
     distance,
+    fits,
     load_sqlite_vec,
     read,
     sqlite_module,
@@ -161,14 +163,20 @@ class EventStore:
     """Thread-safe (SQLAlchemy's pool); ``migrate`` before anything else, and again after
     a failure (it is idempotent)."""
 
-    def __init__(self, url: str, *, connect_timeout_s: float = 5.0) -> None:
+    def __init__(
+        self, url: str, *, connect_timeout_s: float = 5.0, sqlite_vec: bool = True
+    ) -> None:
+        """``sqlite_vec``: compare vectors in SQLite where sqlite-vec loads (False: always in
+        numpy, as on PostgreSQL)."""
+        self._sqlite_vec = sqlite_vec
         self.url = database_url(url)
         self.shown = self.url.render_as_string(hide_password=True)
         """The URL with its password masked: the only form that is logged."""
         self.dialect = self.url.get_backend_name()
         self._migrated = False
         self._lock = threading.Lock()
-        self._vectors: bool = self.dialect == "postgresql"
+        self._in_sqlite = False
+        """Vectors compared by sqlite-vec in SQLite (else in numpy): where it loaded."""
         if self.dialect == "sqlite":
             database = self.url.database
             if database and database != ":memory:":
@@ -292,7 +300,7 @@ class EventStore:
         row = {
             "event_id": event_id,
             "model": embedding.model,
-            "vector": stored(embedding.vector, self.dialect),
+            "vector": stored(embedding.vector),
         }
         connection.execute(event_vectors.insert(), [row])
 
@@ -304,26 +312,49 @@ class EventStore:
             value = connection.execute(query).scalar()
         return Embedding(model, read(value)) if value is not None else None
 
-    def nearest(self, where: EventFilter, embedding: Embedding, limit: int) -> list[dict[str, Any]]:
+    def nearest(
+        self, where: EventFilter, embedding: Embedding, limit: int, *, most: int = 20_000
+    ) -> list[dict[str, Any]]:
         """The ``limit`` events (of ``where``) whose vectors by the same model are nearest
-        ``embedding``, nearest first, each with its cosine ``distance``: an exact scan (the
-        filter narrows it; sqlite-vec's and the SQL function's loops are native)."""
-        far, fits = distance(embedding.vector, self.dialect)
-        far = far.label("distance")
-        query = (
-            select(events, far)
-            .join(event_vectors, event_vectors.c.event_id == events.c.id)
-            .where(event_vectors.c.model == embedding.model, fits, *where.clauses(self.dialect))
-            .order_by(far, events.c.id.desc())
-            .limit(limit)
+        ``embedding``, nearest first, each with its cosine ``distance``: an exact scan of
+        the newest ``most`` such events (a bounded cost), in SQLite by sqlite-vec, else in
+        numpy (``vectors``)."""
+        vectors = event_vectors.c
+        compared = (
+            select(events.c.id, vectors.vector)
+            .join(event_vectors, vectors.event_id == events.c.id)
+            .where(
+                vectors.model == embedding.model,
+                fits(embedding.vector),
+                *where.clauses(self.dialect),
+            )
+            .order_by(events.c.at_ms.desc(), events.c.id.desc())
+            .limit(most)
         )
         with self.engine.connect() as connection:
-            if not self._vectors:  # known once a connection was made
-                raise VectorsUnavailable(
-                    "this server's SQLite cannot load sqlite-vec (search by meaning needs "
-                    "pysqlite3-binary, or a Python whose sqlite3 loads extensions)"
+            if self._in_sqlite:  # known once a connection was made
+                newest = compared.subquery()
+                far = distance(embedding.vector).label("distance")
+                query = (
+                    select(events, far)
+                    .join(event_vectors, vectors.event_id == events.c.id)
+                    .where(events.c.id.in_(select(newest.c.id)))
+                    .order_by(far, events.c.id.desc())
+                    .limit(limit)
                 )
-            return [dict(row._mapping) for row in connection.execute(query)]
+                return [dict(row._mapping) for row in connection.execute(query)]
+            scan = Scan(embedding.vector, limit)
+            streamed = connection.execution_options(stream_results=True, yield_per=CHUNK)
+            for rows in streamed.execute(compared).partitions():
+                scan.feed(list(rows))
+            found = scan.nearest()
+            by_id = {
+                row.id: dict(row._mapping)
+                for row in connection.execute(
+                    select(events).where(events.c.id.in_([i for i, _ in found]))
+                )
+            }
+        return [by_id[i] | {"distance": d} for i, d in found if i in by_id]
 
     def get(self, event_id: int) -> dict[str, Any] | None:
         with self.engine.connect() as connection:
@@ -387,7 +418,7 @@ class EventStore:
 
     def _sqlite_connected(self, connection: Any, record: Any) -> None:
         _sqlite_pragmas(connection, record)
-        self._vectors = load_sqlite_vec(connection)
+        self._in_sqlite = self._sqlite_vec and load_sqlite_vec(connection)
 
     def close(self) -> None:
         """Closes the pool's connections. Idempotent."""

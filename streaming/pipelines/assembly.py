@@ -10,9 +10,11 @@ from ..config import Settings
 from ..egress import EgressPolicy
 from ..errors import InvalidRequest
 from ..events import EventRecorder
+from ..events.announcing import Mail
 from ..events.describer import EventDescriber
 from ..inference.registry import ModelRegistry
 from ..language import Providers
+from ..mail_relay import refused_recipients, relay_server
 from ..metrics import Metrics, SourceMetrics
 from ..protocol.messages import WorkflowConfiguration
 from ..workflows.blocks.base import BuildContext
@@ -49,7 +51,9 @@ class PipelineAssembly:
         self._language = language
         self._fallback_language: Providers | None = None
 
-    def describer(self, payload: InitialisePipelinePayload) -> EventDescriber | None:
+    def describer(
+        self, payload: InitialisePipelinePayload, pipeline_id: str
+    ) -> EventDescriber | None:
         """The pipeline's event descriptions (``payload.describe``); None: not asked for.
         Refused (400) where events are not stored or the provider is not configured."""
         config = payload.describe
@@ -67,7 +71,31 @@ class PipelineAssembly:
                 f"(STREAMING_VLM_PROVIDERS names: {known})"
             )
         language = self._language or self._own_language()
-        return EventDescriber(config, language, self._events, pin=self.egress.pin)  # type: ignore[arg-type]
+        return EventDescriber(
+            config,
+            language,
+            self._events,  # type: ignore[arg-type]
+            pin=self.egress.pin,
+            pipeline_id=pipeline_id,
+            mail=self._mail(config.email_to),
+        )
+
+    def _mail(self, to: list[str]) -> Mail | None:
+        """Descriptions e-mailed through the server's relay; refused (400) where there is
+        none, or it does not send to ``to``."""
+        if not to:
+            return None
+        smtp = self._settings.smtp
+        relay = relay_server(smtp)
+        if relay is None:
+            raise InvalidRequest(
+                "describe.email_to sends through this server's mail relay, and none is set: "
+                "set STREAMING_SMTP_HOST and STREAMING_SMTP_SENDER"
+            )
+        refused = refused_recipients(smtp, to)
+        if refused is not None:
+            raise InvalidRequest(f"describe.email_to: {refused}")
+        return Mail(relay[0], relay[1], to, smtp.min_interval_s)
 
     def _own_language(self) -> Providers:
         """Providers for this process, where the app gave none (a Ray pipeline actor)."""

@@ -150,8 +150,7 @@ class PipelineManager:
 
     async def set_describing(self, pipeline_id: str, enabled: bool) -> dict[str, Any]:
         describer = self._describer(pipeline_id)
-        describer.enabled = enabled
-        log.info("pipeline %s: descriptions %s", pipeline_id[:8], "on" if enabled else "off")
+        await asyncio.to_thread(describer.switch, enabled)  # said on MQTT too, where it is
         return describer.stats()
 
     async def describe_event(
@@ -202,10 +201,12 @@ class PipelineManager:
         pipeline_id = pipeline_id or str(uuid.uuid4())
         analytics = [m for r in references if (m := self._parts.series(pipeline_id, r)) is not None]
         events, recording = self._parts.recording(payload, pipeline_id)
-        describer = self._parts.describer(payload)
+        describer = self._parts.describer(payload, pipeline_id)
         if describer is not None:  # every event of its sources' workflows goes past it
             events = describer.wrap(events)
         try:
+            if describer is not None:
+                await asyncio.to_thread(describer.open)
             spec = parse_spec(specification)
             # One compiled workflow per source: blocks may keep per-stream state (trackers).
             workflows = [

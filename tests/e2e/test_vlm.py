@@ -49,6 +49,7 @@ def vlm_server(provider, default_model_dir, tmp_path_factory):
     with running_server(
         models_dir=str(default_model_dir),
         vlm_providers=json.dumps(providers),
+        vlm_embeddings="openai:embed",
         vlm_live_min_interval_s="0",
         sink_dir=str(tmp_path_factory.mktemp("evidence")),
     ) as process:
@@ -318,6 +319,13 @@ def test_a_camera_pipeline_describes_its_crossings_and_search_finds_them(
     found = vlm_server.events(pipeline=pipeline_id, q="persons seeing")  # stemmed
     assert event["id"] in {e["id"] for e in found}
     assert vlm_server.events(pipeline=pipeline_id, q="unicorn") == []
+    # By meaning: words the description never used ("I see 1 person.") find it.
+    nearest = vlm_server.events(pipeline=pipeline_id, about="a pedestrian walking")
+    assert event["id"] in {e["id"] for e in nearest}
+    assert "person" in nearest[0]["description"]
+    assert [e["distance"] for e in nearest] == sorted(e["distance"] for e in nearest)
+    alike = vlm_server.events(pipeline=pipeline_id, similar_to=event["id"])
+    assert event["id"] not in {e["id"] for e in alike}
     assert again.status_code == 200, again.text
     assert "1 person" in again.json()["description"]
     assert off.json()["descriptions"]["enabled"] is False
@@ -329,7 +337,8 @@ def test_a_camera_pipeline_describes_its_crossings_and_search_finds_them(
 def test_the_review_page_shows_descriptions_and_searches_them(vlm_server, person):
     """In Chromium: a crossing's description on the timeline (it comes after the event, and
     the entry is shown again with it), a search that finds it, one that finds nothing and
-    says so; a screenshot of each state in tests/artifacts/."""
+    says so, a search by meaning and an event's "Similar" (nearest first, each with its
+    distance); a screenshot of each state in tests/artifacts/."""
     describe = {"provider": "anthropic", "kinds": ["line_crossing"], "min_interval_s": 0}
     with (
         RTSPCamera(640, 480, fps=30, path="porch", picture=walking_back_and_forth(person)) as cam,
@@ -340,6 +349,10 @@ def test_the_review_page_shows_descriptions_and_searches_them(vlm_server, person
         pipeline_id = started.json()["context"]["pipeline_id"]
         try:
             with open_page(browser, vlm_server.url + "/review.html", camera=False) as page:
+                own = f"{pipeline_id}#0"  # this test's camera only: other tests' events too
+                option = f'#camera option[value="{own}"]'
+                page.wait_for_selector(option, state="attached", timeout=WAIT_MS)
+                page.select_option("#camera", own)
                 page.wait_for_selector("#timeline p.description", timeout=WAIT_MS)
                 said = page.locator("#timeline p.description").first.text_content()
                 assert "1 person" in said, said
@@ -358,5 +371,21 @@ def test_the_review_page_shows_descriptions_and_searches_them(vlm_server, person
                 texts = page.locator("#timeline li").all_text_contents()
                 assert texts and all("person" in t for t in texts), texts
                 shot(page, "search")
+                page.select_option("#search-by", "about")  # by meaning: no word in common
+                page.fill("#search", "a pedestrian")
+                page.press("#search", "Enter")
+                page.wait_for_selector("#timeline small.distance", timeout=WAIT_MS)
+                assert "person" in page.locator("#timeline p.description").first.text_content()
+                shot(page, "search-meaning")
+                page.locator("#timeline button.similar").first.click()
+                page.wait_for_selector("#similar-banner:not([hidden])", timeout=WAIT_MS)
+                page.wait_for_function(
+                    "() => document.querySelector('#timeline small.distance') || "
+                    "document.getElementById('timeline').dataset.empty",
+                    timeout=WAIT_MS,
+                )
+                shot(page, "similar")
+                page.click("#similar-clear")
+                page.wait_for_selector("#similar-banner", state="hidden", timeout=WAIT_MS)
         finally:
             vlm_server.post(f"/inference_pipelines/{pipeline_id}/terminate")

@@ -52,6 +52,10 @@ class Subscriber:
             assert self.changed.wait_for(lambda: predicate(self.values), timeout), self.values
             return dict(self.values)
 
+    def publish(self, topic: str, payload: str) -> None:
+        """Sent, and acknowledged by the broker (QoS 1), before this returns."""
+        self._client.publish(topic, payload, qos=1).wait_for_publish(timeout=30)
+
     def close(self) -> None:
         self._client.disconnect()
         self._client.loop_stop()

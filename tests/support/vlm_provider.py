@@ -218,14 +218,17 @@ class VlmProvider:
         self.__exit__()
 
 
-SENSES = (
-    {"person", "persons", "people", "man", "men", "woman", "women", "pedestrian",
-     "pedestrians", "someone", "somebody", "human", "walker"},
-    {"car", "cars", "vehicle", "vehicles", "automobile", "truck", "van"},
-    {"dog", "dogs", "cat", "cats", "animal", "animals", "pet"},
-    {"bicycle", "bicycles", "bike", "bikes", "cyclist"},
-    {"nothing", "empty", "nobody"},
-)  # fmt: skip
+SENSES = tuple(
+    set(words.split())
+    for words in (
+        "person persons people man men woman women pedestrian pedestrians someone somebody "
+        "human walker",
+        "car cars vehicle vehicles automobile truck van",
+        "dog dogs cat cats animal animals pet pets",
+        "bicycle bicycles bike bikes cyclist",
+        "nothing empty nobody",
+    )
+)
 _HASHED = 32
 
 

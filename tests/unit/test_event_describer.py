@@ -8,19 +8,29 @@ from __future__ import annotations
 
 import json
 
+import cv2
 import numpy as np
 import pytest
 
+from sinks.email import SmtpServer
 from streaming.egress import EgressPolicy
 from streaming.events import EventRecord
+from streaming.events.announcing import Mail
 from streaming.events.describer import DescribeConfiguration, EventDescriber
 from streaming.events.store import EventFilter, EventStore
 from streaming.events.writer import EventWriter
 from streaming.language import Providers
+from streaming.language.embeddings import Embedding, unit
+from streaming.protocol.workflows import people_counting
 from streaming.settings.language import ProviderSettings, VlmSettings
+from streaming.settings.notifications import SmtpSettings
 from tests.conftest import load_photo
+from tests.support.mqtt import Subscriber, mosquitto
 from tests.support.server import wait_for
+from tests.support.smtp import PASSWORD, USER, MailServer
+from tests.support.vlm_provider import sense
 from tests.support.webhook import RequestRecorder
+from tests.unit.test_events_api import app_client
 
 T0 = 1_790_000_000.0
 
@@ -34,13 +44,29 @@ def writer(tmp_path):
     store.close()
 
 
-def describer_for(fake, writer, model: str = "describe", **config) -> EventDescriber:
+def describer_for(
+    fake,
+    writer,
+    model: str = "describe",
+    embeddings: str | None = None,
+    mail: Mail | None = None,
+    **config,
+) -> EventDescriber:
     local = ProviderSettings(api="openai", base_url=fake.openai_url, model=model, retries=0)
     providers = Providers(
-        VlmSettings(providers={"local": local}), pin=EgressPolicy(["127.0.0.1/32"]).pin
+        VlmSettings(providers={"local": local}, embeddings=embeddings),
+        pin=EgressPolicy(["127.0.0.1/32"]).pin,
     )
     settings = DescribeConfiguration(provider="local", min_interval_s=0, **config)
-    return EventDescriber(settings, providers, writer, write_timeout_s=30)
+    return EventDescriber(
+        settings,
+        providers,
+        writer,
+        write_timeout_s=30,
+        pin=EgressPolicy(["127.0.0.1/32"]).pin,
+        pipeline_id="gate",
+        mail=mail,
+    )
 
 
 def crossing(source: str = "0", class_name: str = "person", **fields) -> EventRecord:
@@ -178,3 +204,140 @@ def test_a_described_event_is_announced_to_the_webhook(vlm_provider, writer, pho
     assert method == "POST" and headers["content-type"] == "application/json"
     assert sent["type"] == "event_described" and sent["uid"] == row["uid"]
     assert sent["description"] == row["description"] and sent["class_name"] == "person"
+
+
+def test_mqtt_gets_each_description_and_switches_descriptions_at_run_time(
+    vlm_provider, writer, photo, tmp_path
+):
+    """Frigate's way: the described event at ``<topic>/event``, the switch's state retained
+    at ``<topic>/state``, and ``OFF``/``ON`` at ``<topic>/set`` switch descriptions; the
+    API's switch is said there too."""
+    with mosquitto(tmp_path) as broker:
+        topic = "visionstream/gate/descriptions"
+        watcher = Subscriber(broker, f"{topic}/#")
+        describer = describer_for(vlm_provider, writer, mqtt_url=broker)
+        try:
+            describer.open()
+            watcher.wait_for(lambda seen: seen.get(f"{topic}/state") == "ON")
+            event = crossing()
+            describer.wrap(writer).record(event)
+            describer.frame_done("0", photo)
+            seen = watcher.wait_for(lambda seen: f"{topic}/event" in seen)
+            sent = json.loads(seen[f"{topic}/event"])
+            assert sent["uid"] == event.uid and "1 person" in sent["description"]
+            switch = Subscriber(broker, "unused/#")
+            switch.publish(f"{topic}/set", "OFF")
+            watcher.wait_for(lambda seen: seen.get(f"{topic}/state") == "OFF")
+            assert describer.enabled is False and not describer.wants(crossing())
+            switch.publish(f"{topic}/set", "nonsense")  # neither: ignored
+            switch.publish(f"{topic}/set", "on")
+            watcher.wait_for(lambda seen: seen.get(f"{topic}/state") == "ON")
+            assert describer.enabled is True
+            describer.switch(False)  # the API's switch
+            watcher.wait_for(lambda seen: seen.get(f"{topic}/state") == "OFF")
+            switch.close()
+        finally:
+            describer.close()
+            watcher.close()
+
+
+def test_a_description_is_mailed_through_the_relay_with_its_frame_once_per_interval(
+    vlm_provider, writer, photo, tmp_path
+):
+    """``email_to``: the relay's message says the description, what, where and when, with
+    the frame the model saw attached; the next description within the relay's interval is
+    not mailed (counted)."""
+    mail_server = MailServer(tmp_path, "starttls")
+    relay = SmtpServer(
+        "127.0.0.1",
+        mail_server.port,
+        username=USER,
+        password=PASSWORD,
+        tls="starttls",
+        ca_file=mail_server.ca_file,
+    )
+    mail = Mail(relay, USER, ["ops@example.test"], min_interval_s=3600)
+    describer = describer_for(vlm_provider, writer, mail=mail)
+    try:
+        for _ in range(2):
+            event = crossing()
+            describer.wrap(writer).record(event)
+            describer.frame_done("0", photo)
+            row = stored(writer, event.uid)
+        (received,) = mail_server.wait_for("person seen by pipeline gate")
+        wait_for(lambda: describer.announcer.mails_skipped == 1, 60, "the second one skipped")
+    finally:
+        describer.close()
+        mail_server.stop()
+    message = received.message
+    assert received.recipients == ["ops@example.test"]
+    text = message.get_body(("plain",)).get_content()
+    assert row["description"] in text and "line crossing, person in counter" in text
+    (attached,) = list(message.iter_attachments())
+    frame = cv2.imdecode(np.frombuffer(attached.get_content(), np.uint8), cv2.IMREAD_COLOR)
+    assert frame.shape == photo.shape
+    assert len(mail_server.with_subject("person seen by pipeline gate")) == 1
+
+
+def test_a_description_is_stored_with_its_vector_and_found_by_meaning(vlm_provider, writer, photo):
+    """With ``STREAMING_VLM_EMBEDDINGS``, the description and its vector are written in one
+    transaction: a search by a word the description never used finds the event; an
+    embeddings model that fails leaves the description stored, searchable by its words."""
+    describer = describer_for(vlm_provider, writer, embeddings="local:embed")
+    row = described_once(describer, writer, photo)
+    assert "1 person" in row["description"]  # what the detector saw in the frame
+    assert vlm_provider.embedded == [f"{row['description']}\nperson (line crossing)"]
+    asked = Embedding("embed", unit(sense("a pedestrian")))  # the query, as the model makes it
+    nearest = writer.store.nearest(EventFilter(pipeline="gate"), asked, 5)
+    assert [r["uid"] for r in nearest] == [row["uid"]]
+    broken = describer_for(vlm_provider, writer, embeddings="local:broken-embeddings")
+    row = described_once(broken, writer, photo)
+    assert "1 person" in row["description"]
+    assert writer.store.embedding_of(row["id"], "broken-embeddings") is None
+    assert [r["uid"] for r in writer.store.page(EventFilter(text="person"), limit=5).rows]
+
+
+@pytest.mark.parametrize(
+    ("describe", "smtp", "status", "words"),
+    [
+        ({"email_to": ["ops@example.test"]}, {}, 400, "STREAMING_SMTP_HOST"),
+        (
+            {"email_to": ["someone@elsewhere.test"]},
+            {
+                "host": "127.0.0.1",
+                "sender": "cam@example.test",
+                "allowed_recipients": ["@example.test"],
+            },
+            400,
+            "STREAMING_SMTP_ALLOWED_RECIPIENTS",
+        ),
+        ({"mqtt_url": "mqtt://10.1.2.3:1883"}, {}, 400, "STREAMING_ALLOWED_NETWORKS"),
+        ({"mqtt_url": "http://127.0.0.1:1883"}, {}, 422, "describe.mqtt_url"),
+        ({"mqtt_topic": "a/#"}, {}, 422, "describe.mqtt_topic"),
+    ],
+)
+async def test_where_descriptions_go_is_checked_when_the_pipeline_starts(
+    tmp_path, describe, smtp, status, words
+):
+    """A relay that is not set or does not send there, a broker outside the egress policy, a
+    URL or topic of the wrong shape: a 400 naming the setting, before anything connects."""
+    vlm = VlmSettings(providers={"local": ProviderSettings(base_url="http://127.0.0.1:9/v1")})
+    async with app_client(
+        tmp_path, vlm=vlm, smtp=SmtpSettings(**smtp), allowed_networks="127.0.0.1/32"
+    ) as (http, _state):
+        response = await http.post(
+            "/inference_pipelines/initialise",
+            json={
+                "video_configuration": {
+                    "type": "VideoConfiguration",
+                    "video_reference": "rtsp://127.0.0.1:9/none",
+                },
+                "processing_configuration": {
+                    "type": "WorkflowConfiguration",
+                    "workflow_specification": people_counting(),
+                },
+                "describe": {"provider": "local", **describe},
+            },
+        )
+    assert response.status_code == status, response.text
+    assert words in response.json()["message"]

@@ -19,6 +19,7 @@ from sqlalchemy import create_engine, text
 from streaming.events import EventRecord
 from streaming.events.schema import metadata
 from streaming.events.store import EventFilter, EventStore, InvalidCursor, database_url
+from streaming.events.vectors import Scan, stored
 from streaming.events.writer import EventRetention, EventWriter
 from streaming.language.embeddings import Embedding, unit
 from streaming.metrics import Metrics
@@ -134,11 +135,48 @@ def test_an_upgrade_indexes_the_events_stored_before_it(tmp_path):
 
 
 def test_nearest_ranks_described_events_by_cosine_distance_within_the_filter(store):
-    """Vectors (migration 0003) ranked by sqlite-vec on SQLite and by the SQL function on
-    PostgreSQL: the same order and distances; only the query's model and dimensions are
-    compared; a filter narrows; an expired event takes its vector along."""
-    store.insert([crossing(T0 + i, uid=f"e{i}", class_name=c)
-                  for i, c in enumerate(["person", "person", "car", "dog"])])  # fmt: skip
+    """Vectors (migration 0003) ranked by sqlite-vec on SQLite and in numpy on PostgreSQL:
+    the same order and distances; only the query's model and dimensions are compared; a
+    filter narrows; the newest ``most`` only; an expired event takes its vector along."""
+    ranks_by_cosine_distance(store)
+
+
+def test_sqlite_without_sqlite_vec_ranks_the_same_in_numpy(tmp_path):
+    store = EventStore(f"sqlite:///{tmp_path / 'events.sqlite3'}", sqlite_vec=False)
+    store.migrate()
+    try:
+        ranks_by_cosine_distance(store)
+    finally:
+        store.close()
+
+
+@given(
+    st.integers(1, 60),
+    st.integers(1, 9),
+    st.integers(1, 12),
+    st.integers(0, 2**32 - 1),
+)
+def test_a_scan_fed_in_chunks_keeps_exactly_the_nearest(count, limit, chunk, seed):
+    rng = np.random.default_rng(seed)
+    vectors = [unit(rng.standard_normal(5)) for _ in range(count)]
+    query = unit(rng.standard_normal(5))
+    scan = Scan(query, limit)
+    rows = [(i, stored(v)) for i, v in enumerate(vectors)]
+    for start in range(0, count, chunk):
+        scan.feed(rows[start : start + chunk])
+    distances = [1.0 - float(np.dot(v, query)) for v in vectors]
+    found = scan.nearest()
+    assert np.allclose([d for _, d in found], sorted(distances)[:limit], atol=1e-5)
+    assert all(abs(distances[i] - d) < 1e-5 for i, d in found)  # each id with its own
+
+
+def ranks_by_cosine_distance(store: EventStore) -> None:
+    store.insert(
+        [
+            crossing(T0 + i, uid=f"e{i}", class_name=c)
+            for i, c in enumerate(["person", "person", "car", "dog"])
+        ]
+    )
     directions = {"e0": [1, 0, 0], "e1": [0.8, 0.6, 0], "e2": [0, 1, 0], "e3": [0, 0, 1]}
     for uid, values in directions.items():
         assert store.annotate(uid, {"description": uid}, Embedding("m", unit(values))) == 1
@@ -151,6 +189,8 @@ def test_nearest_ranks_described_events_by_cosine_distance_within_the_filter(sto
 
     assert near([1, 0, 0]) == [("e0", 0.0), ("e1", 0.2)]
     assert near([1, 0, 0], limit=1) == [("e0", 0.0)]
+    newest = store.nearest(EventFilter(), Embedding("m", unit([1, 0, 0])), 10, most=1)
+    assert [row["uid"] for row in newest] == ["e1"]  # the newest comparable one only
     assert near([0.8, 0.6, 0], class_name="person") == [("e1", 0.0), ("e0", 0.2)]
     assert near([1, 0, 0], model="other") == [("e2", 0.0)]
     assert near([0, 0, 1, 0]) == [("e3", 0.0)]

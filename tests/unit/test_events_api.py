@@ -167,9 +167,10 @@ async def test_events_are_found_by_meaning_and_by_likeness(tmp_path, vlm_provide
         }
         for i, (uid, (name, _)) in enumerate(said.items()):
             state.events.record(
-                EventRecord("line_crossing", "yard", "0", "gate", at=T0 + i, uid=uid,
-                            class_name=name)
-            )  # fmt: skip
+                EventRecord(
+                    "line_crossing", "yard", "0", "gate", at=T0 + i, uid=uid, class_name=name
+                )
+            )
         assert await asyncio.to_thread(state.events.flush, WAIT_S)
         store, embedder = state.events.store, state.language.embedder()
         for uid in ("a", "b"):

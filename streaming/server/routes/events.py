@@ -25,11 +25,10 @@ from ...errors import (
     InvalidRequest,
     ModelProviderFailed,
     NotFound,
-    NotSupportedHere,
     StoreUnavailable,
 )
 from ...events.store import BUCKETS, EventFilter, EventStore, InvalidCursor
-from ...events.vectors import VectorsUnavailable, embedding_for, meaning
+from ...events.vectors import embedding_for, meaning
 from ...language import ProviderError
 from ...language.embeddings import Embedder, Embedding
 from ...pipelines.recording import recording_directory
@@ -68,7 +67,7 @@ def _store(state: ServerState) -> EventStore:
 async def read_store(store: EventStore, read: Callable[[], T]) -> T:
     """``read`` on a thread, after the schema is in place; a database that cannot be
     reached is a 503 that names it (password masked), a model provider that fails (a
-    search's embedding) a 502, a store that cannot compare vectors a 501."""
+    search's embedding) a 502."""
 
     def run() -> T:
         store.migrate()
@@ -78,8 +77,6 @@ async def read_store(store: EventStore, read: Callable[[], T]) -> T:
         return await asyncio.to_thread(run)
     except ProviderError as exc:
         raise ModelProviderFailed(f"the embeddings model did not answer: {exc}") from None
-    except VectorsUnavailable as exc:
-        raise NotSupportedHere(str(exc)) from None
     except SQLAlchemyError as exc:
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         raise StoreUnavailable(f"the event store {store.shown} is unreachable: {first}") from exc
@@ -161,14 +158,15 @@ async def nearest_events(
     """The described events (of ``where``) nearest ``about`` or the event ``similar_to``
     (which is not among them), nearest first, each with its ``distance``."""
     embedder = _embedder(state)
+    most = state.settings.events_search_max_compared
     if about is not None:
         if not about.strip():
             raise InvalidRequest("about is empty: give words to search by")
         embedding = await read_store(store, lambda: embedder.embed(about))
-        return await read_store(store, lambda: store.nearest(where, embedding, limit))
+        return await read_store(store, lambda: store.nearest(where, embedding, limit, most=most))
     assert similar_to is not None
     embedding = await read_store(store, lambda: _of_event(store, embedder, similar_to))
-    found = await read_store(store, lambda: store.nearest(where, embedding, limit + 1))
+    found = await read_store(store, lambda: store.nearest(where, embedding, limit + 1, most=most))
     return [row for row in found if row["id"] != similar_to][:limit]
 
 

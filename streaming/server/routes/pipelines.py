@@ -68,8 +68,10 @@ async def _check_egress(state: ServerState, payload: InitialisePipelinePayload) 
         if isinstance(sink, SinkSettings):
             for url, field in sink.destinations():
                 await state.egress.check_url(url, field)
-    if payload.describe is not None and payload.describe.webhook_url is not None:
-        await state.egress.check_url(payload.describe.webhook_url, "describe.webhook_url")
+    for field in ("webhook_url", "mqtt_url"):
+        described = getattr(payload.describe, field, None)
+        if described is not None:
+            await state.egress.check_url(described, f"describe.{field}")
     # The workflow's own URLs are checked where every workflow is compiled (compile_config).
 
 

@@ -34,6 +34,7 @@ from sinks.email import EmailSender, SmtpServer, compose
 
 from ...config import SmtpSettings
 from ...errors import WorkflowCompilationError
+from ...mail_relay import refused_recipients, relay_server
 from ..query import Env, named_chains
 from ..serialization import serialize_value
 from .base import BlockSettings, BuildContext, FrameState, WorkflowImage, setting
@@ -139,12 +140,6 @@ class CallerFloor:
 
 RELAY_FLOOR = CallerFloor()
 """The process's one floor: the relay is one resource, however many workflows use it."""
-
-
-def _allowed(address: str, allowed: list[str]) -> bool:
-    address = address.strip().lower()
-    domain = "@" + address.rpartition("@")[2]
-    return any(a == "*" or a.lower() in (address, domain) for a in allowed)
 
 
 def _addresses(value: Any, field: str) -> list[str]:
@@ -325,14 +320,9 @@ class EmailNotificationBlock(NotificationBlock):
                 f"{len(recipients)} recipients are over the server's "
                 f"{self._smtp.max_recipients} (STREAMING_SMTP_MAX_RECIPIENTS)"
             )
-        if self._relay is None:
-            return
-        refused = [r for r in recipients if not _allowed(r, self._smtp.allowed_recipients)]
-        if refused:
-            raise ValueError(
-                f"the server's mail relay does not send to {refused[:3]}"
-                f"{' and more' if len(refused) > 3 else ''} (STREAMING_SMTP_ALLOWED_RECIPIENTS)"
-            )
+        refused = refused_recipients(self._smtp, recipients) if self._relay else None
+        if refused is not None:
+            raise ValueError(refused)
 
     def close(self) -> None:
         self.close_verifier()  # first: what it confirms still goes out
@@ -370,19 +360,12 @@ class EmailNotificationV2Block(EmailNotificationBlock):
                 "relay, which sends only to the recipients STREAMING_SMTP_ALLOWED_RECIPIENTS "
                 f"lists, and it lists none; or give the step email_provider '{CUSTOM}'"
             )
-        if not smtp.host or not (smtp.sender or smtp.username):
+        relay = relay_server(smtp)
+        if relay is None:
             raise WorkflowCompilationError(
                 f"step '{name}': email_provider '{MANAGED}' sends through this server's own "
                 "mail relay, and none is set: set STREAMING_SMTP_HOST and STREAMING_SMTP_SENDER "
                 "(with STREAMING_SMTP_USERNAME and STREAMING_SMTP_PASSWORD if it needs a login), "
                 f"or give the step email_provider '{CUSTOM}' and its smtp_server"
             )
-        password = smtp.password.get_secret_value() if smtp.password else None
-        self._relay = SmtpServer(
-            smtp.host,
-            smtp.port,
-            username=smtp.username,
-            password=password,
-            tls=smtp.tls,
-            ca_file=smtp.ca_file,
-        )
+        self._relay = relay[0]

@@ -22,6 +22,7 @@ from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
 from sinks.evidence import EventLog, Retention
+from sinks.mqtt import MqttConnection, mqtt_address
 from sinks.webhook import WebhookSink
 
 from ...errors import WorkflowCompilationError
@@ -256,42 +257,24 @@ class MqttSinkBlock(Block):
 
     def __init__(self, name: str, config: MqttSinkSettings, context: BuildContext) -> None:
         super().__init__(name, config, context)
-        url = config.url
-        parts = urlsplit(url) if isinstance(url, str) else None
-        if parts is None or parts.scheme != "mqtt" or not parts.hostname:
-            raise WorkflowCompilationError(f"step '{name}': url must be mqtt://host[:port]")
-        self._host, self._port = parts.hostname, parts.port or 1883
+        try:
+            mqtt_address(config.url)
+        except ValueError:
+            raise WorkflowCompilationError(
+                f"step '{name}': url must be mqtt://host[:port]"
+            ) from None
         topic = config.topic or f"visionstream/{{pipeline}}/{{source}}/{name}"
         self._topic = stream_name(name, "topic", topic, context)
         self._retain = bool(config.retain)
         self._qos = config.qos
         if self._qos > 2:
             raise WorkflowCompilationError(f"step '{name}': qos must be 0, 1 or 2")
-        self._client: Any = None
-        self._pin = context.pin
-        self._lock = threading.Lock()
-        self._closed = False
+        self._broker = MqttConnection(config.url, context.pin)
         self._published: dict[str, str] = {}
-
-    def _client_now(self) -> Any:
-        import paho.mqtt.client as mqtt  # only streams with an MQTT sink load it
-
-        with self._lock:
-            if self._client is None and not self._closed:
-                # The broker's address checked as it connects; paho reconnects to that
-                # address, never to the name resolved again.
-                address = self._pin(self._host, self._port) if self._pin else self._host
-                client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2)
-                client.max_queued_messages_set(1000)
-                client.reconnect_delay_set(1, 30)
-                client.connect_async(address, self._port)
-                client.loop_start()
-                self._client = client
-            return self._client
 
     def run(self, inputs: dict[str, Any], frame: FrameState) -> dict[str, Any]:
         try:
-            client = self._client_now()
+            client = self._broker.client()
         except OSError as exc:  # the broker's address is refused now
             return {"error_status": True, "message": f"Not connected: {exc}"}
         if client is None:
@@ -301,18 +284,13 @@ class MqttSinkBlock(Block):
             body = json.dumps(serialize_value(value, _PAYLOAD_JPEG_QUALITY, None), default=str)
             if self._published.get(key) == body:
                 continue  # retained already: publish changes only
-            client.publish(f"{self._topic}/{key}", body, qos=self._qos, retain=self._retain)
+            self._broker.publish(f"{self._topic}/{key}", body, qos=self._qos, retain=self._retain)
             self._published[key] = body
             sent += 1
         return {"error_status": False, "message": f"{sent} changed values published"}
 
     def close(self) -> None:
-        with self._lock:
-            self._closed = True
-            client, self._client = self._client, None
-        if client is not None:
-            client.disconnect()  # after what is queued has gone, as far as paho can
-            client.loop_stop()
+        self._broker.close()
 
 
 def stream_name(step: str, field: str, template: Any, context: BuildContext) -> str:

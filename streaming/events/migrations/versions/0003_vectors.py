@@ -1,9 +1,9 @@
 """Vectors of event descriptions, for search by meaning and "similar to this event".
 
-One row per described event: the embeddings model's name and the vector, of unit length. On
-SQLite the vector is float32 bytes, compared by sqlite-vec's ``vec_distance_cosine`` (loaded
-by the store where its SQLite can load extensions); on PostgreSQL a ``real[]``, compared by
-the function made here (pgvector is not in Debian's archive: an exact scan in SQL).
+One row per described event: the embeddings model's name and the vector, of unit length, as
+little-endian float32 bytes. SQLite compares them with sqlite-vec's ``vec_distance_cosine``
+where its SQLite can load the extension; PostgreSQL's (pgvector is not in Debian's archive)
+are read in chunks and compared with numpy (``events/vectors.py``).
 
 Revision ID: 0003
 Revises: 0002
@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 from alembic import op
-
-from streaming.events.schema import VECTOR
 
 revision = "0003"
 down_revision = "0002"
@@ -29,17 +27,9 @@ def upgrade() -> None:
         "event_vectors",
         sa.Column("event_id", _ID, primary_key=True, autoincrement=False),
         sa.Column("model", sa.String(256), nullable=False),
-        sa.Column("vector", VECTOR, nullable=False),
+        sa.Column("vector", sa.LargeBinary, nullable=False),
     )
-    if op.get_bind().dialect.name == "postgresql":
-        op.execute(
-            "CREATE FUNCTION event_vector_distance(a real[], b real[]) RETURNS double precision "
-            "LANGUAGE sql IMMUTABLE PARALLEL SAFE AS "
-            "$$ SELECT 1 - sum(x::double precision * y) FROM unnest(a, b) AS t(x, y) $$"
-        )
 
 
 def downgrade() -> None:
-    if op.get_bind().dialect.name == "postgresql":
-        op.execute("DROP FUNCTION event_vector_distance(real[], real[])")
     op.drop_table("event_vectors")
