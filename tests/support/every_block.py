@@ -86,6 +86,16 @@ ELSEWHERE = {
         "test_every_version_asks_its_cloud_with_the_frame_and_answers_from_it"
         for type_id in CLOUD_TYPE_IDS
     },
+    **{
+        type_id: "tests/unit/test_cloud_vlm_blocks.py::"
+        "test_the_first_lmm_blocks_read_the_fields_their_json_format_names"
+        for type_id in ("roboflow_core/open_ai@v1", "OpenAI", "roboflow_core/lmm@v1", "LMM")
+    },
+    **{
+        type_id: "tests/unit/test_cloud_vlm_blocks.py::"
+        "test_lmm_for_classification_answers_the_top_class"
+        for type_id in ("roboflow_core/lmm_for_classification@v1", "LMMForClassification")
+    },
 }
 """Block types this workflow leaves out, each with the test that runs it: they reach outside
 the stream (a mail, web or MQTT server, a vision-language provider, the server's disk or

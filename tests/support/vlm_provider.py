@@ -7,6 +7,7 @@ What it answers is chosen by the model a request names (a script):
 
 - ``describe``: a sentence naming what the detector saw (``I see 1 person.``);
 - ``classify`` / ``multilabel``: the reference's classification JSON;
+- ``top``: ``{"top": <the detector's best class>}`` (the first LMM blocks' classification);
 - ``detect-<convention>``: the detections in that box convention (``normalized``,
   ``absolute``, ``yxyx_1000``, ``xyxy_1000``, ``named_1000``, ``percent``);
 - ``verify``: a verdict, ``confirmed`` where the detector finds a person;
@@ -201,6 +202,9 @@ class VlmProvider:
             return json.dumps(
                 {"class_name": names[best], "confidence": float(found.confidence[best])}
             )
+        if script == "top":  # lmm_for_classification's answer
+            best = names[int(np.argmax(found.confidence))] if len(found) else "nothing"
+            return json.dumps({"top": best})
         if script == "multilabel":
             scores = found.confidence.tolist()
             entries = [{"class": n, "confidence": c} for n, c in zip(names, scores, strict=True)]

@@ -203,3 +203,59 @@ def test_every_cloud_type_id_of_the_reference_is_registered():
         *(f"roboflow_core/openrouter@v{v}" for v in range(1, 4)),
     ):
         assert type_id in BLOCKS, type_id
+
+
+@pytest.mark.parametrize(
+    ("step", "format_field"),
+    [
+        ({"type": "roboflow_core/open_ai@v1", "openai_model": "gpt-4o"}, "json_output_format"),
+        ({"type": "OpenAI", "openai_api_key": "sk-step-key"}, "json_output_format"),
+        (
+            {"type": "roboflow_core/lmm@v1", "lmm_type": "gpt_4v", "remote_api_key": "sk-k"},
+            "json_output",
+        ),
+    ],
+)
+def test_the_first_lmm_blocks_read_the_fields_their_json_format_names(
+    vlm_provider, photo, tmp_path, step, format_field
+):
+    """``open_ai@v1`` and ``lmm@v1``: the prompt, told the JSON format, goes with the frame;
+    each field the format names is read out (``not_detected`` where the answer lacks it)
+    into ``structured_output`` and an output of its own."""
+    expected = {"class_name": "the main object", "colour": "its colour"}
+    given = {"prompt": "What is the main object?", "openai_api_key": "sk-step-key", **step}
+    given[format_field] = expected
+    if step["type"].endswith("lmm@v1"):
+        given.pop("openai_api_key")
+    outputs = run(spec_of(given), settings_for(vlm_provider, tmp_path, "classify"), photo)
+    (call,) = vlm_provider.calls
+    assert call.text.startswith("What is the main object?\n\nVALID response format is JSON:")
+    assert call.images[0].shape == photo.shape and call.key == "local-key"
+    assert outputs["class_name"] in {"person", "dog", "horse"}  # the detector's best
+    assert outputs["colour"] == "not_detected"
+    assert outputs["structured_output"] == {
+        "class_name": outputs["class_name"],
+        "colour": "not_detected",
+    }
+    assert outputs["image"] == {"width": photo.shape[1], "height": photo.shape[0]}
+    assert outputs["error_message"] == "" and outputs["raw_output"].startswith("{")
+
+
+def test_lmm_for_classification_answers_the_top_class(vlm_provider, photo, tmp_path):
+    step = {
+        "type": "roboflow_core/lmm_for_classification@v1",
+        "lmm_type": "gpt_4v",
+        "classes": ["person", "dog", "horse"],
+        "lmm_config": {"gpt_model_version": "gpt-4o-mini", "max_tokens": 100},
+    }
+    outputs = run(spec_of(step), settings_for(vlm_provider, tmp_path, "top"), photo)
+    (call,) = vlm_provider.calls
+    assert "['person', 'dog', 'horse']" in call.text and call.body["max_tokens"] == 100
+    assert outputs["top"] in {"person", "dog", "horse"}
+    assert outputs["prediction_type"] == "classification"
+    with pytest.raises(WorkflowCompilationError, match="CogVLM"):
+        run(
+            spec_of({**step, "lmm_type": "cog_vlm"}),
+            settings_for(vlm_provider, tmp_path, "top"),
+            photo,
+        )

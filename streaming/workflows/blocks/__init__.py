@@ -50,6 +50,7 @@ MODULES = (
     "cloud_vlms",
     "stacks",
     "local_vlms",
+    "lmm",
 )
 
 
