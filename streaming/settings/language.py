@@ -84,7 +84,7 @@ class VlmSettings(BaseSettings):
     ``api_key`` and reaches the cloud's own URL."""
     families: dict[str, str] = Field(default_factory=dict)
     """Model families the reference runs locally (``florence-2``, ``qwen-vl``, ``smolvlm``,
-    ``moondream``, ``llama-vision``, ...), mapped to a provider: ``{"florence-2":
+    ``moondream``, ``cosmos``, ``glm-ocr``), mapped to a provider: ``{"florence-2":
     "ollama"}``, or to a provider and its model: ``{"qwen-vl": "ollama:qwen2.5vl:3b"}``."""
 
     embeddings: str | None = Field(default=None, max_length=512)

@@ -79,6 +79,10 @@ ELSEWHERE = {
     "test_moondream_finds_what_its_prompt_names",
     "roboflow_core/florence_2@v1": "tests/unit/test_local_vlm_blocks.py::"
     "test_florence_boxes_read_back_through_vlm_as_detector",
+    "roboflow_core/cosmos3_edge@v1": "tests/unit/test_local_vlm_blocks.py::"
+    "test_cosmos_answers_its_prompt_with_its_system_prompt",
+    "roboflow_core/glm_ocr@v1": "tests/unit/test_local_vlm_blocks.py::"
+    "test_glm_ocr_asks_each_task_as_the_reference_does",
     "roboflow_core/florence_2@v2": "tests/unit/test_local_vlm_blocks.py::"
     "test_florence_text_tasks_answer_text_and_need_what_the_reference_needs",
     **{

@@ -125,3 +125,49 @@ def test_florence_text_tasks_answer_text_and_need_what_the_reference_needs(
     assert "1 person" in json.loads(out["raw_output"]) and out["parsed_output"] is None
     with pytest.raises(WorkflowCompilationError, match="`classes` parameter required"):
         run([{**step, "task_type": "open-vocabulary-object-detection"}], settings, photo)
+
+
+def test_cosmos_answers_its_prompt_with_its_system_prompt(vlm_provider, photo, tmp_path):
+    settings = settings_for(vlm_provider, tmp_path, cosmos="local:describe")
+    step = {
+        "type": "roboflow_core/cosmos3_edge@v1",
+        "name": "cosmos",
+        "images": "$inputs.image",
+        "system_prompt": "You are a safety inspector.",
+    }
+    out = run([step], settings, photo)["cosmos"]
+    (call,) = vlm_provider.calls
+    assert call.text == "You are a safety inspector.\nDescribe what's in this image."
+    assert "1 person" in out["output"] and out["error_message"] == ""
+
+
+@pytest.mark.parametrize(
+    ("fields", "asked"),
+    [
+        ({}, "Text Recognition:"),
+        ({"task_type": "table-recognition"}, "Table Recognition:"),
+        ({"task_type": "custom", "prompt": "Read the plate."}, "Read the plate."),
+        (
+            {"task_type": "structured-answering", "output_structure": {"who": "who is there"}},
+            '"who": "who is there"',
+        ),
+    ],
+)
+def test_glm_ocr_asks_each_task_as_the_reference_does(vlm_provider, photo, tmp_path, fields, asked):
+    settings = settings_for(vlm_provider, tmp_path, **{"glm-ocr": "local:describe"})
+    step = {"type": "roboflow_core/glm_ocr@v1", "name": "ocr", "images": "$inputs.image", **fields}
+    out = run([step], settings, photo)["ocr"]
+    (call,) = vlm_provider.calls
+    assert asked in call.text and "1 person" in out["parsed_output"]
+
+
+def test_glm_ocr_structured_answering_needs_its_structure(vlm_provider, photo, tmp_path):
+    settings = settings_for(vlm_provider, tmp_path, **{"glm-ocr": "local:describe"})
+    step = {
+        "type": "roboflow_core/glm_ocr@v1",
+        "name": "ocr",
+        "images": "$inputs.image",
+        "task_type": "structured-answering",
+    }
+    with pytest.raises(WorkflowCompilationError, match="output_structure"):
+        run([step], settings, photo)

@@ -1,6 +1,7 @@
 """The reference's blocks that run a vision-language model on its own GPU: Qwen-VL
 (``qwen25vl``, ``qwen3vl``, ``qwen3_5vl``), SmolVLM (``smolvlm2``), Moondream
-(``moondream2``) and Florence-2 (``florence_2``). Here each model family runs on a provider
+(``moondream2``), Florence-2 (``florence_2``), Cosmos 3 (``cosmos3_edge``) and GLM-OCR
+(``glm_ocr``). Here each model family runs on a provider
 the operator maps it to (``STREAMING_VLM_FAMILIES``: Ollama and llama.cpp serve these
 families), with the reference's outputs; a family left unmapped is a 400 naming the setting
 when the workflow is compiled. The step's ``model_version`` names a Roboflow weight; the
@@ -28,7 +29,15 @@ from .fields import ANY, DETECTIONS, IMAGE, FieldSpec, Takes
 from .language import LANGUAGE_MODEL_OUTPUT, AskingBlock
 from .vlm_formatters import as_detections
 
-__all__ = ["FlorenceBlock", "LocalAnswerBlock", "MoondreamBlock", "QwenBlock", "SmolVlmBlock"]
+__all__ = [
+    "CosmosBlock",
+    "FlorenceBlock",
+    "GlmOcrBlock",
+    "LocalAnswerBlock",
+    "MoondreamBlock",
+    "QwenBlock",
+    "SmolVlmBlock",
+]
 
 
 def _frame(default: Any = None) -> FieldSpec:
@@ -287,3 +296,115 @@ def _boxes(text: str | None, image: WorkflowImage, classes: list[str]) -> sv.Det
     except (KeyError, TypeError, ValueError):
         return None
     return as_detections(boxes)
+
+
+class CosmosBlock(FamilyBlock):
+    """NVIDIA's Cosmos 3 Edge (``cosmos3_edge@v1``): a prompt (default "Describe what's in
+    this image.") and an optional system prompt about each image; the answer as ``output``."""
+
+    type_ids: ClassVar[tuple[str, ...]] = ("roboflow_core/cosmos3_edge@v1",)
+    family = "cosmos"
+    inputs = {
+        "images": FieldSpec((IMAGE,), takes=Takes.FRAME),
+        "prompt": _frame(),
+        "model_version": _frame("nvidia/cosmos-3-edge"),
+        "system_prompt": _frame(),
+    }
+    outputs = {"output": LANGUAGE_MODEL_OUTPUT, "error_message": "string", "answer_age_s": "float"}
+
+    def one(self, element: int, inputs: dict[str, Any]) -> dict[str, Any]:
+        held = self.answer(
+            element,
+            inputs["images"],
+            inputs.get("prompt") or "Describe what's in this image.",
+            system=inputs.get("system_prompt") or None,
+        )
+        return {
+            "output": held.text or "",
+            "error_message": held.error or "",
+            "answer_age_s": held.age(),
+        }
+
+
+GLM_OCR_TASKS = {
+    "text-recognition": "Text Recognition:",
+    "table-recognition": "Table Recognition:",
+    "formula-recognition": "Formula Recognition:",
+    "structured-answering": None,
+    "custom": None,
+}
+"""GLM-OCR's tasks and each one's prompt, as the reference asks them."""
+_GLM_STRUCTURED = (
+    "You are supposed to produce responses in JSON wrapped in Markdown markers: "
+    "```json\nyour-response\n```. Below is a dictionary with keys and values. "
+    "Each key must be present in your response. Values represent descriptions "
+    "for JSON fields to be generated. Provide only JSON Markdown in response.\n\n"
+    "Specification of requirements regarding output fields:\n{output_structure}"
+)
+
+
+@dataclass(frozen=True, kw_only=True)
+class GlmOcrSettings(BlockSettings):
+    task_type: str = setting(FieldSpec(default="text-recognition", choices=tuple(GLM_OCR_TASKS)))
+    output_structure: dict[str, str] | None = setting(
+        FieldSpec(default=None, type="object", nullable=True)
+    )
+    max_new_tokens: int | None = setting(
+        FieldSpec(default=None, type="integer", minimum=1, nullable=True)
+    )
+
+
+class GlmOcrBlock(FamilyBlock):
+    """Zhipu's GLM-OCR (``glm_ocr@v1``): text, tables or formulas read, or values into the
+    ``output_structure`` JSON (fenced, for ``json_parser``), or a custom ``prompt``; the
+    answer as ``parsed_output``."""
+
+    type_ids: ClassVar[tuple[str, ...]] = ("roboflow_core/glm_ocr@v1",)
+    family = "glm-ocr"
+    inputs = {
+        "images": FieldSpec((IMAGE,), takes=Takes.FRAME),
+        "prompt": _frame(),
+        "model_version": _frame("glm-ocr"),
+    }
+    Settings: ClassVar[type[BlockSettings]] = GlmOcrSettings
+    outputs = {
+        "parsed_output": LANGUAGE_MODEL_OUTPUT,
+        "error_message": "string",
+        "answer_age_s": "float",
+    }
+
+    def __init__(self, name: str, config: GlmOcrSettings, context: BuildContext) -> None:
+        super().__init__(name, config, context)
+        self._config = config
+
+    @classmethod
+    def check_given(cls, name: str, given: dict[str, Any]) -> None:
+        task = given.get("task_type", "text-recognition")
+        if task == "structured-answering" and not given.get("output_structure"):
+            raise WorkflowCompilationError(
+                f"step '{name}': `output_structure` is required when task_type is '{task}'."
+            )
+
+    def one(self, element: int, inputs: dict[str, Any]) -> dict[str, Any]:
+        config = self._config
+        text = GLM_OCR_TASKS[config.task_type]
+        if config.task_type == "structured-answering":
+            text = _GLM_STRUCTURED.format(
+                output_structure=json.dumps(config.output_structure, indent=4)
+            )
+        elif config.task_type == "custom":
+            text = str(inputs.get("prompt") or "")
+        if not text:  # a custom task's prompt, given per frame: none this frame
+            return {
+                "parsed_output": "",
+                "error_message": "`prompt` is required when task_type is 'custom'.",
+                "answer_age_s": None,
+            }
+        held = self.answer(
+            element, inputs["images"], text, max_tokens=config.max_new_tokens or 1024
+        )
+        return {
+            "parsed_output": held.text or "",
+            "error_message": held.error or "",
+            "answer_age_s": held.age(),
+        }
