@@ -50,6 +50,7 @@ def vlm_server(provider, default_model_dir, tmp_path_factory):
         models_dir=str(default_model_dir),
         vlm_providers=json.dumps(providers),
         vlm_embeddings="openai:embed",
+        vlm_families=json.dumps({"qwen-vl": "anthropic:describe"}),
         vlm_live_min_interval_s="0",
         sink_dir=str(tmp_path_factory.mktemp("evidence")),
     ) as process:
@@ -130,6 +131,22 @@ EVERY_FAMILY = workflow(
         "vlm_output": "$steps.gpt.output",
         "classes": ["person", "dog", "horse"],
     },
+    {"type": "roboflow_core/qwen25vl@v1", "name": "qwen", "images": "$inputs.image"},
+    {
+        "type": "roboflow_core/llama_vision@v2",
+        "name": "llama",
+        "images": "$inputs.image",
+        "task_type": "caption",
+    },
+    {
+        "type": "roboflow_core/open_ai@v1",
+        "name": "first",
+        "images": "$inputs.image",
+        "prompt": "What is the main object?",
+        "openai_api_key": "sk-unused",
+        "json_output_format": {"class_name": "the main object"},
+    },
+    {"type": "roboflow_core/image_stack@v1", "name": "stack", "image": "$inputs.image"},
 )
 
 
@@ -159,6 +176,11 @@ def test_run_workflow_gives_the_reference_shapes_for_every_block_family(
     assert "person" in out["router"]["output"]
     local_call = next(c for c in provider.calls if c.model == "fenced-detect-xyxy_1000")
     assert local_call.text == "Find the animals." and len(local_call.images) == 1
+    assert "1 person" in out["qwen"]["parsed_output"] and out["qwen"]["error_message"] == ""
+    assert "person" in out["llama"]["output"]
+    assert out["first"]["class_name"] == gpt["predictions"]["top"]
+    assert out["first"]["image"] == {"width": 640, "height": 480}
+    assert out["stack"]["frames_count"] == 1
 
 
 def test_a_roboflow_key_uses_the_configured_provider_and_a_task_without_classes_is_a_400(
