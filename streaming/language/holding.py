@@ -15,7 +15,7 @@ from collections.abc import Callable
 from concurrent.futures import Executor
 from dataclasses import dataclass
 
-from .answers import Answer, ProviderError
+from .answers import Answer, ProviderError, Usage
 
 __all__ = ["Held", "Holder", "asked"]
 
@@ -30,6 +30,8 @@ class Held:
     error: str | None
     at: float
     """``time.monotonic()`` when it came."""
+    usage: Usage | None = None
+    """The tokens the answer cost, where the provider said."""
 
     def age(self, now: float | None = None) -> float:
         return round((time.monotonic() if now is None else now) - self.at, 3)
@@ -44,7 +46,7 @@ def asked(question: Callable[[], Answer]) -> Held:
         answer = question()
     except ProviderError as exc:
         return Held(None, str(exc), time.monotonic())
-    return Held(answer.text, None, time.monotonic())
+    return Held(answer.text, None, time.monotonic(), answer.usage)
 
 
 class Holder:

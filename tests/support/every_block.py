@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from streaming.inference.default_model import DEFAULT_MODEL_ID
-from streaming.workflows.blocks.cloud_vlms import VERSIONS
+from streaming.workflows.blocks.vlm_versions import VERSIONS
 
 CLOUD_TYPE_IDS = [type_id for version in VERSIONS.values() for type_id in version.type_ids]
 

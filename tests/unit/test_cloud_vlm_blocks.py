@@ -17,7 +17,7 @@ from streaming.settings.language import ProviderSettings, VlmSettings
 from streaming.workflows import compile_workflow, parse_spec
 from streaming.workflows.blocks import BLOCKS
 from streaming.workflows.blocks.base import BuildContext
-from streaming.workflows.blocks.cloud_vlms import VERSIONS
+from streaming.workflows.blocks.vlm_versions import VERSIONS
 from tests.conftest import load_photo
 from tests.support.blocks import run_frames
 
@@ -177,7 +177,12 @@ def test_a_roboflow_proxy_key_or_none_without_a_provider_is_a_400_naming_the_set
     proxied = {"type": "roboflow_core/open_ai@v4", "task_type": "caption"}  # rf_key:account
     with pytest.raises(WorkflowCompilationError, match=r"Roboflow key .*STREAMING_VLM_PROVIDERS"):
         run(spec_of(proxied), settings, photo)
-    keyless = {"type": "roboflow_core/openrouter@v1", "task_type": "caption", "model_id": "m"}
+    keyless = {
+        "type": "roboflow_core/openrouter@v1",
+        "task_type": "caption",
+        "model_id": "m",
+        "api_key": None,
+    }
     with pytest.raises(WorkflowCompilationError, match=r"no api_key.*provider 'openrouter'"):
         run(spec_of(keyless), settings, photo)
     assert vlm_provider.calls == []
@@ -201,8 +206,69 @@ def test_every_cloud_type_id_of_the_reference_is_registered():
         "roboflow_core/llama_3_2_vision@v1",
         "roboflow_core/llama_vision@v2",
         *(f"roboflow_core/openrouter@v{v}" for v in range(1, 4)),
+        *(f"roboflow_core/google_gemma@v{v}" for v in range(1, 5)),
+        *(f"roboflow_core/kimi_openrouter@v{v}" for v in range(1, 4)),
+        "roboflow_core/qwen3_5_openrouter@v1",
+        "roboflow_core/qwen3_6_openrouter@v1",
     ):
         assert type_id in BLOCKS, type_id
+
+
+@pytest.mark.parametrize(
+    ("type_id", "model"),
+    [
+        ("roboflow_core/google_gemma@v1", "google/gemma-4-31b-it"),
+        ("roboflow_core/kimi_openrouter@v2", "moonshotai/kimi-k2.6"),
+        ("roboflow_core/qwen3_6_openrouter@v1", "qwen/qwen3.6-35b-a3b"),
+        ("roboflow_core/openrouter@v1", "any/model"),
+    ],
+)
+def test_an_openrouter_step_asks_for_the_model_its_label_names_there(
+    vlm_provider, photo, tmp_path, type_id, model
+):
+    """The provider named ``openrouter`` names no model: the step's label is asked for as
+    OpenRouter knows it, at the reference's temperature (0.1)."""
+    router = ProviderSettings(api="openai", base_url=vlm_provider.openai_url, api_key="k")
+    settings = Settings(
+        models_dir=tmp_path,
+        allowed_networks="127.0.0.1/32",
+        vlm=VlmSettings(providers={"openrouter": router}),
+    )
+    step = {"type": type_id, "task_type": "caption", "api_key": "sk-own", "model_id": "any/model"}
+    run(spec_of(step), settings, photo)
+    (call,) = vlm_provider.calls
+    assert call.model == model and call.body["temperature"] == 0.1
+
+
+def test_an_openrouter_step_with_its_own_key_needs_no_provider(tmp_path):
+    """Its key is the caller's: it compiles to reach OpenRouter itself (not reached here:
+    the suite's traffic stays on loopback)."""
+    settings = Settings(models_dir=tmp_path, allowed_networks="127.0.0.1/32")
+    step = {
+        "type": "roboflow_core/openrouter@v2",
+        "task_type": "caption",
+        "model_id": "m",
+        "api_key": "sk-or-own",
+    }
+    registry = ModelRegistry(settings)
+    try:
+        workflow = compile_workflow(
+            parse_spec(spec_of(step)), BuildContext(registry, settings=settings)
+        )
+        workflow.close()
+    finally:
+        registry.close()
+
+
+@pytest.mark.parametrize("version", ["OpenAIV7", "ClaudeV5", "GeminiV6", "OpenRouterV3"])
+def test_the_newer_versions_say_what_the_answer_cost_in_tokens(
+    vlm_provider, photo, tmp_path, version
+):
+    step = {"type": type_of(version), "task_type": "caption", **needed(version)}
+    outputs = run(spec_of(step), settings_for(vlm_provider, tmp_path, "describe"), photo)
+    (call,) = vlm_provider.calls
+    assert outputs["input_tokens"] == len(call.text.split()) + 85  # the played usage
+    assert outputs["output_tokens"] == len(outputs["output"].split())
 
 
 @pytest.mark.parametrize(

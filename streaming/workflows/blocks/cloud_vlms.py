@@ -1,6 +1,8 @@
 """The reference's cloud VLM blocks, every version: ``open_ai`` (v2-v7), ``anthropic_claude``
-(v1-v5), ``google_gemini`` (v1-v6), ``llama_3_2_vision`` / ``llama_vision`` and
-``openrouter`` (v1-v3), with their task types (``language.tasks``), fields and defaults.
+(v1-v5), ``google_gemini`` (v1-v6), ``llama_3_2_vision`` / ``llama_vision``, ``openrouter``
+(v1-v3) and the model makers' blocks on OpenRouter (``google_gemma`` v1-v4,
+``kimi_openrouter`` v1-v3, ``qwen3_5_openrouter``, ``qwen3_6_openrouter``), with their task
+types (``language.tasks``), fields and defaults.
 
 Each asks the provider configured under its cloud's name (``STREAMING_VLM_PROVIDERS``:
 ``openai``, ``anthropic``, ``gemini``, ``openrouter``), which may be any server of that API
@@ -8,7 +10,8 @@ Each asks the provider configured under its cloud's name (``STREAMING_VLM_PROVID
 Roboflow proxy key (``rf_key:account``, the newer versions' default) is refused by name:
 this server proxies nothing. The newest versions (``open_ai@v7``, ``anthropic_claude@v5``,
 ``google_gemini@v6``, ``openrouter@v3``) also read the answer into ``predictions`` as the
-reference does. Every version adds ``error_message`` (why there is no answer, "" when there
+reference does, and the versions that say what an answer cost have ``input_tokens`` and
+``output_tokens``. Every version adds ``error_message`` (why there is no answer, "" when there
 is) and ``answer_age_s`` (how old the answer a live stream's frame carries is).
 
 The versions are declared in one table (``VERSIONS``); the classes are made from it."""
@@ -16,233 +19,30 @@ The versions are declared in one table (``VERSIONS``); the classes are made from
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass, make_dataclass
+from dataclasses import make_dataclass
 from typing import Any, ClassVar
 
 import cv2
 
 from ...errors import WorkflowCompilationError
 from ...language import Prompt, decoding
-from ...language.tasks import TASKS, question, requirement
+from ...language.tasks import question, requirement
 from .base import BlockSettings, BuildContext, FrameState, WorkflowImage, setting
 from .detection import stamped
 from .email import jpeg
-from .fields import ANY, CLASSIFICATION, DETECTIONS, IMAGE, REQUIRED, SECRET, FieldSpec, Takes
+from .fields import ANY, CLASSIFICATION, DETECTIONS, IMAGE, SECRET, FieldSpec, Takes
 from .language import LANGUAGE_MODEL_OUTPUT, AskingBlock
 from .vlm_formatters import as_detections
+from .vlm_versions import VERSIONS, Version, literal
 
 __all__ = ["VERSIONS", "CloudVlmBlock"]
 
-ROBOFLOW_PROXY_KEY = "rf_key:account"
 DEFAULT_MAX_TOKENS = 1024
 """What a step whose ``max_tokens`` is unset asks for (Anthropic's API needs a number)."""
 
 
 def _frame(default: Any = None, *kinds: str, **bounds: Any) -> FieldSpec:
     return FieldSpec(kinds or (ANY,), default=default, takes=Takes.FRAME_OR_LITERAL, **bounds)
-
-
-def _literal(default: Any = None, **spec: Any) -> FieldSpec:
-    return FieldSpec(default=default, **spec)
-
-
-_MAX_TOKENS = _literal(None, type="integer", minimum=16, nullable=True)
-"""The newer OpenAI versions' ``max_tokens``: unset, or 16 at least."""
-
-
-@dataclass(frozen=True)
-class Version:
-    """One block version: what it is called, which cloud it asks, its fields' defaults."""
-
-    type_ids: tuple[str, ...]
-    cloud: str
-    model: tuple[str, Any]
-    """The field naming the model, and its default (REQUIRED: none)."""
-    key: tuple[str, Any] | None = ("api_key", ROBOFLOW_PROXY_KEY)
-    max_tokens: FieldSpec = _MAX_TOKENS
-    temperature_max: float = 2.0
-    tasks: tuple[str, ...] = TASKS
-    decodes: bool = False
-    """Reads the answer into ``predictions`` (``error_status``, ``inference_id``)."""
-    frame_extras: tuple[str, ...] = ()
-    """Per-frame fields it takes that change nothing here (``image_detail``,
-    ``reasoning_effort``, ...): accepted as the reference's workflows write them."""
-    literal_extras: tuple[tuple[str, FieldSpec], ...] = ()
-    models: dict[str, str] | None = None
-    """Model names as the block offers them -> as the cloud knows them (Llama's)."""
-    thinking: bool = False
-    """It has OpenRouter's ``thinking`` output (v2)."""
-    shrinks_to: str | None = None
-    """The field bounding the uploaded image's longest edge (Claude's ``max_image_size``)."""
-
-
-_TASKS_V2 = TASKS[:-1]  # no object detection before open_ai v4
-_CLAUDE_EXTRAS = (
-    ("extended_thinking", _literal(None, type="boolean", nullable=True)),
-    ("thinking_budget_tokens", _literal(None, type="integer", minimum=1024, nullable=True)),
-)
-_GEMINI_V3 = Version(
-    ("roboflow_core/google_gemini@v3",),
-    "gemini",
-    ("model_version", "gemini-3.1-pro-preview"),
-    max_tokens=_literal(None, type="integer", nullable=True),
-    frame_extras=("thinking_level", "google_code_execution"),
-)
-_LLAMA = {
-    "11B (Free) - OpenRouter": "meta-llama/llama-3.2-11b-vision-instruct:free",
-    "11B (Regular) - OpenRouter": "meta-llama/llama-3.2-11b-vision-instruct",
-    "90B (Free) - OpenRouter": "meta-llama/llama-3.2-90b-vision-instruct:free",
-    "90B (Regular) - OpenRouter": "meta-llama/llama-3.2-90b-vision-instruct",
-    "11B - OpenRouter": "meta-llama/llama-3.2-11b-vision-instruct",
-}
-
-VERSIONS: dict[str, Version] = {
-    "OpenAIV2": Version(
-        ("roboflow_core/open_ai@v2",),
-        "openai",
-        ("model_version", "gpt-4o"),
-        key=("api_key", REQUIRED),
-        max_tokens=_literal(450, type="integer"),
-        tasks=_TASKS_V2,
-        frame_extras=("image_detail",),
-    ),
-    "OpenAIV3": Version(
-        ("roboflow_core/open_ai@v3",),
-        "openai",
-        ("model_version", "gpt-5"),
-        max_tokens=_literal(450, type="integer"),
-        tasks=_TASKS_V2,
-        frame_extras=("image_detail",),
-    ),
-    "OpenAIV4": Version(
-        ("roboflow_core/open_ai@v4", "roboflow_core/open_ai@v5", "roboflow_core/open_ai@v6"),
-        "openai",
-        ("model_version", "gpt-5.1"),
-        frame_extras=("image_detail", "reasoning_effort"),
-    ),
-    "OpenAIV7": Version(
-        ("roboflow_core/open_ai@v7",),
-        "openai",
-        ("model_version", "gpt-5.1"),
-        decodes=True,
-        frame_extras=("image_detail", "reasoning_effort", "service_tier", "output_classes"),
-    ),
-    "ClaudeV1": Version(
-        ("roboflow_core/anthropic_claude@v1",),
-        "anthropic",
-        ("model_version", "claude-sonnet-4-5"),
-        key=("api_key", REQUIRED),
-        max_tokens=_literal(450, type="integer"),
-        shrinks_to="max_image_size",
-    ),
-    "ClaudeV2": Version(
-        ("roboflow_core/anthropic_claude@v2",),
-        "anthropic",
-        ("model_version", "claude-sonnet-4-5"),
-        key=("api_key", REQUIRED),
-        max_tokens=_literal(None, type="integer", nullable=True),
-        temperature_max=1.0,
-        literal_extras=_CLAUDE_EXTRAS,
-        shrinks_to="max_image_size",
-    ),
-    "ClaudeV3": Version(
-        (
-            "roboflow_core/anthropic_claude@v3",
-            "roboflow_core/anthropic_claude@v4",
-        ),
-        "anthropic",
-        ("model_version", "claude-sonnet-4-5"),
-        max_tokens=_literal(None, type="integer", nullable=True),
-        temperature_max=1.0,
-        literal_extras=_CLAUDE_EXTRAS,
-        frame_extras=("media_type",),
-        shrinks_to="max_image_size",
-    ),
-    "ClaudeV5": Version(
-        ("roboflow_core/anthropic_claude@v5",),
-        "anthropic",
-        ("model_version", "claude-sonnet-4-5"),
-        max_tokens=_literal(None, type="integer", nullable=True),
-        temperature_max=1.0,
-        decodes=True,
-        literal_extras=_CLAUDE_EXTRAS,
-        frame_extras=("media_type",),
-        shrinks_to="max_image_size",
-    ),
-    "GeminiV1": Version(
-        ("roboflow_core/google_gemini@v1",),
-        "gemini",
-        ("model_version", "gemini-2.5-flash"),
-        key=("api_key", REQUIRED),
-        max_tokens=_literal(450, type="integer"),
-        frame_extras=("response_mime_type",),
-    ),
-    "GeminiV2": Version(
-        ("roboflow_core/google_gemini@v2",),
-        "gemini",
-        ("model_version", "gemini-3.1-pro-preview"),
-        key=("api_key", REQUIRED),
-        max_tokens=_literal(None, type="integer", nullable=True),
-        frame_extras=("thinking_level", "response_mime_type"),
-    ),
-    "GeminiV3": _GEMINI_V3,
-    "GeminiV4": Version(
-        ("roboflow_core/google_gemini@v4", "roboflow_core/google_gemini@v5"),
-        "gemini",
-        ("model_version", "gemini-3.1-pro-preview"),
-        max_tokens=_literal(None, type="integer", nullable=True),
-        frame_extras=("thinking_level", "google_code_execution"),
-    ),
-    "GeminiV6": Version(
-        ("roboflow_core/google_gemini@v6",),
-        "gemini",
-        ("model_version", "gemini-3.1-pro-preview"),
-        max_tokens=_literal(None, type="integer", nullable=True),
-        decodes=True,
-        frame_extras=("thinking_level", "google_code_execution"),
-    ),
-    "LlamaVisionV1": Version(
-        ("roboflow_core/llama_3_2_vision@v1",),
-        "openrouter",
-        ("model_version", "11B (Free) - OpenRouter"),
-        key=("api_key", REQUIRED),
-        max_tokens=_literal(500, type="integer", above=1),
-        tasks=_TASKS_V2,
-        models=_LLAMA,
-    ),
-    "LlamaVisionV2": Version(
-        ("roboflow_core/llama_vision@v2",),
-        "openrouter",
-        ("model_version", "11B - OpenRouter"),
-        key=None,
-        tasks=_TASKS_V2,
-        models=_LLAMA,
-    ),
-    "OpenRouterV1": Version(
-        ("roboflow_core/openrouter@v1",),
-        "openrouter",
-        ("model_id", REQUIRED),
-        key=None,
-    ),
-    "OpenRouterV2": Version(
-        ("roboflow_core/openrouter@v2",),
-        "openrouter",
-        ("model_id", REQUIRED),
-        key=None,
-        max_tokens=_literal(2048, type="integer", above=1),
-        frame_extras=("reasoning_effort",),
-        thinking=True,
-    ),
-    "OpenRouterV3": Version(
-        ("roboflow_core/openrouter@v3",),
-        "openrouter",
-        ("model_id", REQUIRED),
-        key=None,
-        max_tokens=_literal(2048, type="integer", above=1),
-        decodes=True,
-        frame_extras=("reasoning_effort", "detection_format"),
-    ),
-}
 
 
 class CloudVlmBlock(AskingBlock):
@@ -311,6 +111,10 @@ class CloudVlmBlock(AskingBlock):
         }
         if version.thinking:
             outputs["thinking"] = None
+        if version.tokens:
+            usage = held.usage
+            outputs["input_tokens"] = usage.input_tokens if usage else None
+            outputs["output_tokens"] = usage.output_tokens if usage else None
         if version.decodes:
             outputs |= self._decoded(held.text, image, classes)
         return outputs
@@ -381,7 +185,9 @@ def _declare(name: str, version: Version) -> type[CloudVlmBlock]:
         "prompt": _frame(None, "string", ANY),
         "classes": _frame(None, "list_of_values", ANY),
         model_field: _frame(model_default, "string", ANY),
-        "temperature": _frame(None, "float", ANY, minimum=0.0, maximum=version.temperature_max),
+        "temperature": _frame(
+            version.temperature, "float", ANY, minimum=0.0, maximum=version.temperature_max
+        ),
         **{extra: _frame(None) for extra in version.frame_extras},
     }
     if version.key is not None:
@@ -390,12 +196,12 @@ def _declare(name: str, version: Version) -> type[CloudVlmBlock]:
         inputs[version.shrinks_to] = _frame(1024, "integer", ANY, minimum=1)
     fields = [
         ("task_type", str, setting(FieldSpec(default="unconstrained", choices=version.tasks))),
-        ("output_structure", Any, setting(_literal(None, type="object", nullable=True))),
+        ("output_structure", Any, setting(literal(None, type="object", nullable=True))),
         ("max_tokens", Any, setting(version.max_tokens)),
         (
             "max_concurrent_requests",
             Any,
-            setting(_literal(None, type="integer", minimum=1, nullable=True)),
+            setting(literal(None, type="integer", minimum=1, nullable=True)),
         ),
         *((extra, Any, setting(spec)) for extra, spec in version.literal_extras),
     ]
@@ -410,6 +216,8 @@ def _declare(name: str, version: Version) -> type[CloudVlmBlock]:
     }
     if version.thinking:
         outputs["thinking"] = "string"
+    if version.tokens:
+        outputs |= {"input_tokens": "integer", "output_tokens": "integer"}
     if version.decodes:
         outputs |= {
             "predictions": CLASSIFICATION,
