@@ -21,6 +21,7 @@ import supervision as sv
 
 from ...errors import WorkflowCompilationError
 from ...language import Prompt, decoding
+from ...language.holding import Held
 from ...language.tasks import question
 from .base import BlockSettings, BuildContext, FrameState, WorkflowImage, setting
 from .detection import stamped
@@ -42,6 +43,15 @@ __all__ = [
 
 def _frame(default: Any = None) -> FieldSpec:
     return FieldSpec(("string", ANY), default=default, takes=Takes.FRAME_OR_LITERAL)
+
+
+def _answering(output: str) -> dict[str, str]:
+    """The outputs of a step whose answer is text (``output``)."""
+    return {output: LANGUAGE_MODEL_OUTPUT, "error_message": "string", "answer_age_s": "float"}
+
+
+def _said(output: str, held: Held) -> dict[str, Any]:
+    return {output: held.text or "", "error_message": held.error or "", "answer_age_s": held.age()}
 
 
 class FamilyBlock(AskingBlock):
@@ -88,11 +98,7 @@ class LocalAnswerBlock(FamilyBlock):
         "model_version": _frame("family default"),
     }
     Settings: ClassVar[type[BlockSettings]] = LocalAnswerSettings
-    outputs = {
-        "parsed_output": LANGUAGE_MODEL_OUTPUT,
-        "error_message": "string",
-        "answer_age_s": "float",
-    }
+    outputs = _answering("parsed_output")
 
     def __init__(self, name: str, config: LocalAnswerSettings, context: BuildContext) -> None:
         super().__init__(name, config, context)
@@ -106,11 +112,7 @@ class LocalAnswerBlock(FamilyBlock):
             system=inputs.get("system_prompt") or None,
             max_tokens=self._tokens,
         )
-        return {
-            "parsed_output": held.text or "",
-            "error_message": held.error or "",
-            "answer_age_s": held.age(),
-        }
+        return _said("parsed_output", held)
 
 
 class QwenBlock(LocalAnswerBlock):
@@ -310,7 +312,7 @@ class CosmosBlock(FamilyBlock):
         "model_version": _frame("nvidia/cosmos-3-edge"),
         "system_prompt": _frame(),
     }
-    outputs = {"output": LANGUAGE_MODEL_OUTPUT, "error_message": "string", "answer_age_s": "float"}
+    outputs = _answering("output")
 
     def one(self, element: int, inputs: dict[str, Any]) -> dict[str, Any]:
         held = self.answer(
@@ -319,11 +321,7 @@ class CosmosBlock(FamilyBlock):
             inputs.get("prompt") or "Describe what's in this image.",
             system=inputs.get("system_prompt") or None,
         )
-        return {
-            "output": held.text or "",
-            "error_message": held.error or "",
-            "answer_age_s": held.age(),
-        }
+        return _said("output", held)
 
 
 GLM_OCR_TASKS = {
@@ -367,11 +365,7 @@ class GlmOcrBlock(FamilyBlock):
         "model_version": _frame("glm-ocr"),
     }
     Settings: ClassVar[type[BlockSettings]] = GlmOcrSettings
-    outputs = {
-        "parsed_output": LANGUAGE_MODEL_OUTPUT,
-        "error_message": "string",
-        "answer_age_s": "float",
-    }
+    outputs = _answering("parsed_output")
 
     def __init__(self, name: str, config: GlmOcrSettings, context: BuildContext) -> None:
         super().__init__(name, config, context)
@@ -403,8 +397,4 @@ class GlmOcrBlock(FamilyBlock):
         held = self.answer(
             element, inputs["images"], text, max_tokens=config.max_new_tokens or 1024
         )
-        return {
-            "parsed_output": held.text or "",
-            "error_message": held.error or "",
-            "answer_age_s": held.age(),
-        }
+        return _said("parsed_output", held)

@@ -117,9 +117,25 @@ _QWEN_3_6 = {
     "Qwen 3.6 Plus - OpenRouter": "qwen/qwen3.6-plus",
     "Qwen 3.6 Max Preview - OpenRouter": "qwen/qwen3.6-max-preview",
 }
-_OPENROUTER_GEMMA = replace(
-    _OPENROUTER, model=("model_version", "Gemma 4 31B - OpenRouter"), models=_GEMMA
-)
+_GEMMA_31B = "Gemma 4 31B - OpenRouter"
+_KIMI_K2_6 = "Kimi K2.6 - OpenRouter"
+_REASONING: dict[str, Any] = {
+    "max_tokens": literal(2048, type="integer", above=1),
+    "frame_extras": ("reasoning_effort",),
+}
+
+
+def _maker(base: Version, block: str, label: str, models: dict[str, str], **more: Any) -> Version:
+    """A model maker's block on OpenRouter (``google_gemma@v1``): its default model's label,
+    and every label as OpenRouter names the model."""
+    return replace(
+        base,
+        type_ids=(f"roboflow_core/{block}",),
+        model=("model_version", label),
+        models=models,
+        **more,
+    )
+
 
 VERSIONS: dict[str, Version] = {
     "OpenAIV2": Version(
@@ -249,57 +265,21 @@ VERSIONS: dict[str, Version] = {
     ),
     # The model makers' blocks on OpenRouter: the first versions take the caller's own
     # key; the later ones OpenRouter's shared fields (a Roboflow key by default).
-    "GemmaV1": replace(
-        _OPENROUTER_V1,
-        type_ids=("roboflow_core/google_gemma@v1",),
-        model=("model_version", "Gemma 4 31B - OpenRouter"),
-        models=_GEMMA,
+    "GemmaV1": _maker(_OPENROUTER_V1, "google_gemma@v1", _GEMMA_31B, _GEMMA),
+    "GemmaV2": _maker(_OPENROUTER, "google_gemma@v2", _GEMMA_31B, _GEMMA),
+    "GemmaV3": _maker(
+        _OPENROUTER, "google_gemma@v3", _GEMMA_31B, _GEMMA, **_REASONING, tokens=True
     ),
-    "GemmaV2": replace(_OPENROUTER_GEMMA, type_ids=("roboflow_core/google_gemma@v2",)),
-    "GemmaV3": replace(
-        _OPENROUTER_GEMMA,
-        type_ids=("roboflow_core/google_gemma@v3",),
-        max_tokens=literal(2048, type="integer", above=1),
-        frame_extras=("reasoning_effort",),
-        tokens=True,
+    "GemmaV4": _maker(
+        _OPENROUTER, "google_gemma@v4", _GEMMA_31B, _GEMMA, **_REASONING, decodes=True, tokens=True
     ),
-    "GemmaV4": replace(
-        _OPENROUTER_GEMMA,
-        type_ids=("roboflow_core/google_gemma@v4",),
-        max_tokens=literal(2048, type="integer", above=1),
-        frame_extras=("reasoning_effort",),
-        decodes=True,
-        tokens=True,
+    "KimiV1": _maker(_OPENROUTER_V1, "kimi_openrouter@v1", _KIMI_K2_6, _KIMI),
+    "KimiV2": _maker(_OPENROUTER, "kimi_openrouter@v2", _KIMI_K2_6, _KIMI),
+    "KimiV3": _maker(_OPENROUTER, "kimi_openrouter@v3", _KIMI_K2_6, _KIMI, decodes=True),
+    "Qwen35OpenRouterV1": _maker(
+        _OPENROUTER_V1, "qwen3_5_openrouter@v1", "Qwen 3.5 27B - OpenRouter", _QWEN_3_5
     ),
-    "KimiV1": replace(
-        _OPENROUTER_V1,
-        type_ids=("roboflow_core/kimi_openrouter@v1",),
-        model=("model_version", "Kimi K2.6 - OpenRouter"),
-        models=_KIMI,
-    ),
-    "KimiV2": replace(
-        _OPENROUTER,
-        type_ids=("roboflow_core/kimi_openrouter@v2",),
-        model=("model_version", "Kimi K2.6 - OpenRouter"),
-        models=_KIMI,
-    ),
-    "KimiV3": replace(
-        _OPENROUTER,
-        type_ids=("roboflow_core/kimi_openrouter@v3",),
-        model=("model_version", "Kimi K2.6 - OpenRouter"),
-        models=_KIMI,
-        decodes=True,
-    ),
-    "Qwen35OpenRouterV1": replace(
-        _OPENROUTER_V1,
-        type_ids=("roboflow_core/qwen3_5_openrouter@v1",),
-        model=("model_version", "Qwen 3.5 27B - OpenRouter"),
-        models=_QWEN_3_5,
-    ),
-    "Qwen36OpenRouterV1": replace(
-        _OPENROUTER_V1,
-        type_ids=("roboflow_core/qwen3_6_openrouter@v1",),
-        model=("model_version", "Qwen 3.6 35B A3B - OpenRouter"),
-        models=_QWEN_3_6,
+    "Qwen36OpenRouterV1": _maker(
+        _OPENROUTER_V1, "qwen3_6_openrouter@v1", "Qwen 3.6 35B A3B - OpenRouter", _QWEN_3_6
     ),
 }
