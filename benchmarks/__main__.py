@@ -40,6 +40,7 @@ NAMES = {
     "cameras-per-box": "N 720p cameras, a pipeline each: CPU per camera, slowest rate, gated",
     "rect-input": "the default model at 416x416 vs 416x256 (16:9 rect) on OpenVINO: CPU per run",
     "search": "search by meaning: the 20 nearest of 100,000 768-d vectors, SQLite and PostgreSQL",
+    "vlm-held": "a live VLM step between questions: ms per 720p frame, this checkout vs earlier",
     "vlm": "a slow VLM step (3 s an answer) vs none: pipeline results/s and live session fps",
     "gpu-bundle": "what the lent GPU machine lacks, two folders: then bash benchmarks/gpu/run.sh",
     "plots": "PNG plots from the results",
