@@ -11,10 +11,12 @@ const UTF8 = new TextDecoder();
 
 /** A failure the person should read: `message` is already in words. */
 export class StreamError extends Error {
-  constructor(message, { status = null, cause = undefined } = {}) {
+  /** `said`: the server's own message, where it answered with one. */
+  constructor(message, { status = null, cause = undefined, said = null } = {}) {
     super(message, { cause });
     this.name = "StreamError";
     this.status = status;
+    this.said = said;
   }
 }
 
@@ -228,6 +230,7 @@ async function readJson(path, response) {
     const hint = response.status === 401 ? " Enter the server's API key under “API key”." : "";
     throw new StreamError(`The server answered ${response.status} to ${path}: ${said}.${hint}`, {
       status: response.status,
+      said: body && typeof body.message === "string" ? body.message : null,
     });
   }
   return body;

@@ -44,6 +44,10 @@ function withKey(path) {
   return key ? `${path}${path.includes("?") ? "&" : "?"}api_key=${encodeURIComponent(key)}` : path;
 }
 
+function messageOf(error) {
+  return error instanceof StreamError ? error.message : String(error?.message ?? error);
+}
+
 function showError(error) {
   if (error?.status === 401) { // say what to do, where "No pipeline is running" would mislead
     state.authorised = false;
@@ -53,7 +57,7 @@ function showError(error) {
     $("no-tiles").hidden = false;
     $("key-box").open = true;
   }
-  const message = error instanceof StreamError ? error.message : String(error?.message ?? error);
+  const message = messageOf(error);
   state.errors.push(message);
   $("error").textContent = message;
   $("error").hidden = false;
@@ -331,7 +335,18 @@ async function loadEvents() {
   const params = filters();
   params.set("limit", String(PAGE));
   state.ranked = ranked();
-  const page = await getJson(`/events?${params}`, apiKey());
+  let page;
+  try {
+    page = await getJson(`/events?${params}`, apiKey());
+  } catch (error) {
+    if (!state.ranked || error?.status === 401) throw error;
+    // A search by meaning this server cannot make (no embeddings model, the model down):
+    // said where its results would be, and kept there (the polls' success clears alerts).
+    state.errors.push(messageOf(error));
+    $("timeline").dataset.empty = `This search by meaning could not be made: ${error?.said ?? messageOf(error)}`;
+    $("older").hidden = true;
+    return;
+  }
   olderCursor = page.next_cursor;
   $("older").hidden = !olderCursor;
   if (state.ranked) show(page.events, { atTop: false }); // nearest first, as given

@@ -142,8 +142,8 @@ def assert_chart_text_readable(page) -> None:
 
 
 def test_each_state_of_the_review_page_says_what_it_is(tmp_path):
-    """Unauthorised, empty, running, and an event without a clip, each shown in words (and
-    a screenshot of each in tests/artifacts/)."""
+    """Unauthorised, empty, a search by meaning the server cannot make, running, and an event
+    without a clip, each shown in words (and a screenshot of each in tests/artifacts/)."""
     headers = {"Authorization": f"Bearer {KEY}"}
     with (
         running_server(api_key=KEY) as server,
@@ -169,6 +169,24 @@ def test_each_state_of_the_review_page_says_what_it_is(tmp_path):
         assert "No counts in the last hour" in page.locator("#chart").text_content()
         assert_chart_text_readable(page)
         shot(page, "empty")
+
+        # A search by meaning on a server with no embeddings model: said where its results
+        # would be, naming the setting; then back to words.
+        page.select_option("#search-by", "about")
+        page.fill("#search", "someone at the door")
+        page.press("#search", "Enter")
+        page.wait_for_function(
+            "() => document.getElementById('timeline').dataset.empty"
+            ".includes('STREAMING_VLM_EMBEDDINGS')",
+            timeout=WAIT_MS,
+        )
+        shot(page, "search-meaning-unavailable")
+        page.fill("#search", "")
+        page.select_option("#search-by", "q")
+        page.press("#search", "Enter")
+        page.wait_for_function(
+            "() => !document.getElementById('timeline').dataset.empty", timeout=WAIT_MS
+        )
 
         body = {
             "video_configuration": {"type": "VideoConfiguration", "video_reference": [cam.url]},
