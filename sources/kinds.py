@@ -96,7 +96,7 @@ def _open_camera(url: str, opening: Opening, decode: bool = True) -> FrameSource
 
 
 def _open_device(reference: str, opening: Opening) -> FrameSource:
-    device = int(reference) if reference.isdigit() else reference
+    device = int(reference) if reference.isascii() and reference.isdigit() else reference
     return CameraSource(device, None, opening.capture_factory)
 
 

@@ -19,7 +19,9 @@ _DEVICE_PATH = re.compile(r"^/dev/video[0-9]{1,3}$")
 
 def is_device(reference: str) -> bool:
     """A local camera: an index as text (``"0"``) or a V4L2 device path (``/dev/video0``)."""
-    return (reference.isdigit() and len(reference) <= 3) or bool(_DEVICE_PATH.match(reference))
+    return (reference.isascii() and reference.isdigit() and len(reference) <= 3) or bool(
+        _DEVICE_PATH.match(reference)
+    )
 
 
 CaptureFactory = Callable[[int | str], Any]

@@ -130,7 +130,7 @@ def _source(args: argparse.Namespace, progress: _Progress) -> tuple[StreamSource
     spec = args.source
     if spec == "webcam" or spec.startswith("webcam:"):
         device = spec.partition(":")[2] or "0"
-        if not device.isdigit():
+        if not (device.isascii() and device.isdigit()):
             raise InvalidParameterError(f"webcam device must be a number: {spec!r}")
         # OpenCV's own warnings about a missing device (one per backend it tries) say less
         # than our error does: only its fatal messages stay.

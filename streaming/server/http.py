@@ -43,7 +43,7 @@ __all__ = [
 async def read_limited_body(request: Request, limit: int) -> bytes:
     """The body, refusing (413) anything over ``limit`` bytes without reading it all."""
     declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
+    if declared is not None and declared.isascii() and declared.isdigit() and int(declared) > limit:
         raise RequestTooLarge(f"request body of {declared} bytes exceeds the limit of {limit}")
     body = bytearray()
     async for chunk in request.stream():

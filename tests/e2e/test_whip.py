@@ -221,6 +221,18 @@ def test_bad_whip_and_whep_requests_get_precise_answers(whip_server):
         headers=sdp_headers,
     )
     assert player.status_code == 404
+    # "¹".isdigit() is true and int("¹") raises: a source id is ASCII digits or no source.
+    for source_id in ("\u00b9", "x", "1" * 10):
+        superscript = call(
+            whip_server,
+            "POST",
+            f"/whep/pipelines/nope/{source_id}",
+            content=b"v=0\r\nm=video 9 x 96\r\n",
+            headers=sdp_headers,
+        )
+        assert superscript.status_code == 404, (source_id, superscript.text)
+        removed = call(whip_server, "DELETE", f"/inference_pipelines/nope/sources/{source_id}")
+        assert removed.status_code == 404, (source_id, removed.text)
     refused = WebrtcbinPeer("publish", whip_server.url + WORKFLOW, "vp8", "wrong-key")
     try:
         status, body = refused.refusal()

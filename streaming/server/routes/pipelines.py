@@ -193,7 +193,7 @@ async def remove_source(
     """Ours: stops one source of a running pipeline; the others go on."""
     # A text path parameter, read after the key check (a dependency): a typed one would
     # answer a caller without the key (422) before it was asked for the key.
-    if not source_id.isdigit() or len(source_id) > 9:
+    if not (source_id.isascii() and source_id.isdigit()) or len(source_id) > 9:
         raise SourceNotFound(f"pipeline {pipeline_id} has no source {source_id!r}")
     await state.pipelines.remove_source(pipeline_id, int(source_id))
     return _success(pipeline_id, source_id=int(source_id))

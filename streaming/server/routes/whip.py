@@ -334,7 +334,7 @@ async def whep_pipeline(
     playback ends with it)."""
     # A text path parameter, read after the key check: a typed one would answer a caller
     # without the key (422) before it was asked for the key.
-    if not source_id.isdigit() or len(source_id) > 9:
+    if not (source_id.isascii() and source_id.isdigit()) or len(source_id) > 9:
         raise SourceNotFound(f"pipeline {pipeline_id} has no source {source_id!r}")
     source = int(source_id)
     stream_output = request.query_params.get("stream_output")
