@@ -110,6 +110,12 @@ ROUTES: Mapping[tuple[str, str], Role] = {
     ("GET", "/inference_pipelines/list"): V,
     ("GET", "/inference_pipelines/{pipeline_id}/status"): V,
     ("GET", "/inference_pipelines/{pipeline_id}/consume"): V,
+    ("GET", "/inference_pipelines/{pipeline_id}/restream"): V,
+    # A restream also takes its URL's token instead of a key (routes/restream.py).
+    ("GET", "/restream/{pipeline_id}/{source_id}/snapshot.jpg"): V,
+    ("GET", "/restream/{pipeline_id}/{source_id}/mjpeg"): V,
+    ("GET", "/restream/{pipeline_id}/{source_id}/index.m3u8"): V,
+    ("GET", "/restream/{pipeline_id}/{source_id}/segment-{sequence}.ts"): V,
     ("GET", "/events"): V,
     ("GET", "/events/summary"): V,
     ("GET", "/events/{event_id}"): V,

@@ -19,6 +19,7 @@ from .settings.inference import InferenceSettings
 from .settings.language import LanguageSettings
 from .settings.media import MediaSettings
 from .settings.notifications import NotificationSettings, SlackSettings, SmtpSettings
+from .settings.restream import RestreamSettings
 from .settings.security import SecuritySettings
 from .settings.server import ServerSettings
 from .settings.storage import StorageSettings
@@ -36,6 +37,7 @@ class Settings(
     StorageSettings,
     NotificationSettings,
     LanguageSettings,
+    RestreamSettings,
     ClusterSettings,
 ):
     """Everything the server can be told, from the environment or the command line: each

@@ -23,6 +23,7 @@ __all__ = [
     "StoreUnavailable",
     "StreamingError",
     "TooManyAttempts",
+    "TooManyPlayers",
     "TooManySessions",
     "Unauthorized",
     "UnsupportedMediaType",
@@ -172,6 +173,13 @@ class ShuttingDown(NotReady):
     """The server is draining before it exits: no new sessions or pipelines."""
 
     code = "shutting_down"
+
+
+class TooManyPlayers(StreamingError):
+    """A restreamed source has as many players as it may (``STREAMING_RESTREAM_MAX_VIEWERS``)."""
+
+    status = 503
+    code = "too_many_players"
 
 
 class StoreUnavailable(StreamingError):

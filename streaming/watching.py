@@ -12,11 +12,28 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
+import numpy as np
+
 from sources import SourceFrame
 
+from .workflows.blocks.base import WorkflowImage
 from .workflows.runner import WorkflowOutputs
 
-__all__ = ["Ended", "PipelineResult", "WatchedPipeline", "Watcher"]
+__all__ = ["Ended", "PipelineResult", "WatchedPipeline", "Watcher", "image_in"]
+
+
+def image_in(value: Any) -> np.ndarray | None:
+    """The picture an output shows: an image, or the last image of an object of outputs
+    (as the reference picks it); None when it holds none."""
+    if isinstance(value, WorkflowImage):
+        return value.numpy
+    if isinstance(value, dict):
+        found = None
+        for item in value.values():  # the last image wins, as in the reference
+            if isinstance(item, WorkflowImage):
+                found = item.numpy
+        return found
+    return None
 
 
 @dataclass

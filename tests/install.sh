@@ -15,11 +15,12 @@ export DEBIAN_FRONTEND=noninteractive
 # postgresql: the event store's cluster database (each test starts its own, unprivileged).
 # coturn: a real TURN relay (each test module starts its own). gstreamer1.0-plugins-bad and
 # gstreamer1.0-nice (and its typelib): webrtcbin, a WebRTC stack we did not write, as WHIP publisher and WHEP
-# player.
+# player. ffmpeg (ffprobe, ffmpeg) and gstreamer1.0-libav (avdec_h264, for playbin): players
+# we did not write, of the restreams.
 packages="iproute2 util-linux python3-gi gir1.2-gst-rtsp-server-1.0 gstreamer1.0-rtsp
     gstreamer1.0-plugins-base gstreamer1.0-plugins-good gstreamer1.0-plugins-ugly chromium
     mosquitto nginx libnginx-mod-rtmp srt-tools postgresql coturn gstreamer1.0-plugins-bad
-    gstreamer1.0-nice gir1.2-gst-plugins-bad-1.0 gir1.2-nice-0.1"
+    gstreamer1.0-nice gir1.2-gst-plugins-bad-1.0 gir1.2-nice-0.1 ffmpeg gstreamer1.0-libav"
 missing=$(for p in $packages; do dpkg -s "$p" >/dev/null 2>&1 || echo "$p"; done)
 if [ -n "$missing" ]; then
     apt-get update -qq

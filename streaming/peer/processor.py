@@ -23,6 +23,7 @@ from sources.base import SourceFrame
 from ..errors import InvalidRequest
 from ..protocol.messages import ResultMessage, VideoMetadata, error_codes
 from ..protocol.notices import Notice, NoticeCode
+from ..watching import image_in
 from ..workflows.blocks.base import FrameState, WorkflowImage
 from ..workflows.engine import CompiledWorkflow
 from ..workflows.runner import FrameFacts, WorkflowOutputs, run_frame
@@ -125,18 +126,6 @@ class ProcessedFrame:
     stage_ms: dict[str, float]
 
 
-def _image_in(value: Any) -> np.ndarray | None:
-    if isinstance(value, WorkflowImage):
-        return value.numpy
-    if isinstance(value, dict):
-        found = None
-        for item in value.values():  # the last image wins, as in the reference
-            if isinstance(item, WorkflowImage):
-                found = item.numpy
-        return found
-    return None
-
-
 class FrameProcessor:
     """Runs a session's compiled workflow on one frame and builds what goes back: the rendered
     frame and the (gzipped) result message. Blocking: called on a worker thread."""
@@ -183,7 +172,7 @@ class FrameProcessor:
         video_frame = None
         if job.render and selection.stream_output is not None:
             t0 = time.perf_counter()
-            rendered = _image_in(outputs.get(selection.stream_output))
+            rendered = image_in(outputs.get(selection.stream_output))
             if rendered is None:
                 rendered = image
                 errors.extend(

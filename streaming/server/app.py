@@ -28,6 +28,7 @@ from ..metrics import Metrics
 from ..peer.publisher import Publishers
 from ..peer.sessions import SessionRegistry
 from ..pipelines import PipelineManager, Pipelines, PipelineStore
+from ..restreams import Restreams
 from ..rtc import BitrateLimits, install_for_server
 from ..storage import private_directories
 from ..tasks import TaskOwner
@@ -83,6 +84,7 @@ _API_AREAS = [
     {"name": "webrtc", "description": "Sessions: video in, annotated video and results out."},
     {"name": "WHIP and WHEP", "description": "Publishing to pipelines, watching them (RFC 9725)."},
     {"name": "pipelines", "description": "Monitoring pipelines on cameras and files."},
+    {"name": "restream", "description": "A pipeline source's annotated video: HLS, MJPEG, JPEG."},
     {"name": "events", "description": "What pipelines saw: events, snapshots, recordings."},
     {"name": "workflows", "description": "Workflows: listed, described, validated, run on images."},
     {"name": "inference", "description": "One model on images (inference-sdk's `infer`)."},
@@ -176,6 +178,9 @@ def _build_state(settings: Settings, metrics: Metrics, parts: _Parts) -> ServerS
     language = Providers(
         settings.vlm, pin=EgressPolicy(settings.allowed_networks).pin, usage=metrics
     )
+    pipelines = parts.pipeline_factory(
+        PipelineParts(settings, registry, hub, executor, library, metrics, events, language)
+    )
     state = ServerState(
         settings=settings,
         models=registry,
@@ -186,9 +191,8 @@ def _build_state(settings: Settings, metrics: Metrics, parts: _Parts) -> ServerS
         executor=executor,
         hub=hub,
         publishers=publishers,
-        pipelines=parts.pipeline_factory(
-            PipelineParts(settings, registry, hub, executor, library, metrics, events, language)
-        ),
+        pipelines=pipelines,
+        restreams=Restreams(settings, pipelines),
         workflows=library,
         uploads=UploadDirectory(settings.upload_dir),
         egress=EgressPolicy(settings.allowed_networks),
@@ -216,6 +220,7 @@ def _lifespan(
         # DrainingServer (visionstream serve) marks the app before serving it.
         state.listening = asyncio.Event() if getattr(app.state, "binds_http", False) else None
         app.state.server = state
+        await state.restreams.start()
         startup = TaskOwner("server")
         preparing = startup.spawn(_prepare_models(state), "prepare_models")
         assert preparing is not None  # a new owner is not closing
@@ -225,6 +230,7 @@ def _lifespan(
         finally:
             await startup.close()
             await drain(state)  # done already when a signal started the shutdown
+            await state.restreams.close()  # players told before their pipelines end
             await state.publishers.close_all()  # their pipeline sources stop first
             await state.pipelines.close_all()
             await asyncio.to_thread(state.hub.close)

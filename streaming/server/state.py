@@ -23,6 +23,7 @@ from ..metrics import Metrics
 from ..peer.publisher import Publishers
 from ..peer.sessions import SessionRegistry
 from ..pipelines import Pipelines
+from ..restreams import Restreams
 from ..workflows.library import WorkflowLibrary
 from .uploads import UploadDirectory
 
@@ -78,6 +79,8 @@ class ServerState:
     """Where callers may make this server connect (cameras, webhooks, ICE servers)."""
     trimmer: MemoryTrimmer
     """Gives freed memory back to the system after sessions end."""
+    restreams: Restreams
+    """Each pipeline source's annotated picture for RTSP, HLS and MJPEG players."""
     language: Providers | None = None
     """The vision-language providers every session, run and pipeline of this server asks."""
     publishers: Publishers = field(default_factory=lambda: Publishers(1))

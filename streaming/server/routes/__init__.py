@@ -19,6 +19,7 @@ from . import (
     models,
     pipelines,
     recordings,
+    restream,
     v2,
     webrtc,
     whip,
@@ -32,6 +33,7 @@ ROUTERS: tuple[APIRouter, ...] = (
     health.router,
     webrtc.router,
     whip.router,
+    restream.router,  # before pipelines: /inference_pipelines/{id}/restream is its own
     pipelines.router,
     workflows.router,
     v2.router,

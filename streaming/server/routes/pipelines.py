@@ -6,7 +6,7 @@ import logging
 import uuid
 from typing import Any
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 
@@ -21,6 +21,7 @@ from ...workflows.runner import require_roles
 from ..docs import ERROR_RESPONSES, json_body
 from ..http import authenticated_body, current_principal
 from ..state import ServerState, get_state
+from .restream import restream_urls
 
 __all__ = ["restore_pipelines", "router"]
 
@@ -123,9 +124,15 @@ async def list_pipelines(state: ServerState = Depends(get_state)) -> dict:
 
 
 @router.get("/{pipeline_id}/status", openapi_extra=json_body(_KeyOnly), dependencies=[_KEYED])
-async def status(pipeline_id: str, state: ServerState = Depends(get_state)) -> dict:
-    """A pipeline's state and, per source, its camera, rates, drops and motion gating."""
-    return _success(pipeline_id, report=await state.pipelines.status(pipeline_id))
+async def status(
+    request: Request, pipeline_id: str, state: ServerState = Depends(get_state)
+) -> dict:
+    """A pipeline's state and, per source, its camera, rates, drops and motion gating; and
+    (ours) where players may watch each source's annotated picture (``restream``)."""
+    report = await state.pipelines.status(pipeline_id)
+    return _success(
+        pipeline_id, report=report, restream=await restream_urls(request, state, pipeline_id)
+    )
 
 
 @router.post("/{pipeline_id}/pause", openapi_extra=json_body(_KeyOnly), dependencies=[_KEYED])
