@@ -17,6 +17,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import numpy as np
 
+from sinks.pinning import Pin
 from sinks.restream import (
     OUTPUTS,
     HlsStream,
@@ -26,10 +27,13 @@ from sinks.restream import (
     RtspRefused,
     RtspServer,
 )
+from sinks.restream.push import Push
+from sinks.restream.push_targets import push_opener
 
 from .config import Settings
 from .errors import NotFound, StreamingError, TooManyPlayers
 from .pipelines import Pipelines
+from .pipelines.models import InitialisePipelinePayload
 from .viewer_tokens import ViewerTokens
 from .watching import PipelineResult, WatchedPipeline, image_in
 
@@ -63,6 +67,7 @@ class SourceRestream:
     hls: HlsStream
     _unwatch: Callable[[], None] | None = field(default=None)
     ended: str | None = None
+    pushes: list[Push] = field(default_factory=list)
 
     def subscribe(self, kind: Any) -> Any:
         """A subscription of ``kind`` (503 when the source has all the players it may)."""
@@ -107,9 +112,11 @@ def _picture(watched: WatchedPipeline, result: PipelineResult) -> np.ndarray:
 class Restreams:
     """Every restream of this server, by pipeline and source."""
 
-    def __init__(self, settings: Settings, pipelines: Pipelines) -> None:
+    def __init__(self, settings: Settings, pipelines: Pipelines, pin: Pin | None) -> None:
+        """``pin``: where pushes connect (the egress policy's checked address)."""
         self._settings = settings
         self._pipelines = pipelines
+        self._pin = pin
         self._config = restream_config(settings)
         self.tokens = ViewerTokens.for_settings(settings)
         self._sources: dict[tuple[str, int], SourceRestream] = {}
@@ -163,6 +170,20 @@ class Restreams:
             raise RtspRefused(error.status, error.message) from None
         return source.restream
 
+    async def push(self, pipeline_id: str, payload: InitialisePipelinePayload) -> None:
+        """The pipeline's pushes started (``restream.push`` of its request): each connects
+        now, and again with backoff whenever its target goes away, until the source ends."""
+        for target in payload.restream.push if payload.restream else ():
+            source = await self.source(pipeline_id, target.source_id)
+            push = Push(
+                source.restream,
+                target.url,
+                push_opener(target.url, self._pin),
+                self._settings.restream_push_max_backoff_s,
+            )
+            source.pushes.append(push)
+            push.start()
+
     def urls(self, base: str, pipeline_id: str, source_id: int, ttl_s: int | None) -> dict:
         """Every URL a player may open for the source, each carrying one token."""
         token, expires = self.tokens.issue(pipeline_id, source_id, ttl_s)
@@ -180,14 +201,20 @@ class Restreams:
         urls["whep"] = public.rstrip("/") + f"/whep/pipelines/{pipeline_id}/{source_id}"
         return {"urls": urls, "expires_at": expires, "role": "viewer"}
 
-    def stats(self) -> dict[str, Any]:
-        return {f"{p}/{s}": r.restream.stats() for (p, s), r in self._sources.items()}
+    def stats(self, source: SourceRestream) -> dict[str, Any]:
+        """What the source's restream costs now, and its pushes' states."""
+        return {
+            **source.restream.stats(),
+            "pushes": [vars(push.status) for push in source.pushes],
+        }
 
     async def close(self) -> None:
         """Idempotent: every player ended, the RTSP server closed."""
         for source in list(self._sources.values()):
             source.end("the server is shutting down")
             await source.hls.close()
+            for push in source.pushes:
+                await push.close()
         self._sources.clear()
         rtsp, self.rtsp = self.rtsp, None
         if rtsp is not None:

@@ -3,16 +3,27 @@ names) and as JPEG; sizes fitted to the restream's bounds."""
 
 from __future__ import annotations
 
+import io
 import logging
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import Any
 
 import av
 import cv2
 import numpy as np
 from av.video.frame import PictureType
 
-__all__ = ["RTP_CLOCK", "EncodedFrame", "H264Encoding", "fitted_size", "jpeg"]
+__all__ = [
+    "RTP_CLOCK",
+    "TIME_BASE",
+    "EncodedFrame",
+    "H264Encoding",
+    "add_h264_stream",
+    "fitted_size",
+    "jpeg",
+    "muxed",
+]
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +49,26 @@ class EncodedFrame:
     data: bytes
     pts: int
     keyframe: bool
+
+
+def add_h264_stream(container: av.container.OutputContainer, keyframe: EncodedFrame) -> Any:
+    """A stream of ``container`` for the restream's H.264, its parameters (size, profile,
+    SPS and PPS as extradata: FLV and RTSP need them) read from ``keyframe``. Copied from a
+    demuxed template, so that no encoder is opened for a stream that only muxes."""
+    with av.open(io.BytesIO(keyframe.data), format="h264") as parsed:
+        return container.add_stream_from_template(parsed.streams.video[0])
+
+
+def muxed(
+    container: av.container.OutputContainer, stream: Any, frame: EncodedFrame, origin: int
+) -> None:
+    """One access unit into ``container``, its time counted from ``origin`` (90 kHz)."""
+    packet = av.Packet(frame.data)
+    packet.stream = stream
+    packet.pts = packet.dts = frame.pts - origin
+    packet.time_base = TIME_BASE
+    packet.is_keyframe = frame.keyframe
+    container.mux(packet)
 
 
 def fitted_size(width: int, height: int, max_width: int, max_height: int) -> tuple[int, int]:

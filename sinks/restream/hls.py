@@ -14,16 +14,13 @@ import math
 import time
 from collections import deque
 from dataclasses import dataclass
-from fractions import Fraction
 
 import av
 
-from .encoding import RTP_CLOCK, EncodedFrame
+from .encoding import RTP_CLOCK, EncodedFrame, add_h264_stream, muxed
 from .restream import Restream, Subscription
 
 __all__ = ["HlsStream", "Segment", "mpegts"]
-
-_TIME_BASE = Fraction(1, RTP_CLOCK)
 
 
 @dataclass(frozen=True)
@@ -33,21 +30,14 @@ class Segment:
     data: bytes
 
 
-def mpegts(frames: list[EncodedFrame], width: int, height: int) -> bytes:
+def mpegts(frames: list[EncodedFrame]) -> bytes:
     """Access units (the first a keyframe) as one MPEG-TS file, PAT and PMT first: a segment
-    a player can start on."""
+    a player can start on. Timestamps stay the restream's, continuous across segments."""
     buffer = io.BytesIO()
     with av.open(buffer, "w", format="mpegts") as container:
-        stream = container.add_stream("h264")
-        stream.width, stream.height = width, height
-        stream.time_base = _TIME_BASE
+        stream = add_h264_stream(container, frames[0])
         for frame in frames:
-            packet = av.Packet(frame.data)
-            packet.stream = stream
-            packet.pts = packet.dts = frame.pts
-            packet.time_base = _TIME_BASE
-            packet.is_keyframe = frame.keyframe
-            container.mux(packet)
+            muxed(container, stream, frame, 0)
     return buffer.getvalue()
 
 
@@ -136,8 +126,7 @@ class HlsStream:
             self._changed.set()
 
     async def _cut(self, frames: list[EncodedFrame], end_pts: int) -> None:
-        size = self._restream.size or (0, 0)
-        data = await asyncio.to_thread(mpegts, frames, *size)
+        data = await asyncio.to_thread(mpegts, frames)
         duration = (end_pts - frames[0].pts) / RTP_CLOCK
         self._segments.append(Segment(self._sequence, duration, data))
         self._sequence += 1

@@ -256,6 +256,10 @@ class Restream:
         return cv2.resize(image, size, interpolation=cv2.INTER_AREA)
 
     @property
+    def ended(self) -> bool:
+        return self._closed
+
+    @property
     def encoding(self) -> bool:
         return self._task is not None
 

@@ -438,6 +438,7 @@ class ClusterPipelines:
         self,
         check: Callable[[InitialisePipelinePayload], Awaitable[None]],
         stopping: Callable[[], bool],
+        started: Callable[[str, InitialisePipelinePayload], Awaitable[None]] | None = None,
     ) -> None:
         """Nothing to restore: Ray keeps the actors."""
 

@@ -42,6 +42,9 @@ __all__ = ["PipelineManager", "PipelineNotFound", "Pipelines"]
 
 log = logging.getLogger(__name__)
 
+Started = Callable[[str, InitialisePipelinePayload], Awaitable[None]]
+"""Told of each pipeline ``restore`` started again: its id and request."""
+
 
 class PipelineNotFound(NotFound):
     """No pipeline with that id."""
@@ -90,6 +93,7 @@ class Pipelines(Protocol):
         self,
         check: Callable[[InitialisePipelinePayload], Awaitable[None]],
         stopping: Callable[[], bool],
+        started: Started | None = None,
     ) -> None: ...
 
     async def close_all(self) -> None: ...
@@ -365,11 +369,13 @@ class PipelineManager:
         self,
         check: Callable[[InitialisePipelinePayload], Awaitable[None]],
         stopping: Callable[[], bool],
+        started: Started | None = None,
     ) -> None:
         """Starts every stored pipeline again under its id, each request first validated and
-        passed to ``check`` (the server's checks, e.g. where it may connect). A request that
-        is refused now is logged and forgotten; the others start. Ends early, keeping what
-        is left, once ``stopping()`` (the server shutting down)."""
+        passed to ``check`` (the server's checks, e.g. where it may connect), and told to
+        ``started`` once it runs (its pushes start). A request that is refused now is logged
+        and forgotten; the others start. Ends early, keeping what is left, once
+        ``stopping()`` (the server shutting down)."""
         for record in await asyncio.to_thread(self._store.stored):
             if stopping():
                 log.info("pipelines not restarted: the server is shutting down")
@@ -379,6 +385,8 @@ class PipelineManager:
                 payload = InitialisePipelinePayload.model_validate(record.request)
                 await check(payload)
                 await self.initialise(payload, record.pipeline_id)
+                if started is not None:
+                    await started(record.pipeline_id, payload)
             except (StreamingError, ValidationError) as exc:
                 log.warning("pipeline %s not restarted, forgotten: %s", short, exc)
                 await asyncio.to_thread(self._store.forget, record.pipeline_id)

@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from sinks.jsonl import JsonlSinkConfiguration
 from sinks.masking import mask_url
+from sinks.restream.push_targets import PUSH_SCHEMES
 from sinks.video import VideoFileSinkConfiguration
 from sinks.webhook import WebhookSinkConfiguration
 from sources.kinds import CAMERA, FOREIGN_SCHEMES, KINDS, kind_of, schemes_text
@@ -27,6 +28,8 @@ __all__ = [
     "InitialisePipelinePayload",
     "LocalSourceRefused",
     "MotionGating",
+    "PushTarget",
+    "RestreamConfiguration",
     "SinkConfiguration",
     "SourceReference",
     "VideoConfiguration",
@@ -161,6 +164,37 @@ class MotionGating(_Lenient):
         return self.enabled if self.enabled is not None else kind == "camera"
 
 
+class PushTarget(BaseModel):
+    """One server a source's annotated picture is pushed to (``sinks/restream/push.py``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    url: str = Field(max_length=2048)
+    """``rtmp(s)://``, ``rtsp(s)://`` (ANNOUNCE/RECORD) or ``srt://``; checked against
+    ``STREAMING_ALLOWED_NETWORKS`` each time it connects."""
+    source_id: int = Field(default=0, ge=0)
+    """Which of the pipeline's sources (its index in ``video_reference``)."""
+
+    @field_validator("url")
+    @classmethod
+    def _scheme(cls, url: str) -> str:
+        scheme = urlsplit(url).scheme.lower()
+        if scheme not in PUSH_SCHEMES:
+            schemes = ", ".join(f"{s}://" for s in PUSH_SCHEMES)
+            raise ValueError(f"a push goes to {schemes}, not {scheme or url!r}")
+        if not urlsplit(url).hostname:
+            raise ValueError("a push URL names a host")
+        return url
+
+
+class RestreamConfiguration(BaseModel):
+    """Ours: where a pipeline's annotated picture is pushed as it runs."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    push: list[PushTarget] = Field(default_factory=list, max_length=8)
+
+
 class InitialisePipelinePayload(_Lenient):
     """``POST /inference_pipelines/initialise``: sources, workflow, sinks."""
 
@@ -174,6 +208,9 @@ class InitialisePipelinePayload(_Lenient):
     describe: DescribeConfiguration | None = None
     """Descriptions of its events by a vision-language model (``events/describer.py``);
     None: none (the default)."""
+    restream: RestreamConfiguration | None = None
+    """Ours: pushes of its sources' annotated picture (RTMP, RTSP, SRT); its players need
+    nothing here (``GET /inference_pipelines/{id}/restream``)."""
 
 
 class ConsumePayload(_Lenient):

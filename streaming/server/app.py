@@ -192,7 +192,7 @@ def _build_state(settings: Settings, metrics: Metrics, parts: _Parts) -> ServerS
         hub=hub,
         publishers=publishers,
         pipelines=pipelines,
-        restreams=Restreams(settings, pipelines),
+        restreams=Restreams(settings, pipelines, EgressPolicy(settings.allowed_networks).pin),
         workflows=library,
         uploads=UploadDirectory(settings.upload_dir),
         egress=EgressPolicy(settings.allowed_networks),

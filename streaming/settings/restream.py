@@ -44,6 +44,9 @@ class RestreamSettings(BaseSettings):
     others never wait for it."""
     restream_max_viewers: int = Field(default=32, ge=1)
     """Players of one source at once (RTSP, MJPEG; HLS counts once); more are answered 503."""
+    restream_push_max_backoff_s: float = Field(default=5.0, gt=0, le=300)
+    """Longest wait between two tries to reach a push target that went away (the waits
+    start at half a second and double)."""
     restream_public_url: str | None = None
     """The server as players reach it (``https://nvr.example:9001``), for the restream URLs
     the status lists; None: the address each request came to. Its host is the RTSP URLs'."""

@@ -14,40 +14,20 @@ import cv2
 import httpx
 import numpy as np
 import pytest
-import supervision as sv
 
+from tests.support import restreaming
 from tests.support.browser import chromium
-from tests.support.camera import RTSPCamera
-from tests.support.players import box_drawn, ffmpeg_picture, ffprobe_frames, frame_rate, gst_play
+from tests.support.players import ffmpeg_picture, ffprobe_frames, frame_rate, gst_play
+from tests.support.restreaming import FPS, SETTINGS, SIZE, assert_box, watched_pipeline
 from tests.support.server import ServerProcess, free_port, running_server, wait_for
 
 pytestmark = pytest.mark.e2e
 
 KEY = "restream-s3cret-key"
-FPS = 5
-SIZE = (640, 360)  # the camera's 1280x720, scaled into the restream's bounds
-SCALE = SIZE[0] / 1280
-THICKNESS = 12
-SPEC = {
-    "version": "1.0",
-    "inputs": [{"type": "InferenceImage", "name": "image"}],
-    "steps": [
-        {"type": "roboflow_core/roboflow_object_detection_model@v2", "name": "det",
-         "images": "$inputs.image", "model_id": "yolov3-tiny-416", "confidence": 0.5},
-        {"type": "roboflow_core/bounding_box_visualization@v1", "name": "box",
-         "image": "$inputs.image", "predictions": "$steps.det.predictions",
-         "thickness": THICKNESS},
-    ],
-    "outputs": [
-        {"type": "JsonField", "name": "predictions", "selector": "$steps.det.predictions"},
-        {"type": "JsonField", "name": "annotated", "selector": "$steps.box.image"},
-    ],
-}  # fmt: skip
 
 
 def call(server: ServerProcess, method: str, path: str, **kwargs) -> httpx.Response:
-    headers = {"Authorization": f"Bearer {KEY}", **kwargs.pop("headers", {})}
-    return httpx.request(method, server.url + path, headers=headers, timeout=60, **kwargs)
+    return restreaming.call(server, KEY, method, path, **kwargs)
 
 
 @pytest.fixture(scope="module")
@@ -58,82 +38,26 @@ def rtsp_port() -> int:
 @pytest.fixture(scope="module")
 def restream_server(rtsp_port) -> Iterator[ServerProcess]:
     with running_server(
-        api_key=KEY, restream_rtsp_port=str(rtsp_port), restream_fps=str(FPS),
-        restream_max_width=str(SIZE[0]), restream_max_height=str(SIZE[1]),
-        restream_keyframe_s="1", restream_stall_s="3", restream_hls_idle_s="5",
+        api_key=KEY, restream_rtsp_port=str(rtsp_port), restream_stall_s="3",
+        restream_hls_idle_s="5", **SETTINGS,
     ) as server:  # fmt: skip
         yield server
 
 
 @pytest.fixture(scope="module")
-def scene(person) -> np.ndarray:
-    picture = np.full((720, 1280, 3), 128, np.uint8)
-    grown = cv2.resize(person, None, fx=2, fy=2)  # a box of lines thick enough at 640x360
-    height, width = grown.shape[:2]
-    picture[100 : 100 + height, 500 : 500 + width] = grown
-    return picture
-
-
-@pytest.fixture(scope="module")
-def watched(restream_server, scene) -> Iterator[dict]:
-    """A camera seeing a person, a pipeline drawing its box; what the test needs of both."""
-    noise = np.random.default_rng(7)
-
-    def picture(_index: int) -> np.ndarray:
-        # A band of noise above the person: a second of restream is ~the bitrate's bytes.
-        seen = scene.copy()
-        seen[:60] = noise.integers(0, 256, (60, 1280, 3), np.uint8)
-        return seen
-
-    with RTSPCamera(1280, 720, fps=10, picture=picture) as camera:
-        started = call(
-            restream_server, "POST", "/inference_pipelines/initialise",
-            json={
-                "video_configuration": {"type": "VideoConfiguration",
-                                        "video_reference": [camera.url, camera.url]},
-                "processing_configuration": {"type": "WorkflowConfiguration",
-                                             "workflow_specification": SPEC},
-            },
-        )  # fmt: skip
-        assert started.status_code == 200, started.text
-        pipeline_id = started.json()["context"]["pipeline_id"]
-        result = wait_for(
-            lambda: [
-                output for output in call(
-                    restream_server, "GET", f"/inference_pipelines/{pipeline_id}/consume",
-                    json={"wait_seconds": 5},
-                ).json().get("outputs", [])
-                if output and output["predictions"]["predictions"]
-            ],
-            90,
-            "a result with the person",
-        )  # fmt: skip
-        person = max(result[0]["predictions"]["predictions"], key=lambda p: p["confidence"])
-        x, y, w, h = (person[k] for k in ("x", "y", "width", "height"))
-        box = tuple(v * SCALE for v in (x - w / 2, y - h / 2, x + w / 2, y + h / 2))
-        colour = sv.ColorPalette.DEFAULT.by_idx(person["class_id"]).as_bgr()
+def watched(restream_server, person) -> Iterator[dict]:
+    """A pipeline of two sources drawing a person's box, and its sources' URLs."""
+    with watched_pipeline(restream_server, KEY, person, sources=2) as watching:
+        pipeline_id = watching["pipeline_id"]
         listing = call(restream_server, "GET", f"/inference_pipelines/{pipeline_id}/restream")
         assert listing.status_code == 200, listing.text
-        yield {
-            "pipeline_id": pipeline_id,
-            "box": box,
-            "colour": colour,
-            "urls": listing.json()["sources"]["0"]["urls"],
-            "other": listing.json()["sources"]["1"]["urls"],
-        }
-        call(restream_server, "POST", f"/inference_pipelines/{pipeline_id}/terminate")
+        sources = listing.json()["sources"]
+        yield {**watching, "urls": sources["0"]["urls"], "other": sources["1"]["urls"]}
 
 
 def restream_stats(server: ServerProcess, pipeline_id: str, source: str = "0") -> dict:
     listing = call(server, "GET", f"/inference_pipelines/{pipeline_id}/restream").json()
     return listing["sources"][source]["restream"]
-
-
-def assert_box(image: np.ndarray, watched: dict) -> None:
-    assert image.shape[:2] == (SIZE[1], SIZE[0]), image.shape
-    # supervision draws each line centred on the box's edge: sample on the edge itself.
-    share = box_drawn(image, watched["box"], watched["colour"], inset=0)
-    assert share >= 0.8, f"only {share:.0%} of the box's edge has its colour"
 
 
 def test_rtsp_plays_in_ffmpeg_and_gstreamer_with_the_box_at_the_size_and_rate(watched):

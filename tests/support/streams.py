@@ -71,8 +71,9 @@ class Publisher:
 class RTMPServer:
     """nginx with the RTMP module on a free loopback port, one process, no root needed."""
 
-    def __init__(self, directory: Path) -> None:
-        self.port = free_port()
+    def __init__(self, directory: Path, port: int | None = None) -> None:
+        """``port``: the one a killed server listened on (a target coming back)."""
+        self.port = port or free_port()
         config = directory / "nginx.conf"
         config.write_text(
             f"load_module {RTMP_MODULE};\n"

@@ -13,6 +13,7 @@ from pydantic import BaseModel
 from sinks.base import SinkSettings
 from sources.kinds import FILE, kind_of, scheme_of
 
+from ...errors import InvalidRequest
 from ...pipelines import InitialisePipelinePayload
 from ...pipelines.models import AddSourcePayload, ConsumePayload
 from ...pipelines.pipeline import SourceNotFound
@@ -73,6 +74,13 @@ async def _check_egress(state: ServerState, payload: InitialisePipelinePayload) 
         described = getattr(payload.describe, field, None)
         if described is not None:
             await state.egress.check_url(described, f"describe.{field}")
+    count = len(references) if isinstance(references, list) else 1
+    for index, push in enumerate(payload.restream.push if payload.restream else ()):
+        await state.egress.check_url(push.url, f"restream.push[{index}].url")
+        if push.source_id >= count:
+            raise InvalidRequest(
+                f"restream.push[{index}].source_id: the pipeline has {count} source(s)"
+            )
     # The workflow's own URLs are checked where every workflow is compiled (compile_config).
 
 
@@ -89,7 +97,9 @@ async def restore_pipelines(state: ServerState) -> None:
         log.warning("pipelines not restarted, kept for the next start: the server is not ready")
         return
     await state.pipelines.restore(
-        lambda payload: _check_egress(state, payload), lambda: state.draining
+        lambda payload: _check_egress(state, payload),
+        lambda: state.draining,
+        state.restreams.push,
     )
 
 
@@ -112,6 +122,7 @@ async def initialise(
     specification = state.workflows.specification(payload.processing_configuration)
     await require_roles(specification, current_principal().role, context)
     pipeline_id = await state.pipelines.initialise(payload)
+    await state.restreams.push(pipeline_id, payload)
     return JSONResponse(_success(pipeline_id))
 
 

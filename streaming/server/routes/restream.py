@@ -129,6 +129,6 @@ async def restream_urls(
         source = await state.restreams.source(pipeline_id, source_id)
         listed[str(source_id)] = {
             **state.restreams.urls(base, pipeline_id, source_id, ttl_s),
-            "restream": source.restream.stats(),
+            "restream": state.restreams.stats(source),
         }
     return listed
