@@ -41,6 +41,7 @@ NAMES = {
     "rect-input": "the default model at 416x416 vs 416x256 (16:9 rect) on OpenVINO: CPU per run",
     "search": "search by meaning: the 20 nearest of 100,000 768-d vectors, SQLite and PostgreSQL",
     "vlm-held": "a live VLM step between questions: ms per 720p frame, this checkout vs earlier",
+    "restream": "CPU per restreamed 720p source (1, 4, 16) vs pipelines alone; latency by protocol",
     "vlm": "a slow VLM step (3 s an answer) vs none: pipeline results/s and live session fps",
     "gpu-bundle": "what the lent GPU machine lacks, two folders: then bash benchmarks/gpu/run.sh",
     "plots": "PNG plots from the results",

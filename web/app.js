@@ -444,16 +444,53 @@ async function listWorkflows() {
   }
 }
 
+/** Each listed pipeline source's restream URLs (``pipeline#source``), from its status. */
+const restreams = new Map();
+
+const RESTREAM_PLAYERS = {
+  rtsp: "RTSP: VLC, an NVR, Home Assistant",
+  hls: "HLS: Safari, TVs, hls.js",
+  mjpeg: "MJPEG: an <img>, Home Assistant's MJPEG camera",
+  snapshot: "Snapshot JPEG: picture cards",
+  whep: "WHEP: WebRTC players (they send a key)",
+};
+
+/** The chosen pipeline source's URLs for other players, each with a copy button. */
+function showRestream() {
+  const entry = restreams.get($("pipeline").value);
+  $("restream-panel").hidden = !entry;
+  if (!entry) return;
+  const expires = new Date(entry.expires_at * 1000).toLocaleString();
+  $("restream-note").textContent =
+    `Each link carries a token for this source alone (role ${entry.role}), good until ${expires}; never your key.`;
+  const rows = [];
+  for (const [name, url] of Object.entries(entry.urls)) {
+    const term = document.createElement("dt");
+    term.textContent = RESTREAM_PLAYERS[name] ?? name;
+    const value = document.createElement("dd");
+    const field = Object.assign(document.createElement("input"), { readOnly: true, value: url, className: "restream-url" });
+    field.dataset.output = name;
+    const copy = Object.assign(document.createElement("button"), { type: "button", textContent: "Copy" });
+    copy.addEventListener("click", () => navigator.clipboard?.writeText(url));
+    value.append(field, copy);
+    rows.push(term, value);
+  }
+  $("restream-urls").replaceChildren(...rows);
+}
+
 async function listPipelines() {
   const select = $("pipeline");
   try {
     const { pipelines } = await getJson("/inference_pipelines/list", apiKey());
     const options = [];
+    restreams.clear();
     for (const id of pipelines) {
-      const { report } = await getJson(`/inference_pipelines/${encodeURIComponent(id)}/status`, apiKey());
+      const { report, restream } = await getJson(`/inference_pipelines/${encodeURIComponent(id)}/status`, apiKey());
       for (const [index, source] of (report.sources_metadata ?? []).entries()) {
         const where = source.source_reference ?? `source ${index}`;
-        options.push(new Option(`${id.slice(0, 8)} · ${where}`, `${id}#${source.source_id ?? index}`));
+        const sourceId = source.source_id ?? index;
+        options.push(new Option(`${id.slice(0, 8)} · ${where}`, `${id}#${sourceId}`));
+        if (restream?.[String(sourceId)]) restreams.set(`${id}#${sourceId}`, restream[String(sourceId)]);
       }
     }
     const chosen = select.value;
@@ -492,6 +529,7 @@ function onWatchChange() {
     element.hidden = !own;
   }
   $("geometry-panel").hidden = !own || !drawing.spec;
+  showRestream();
 }
 
 function onModeChange() {

@@ -280,6 +280,10 @@ def test_camera_mode_reads_a_url_or_watches_a_running_pipeline(page, server):
         choice.locator(f'option[value="{pipeline_id}#1"]').wait_for(state="attached")
         assert choice.inner_text().count("rtsp://") == 2
         choice.select_option(f"{pipeline_id}#1")
+        # Its URLs for other players (VLC, Home Assistant) are shown, each with a token.
+        page.locator("#restream-panel summary").click()
+        hls = page.locator('#restream-urls input[data-output="hls"]').input_value()
+        assert f"/restream/{pipeline_id}/1/index.m3u8?token=" in hls
         # Watching: the workflow, its line and its pace are the pipeline's, not chosen here.
         for control in ("#workflow", "#geometry-panel", "#every-frame"):
             assert page.locator(control).is_hidden(), control
