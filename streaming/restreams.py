@@ -27,13 +27,16 @@ from sinks.restream import (
     RtspRefused,
     RtspServer,
 )
-from sinks.restream.push import Push
+from sinks.restream.push import Push, TargetOpener
 from sinks.restream.push_targets import push_opener
 
 from .config import Settings
+from .egress import EgressPolicy
 from .errors import NotFound, StreamingError, TooManyPlayers
+from .peer.whip_push import WhipTarget
 from .pipelines import Pipelines
-from .pipelines.models import InitialisePipelinePayload
+from .pipelines.models import WHIP_SCHEMES, InitialisePipelinePayload, PushTarget
+from .rtc.candidates import CandidateScreen
 from .viewer_tokens import ViewerTokens
 from .watching import PipelineResult, WatchedPipeline, image_in
 
@@ -178,11 +181,21 @@ class Restreams:
             push = Push(
                 source.restream,
                 target.url,
-                push_opener(target.url, self._pin),
+                self._opener(target),
                 self._settings.restream_push_max_backoff_s,
             )
             source.pushes.append(push)
             push.start()
+
+    def _opener(self, target: PushTarget) -> TargetOpener:
+        """How the push connects: WHIP for ``http(s)://``, else by its scheme's entry."""
+        if urlsplit(target.url).scheme.lower() not in WHIP_SCHEMES:
+            return push_opener(target.url, self._pin)
+        # Its answer's candidates are where this server connects: the egress policy's.
+        screen = CandidateScreen(
+            EgressPolicy(self._settings.allowed_networks), self._settings.max_remote_candidates
+        )
+        return lambda _keyframe: WhipTarget(target.url, target.token, self._pin, screen)
 
     def urls(self, base: str, pipeline_id: str, source_id: int, ttl_s: int | None) -> dict:
         """Every URL a player may open for the source, each carrying one token."""

@@ -23,6 +23,7 @@ from ..events.describer import DescribeConfiguration
 from ..protocol.messages import WorkflowConfiguration
 
 __all__ = [
+    "WHIP_SCHEMES",
     "AddSourcePayload",
     "ConsumePayload",
     "InitialisePipelinePayload",
@@ -164,23 +165,29 @@ class MotionGating(_Lenient):
         return self.enabled if self.enabled is not None else kind == "camera"
 
 
+WHIP_SCHEMES = ("http", "https")
+"""A push to an ``http(s)://`` URL is a WHIP publication (``peer/whip_push.py``)."""
+
+
 class PushTarget(BaseModel):
     """One server a source's annotated picture is pushed to (``sinks/restream/push.py``)."""
 
     model_config = ConfigDict(extra="forbid")
 
     url: str = Field(max_length=2048)
-    """``rtmp(s)://``, ``rtsp(s)://`` (ANNOUNCE/RECORD) or ``srt://``; checked against
-    ``STREAMING_ALLOWED_NETWORKS`` each time it connects."""
+    """``rtmp(s)://``, ``rtsp(s)://`` (ANNOUNCE/RECORD), ``srt://``, or a WHIP endpoint
+    (``http(s)://``); checked against ``STREAMING_ALLOWED_NETWORKS`` each time it connects."""
     source_id: int = Field(default=0, ge=0)
     """Which of the pipeline's sources (its index in ``video_reference``)."""
+    token: str | None = Field(default=None, max_length=4096)
+    """A WHIP endpoint's bearer token (``Authorization: Bearer``); never shown."""
 
     @field_validator("url")
     @classmethod
     def _scheme(cls, url: str) -> str:
         scheme = urlsplit(url).scheme.lower()
-        if scheme not in PUSH_SCHEMES:
-            schemes = ", ".join(f"{s}://" for s in PUSH_SCHEMES)
+        if scheme not in (*PUSH_SCHEMES, *WHIP_SCHEMES):
+            schemes = ", ".join(f"{s}://" for s in (*PUSH_SCHEMES, *WHIP_SCHEMES))
             raise ValueError(f"a push goes to {schemes}, not {scheme or url!r}")
         if not urlsplit(url).hostname:
             raise ValueError("a push URL names a host")
@@ -209,7 +216,7 @@ class InitialisePipelinePayload(_Lenient):
     """Descriptions of its events by a vision-language model (``events/describer.py``);
     None: none (the default)."""
     restream: RestreamConfiguration | None = None
-    """Ours: pushes of its sources' annotated picture (RTMP, RTSP, SRT); its players need
+    """Ours: pushes of its sources' annotated picture (RTMP, RTSP, SRT, WHIP); its players need
     nothing here (``GET /inference_pipelines/{id}/restream``)."""
 
 

@@ -5,11 +5,13 @@ again is pushed to again within seconds."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import cv2
 import httpx
 import numpy as np
 import pytest
@@ -37,9 +39,22 @@ def call(server: ServerProcess, method: str, path: str, **kwargs) -> httpx.Respo
     return restreaming.call(server, KEY, method, path, **kwargs)
 
 
+IDENTITY = {
+    "version": "1.0",
+    "inputs": [{"type": "InferenceImage", "name": "image"}],
+    "steps": [],
+    "outputs": [{"type": "JsonField", "name": "shown", "selector": "$inputs.image"}],
+}
+
+
 @pytest.fixture(scope="module")
-def push_server() -> Iterator[ServerProcess]:
-    with running_server(api_key=KEY, restream_push_max_backoff_s="1", **SETTINGS) as server:
+def push_server(tmp_path_factory) -> Iterator[ServerProcess]:
+    """Its stored workflow ``local/identity`` (the frame as it came) is a WHIP target's."""
+    workflows = tmp_path_factory.mktemp("workflows")
+    (workflows / "identity.json").write_text(json.dumps(IDENTITY))
+    with running_server(
+        api_key=KEY, restream_push_max_backoff_s="1", workflows_dir=str(workflows), **SETTINGS
+    ) as server:
         yield server
 
 
@@ -165,11 +180,52 @@ def test_a_killed_target_is_pushed_to_again_within_seconds_of_its_return(
     assert_box(ffmpeg_picture(targets["rtmp"].url("annotated")), pushing)
 
 
+def test_a_whip_push_publishes_to_a_whip_server_without_encoding_again(push_server, person):
+    """The WHIP server is this server's own ingest (aiortc receiving, a pipeline on what it
+    receives): the box pushed arrives in the picture that pipeline sees."""
+    before = set(call(push_server, "GET", "/inference_pipelines/list").json()["pipelines"])
+    whip = {"url": f"{push_server.url}/whip/workflows/local/identity", "token": KEY}
+    with watched_pipeline(push_server, KEY, person, restream={"push": [whip]}) as watching:
+        pipeline_id = watching["pipeline_id"]
+        pushing = wait_for(
+            lambda: (p := pushes(push_server, pipeline_id)[0])["state"] == "pushing" and p,
+            60,
+            "the WHIP push connected",
+        )
+        assert KEY not in json.dumps(pushing)
+        listed = call(push_server, "GET", "/inference_pipelines/list").json()["pipelines"]
+        (received,) = set(listed) - before - {pipeline_id}
+        snapshot = wait_for(
+            lambda: (
+                (
+                    answer := call(push_server, "GET", f"/restream/{received}/0/snapshot.jpg")
+                ).status_code
+                == 200
+                and answer
+            ),
+            60,
+            "a picture of the WHIP publication",
+        )
+        picture = cv2.imdecode(np.frombuffer(snapshot.content, np.uint8), cv2.IMREAD_COLOR)
+        assert_box(picture, watching)
+        encoded = call(push_server, "GET", f"/inference_pipelines/{pipeline_id}/restream")
+        assert encoded.json()["sources"]["0"]["restream"]["encoders_started"] == 1
+    # The publication ends with the push (its resource deleted): so does its pipeline.
+    wait_for(
+        lambda: (
+            received
+            not in call(push_server, "GET", "/inference_pipelines/list").json()["pipelines"]
+        ),
+        60,
+        "the WHIP publication's pipeline ended",
+    )
+
+
 def test_a_push_to_a_refused_address_or_scheme_is_a_400(push_server):
     reference = {"type": "VideoConfiguration", "video_reference": "rtsp://127.0.0.1:1/x"}
     processing = {"type": "WorkflowConfiguration", "workflow_id": "object-detection"}
     for push, words in (
-        ({"url": "http://127.0.0.1/x"}, "a push goes to rtmp://"),
+        ({"url": "ftp://127.0.0.1/x"}, "a push goes to rtmp://"),
         ({"url": "rtmp://127.0.0.1/live/k", "source_id": 3}, "source_id"),
     ):
         answer = call(
