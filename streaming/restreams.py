@@ -9,6 +9,7 @@ when the workflow draws none. A source that ends ends its players.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -27,8 +28,10 @@ from sinks.restream import (
     RtspRefused,
     RtspServer,
 )
+from sinks.restream.passthrough import CameraPackets, CameraRestream
 from sinks.restream.push import Push, TargetOpener
 from sinks.restream.push_targets import push_opener
+from sources import LiveFeed
 
 from .config import Settings
 from .egress import EgressPolicy
@@ -60,6 +63,35 @@ def restream_config(settings: Settings) -> RestreamConfig:
 
 
 @dataclass(eq=False)
+class CameraCopy:
+    """A camera source's own packets restreamed (RTSP ``…/camera``), from the connection its
+    pipeline has, while it has players; its players end with the source."""
+
+    watched: WatchedPipeline
+    source_id: int
+    feed: LiveFeed
+    restream: CameraRestream
+    _sink: CameraPackets | None = None
+    _unwatch: Callable[[], None] | None = None
+
+    def activate(self, active: bool) -> None:
+        if active and self._sink is None:
+            loop = asyncio.get_running_loop()
+            self._sink = CameraPackets(loop, self.restream.deliver, self.restream.end)
+            self.feed.add_packet_sink(self._sink)
+            self._unwatch = self.watched.watch(lambda _result: None, self._ended)
+        elif not active and self._sink is not None:
+            self.feed.remove_packet_sink(self._sink)
+            self._sink = None
+            if self._unwatch is not None:
+                self._unwatch()
+
+    def _ended(self, source_id: int | None, why: str) -> None:
+        if source_id is None or source_id == self.source_id:
+            self.restream.end(why)
+
+
+@dataclass(eq=False)
 class SourceRestream:
     """One pipeline source's restream, its HLS output, and its watcher while it plays."""
 
@@ -71,6 +103,7 @@ class SourceRestream:
     _unwatch: Callable[[], None] | None = field(default=None)
     ended: str | None = None
     pushes: list[Push] = field(default_factory=list)
+    camera: CameraCopy | None = None
 
     def subscribe(self, kind: Any) -> Any:
         """A subscription of ``kind`` (503 when the source has all the players it may)."""
@@ -102,6 +135,8 @@ class SourceRestream:
             self.ended = why
             self.restream.end(why)
             self.activate(False)
+            if self.camera is not None:
+                self.camera.restream.end(why)
 
 
 def _picture(watched: WatchedPipeline, result: PipelineResult) -> np.ndarray:
@@ -162,16 +197,34 @@ class Restreams:
     async def _resolve(self, path: str, query: str) -> Restream:
         """An RTSP request's ``/<pipeline>/<source>?token=...`` to its restream."""
         parts = [p for p in path.split("/") if p]
-        if len(parts) < 2 or not (parts[1].isascii() and parts[1].isdigit()):
-            raise RtspRefused(404, f"no restream at {path!r}: /<pipeline_id>/<source_id>")
+        if parts and parts[-1] == "trackID=0":
+            parts.pop()  # a player that names the track's control URL
+        camera = len(parts) == 3 and parts[2] == "camera"
+        if len(parts) != 2 + camera or not (parts[1].isascii() and parts[1].isdigit()):
+            raise RtspRefused(404, f"no restream at {path!r}: /<pipeline_id>/<source_id>[/camera]")
         pipeline_id, source_id = parts[0], int(parts[1][:9])
         token = parse_qs(query).get("token", [""])[0]
         try:
             self.tokens.check(token, pipeline_id, source_id)
             source = await self.source(pipeline_id, source_id)
+            return self._camera(source).restream if camera else source.restream
         except StreamingError as error:
             raise RtspRefused(error.status, error.message) from None
-        return source.restream
+
+    def _camera(self, source: SourceRestream) -> CameraCopy:
+        """The source's camera copy (404 for a source that is not a camera here)."""
+        if source.camera is not None and not source.camera.restream.ended:
+            return source.camera
+        feed = source.watched.camera_feed(source.source_id)
+        if feed is None:
+            raise NotFound(
+                f"source {source.source_id} is not a camera this server reads: its picture "
+                "is restreamed decoded only"
+            )
+        restream = CameraRestream(f"{source.pipeline_id}/{source.source_id}/camera", self._config)
+        source.camera = CameraCopy(source.watched, source.source_id, feed, restream)
+        restream.on_active = source.camera.activate
+        return source.camera
 
     async def push(self, pipeline_id: str, payload: InitialisePipelinePayload) -> None:
         """The pipeline's pushes started (``restream.push`` of its request): each connects
@@ -211,14 +264,17 @@ class Restreams:
                 host = f"[{host}]" if ":" in host else host
                 where = f"rtsp://{host}:{self.rtsp.port}/{pipeline_id}/{source_id}"
                 urls[output.name] = f"{where}{output.path}?token={token}"
+                urls["rtsp_camera"] = f"{where}/camera?token={token}"
         urls["whep"] = public.rstrip("/") + f"/whep/pipelines/{pipeline_id}/{source_id}"
         return {"urls": urls, "expires_at": expires, "role": "viewer"}
 
     def stats(self, source: SourceRestream) -> dict[str, Any]:
         """What the source's restream costs now, and its pushes' states."""
+        camera = source.camera.restream.stats() if source.camera is not None else None
         return {
             **source.restream.stats(),
             "pushes": [vars(push.status) for push in source.pushes],
+            "camera_copy": camera,
         }
 
     async def close(self) -> None:

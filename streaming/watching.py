@@ -14,7 +14,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from sources import SourceFrame
+from sources import LiveFeed, SourceFrame
 
 from .workflows.blocks.base import WorkflowImage
 from .workflows.runner import WorkflowOutputs
@@ -73,6 +73,10 @@ class WatchedPipeline(Protocol):
 
     @property
     def source_ids(self) -> list[int]: ...
+
+    def camera_feed(self, source_id: int) -> LiveFeed | None:
+        """A camera source's connection, whose packets a restream may copy (None: not a
+        camera, or not in this process)."""
 
     def watch(self, watcher: Watcher, ended: Ended | None = None) -> Callable[[], None]:
         """``watcher`` gets results from now on until the returned function is called;

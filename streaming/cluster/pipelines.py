@@ -243,6 +243,10 @@ class RemotePipeline:
         self._actor = actor
         self._tasks = TaskOwner(f"watch-{pipeline_id[:8]}")
 
+    def camera_feed(self, source_id: int) -> None:
+        """A camera's packets stay in its actor: no copy of them restreamed from here."""
+        return None
+
     def watch(self, watcher: Watcher, ended: Ended | None = None) -> Callable[[], None]:
         task = self._tasks.spawn(self._poll(watcher, ended or _unheard), "poll")
 

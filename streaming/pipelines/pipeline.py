@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from sinks.pinning import Pin
-from sources import SourceError, SourceFrame
+from sources import LiveFeed, SourceError, SourceFrame
 from sources.hub import SourceHub
 
 from ..errors import Conflict, NotFound, SourceUnavailable
@@ -283,6 +283,14 @@ class Pipeline:
     @property
     def source_count(self) -> int:
         return len(self._sources)
+
+    def camera_feed(self, source_id: int) -> LiveFeed | None:
+        """The camera connection of a source (its main stream), whose packets a restream
+        may copy as they are; None for a file or a device."""
+        for source in self._sources:
+            if source.source_id == source_id and source.reference.kind == "camera":
+                return source.recorded
+        return None
 
     @property
     def source_ids(self) -> list[int]:

@@ -17,7 +17,7 @@ import pytest
 
 from tests.support import restreaming
 from tests.support.browser import chromium
-from tests.support.players import ffmpeg_picture, ffprobe_frames, frame_rate, gst_play
+from tests.support.players import box_drawn, ffmpeg_picture, ffprobe_frames, frame_rate, gst_play
 from tests.support.restreaming import FPS, SETTINGS, SIZE, assert_box, watched_pipeline
 from tests.support.server import ServerProcess, free_port, running_server, wait_for
 
@@ -177,10 +177,28 @@ def test_a_player_that_stops_reading_is_dropped_and_the_others_keep_playing(
         stalled.close()
 
 
+def test_the_camera_copied_as_it_sends_costs_no_encoder_and_no_second_connection(
+    restream_server, watched
+):
+    camera = watched["camera"]
+    connections = camera.clients
+    url = watched["urls"]["rtsp_camera"]
+    picture = ffmpeg_picture(url)
+    assert picture.shape[:2] == (720, 1280)  # the camera's own size: nothing scaled
+    box = tuple(2 * v for v in watched["box"])  # nothing drawn: the camera's picture
+    assert box_drawn(picture, box, watched["colour"], inset=0) < 0.3
+    frames = ffprobe_frames(url, 4)
+    assert {(f["width"], f["height"]) for f in frames} == {(1280, 720)}
+    assert 10 * 0.6 <= frame_rate(frames) <= 10 * 1.15  # the camera's rate, not the restream's
+    copied = restream_stats(restream_server, watched["pipeline_id"])["camera_copy"]
+    assert copied["encoders_started"] == 0 and copied["frames_in"] > 0
+    assert camera.clients == connections  # the pipeline's connection, copied
+
+
 def test_urls_carry_a_token_for_their_source_only(restream_server, watched):
     status = call(restream_server, "GET", f"/inference_pipelines/{watched['pipeline_id']}/status")
     listed = status.json()["restream"]["1"]
-    assert set(listed["urls"]) == {"rtsp", "hls", "mjpeg", "snapshot", "whep"}
+    assert set(listed["urls"]) == {"rtsp", "rtsp_camera", "hls", "mjpeg", "snapshot", "whep"}
     assert listed["role"] == "viewer" and listed["expires_at"] > time.time() + 86400
     assert KEY not in status.text
     snapshot = watched["urls"]["snapshot"]

@@ -49,7 +49,8 @@ def call(server: ServerProcess, key: str, method: str, path: str, **kwargs) -> h
 
 
 class Watched(dict):
-    """``pipeline_id``, the person's ``box`` (at the restream's size) and its ``colour``."""
+    """``pipeline_id``, the person's ``box`` (at the restream's size), its ``colour``, and the
+    ``camera`` (an ``RTSPCamera``)."""
 
 
 @contextmanager
@@ -99,7 +100,7 @@ def watched_pipeline(
             x, y, w, h = (person_box[k] for k in ("x", "y", "width", "height"))
             box = tuple(v * _SCALE for v in (x - w / 2, y - h / 2, x + w / 2, y + h / 2))
             colour = sv.ColorPalette.DEFAULT.by_idx(person_box["class_id"]).as_bgr()
-            yield Watched(pipeline_id=pipeline_id, box=box, colour=colour)
+            yield Watched(pipeline_id=pipeline_id, box=box, colour=colour, camera=camera)
         finally:
             call(server, key, "POST", f"/inference_pipelines/{pipeline_id}/terminate")
 

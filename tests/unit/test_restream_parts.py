@@ -140,3 +140,17 @@ def test_the_rtsp_server_answers_or_hangs_up_on_anything_and_keeps_serving(garba
             await server.close()
 
     asyncio.run(main())
+
+
+def test_a_cameras_length_prefixed_h264_leaves_as_annex_b_with_its_parameter_sets():
+    from sinks.restream.passthrough import _annex_b, _parameter_sets
+
+    sps, pps, idr = b"\x67\x42\xc0\x1f\xda", b"\x68\xce\x3c\x80", b"\x65\x88\x84\x00\x10"
+    avcc = bytes([1, 0x42, 0xC0, 0x1F, 0xFF, 0xE1, 0, len(sps)]) + sps + bytes([1, 0, len(pps)])
+    headers, length_size = _parameter_sets(avcc + pps)
+    assert length_size == 4
+    assert headers == b"\x00\x00\x00\x01" + sps + b"\x00\x00\x00\x01" + pps
+    prefixed = len(idr).to_bytes(4, "big") + idr + len(sps).to_bytes(4, "big") + sps
+    assert _annex_b(prefixed, 4) == b"\x00\x00\x00\x01" + idr + b"\x00\x00\x00\x01" + sps
+    annex_b = b"\x00\x00\x00\x01" + sps
+    assert _parameter_sets(annex_b) == (annex_b, 0)  # RTSP's: as it is
