@@ -45,7 +45,7 @@ import cv2
 import numpy as np
 
 from benchmarks.ab import alternated, head
-from benchmarks.common import ROOT, CpuMeter, write_result
+from benchmarks.common import ROOT, CpuMeter, stop_all, write_result
 
 FPS = 15
 SIZE = (720, 1280)  # rows, columns
@@ -307,10 +307,7 @@ def run_cameras(
         recorded = sum(f.stat().st_size for f in Path(sinks.name).rglob("*.mp4"))
     finally:
         server.stop()
-        for sender in senders:
-            sender.terminate()
-        for sender in senders:
-            sender.wait(10)
+        stop_all(senders)
         sinks.cleanup()
         os.environ.pop("VISIONSTREAM_BENCH_SERVER_ROOT", None)
     return {**_figures(count, before, after, cpu, recorded),

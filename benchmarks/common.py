@@ -103,6 +103,14 @@ class CpuMeter:
         return round(100 * used / max(1e-9, time.perf_counter() - self._wall), 1)
 
 
+def stop_all(processes: list, timeout: float = 10.0) -> None:
+    """Every process asked to end, then waited for (all asked first: they end together)."""
+    for process in processes:
+        process.terminate()
+    for process in processes:
+        process.wait(timeout)
+
+
 def write_result(name: str, report: dict) -> Path:
     RESULTS.mkdir(parents=True, exist_ok=True)
     path = RESULTS / f"{name}.json"

@@ -34,7 +34,7 @@ import httpx
 import numpy as np
 
 from benchmarks.cameras_per_box import _senders, make_clip
-from benchmarks.common import CpuMeter, percentiles, write_result
+from benchmarks.common import CpuMeter, percentiles, stop_all, write_result
 
 RESTREAM = {
     "restream_fps": "10",
@@ -109,17 +109,11 @@ def cpu_per_source(count: int, clip: Path, rounds: int, seconds: float) -> dict[
                 played.append(window["cpu"])
                 fps.append(window["slowest_fps"])
             finally:
-                for player in players:
-                    player.terminate()
-                for player in players:
-                    player.wait(30)
+                stop_all(players, 30)
             time.sleep(2.0)  # the encoders stopped with their last players
     finally:
         server.stop()
-        for sender in senders:
-            sender.terminate()
-        for sender in senders:
-            sender.wait(10)
+        stop_all(senders)
     extra = statistics.median(played) - statistics.median(alone)
     return {
         "sources": count,

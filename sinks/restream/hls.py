@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import av
 
 from .encoding import RTP_CLOCK, EncodedFrame, add_h264_stream, muxed
-from .restream import Restream, Subscription
+from .restream import Restream, Subscription, cancelled
 
 __all__ = ["HlsStream", "Segment", "mpegts"]
 
@@ -135,7 +135,4 @@ class HlsStream:
     async def close(self) -> None:
         """Idempotent."""
         task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancelled(task)

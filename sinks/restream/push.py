@@ -19,7 +19,7 @@ from typing import Literal, Protocol
 
 from ..masking import mask_url
 from .encoding import EncodedFrame
-from .restream import Restream, RestreamFull
+from .restream import Restream, RestreamFull, cancelled
 
 __all__ = ["Push", "PushStatus", "Target"]
 
@@ -121,9 +121,6 @@ class Push:
     async def close(self) -> None:
         """Idempotent: the push stops and its connection closes."""
         task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancelled(task)
         self._state("stopped")
         self._thread.shutdown(wait=False)

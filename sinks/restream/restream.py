@@ -11,6 +11,7 @@ to every subscription on the loop. A subscription that falls ``stall_s`` behind 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections import deque
 from collections.abc import Callable
@@ -23,9 +24,17 @@ import numpy as np
 
 from .encoding import RTP_CLOCK, EncodedFrame, H264Encoding, fitted_size, jpeg
 
-__all__ = ["Restream", "RestreamConfig", "RestreamFull", "Subscription"]
+__all__ = ["Restream", "RestreamConfig", "RestreamFull", "Subscription", "cancelled"]
 
 Kind = Literal["h264", "jpeg"]
+
+
+async def cancelled(task: asyncio.Task[None] | None) -> None:
+    """``task`` cancelled and finished (None: nothing to do)."""
+    if task is not None:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
 
 
 class RestreamFull(Exception):

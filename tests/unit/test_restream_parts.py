@@ -154,3 +154,13 @@ def test_a_cameras_length_prefixed_h264_leaves_as_annex_b_with_its_parameter_set
     assert _annex_b(prefixed, 4) == b"\x00\x00\x00\x01" + idr + b"\x00\x00\x00\x01" + sps
     annex_b = b"\x00\x00\x00\x01" + sps
     assert _parameter_sets(annex_b) == (annex_b, 0)  # RTSP's: as it is
+
+
+def test_a_hardware_encoder_that_does_not_open_falls_back_to_libx264_saying_so(caplog):
+    from sinks.restream.encoding import H264Encoding
+
+    encoder = H264Encoding("h264_vaapi", 64, 64, 10, 500, 1.0)  # no VA-API device here
+    assert encoder.name == "libx264"
+    said = [r.getMessage() for r in caplog.records if "h264_vaapi" in r.getMessage()]
+    assert len(said) == 1 and "using libx264" in said[0]
+    assert encoder.encode(np.zeros((64, 64, 3), np.uint8), 0)[0].keyframe
