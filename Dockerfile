@@ -9,8 +9,10 @@ FROM nvidia/cuda:13.0.1-cudnn-runtime-ubuntu24.04
 
 ENV DEBIAN_FRONTEND=noninteractive PIP_BREAK_SYSTEM_PACKAGES=1 PIP_NO_CACHE_DIR=1 \
     PYTHONUNBUFFERED=1 STREAMING_HOST=0.0.0.0 STREAMING_MODELS_DIR=/models \
-    STREAMING_TRT_CACHE_DIR=/models/.trt-engines STREAMING_SINK_DIR=/data/sinks
-# srt-tools: srt-live-transmit receives srt:// streams (PyAV's FFmpeg has no libsrt).
+    STREAMING_TRT_CACHE_DIR=/models/.trt-engines STREAMING_SINK_DIR=/data/sinks \
+    STREAMING_RESTREAM_RTSP_PORT=8555
+# srt-tools: srt-live-transmit receives srt:// streams and sends SRT pushes (PyAV's FFmpeg has
+# no libsrt).
 RUN apt-get update && apt-get install -y --no-install-recommends python3 python3-pip srt-tools \
     && rm -rf /var/lib/apt/lists/* \
     && useradd --create-home --uid 10001 visionstream \
@@ -30,7 +32,8 @@ USER visionstream
 # The default model is fetched and converted at build time, so a fresh volume starts with it.
 RUN visionstream models pull
 VOLUME ["/models", "/data"]
-EXPOSE 9001
+# 8555: restreams over RTSP (each pipeline source's annotated picture, docs/guide/restream.md).
+EXPOSE 9001 8555
 HEALTHCHECK --interval=30s --timeout=5s --start-period=120s \
     CMD python3 -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:9001/healthz', timeout=4)"
 ENTRYPOINT ["visionstream"]

@@ -220,7 +220,8 @@ def _lifespan(
         # DrainingServer (visionstream serve) marks the app before serving it.
         state.listening = asyncio.Event() if getattr(app.state, "binds_http", False) else None
         app.state.server = state
-        await state.restreams.start()
+        if parts.deployment is None:  # a Ray node's replicas would each claim the RTSP port
+            await state.restreams.start()
         startup = TaskOwner("server")
         preparing = startup.spawn(_prepare_models(state), "prepare_models")
         assert preparing is not None  # a new owner is not closing
