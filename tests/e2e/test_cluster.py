@@ -15,7 +15,9 @@ import sys
 import threading
 from collections.abc import Iterator
 
+import cv2
 import httpx
+import numpy as np
 import pytest
 from inference_sdk import InferenceHTTPClient
 from inference_sdk.webrtc import StreamConfig
@@ -323,6 +325,16 @@ def source_frames(server: ServerProcess, pipeline_id: str) -> dict[int, int]:
     return {s["source_id"]: s["frames_processed"] for s in report["sources_metadata"]}
 
 
+def stamped_jpeg(url: str) -> bool:
+    """``url`` answers a JPEG of the camera's stamped picture (a moment's 503 or 504 while
+    the actor moves is no answer yet)."""
+    answer = httpx.get(url, timeout=30)
+    if answer.status_code != 200 or answer.headers["content-type"] != "image/jpeg":
+        return False
+    picture = cv2.imdecode(np.frombuffer(answer.content, np.uint8), cv2.IMREAD_COLOR)
+    return picture is not None and decode_stamp(picture) is not None
+
+
 def test_a_pipeline_runs_on_after_its_node_is_removed(cluster, ray_server, camera):
     response = ray_server.start_pipeline(camera.url, DETECT_SPEC)
     assert response.status_code == 200, response.text
@@ -352,6 +364,12 @@ def test_a_pipeline_runs_on_after_its_node_is_removed(cluster, ray_server, camer
         last = httpx.delete(f"{sources}/0", timeout=30)  # our error, through the actor
         assert (last.status_code, last.json()["code"]) == (409, "last_source")
         assert list(source_frames(ray_server, pipeline_id)) == [0]
+        # Its restream's URL (from any replica; the results come from the actor) plays before
+        # the move and, the same URL, after it.
+        listing = ray_server.get(f"/inference_pipelines/{pipeline_id}/restream").json()
+        snapshot_url = listing["sources"]["0"]["urls"]["snapshot"]
+        assert "token=" in snapshot_url and "/restream/" in snapshot_url
+        assert wait_for(lambda: stamped_jpeg(snapshot_url), WAIT_S, "the restream")
         first_node = ray_server.pipeline_nodes()[pipeline_id]
         victim = next(n for n in cluster.worker_nodes if n.node_id == first_node)
         # A monitoring program polls the pipeline throughout the move: it must never be
@@ -378,6 +396,7 @@ def test_a_pipeline_runs_on_after_its_node_is_removed(cluster, ray_server, camer
         assert answers and {status for _, status, _ in answers} == {200}, answers
         report = ray_server.get(f"/inference_pipelines/{pipeline_id}/status").json()["report"]
         assert report["sources_metadata"][0]["state"] == "RUNNING"
+        assert wait_for(lambda: stamped_jpeg(snapshot_url), WAIT_S, "the restream, moved")
         # Watched over WebRTC from a replica, which gets the frames from the actor.
         config = ClientStreamConfig(stream_output=["annotated"], data_output=["predictions"])
         notices: list[tuple[str, str]] = []

@@ -17,6 +17,7 @@ import pytest
 
 from tests.support import restreaming
 from tests.support.browser import chromium
+from tests.support.camera import RTSPCamera
 from tests.support.players import box_drawn, ffmpeg_picture, ffprobe_frames, frame_rate, gst_play
 from tests.support.restreaming import FPS, SETTINGS, SIZE, assert_box, watched_pipeline
 from tests.support.server import ServerProcess, free_port, running_server, wait_for
@@ -218,3 +219,35 @@ def test_urls_carry_a_token_for_their_source_only(restream_server, watched):
         capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert refused.returncode != 0 and "401" in refused.stderr
+
+
+def test_a_restream_url_plays_again_after_the_server_restarts(tmp_path):
+    """The pipeline comes back under its id, the token's secret from the data directory."""
+    settings = {"api_key": KEY, "data_dir": str(tmp_path / "data"), **SETTINGS}
+    with RTSPCamera(320, 240, fps=10) as camera:
+        with running_server(**settings) as server:
+            started = restreaming.call(
+                server, KEY, "POST", "/inference_pipelines/initialise",
+                json={
+                    "video_configuration": {"type": "VideoConfiguration",
+                                            "video_reference": camera.url},
+                    "processing_configuration": {"type": "WorkflowConfiguration",
+                                                 "workflow_id": "object-detection"},
+                },
+            )  # fmt: skip
+            assert started.status_code == 200, started.text
+            pipeline_id = started.json()["context"]["pipeline_id"]
+            listing = restreaming.call(
+                server, KEY, "GET", f"/inference_pipelines/{pipeline_id}/restream"
+            )
+            snapshot = listing.json()["sources"]["0"]["urls"]["snapshot"]
+            path = snapshot.removeprefix(server.url)
+            assert httpx.get(snapshot, timeout=60).headers["content-type"] == "image/jpeg"
+        with running_server(**settings) as again:
+            answer = wait_for(
+                lambda: (a := httpx.get(again.url + path, timeout=60)).status_code == 200 and a,
+                90,
+                "the same URL's picture after the restart",
+            )
+            assert answer.headers["content-type"] == "image/jpeg"
+            restreaming.call(again, KEY, "POST", f"/inference_pipelines/{pipeline_id}/terminate")
