@@ -268,8 +268,11 @@ class Restreams:
         urls["whep"] = public.rstrip("/") + f"/whep/pipelines/{pipeline_id}/{source_id}"
         return {"urls": urls, "expires_at": expires, "role": "viewer"}
 
-    def stats(self, source: SourceRestream) -> dict[str, Any]:
-        """What the source's restream costs now, and its pushes' states."""
+    def stats_of(self, pipeline_id: str, source_id: int) -> dict[str, Any]:
+        """What the source's restream costs now, and its pushes' states (none yet: nothing)."""
+        source = self._sources.get((pipeline_id, source_id))
+        if source is None:  # never played: a restream's figures, all at zero
+            return {**Restream("", self._config).stats(), "pushes": [], "camera_copy": None}
         camera = source.camera.restream.stats() if source.camera is not None else None
         return {
             **source.restream.stats(),

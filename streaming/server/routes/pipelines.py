@@ -22,7 +22,7 @@ from ...workflows.runner import require_roles
 from ..docs import ERROR_RESPONSES, json_body
 from ..http import authenticated_body, current_principal
 from ..state import ServerState, get_state
-from .restream import restream_urls
+from .restream import listed_urls
 
 __all__ = ["restore_pipelines", "router"]
 
@@ -141,8 +141,9 @@ async def status(
     """A pipeline's state and, per source, its camera, rates, drops and motion gating; and
     (ours) where players may watch each source's annotated picture (``restream``)."""
     report = await state.pipelines.status(pipeline_id)
+    ids = [int(s["source_id"]) for s in report.get("sources_metadata", []) if "source_id" in s]
     return _success(
-        pipeline_id, report=report, restream=await restream_urls(request, state, pipeline_id)
+        pipeline_id, report=report, restream=listed_urls(request, state, pipeline_id, ids)
     )
 
 

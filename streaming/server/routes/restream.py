@@ -23,7 +23,7 @@ from ..docs import ERROR_RESPONSES
 from ..http import authorize
 from ..state import ServerState, get_state
 
-__all__ = ["restream_urls", "router"]
+__all__ = ["listed_urls", "restream_urls", "router"]
 
 router = APIRouter(responses=ERROR_RESPONSES, tags=["restream"])
 
@@ -123,12 +123,23 @@ async def restream_urls(
 ) -> dict[str, Any]:
     """Per source of the pipeline: its restream URLs and its restream's state."""
     watched = await state.pipelines.watched(pipeline_id)
+    return listed_urls(request, state, pipeline_id, watched.source_ids, ttl_s)
+
+
+def listed_urls(
+    request: Request,
+    state: ServerState,
+    pipeline_id: str,
+    source_ids: list[int],
+    ttl_s: int | None = None,
+) -> dict[str, Any]:
+    """Each source's restream URLs and what its restream costs now, from what this server
+    knows: no call to the pipeline (a status must answer while a Ray actor moves)."""
     base = str(request.base_url)
-    listed: dict[str, Any] = {}
-    for source_id in watched.source_ids:
-        source = await state.restreams.source(pipeline_id, source_id)
-        listed[str(source_id)] = {
+    return {
+        str(source_id): {
             **state.restreams.urls(base, pipeline_id, source_id, ttl_s),
-            "restream": state.restreams.stats(source),
+            "restream": state.restreams.stats_of(pipeline_id, source_id),
         }
-    return listed
+        for source_id in source_ids
+    }
