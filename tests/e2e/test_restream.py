@@ -121,16 +121,19 @@ def test_ten_players_share_one_encoder_and_the_last_to_leave_stops_it(restream_s
     command += ["-c", "copy", "-f", "null", "-"]
     players = [subprocess.Popen(command, stdin=subprocess.DEVNULL) for _ in range(10)]
     try:
+        # The encoder opens at the first picture after the first subscription, so wait for
+        # it rather than read the count the moment the tenth player is in.
         stats = wait_for(
             lambda: (
                 (s := restream_stats(restream_server, pipeline_id, "1"))["subscriptions"].get(
                     "h264"
                 )
                 == 10
+                and s["encoders_started"] > before
                 and s
             ),
             60,
-            "ten RTSP players",
+            "ten RTSP players on a started encoder",
         )
         assert stats["encoding"] and stats["encoders_started"] == before + 1
     finally:
