@@ -333,13 +333,14 @@ class EventStore:
         )
         with self.engine.connect() as connection:
             if self._in_sqlite:  # known once a connection was made
-                newest = compared.subquery()
+                # The distance is taken in the one scan of the newest ``most``; the events'
+                # rows are then read by key for the ``limit`` nearest only.
                 far = distance(embedding.vector).label("distance")
+                newest = compared.with_only_columns(events.c.id, far).subquery()
                 query = (
-                    select(events, far)
-                    .join(event_vectors, vectors.event_id == events.c.id)
-                    .where(events.c.id.in_(select(newest.c.id)))
-                    .order_by(far, events.c.id.desc())
+                    select(events, newest.c.distance)
+                    .join(newest, newest.c.id == events.c.id)
+                    .order_by(newest.c.distance, events.c.id.desc())
                     .limit(limit)
                 )
                 return [dict(row._mapping) for row in connection.execute(query)]
