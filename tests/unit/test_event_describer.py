@@ -311,7 +311,7 @@ def test_a_description_is_stored_with_its_vector_and_found_by_meaning(vlm_provid
             400,
             "STREAMING_SMTP_ALLOWED_RECIPIENTS",
         ),
-        ({"mqtt_url": "mqtt://10.1.2.3:1883"}, {}, 400, "STREAMING_ALLOWED_NETWORKS"),
+        ({"mqtt_url": "mqtt://127.0.0.2:1883"}, {}, 400, "STREAMING_ALLOWED_NETWORKS"),
         ({"mqtt_url": "http://127.0.0.1:1883"}, {}, 422, "describe.mqtt_url"),
         ({"mqtt_topic": "a/#"}, {}, 422, "describe.mqtt_topic"),
     ],
@@ -323,7 +323,11 @@ async def test_where_descriptions_go_is_checked_when_the_pipeline_starts(
     URL or topic of the wrong shape: a 400 naming the setting, before anything connects."""
     vlm = VlmSettings(providers={"local": ProviderSettings(base_url="http://127.0.0.1:9/v1")})
     async with app_client(
-        tmp_path, vlm=vlm, smtp=SmtpSettings(**smtp), allowed_networks="127.0.0.1/32"
+        # 127.0.0.2 is loopback, yet outside this allow-list: refused before any connection.
+        tmp_path,
+        vlm=vlm,
+        smtp=SmtpSettings(**smtp),
+        allowed_networks="127.0.0.1/32",
     ) as (http, _state):
         response = await http.post(
             "/inference_pipelines/initialise",
