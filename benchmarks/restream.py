@@ -53,11 +53,16 @@ _WARM_S = 6.0
 
 def _pipeline(server: Any, url: str) -> str:
     body = {
-        "video_configuration": {"type": "VideoConfiguration", "video_reference": url,
-                                "max_fps": 10},
-        "processing_configuration": {"type": "WorkflowConfiguration",
-                                     "workflow_specification": _IDENTITY},
-    }  # fmt: skip
+        "video_configuration": {
+            "type": "VideoConfiguration",
+            "video_reference": url,
+            "max_fps": 10,
+        },
+        "processing_configuration": {
+            "type": "WorkflowConfiguration",
+            "workflow_specification": _IDENTITY,
+        },
+    }
     answer = server.post("/inference_pipelines/initialise", json=body)
     answer.raise_for_status()
     return str(answer.json()["context"]["pipeline_id"])

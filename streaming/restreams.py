@@ -27,6 +27,7 @@ from sinks.restream import (
     RestreamFull,
     RtspRefused,
     RtspServer,
+    idle_stats,
 )
 from sinks.restream.passthrough import CameraPackets, CameraRestream
 from sinks.restream.push import Push, TargetOpener
@@ -38,7 +39,7 @@ from .egress import EgressPolicy
 from .errors import NotFound, StreamingError, TooManyPlayers
 from .peer.whip_push import WhipTarget
 from .pipelines import Pipelines
-from .pipelines.models import WHIP_SCHEMES, InitialisePipelinePayload, PushTarget
+from .pipelines.models import WHIP_SCHEMES, InitialisePipelinePayload, PushTarget, path_number
 from .rtc.candidates import CandidateScreen
 from .viewer_tokens import ViewerTokens
 from .watching import PipelineResult, WatchedPipeline, image_in
@@ -200,9 +201,10 @@ class Restreams:
         if parts and parts[-1] == "trackID=0":
             parts.pop()  # a player that names the track's control URL
         camera = len(parts) == 3 and parts[2] == "camera"
-        if len(parts) != 2 + camera or not (parts[1].isascii() and parts[1].isdigit()):
+        source_id = path_number(parts[1]) if len(parts) == 2 + camera else None
+        if source_id is None:
             raise RtspRefused(404, f"no restream at {path!r}: /<pipeline_id>/<source_id>[/camera]")
-        pipeline_id, source_id = parts[0], int(parts[1][:9])
+        pipeline_id = parts[0]
         token = parse_qs(query).get("token", [""])[0]
         try:
             self.tokens.check(token, pipeline_id, source_id)
@@ -272,7 +274,7 @@ class Restreams:
         """What the source's restream costs now, and its pushes' states (none yet: nothing)."""
         source = self._sources.get((pipeline_id, source_id))
         if source is None:  # never played: a restream's figures, all at zero
-            return {**Restream("", self._config).stats(), "pushes": [], "camera_copy": None}
+            return {**idle_stats(), "pushes": [], "camera_copy": None}
         camera = source.camera.restream.stats() if source.camera is not None else None
         return {
             **source.restream.stats(),

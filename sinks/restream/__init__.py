@@ -6,7 +6,7 @@ running only while someone plays), ``encoding`` (H.264 and JPEG), one module per
 from .hls import HlsStream
 from .mjpeg import mjpeg_parts, snapshot
 from .outputs import OUTPUTS, Output
-from .restream import Restream, RestreamConfig, RestreamFull, Subscription
+from .restream import Restream, RestreamConfig, RestreamFull, Subscription, idle_stats
 from .rtsp import RtspRefused, RtspServer
 
 __all__ = [
@@ -19,6 +19,7 @@ __all__ = [
     "RtspRefused",
     "RtspServer",
     "Subscription",
+    "idle_stats",
     "mjpeg_parts",
     "snapshot",
 ]

@@ -24,7 +24,14 @@ import numpy as np
 
 from .encoding import RTP_CLOCK, EncodedFrame, H264Encoding, fitted_size, jpeg
 
-__all__ = ["Restream", "RestreamConfig", "RestreamFull", "Subscription", "cancelled"]
+__all__ = [
+    "Restream",
+    "RestreamConfig",
+    "RestreamFull",
+    "Subscription",
+    "cancelled",
+    "idle_stats",
+]
 
 Kind = Literal["h264", "jpeg"]
 
@@ -120,6 +127,17 @@ class _Counts:
     jpegs: int = 0
     dropped_players: int = 0
     encoders_started: int = 0
+
+
+def idle_stats() -> dict[str, Any]:
+    """The figures of a restream nobody has played yet: every one at zero."""
+    return {
+        "encoding": False,
+        "encoder": None,
+        "size": None,
+        "subscriptions": {},
+        **vars(_Counts()),
+    }
 
 
 @dataclass

@@ -119,10 +119,11 @@ class WhipTarget:
         transceiver = pc.addTransceiver(self._track, direction="sendonly")
         capabilities = RTCRtpSender.getCapabilities("video")
         h264 = [
-            codec for codec in capabilities.codecs
+            codec
+            for codec in capabilities.codecs
             if codec.mimeType.lower() == "video/h264"
             and codec.parameters.get("packetization-mode") == "1"
-        ]  # fmt: skip
+        ]
         transceiver.setCodecPreferences(h264)
         await pc.setLocalDescription(await pc.createOffer())  # gathers every candidate
         return str(pc.localDescription.sdp)

@@ -34,6 +34,7 @@ __all__ = [
     "SinkConfiguration",
     "SourceReference",
     "VideoConfiguration",
+    "path_number",
     "resolve_references",
 ]
 
@@ -43,6 +44,15 @@ _KNOWN_SCHEMES = (
     *FOREIGN_SCHEMES,
 )
 _EXPLICIT_PATH = re.compile(r"^(/|\./|\.\./|\.\\|\.\.\\|[A-Za-z]:[\\/])")
+
+
+def path_number(text: str, max_digits: int = 9) -> int | None:
+    """A number as a URL path carries it (a source id, a segment's sequence), None when the
+    text is not one: ASCII digits only, since ``"¹".isdigit()`` is true and ``int()`` then
+    raises, and bounded in length."""
+    if text.isascii() and text.isdigit() and len(text) <= max_digits:
+        return int(text)
+    return None
 
 
 class _Lenient(BaseModel):

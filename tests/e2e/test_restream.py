@@ -39,9 +39,12 @@ def rtsp_port() -> int:
 @pytest.fixture(scope="module")
 def restream_server(rtsp_port) -> Iterator[ServerProcess]:
     with running_server(
-        api_key=KEY, restream_rtsp_port=str(rtsp_port), restream_stall_s="3",
-        restream_hls_idle_s="5", **SETTINGS,
-    ) as server:  # fmt: skip
+        api_key=KEY,
+        restream_rtsp_port=str(rtsp_port),
+        restream_stall_s="3",
+        restream_hls_idle_s="5",
+        **SETTINGS,
+    ) as server:
         yield server
 
 
@@ -219,8 +222,10 @@ def test_urls_carry_a_token_for_their_source_only(restream_server, watched):
     rtsp = watched["urls"]["rtsp"].partition("?token=")[0]
     refused = subprocess.run(
         ["ffprobe", "-v", "error", "-rtsp_transport", "tcp", f"{rtsp}?token=x{token}"],
-        capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert refused.returncode != 0 and "401" in refused.stderr
 
 
@@ -230,14 +235,21 @@ def test_a_restream_url_plays_again_after_the_server_restarts(tmp_path):
     with RTSPCamera(320, 240, fps=10) as camera:
         with running_server(**settings) as server:
             started = restreaming.call(
-                server, KEY, "POST", "/inference_pipelines/initialise",
+                server,
+                KEY,
+                "POST",
+                "/inference_pipelines/initialise",
                 json={
-                    "video_configuration": {"type": "VideoConfiguration",
-                                            "video_reference": camera.url},
-                    "processing_configuration": {"type": "WorkflowConfiguration",
-                                                 "workflow_id": "object-detection"},
+                    "video_configuration": {
+                        "type": "VideoConfiguration",
+                        "video_reference": camera.url,
+                    },
+                    "processing_configuration": {
+                        "type": "WorkflowConfiguration",
+                        "workflow_id": "object-detection",
+                    },
                 },
-            )  # fmt: skip
+            )
             assert started.status_code == 200, started.text
             pipeline_id = started.json()["context"]["pipeline_id"]
             listing = restreaming.call(

@@ -66,9 +66,8 @@ class RecordServer(LoggedProcess):
         self.url = f"rtsp://127.0.0.1:{self.port}/pushed"
         self.frame_file = directory / "frame.bgr"
         super().__init__(
-            ["/usr/bin/python3", str(RECORD_SERVER), str(self.port), "pushed",
-             str(self.frame_file)]
-        )  # fmt: skip
+            ["/usr/bin/python3", str(RECORD_SERVER), str(self.port), "pushed", str(self.frame_file)]
+        )
         self.wait_for_output("READY", timeout=30)
 
     def frames(self) -> list[tuple[int, int, float]]:
@@ -83,13 +82,20 @@ def targets(tmp_path_factory) -> Iterator[dict]:
     record = RecordServer(tmp_path_factory.mktemp("record"))
     srt_port, udp_port = free_port(), free_udp_port()
     srt = LoggedProcess(
-        [SRT_LIVE_TRANSMIT, "-a", "yes", f"srt://127.0.0.1:{srt_port}?mode=listener",
-         f"udp://127.0.0.1:{udp_port}"]
-    )  # fmt: skip
+        [
+            SRT_LIVE_TRANSMIT,
+            "-a",
+            "yes",
+            f"srt://127.0.0.1:{srt_port}?mode=listener",
+            f"udp://127.0.0.1:{udp_port}",
+        ]
+    )
     made = {
-        "rtmp": rtmp, "record": record, "srt": f"srt://127.0.0.1:{srt_port}",
+        "rtmp": rtmp,
+        "record": record,
+        "srt": f"srt://127.0.0.1:{srt_port}",
         "srt_out": f"udp://127.0.0.1:{udp_port}",
-    }  # fmt: skip
+    }
     try:
         yield made
     finally:
@@ -105,9 +111,7 @@ def pushing(push_server, person, targets) -> Iterator[dict]:
         {"url": targets["record"].url},
         {"url": targets["srt"]},
     ]
-    with watched_pipeline(
-        push_server, KEY, person, restream={"push": pushes}
-    ) as watching:  # fmt: skip
+    with watched_pipeline(push_server, KEY, person, restream={"push": pushes}) as watching:
         yield watching
 
 
@@ -229,10 +233,15 @@ def test_a_push_to_a_refused_address_or_scheme_is_a_400(push_server):
         ({"url": "rtmp://127.0.0.1/live/k", "source_id": 3}, "source_id"),
     ):
         answer = call(
-            push_server, "POST", "/inference_pipelines/initialise",
-            json={"video_configuration": reference, "processing_configuration": processing,
-                  "restream": {"push": [push]}},
-        )  # fmt: skip
+            push_server,
+            "POST",
+            "/inference_pipelines/initialise",
+            json={
+                "video_configuration": reference,
+                "processing_configuration": processing,
+                "restream": {"push": [push]},
+            },
+        )
         assert answer.status_code in (400, 422), answer.text
         assert words in answer.text
 
@@ -240,11 +249,12 @@ def test_a_push_to_a_refused_address_or_scheme_is_a_400(push_server):
 def test_a_push_ends_with_its_pipeline(push_server, person, targets):
     with watched_pipeline(
         push_server, KEY, person, restream={"push": [{"url": targets["rtmp"].url("ending")}]}
-    ) as watching:  # fmt: skip
+    ) as watching:
         pipeline_id = watching["pipeline_id"]
         wait_for(lambda: pushes(push_server, pipeline_id)[0]["state"] == "pushing", 60, "push")
     stopped = subprocess.run(
         ["ffprobe", "-v", "error", "-rw_timeout", "5000000", targets["rtmp"].url("ending")],
-        capture_output=True, timeout=60,
-    )  # fmt: skip
+        capture_output=True,
+        timeout=60,
+    )
     assert stopped.returncode != 0  # nginx has no publisher of it any more

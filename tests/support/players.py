@@ -46,9 +46,11 @@ def gst_play(uri: str, seconds: float) -> Played:
         out = Path(scratch) / "frame.bgr"
         done = subprocess.run(
             [SYSTEM_PYTHON, str(GST_PLAYER), uri, str(seconds), str(out)],
-            capture_output=True, text=True, timeout=seconds + 120,
+            capture_output=True,
+            text=True,
+            timeout=seconds + 120,
             env={**os.environ, "GST_DEBUG": os.environ.get("GST_DEBUG", "*:2")},
-        )  # fmt: skip
+        )
         lines = done.stdout.strip().splitlines()
         assert lines, f"gst_player said nothing: {done.stderr[-2000:]}"
         report = json.loads(lines[-1])
@@ -62,20 +64,39 @@ def gst_play(uri: str, seconds: float) -> Played:
         stride = image.size // height
         image = image.reshape(height, stride)[:, : width * 3].reshape(height, width, 3)
     return Played(
-        width, height, report["frames"], report["pts_span"], report["arrival_span"], image,
+        width,
+        height,
+        report["frames"],
+        report["pts_span"],
+        report["arrival_span"],
+        image,
         report.get("error"),
-    )  # fmt: skip
+    )
 
 
 def ffprobe_frames(url: str, seconds: float, *options: str) -> list[dict]:
     """The first ``seconds`` of ``url``'s video frames as ``ffprobe`` decodes them: each
     one's ``best_effort_timestamp_time``, ``width`` and ``height``."""
     done = subprocess.run(
-        ["ffprobe", "-v", "error", *options, "-select_streams", "v:0",
-         "-read_intervals", f"%+{seconds}", "-show_entries", f"frame={_TIME},width,height",
-         "-of", "json", url],
-        capture_output=True, text=True, timeout=seconds + 90,
-    )  # fmt: skip
+        [
+            "ffprobe",
+            "-v",
+            "error",
+            *options,
+            "-select_streams",
+            "v:0",
+            "-read_intervals",
+            f"%+{seconds}",
+            "-show_entries",
+            f"frame={_TIME},width,height",
+            "-of",
+            "json",
+            url,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=seconds + 90,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     return json.loads(done.stdout).get("frames", [])
 
@@ -98,10 +119,26 @@ def rate(times: list[float]) -> float:
 def ffmpeg_picture(url: str, *options: str, skip: int = 5) -> np.ndarray:
     """One picture of ``url`` decoded by ``ffmpeg``: the one after ``skip`` others."""
     done = subprocess.run(
-        ["ffmpeg", "-v", "error", *options, "-i", url, "-vf", f"select=gte(n\\,{skip})",
-         "-frames:v", "1", "-f", "image2pipe", "-c:v", "png", "-"],
-        capture_output=True, timeout=120,
-    )  # fmt: skip
+        [
+            "ffmpeg",
+            "-v",
+            "error",
+            *options,
+            "-i",
+            url,
+            "-vf",
+            f"select=gte(n\\,{skip})",
+            "-frames:v",
+            "1",
+            "-f",
+            "image2pipe",
+            "-c:v",
+            "png",
+            "-",
+        ],
+        capture_output=True,
+        timeout=120,
+    )
     assert done.returncode == 0 and done.stdout, done.stderr[-2000:].decode(errors="replace")
     image = cv2.imdecode(np.frombuffer(done.stdout, np.uint8), cv2.IMREAD_COLOR)
     assert image is not None

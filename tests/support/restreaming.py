@@ -31,16 +31,26 @@ SPEC = {
     "version": "1.0",
     "inputs": [{"type": "InferenceImage", "name": "image"}],
     "steps": [
-        {"type": "roboflow_core/roboflow_object_detection_model@v2", "name": "det",
-         "images": "$inputs.image", "model_id": "yolov3-tiny-416", "confidence": 0.5},
-        {"type": "roboflow_core/bounding_box_visualization@v1", "name": "box",
-         "image": "$inputs.image", "predictions": "$steps.det.predictions", "thickness": 12},
+        {
+            "type": "roboflow_core/roboflow_object_detection_model@v2",
+            "name": "det",
+            "images": "$inputs.image",
+            "model_id": "yolov3-tiny-416",
+            "confidence": 0.5,
+        },
+        {
+            "type": "roboflow_core/bounding_box_visualization@v1",
+            "name": "box",
+            "image": "$inputs.image",
+            "predictions": "$steps.det.predictions",
+            "thickness": 12,
+        },
     ],
     "outputs": [
         {"type": "JsonField", "name": "predictions", "selector": "$steps.det.predictions"},
         {"type": "JsonField", "name": "annotated", "selector": "$steps.box.image"},
     ],
-}  # fmt: skip
+}
 
 
 def call(server: ServerProcess, key: str, method: str, path: str, **kwargs) -> httpx.Response:
@@ -72,29 +82,42 @@ def watched_pipeline(
 
     with RTSPCamera(1280, 720, fps=10, picture=picture) as camera:
         started = call(
-            server, key, "POST", "/inference_pipelines/initialise",
+            server,
+            key,
+            "POST",
+            "/inference_pipelines/initialise",
             json={
-                "video_configuration": {"type": "VideoConfiguration",
-                                        "video_reference": [camera.url] * sources},
-                "processing_configuration": {"type": "WorkflowConfiguration",
-                                             "workflow_specification": SPEC},
+                "video_configuration": {
+                    "type": "VideoConfiguration",
+                    "video_reference": [camera.url] * sources,
+                },
+                "processing_configuration": {
+                    "type": "WorkflowConfiguration",
+                    "workflow_specification": SPEC,
+                },
                 **extra,
             },
-        )  # fmt: skip
+        )
         assert started.status_code == 200, started.text
         pipeline_id = started.json()["context"]["pipeline_id"]
         try:
             outputs = wait_for(
                 lambda: [
-                    output for output in call(
-                        server, key, "GET", f"/inference_pipelines/{pipeline_id}/consume",
+                    output
+                    for output in call(
+                        server,
+                        key,
+                        "GET",
+                        f"/inference_pipelines/{pipeline_id}/consume",
                         json={"wait_seconds": 5},
-                    ).json().get("outputs", [])
+                    )
+                    .json()
+                    .get("outputs", [])
                     if output and output["predictions"]["predictions"]
                 ],
                 90,
                 "a result with the person",
-            )  # fmt: skip
+            )
             found = outputs[0]["predictions"]["predictions"]
             person_box = max(found, key=lambda p: p["confidence"])
             x, y, w, h = (person_box[k] for k in ("x", "y", "width", "height"))

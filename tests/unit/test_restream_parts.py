@@ -70,16 +70,18 @@ def test_players_share_one_encoder_start_on_a_keyframe_and_a_stalled_one_is_drop
         stalled = restream.subscribe("h264")
         feeding = asyncio.create_task(_offer(restream, 30))
         taken: list = []
+        arrived = asyncio.Condition()
 
         async def read() -> None:
             while (frame := await reading.next()) is not None:
-                taken.append(frame)
+                async with arrived:
+                    taken.append(frame)
+                    arrived.notify_all()
 
         reader = asyncio.create_task(read())
         await feeding
-        async with asyncio.timeout(10):
-            while len(taken) < restream.stats()["encoded"]:
-                await asyncio.sleep(0.01)  # the frames on their way to the reader
+        async with asyncio.timeout(10), arrived:
+            await arrived.wait_for(lambda: len(taken) >= restream.stats()["encoded"])
         reader.cancel()
         assert taken[0].keyframe and taken[0].data.startswith(b"\x00\x00\x00\x01")
         # 0.2 s at 25 fps: five frames never taken, and the player is dropped; the other

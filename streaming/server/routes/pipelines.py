@@ -15,7 +15,7 @@ from sources.kinds import FILE, kind_of, scheme_of
 
 from ...errors import InvalidRequest
 from ...pipelines import InitialisePipelinePayload
-from ...pipelines.models import AddSourcePayload, ConsumePayload
+from ...pipelines.models import AddSourcePayload, ConsumePayload, path_number
 from ...pipelines.pipeline import SourceNotFound
 from ...workflows.blocks.base import BuildContext
 from ...workflows.runner import require_roles
@@ -212,10 +212,10 @@ async def remove_source(
     """Ours: stops one source of a running pipeline; the others go on."""
     # A text path parameter, read after the key check (a dependency): a typed one would
     # answer a caller without the key (422) before it was asked for the key.
-    if not (source_id.isascii() and source_id.isdigit()) or len(source_id) > 9:
+    if (source := path_number(source_id)) is None:
         raise SourceNotFound(f"pipeline {pipeline_id} has no source {source_id!r}")
-    await state.pipelines.remove_source(pipeline_id, int(source_id))
-    return _success(pipeline_id, source_id=int(source_id))
+    await state.pipelines.remove_source(pipeline_id, source)
+    return _success(pipeline_id, source_id=source)
 
 
 @router.get("/{pipeline_id}/consume", openapi_extra=json_body(ConsumePayload))

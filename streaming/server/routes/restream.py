@@ -18,6 +18,7 @@ from sinks.restream import mjpeg_parts, snapshot
 from sinks.restream.mjpeg import CONTENT_TYPE
 
 from ...errors import NotFound, UpstreamTimeout
+from ...pipelines.models import path_number
 from ...restreams import SourceRestream
 from ..docs import ERROR_RESPONSES
 from ..http import authorize
@@ -33,13 +34,6 @@ _PICTURE_WAIT_S = 10.0
 """The longest a snapshot or a first playlist waits for the source's next picture."""
 
 
-def _number(source_id: str) -> int:
-    """A source id of the path, -1 when it is not one (no source has it)."""
-    if source_id.isascii() and source_id.isdigit() and len(source_id) <= 9:
-        return int(source_id)
-    return -1
-
-
 async def _played(
     request: Request,
     pipeline_id: str,
@@ -47,13 +41,13 @@ async def _played(
     state: ServerState = Depends(get_state),
 ) -> SourceRestream:
     """The source a player may watch: with its token, or a key with the viewer role."""
-    number = _number(source_id)
+    number = path_number(source_id)
     token = request.query_params.get("token")
     if token is None:
         authorize(request, state)
-    else:
-        state.restreams.tokens.check(token, pipeline_id, number)
-    if number < 0:
+    else:  # checked before the path is judged: no key or token, no answer about it
+        state.restreams.tokens.check(token, pipeline_id, -1 if number is None else number)
+    if number is None:
         raise NotFound(f"pipeline {pipeline_id} has no source {source_id!r}")
     return await state.restreams.source(pipeline_id, number)
 
@@ -96,8 +90,8 @@ async def hls_playlist(request: Request, played: _PLAYED) -> Response:
 async def hls_segment(sequence: str, played: _PLAYED) -> Response:
     """One HLS segment (MPEG-TS), while the playlist lists it."""
     data = None
-    if sequence.isascii() and sequence.isdigit() and len(sequence) <= 12:
-        data = played.hls.segment(int(sequence))
+    if (number := path_number(sequence, max_digits=12)) is not None:
+        data = played.hls.segment(number)
     if data is None:
         raise NotFound(f"segment {sequence!r} is not (or no longer) in the playlist")
     return Response(data, media_type="video/mp2t", headers=_NO_STORE)

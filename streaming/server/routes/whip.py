@@ -33,7 +33,7 @@ from ...errors import (
 from ...peer.publisher import Publisher
 from ...pipelines import PipelineManager
 from ...pipelines.manager import PipelineNotFound
-from ...pipelines.models import InitialisePipelinePayload, VideoConfiguration
+from ...pipelines.models import InitialisePipelinePayload, VideoConfiguration, path_number
 from ...pipelines.pipeline import LastSource, SourceNotFound
 from ...protocol.messages import WebRTCOffer, WebRTCWorkerRequest, WorkflowConfiguration
 from ...rtc.candidates import CandidateScreen
@@ -334,9 +334,8 @@ async def whep_pipeline(
     playback ends with it)."""
     # A text path parameter, read after the key check: a typed one would answer a caller
     # without the key (422) before it was asked for the key.
-    if not (source_id.isascii() and source_id.isdigit()) or len(source_id) > 9:
+    if (source := path_number(source_id)) is None:
         raise SourceNotFound(f"pipeline {pipeline_id} has no source {source_id!r}")
-    source = int(source_id)
     stream_output = request.query_params.get("stream_output")
     response, worker = await _play(request, state, offer, pipeline_id, source, stream_output)
     if (publisher := state.publishers.of_source(pipeline_id, source)) is not None:
