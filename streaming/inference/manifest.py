@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 from pathlib import Path
 from typing import Annotated, Literal
@@ -163,6 +164,13 @@ class ModelManifest(BaseModel):
     """Where a ``remote`` model is served (KServe V2 / Triton)."""
     class_names: list[str] = Field(min_length=1)
     """Class names, indexed by class id."""
+    nested_overlap: float | None = Field(default=None, gt=0, le=1)
+    """Detectors: a box whose intersection with a better box of its class covers at least
+    this fraction of the smaller box is the same object, dropped (None: off;
+    ``streaming.inference.overlaps``)."""
+    class_overlap_iou: float | None = Field(default=None, gt=0, le=1)
+    """Detectors: a box overlapping a better box of another class by at least this IoU is
+    the same object claimed twice, dropped (None: off)."""
     source: str = ""
     """Where the weights came from."""
     sha256: str = ""
@@ -207,4 +215,7 @@ class ModelManifest(BaseModel):
         return cls.model_validate_json((directory / MANIFEST_FILE).read_text())
 
     def save(self, directory: Path) -> None:
-        (directory / MANIFEST_FILE).write_text(json.dumps(self.model_dump(), indent=2) + "\n")
+        """Written whole or not at all: another process may be loading it."""
+        staged = directory / f".{MANIFEST_FILE}.{os.getpid()}"
+        staged.write_text(json.dumps(self.model_dump(), indent=2) + "\n")
+        os.replace(staged, directory / MANIFEST_FILE)

@@ -22,6 +22,7 @@ from .decoders import (
     get_decoder,
 )
 from .manifest import ModelManifest
+from .overlaps import one_box_per_object
 from .preprocess import Letterbox, Normalization, fitting_input, prepare
 from .session import InferenceSession
 
@@ -95,9 +96,8 @@ class DetectionModel:
         self, images: list[np.ndarray], options: DecodeOptions, timer: StageTimer | None = None
     ) -> list[sv.Detections]:
         """Several images (a frame's crops) in as few model runs as the model takes."""
-        decoder = self._decoder
+        decoder, m = self._decoder, self.manifest
         if not isinstance(decoder, DetectionDecoder):
-            m = self.manifest
             raise TypeError(f"model '{m.name}' is a {m.task} model: it classifies, not detects")
         runs = self._run(images, timer)
         t0 = time.perf_counter()
@@ -106,6 +106,7 @@ class DetectionModel:
             # Every input has the main one's decoder class, checked above.
             rows = [o[0] for o in outputs]
             decoded = cast(DetectionDecoder, network.decoder).decode(rows, options)
+            decoded = one_box_per_object(decoded, m.nested_overlap, m.class_overlap_iou)
             found.append(self._placed(network, decoded, box, image))
         _add(timer, "postprocess", t0)
         return found
