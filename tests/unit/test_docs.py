@@ -8,6 +8,7 @@ import os
 import re
 import subprocess
 import sys
+from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
@@ -57,6 +58,59 @@ def test_the_guide_builds_strictly(tmp_path: Path) -> None:
     for page in sorted((ROOT / "docs" / "guide").glob("*.md")):
         if page.stem != "index":
             assert (site / page.stem / "index.html").exists(), f"{page.name} was not built"
+    run_on = [
+        f"{html.relative_to(site)}: {line}"
+        for html in sorted(site.rglob("*.html"))
+        for line in _lists_in_paragraphs(html.read_text())
+    ]
+    assert not run_on, "lists rendered as text (a list needs a blank line before it):\n" + (
+        "\n".join(run_on)
+    )
+
+
+class _Paragraphs(HTMLParser):
+    """The text of every paragraph and list item of a page as the browser gets it, each
+    without the blocks inside it (a nested list is its own items) or code blocks."""
+
+    _BLOCKS = ("p", "li")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.paragraphs: list[str] = []
+        self._open: list[int] = []
+        self._code = 0
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag in self._BLOCKS:
+            self._open.append(len(self.paragraphs))
+            self.paragraphs.append("")
+        elif tag == "pre":  # a code block (superfences may put one inside a <p>)
+            self._code += 1
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag in self._BLOCKS and self._open:
+            self._open.pop()
+        elif tag == "pre":
+            self._code = max(0, self._code - 1)
+
+    def handle_data(self, data: str) -> None:
+        if self._open and not self._code:
+            self.paragraphs[self._open[-1]] += data
+
+
+_LIST_ITEM = re.compile(r"\n\s*(?:[-*+]|\d+\.)\s+\S")
+
+
+def _lists_in_paragraphs(page: str) -> list[str]:
+    """Lines of paragraphs that begin as a list item does: Markdown that needed a blank
+    line before its list, shown as run-on text (``--strict`` does not see it)."""
+    parser = _Paragraphs()
+    parser.feed(page)
+    return [
+        paragraph.strip().replace("\n", " ")[:120]
+        for paragraph in parser.paragraphs
+        if _LIST_ITEM.search(paragraph)
+    ]
 
 
 def test_the_settings_page_is_the_code_s_declarations() -> None:
