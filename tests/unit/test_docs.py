@@ -4,6 +4,7 @@ every link the README makes into the repository lands on a file and a heading th
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -13,6 +14,8 @@ from pathlib import Path
 
 import pytest
 from markdown.extensions.toc import slugify
+
+from streaming.workflows.blocks import BLOCKS
 
 ROOT = Path(__file__).resolve().parents[2]
 README_MAX_LINES = 300
@@ -58,6 +61,11 @@ def test_the_guide_builds_strictly(tmp_path: Path) -> None:
     for page in sorted((ROOT / "docs" / "guide").glob("*.md")):
         if page.stem != "index":
             assert (site / page.stem / "index.html").exists(), f"{page.name} was not built"
+    # Each block is an entry of the site's search of its own: "dynamic_crop" finds one.
+    index = json.loads((site / "search" / "search_index.json").read_text())["docs"]
+    blocks = {e["title"] for e in index if e["location"].startswith("blocks/#")}
+    assert "<code>roboflow_core/dynamic_crop@v1</code>" in blocks
+    assert len(blocks) == len(set(BLOCKS.values())), "a block without its own heading"
     run_on = [
         f"{html.relative_to(site)}: {line}"
         for html in sorted(site.rglob("*.html"))
@@ -111,6 +119,18 @@ def _lists_in_paragraphs(page: str) -> list[str]:
         for paragraph in parser.paragraphs
         if _LIST_ITEM.search(paragraph)
     ]
+
+
+def test_the_block_reference_is_the_code_s_declarations() -> None:
+    """``docs/guide/blocks.md`` is written from the blocks' declarations: a block or field
+    added or changed without writing the page again fails here."""
+    from streaming.workflows.blocks.reference import markdown
+
+    page = (ROOT / "docs" / "guide" / "blocks.md").read_text()
+    assert page == markdown(), (
+        "docs/guide/blocks.md differs from the declarations: "
+        "python -m streaming.workflows.blocks.reference > docs/guide/blocks.md"
+    )
 
 
 def test_the_settings_page_is_the_code_s_declarations() -> None:
