@@ -4,13 +4,13 @@
 #   docker build -t visionstream .
 #   docker run --gpus all --network host -v visionstream-models:/models visionstream
 # WebRTC media flows over UDP ports aiortc picks at random: use host networking, or a TURN
-# relay (STREAMING_ICE_SERVERS) when the container must stay on a bridge network.
+# relay (VISIONSTREAM_ICE_SERVERS) when the container must stay on a bridge network.
 FROM nvidia/cuda:13.0.1-cudnn-runtime-ubuntu24.04
 
 ENV DEBIAN_FRONTEND=noninteractive PIP_BREAK_SYSTEM_PACKAGES=1 PIP_NO_CACHE_DIR=1 \
-    PYTHONUNBUFFERED=1 STREAMING_HOST=0.0.0.0 STREAMING_MODELS_DIR=/models \
-    STREAMING_TRT_CACHE_DIR=/models/.trt-engines STREAMING_SINK_DIR=/data/sinks \
-    STREAMING_RESTREAM_RTSP_PORT=8555
+    PYTHONUNBUFFERED=1 VISIONSTREAM_HOST=0.0.0.0 VISIONSTREAM_MODELS_DIR=/models \
+    VISIONSTREAM_TRT_CACHE_DIR=/models/.trt-engines VISIONSTREAM_SINK_DIR=/data/sinks \
+    VISIONSTREAM_RESTREAM_RTSP_PORT=8555
 # srt-tools: srt-live-transmit receives srt:// streams and sends SRT pushes (PyAV's FFmpeg has
 # no libsrt).
 RUN apt-get update && apt-get install -y --no-install-recommends python3 python3-pip srt-tools \

@@ -3,7 +3,7 @@
 Eight live synthetic feeds (our client, one asyncio loop, realtime so the server keeps up by
 dropping) each send 320x240 frames at --fps to one `visionstream serve` running the default
 detection workflow with predictions only on the data channel. The server runs once with the
-batcher off (STREAMING_MAX_BATCH_SIZE=1) and once on (=8, 4 ms queue delay), alternating for
+batcher off (VISIONSTREAM_MAX_BATCH_SIZE=1) and once on (=8, 4 ms queue delay), alternating for
 --rounds; each run counts the results all sessions receive over --seconds after every session
 has had its first result, and reads the mean batch size from /metrics.
 

@@ -353,8 +353,8 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--variants", default="",
                         help="with --sub-streams: the server's environment per variant, "
-                             "alternated, e.g. 'STREAMING_WORKFLOW_THREADS=4;"
-                             "STREAMING_WORKFLOW_THREADS=16'")  # fmt: skip
+                             "alternated, e.g. 'VISIONSTREAM_WORKFLOW_THREADS=4;"
+                             "VISIONSTREAM_WORKFLOW_THREADS=16'")  # fmt: skip
     parser.add_argument(
         "--tag", default="", help="with --sub-streams: appended to the results' file name"
     )
@@ -410,7 +410,7 @@ def sub_streams(
 ) -> None:  # fmt: skip
     """Cameras with a sub-stream: the main stream 1920x1080 at 15 fps, recorded (never
     decoded); the sub-stream 640x360 at 5 fps, decoded, gated and detected on. With
-    ``variants`` (the server's environment, e.g. ``STREAMING_WORKFLOW_THREADS``), each count
+    ``variants`` (the server's environment, e.g. ``VISIONSTREAM_WORKFLOW_THREADS``), each count
     is run once per variant, alternated, ``rounds`` times: side by side on one machine.
     With ``against`` (a commit), its server and this checkout's take turns the same way."""
     clips = {}

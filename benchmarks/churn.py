@@ -55,7 +55,7 @@ def main() -> None:
         "--malloc-trim",
         action=argparse.BooleanOptionalAction,
         default=True,
-        help="the server's STREAMING_MALLOC_TRIM (off: to measure what it saves)",
+        help="the server's VISIONSTREAM_MALLOC_TRIM (off: to measure what it saves)",
     )
     parser.add_argument("--out", default="churn")
     args = parser.parse_args()

@@ -28,7 +28,7 @@ from streaming.rtc.encoder import BitrateLimits, H264Encoder, Vp8Encoder, bitrat
 
 SIZES = ((640, 480), (1280, 720))
 KBPS_PER_MEGAPIXEL = 3000  # the server's default cap
-MAX_BITRATE = 1_500_000  # the server's default STREAMING_VIDEO_MAX_KBPS
+MAX_BITRATE = 1_500_000  # the server's default VISIONSTREAM_VIDEO_MAX_KBPS
 
 
 def encoders(bitrate: int) -> dict[str, tuple[object, str]]:

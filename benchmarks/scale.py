@@ -13,7 +13,7 @@ path only; media goes straight to the replica).
 
 ``--models``: where the detection model runs, side by side at the same load (``--replicas``'
 largest count, one session per replica, the detection workflow): loaded in every replica
-(``STREAMING_RAY_MODELS=replica``) against one Serve model deployment batching for all
+(``VISIONSTREAM_RAY_MODELS=replica``) against one Serve model deployment batching for all
 (``deployment``): each session's fps and latency, and the server's CPU ms per frame.
 
 Run: ``unshare --net sh -c 'ip link set lo up && python -m benchmarks scale'``.

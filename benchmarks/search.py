@@ -5,7 +5,7 @@ not depend on what the vectors say), in SQLite compared by sqlite-vec's
 ``vec_distance_cosine`` (pysqlite3's SQLite), in SQLite compared in numpy (where sqlite-vec
 cannot load), and in PostgreSQL (Debian's) compared in numpy, read in chunks. Per store:
 the 20 nearest of every vector (p50/p95 of ``--queries`` queries, each a fresh vector), of
-the newest ``STREAMING_EVENTS_SEARCH_MAX_COMPARED`` (20,000, the bound a
+the newest ``VISIONSTREAM_EVENTS_SEARCH_MAX_COMPARED`` (20,000, the bound a
 server's search runs under), and of the last hour's only (``since``: narrowed by the index).
 
 Run: ``python -m benchmarks search [--events 100000 --dimensions 768 --queries 20]``;

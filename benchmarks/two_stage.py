@@ -2,7 +2,7 @@
 
 - detect -> crop each detection -> classify every crop -> classes back onto the detections,
   at 1, 5, 10 and 20 detections, the crops batched (one classifier run per frame) and not
-  (``STREAMING_MAX_CROP_BATCH=1``: a run per crop), against the one-stage workflow (the
+  (``VISIONSTREAM_MAX_CROP_BATCH=1``: a run per crop), against the one-stage workflow (the
   default detector) on the same frame;
 - the default detector on a 1280x960 frame in one pass, and sliced into 2x2 and 3x3 tiles
   (``image_slicer@v2``, 20 % overlap) with the tiles' detections stitched back (NMS);

@@ -8,7 +8,7 @@ from the session's start (signaling, upload included) to its completion message.
 upload runs alternate, --rounds times, and each ratio uses the baseline measured next to it.
 
 Run: ``python benchmarks/upload.py [--frames 300] [--rounds 2]``; the server is started twice,
-with the default ACK window and with ``STREAMING_ACK_WINDOW=1``.
+with the default ACK window and with ``VISIONSTREAM_ACK_WINDOW=1``.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """What a live VLM step costs each frame between its questions: the frame's run with the
-step holding its last answer (``STREAMING_VLM_LIVE_MIN_INTERVAL_S`` far away), in this
+step holding its last answer (``VISIONSTREAM_VLM_LIVE_MIN_INTERVAL_S`` far away), in this
 process, for one ``openai_compatible`` step on 1280x720 frames; the provider (the suite's,
 on loopback) answers at once. ``--tree`` runs an earlier checkout's code (a ``git worktree``)
 for an A/B in one run: ``python -m benchmarks vlm-held --tree /tmp/before``.

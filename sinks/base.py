@@ -45,7 +45,7 @@ class SinkContext:
     pipeline: str
     """The pipeline's short id (for logs)."""
     directory: Path
-    """The server's sink directory (``STREAMING_SINK_DIR``): a sink's files go under it."""
+    """The server's sink directory (``VISIONSTREAM_SINK_DIR``): a sink's files go under it."""
     started: str
     """When the pipeline started (``%Y%m%d-%H%M%S``): in file names, so a restarted
     pipeline never overwrites what it wrote before."""

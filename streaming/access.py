@@ -22,9 +22,10 @@ from pathlib import Path
 from typing import Annotated, Any
 
 from pydantic import Field, field_validator
-from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+from pydantic_settings import NoDecode, SettingsConfigDict
 
 from .errors import StreamingError
+from .settings.prefix import ProductSettings
 
 __all__ = [
     "BLOCKS",
@@ -81,7 +82,7 @@ class Principal:
         if self.role < role:
             raise Forbidden(
                 f"{what} needs the {role} role; {self.name!r} is a {self.role} "
-                "(STREAMING_AUTH_KEYS_FILE or the proxy's group mapping say which)"
+                "(VISIONSTREAM_AUTH_KEYS_FILE or the proxy's group mapping say which)"
             )
 
     def caller(self, address: str) -> str:
@@ -178,7 +179,7 @@ PUBLIC: frozenset[tuple[str, str]] = frozenset(
         ("GET", "/docs"),
     }
 )
-"""Routes that ask for no key (``/metrics`` too, with ``STREAMING_METRICS_REQUIRE_API_KEY``
+"""Routes that ask for no key (``/metrics`` too, with ``VISIONSTREAM_METRICS_REQUIRE_API_KEY``
 off); ``/healthz`` shows more to a known caller."""
 
 
@@ -238,10 +239,10 @@ def block_role(type_id: str, fields: Mapping[str, Any]) -> tuple[Role, str]:
     return Role.OPERATOR, "it runs in a workflow"
 
 
-class AuthSettings(BaseSettings):
-    """Named keys with roles, and an authenticating proxy (``STREAMING_AUTH_*``)."""
+class AuthSettings(ProductSettings):
+    """Named keys with roles, and an authenticating proxy (``VISIONSTREAM_AUTH_*``)."""
 
-    model_config = SettingsConfigDict(env_prefix="STREAMING_AUTH_", extra="ignore")
+    model_config = SettingsConfigDict(env_prefix="VISIONSTREAM_AUTH_", extra="ignore")
 
     keys_file: Path | None = None
     """A JSON file of named keys, stored hashed, each with a role and an optional expiry

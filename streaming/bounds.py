@@ -1,27 +1,28 @@
-"""What one workflow may cost (``STREAMING_LIMIT_*``): a workflow is untrusted input, so
+"""What one workflow may cost (``VISIONSTREAM_LIMIT_*``): a workflow is untrusted input, so
 every size a caller controls (steps, pixels, elements, bytes written) has a bound here, read
 by the compiler where the size is literal and by the block on each frame where it is not."""
 
 from __future__ import annotations
 
 from pydantic import Field
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import SettingsConfigDict
 
 from .errors import InvalidRequest, WorkflowCompilationError
+from .settings.prefix import ProductSettings
 
 __all__ = ["BoundExceeded", "WorkflowLimits"]
 
 
 class BoundExceeded(InvalidRequest):
-    """A step would exceed one of the server's ``STREAMING_LIMIT_*`` bounds on a frame."""
+    """A step would exceed one of the server's ``VISIONSTREAM_LIMIT_*`` bounds on a frame."""
 
     code = "limit_exceeded"
 
 
-class WorkflowLimits(BaseSettings):
-    """Bounds on what one workflow may make (``STREAMING_LIMIT_*``)."""
+class WorkflowLimits(ProductSettings):
+    """Bounds on what one workflow may make (``VISIONSTREAM_LIMIT_*``)."""
 
-    model_config = SettingsConfigDict(env_prefix="STREAMING_LIMIT_", extra="ignore")
+    model_config = SettingsConfigDict(env_prefix="VISIONSTREAM_LIMIT_", extra="ignore")
 
     workflow_steps: int = Field(default=500, ge=1)
     """Steps of one workflow once its inner workflows are inlined."""
@@ -40,7 +41,7 @@ class WorkflowLimits(BaseSettings):
     """Characters of one text a step makes (a ``string_template``'s rendering, a format
     spec's width); past it the frame is a 400."""
     file_sink_mb: int = Field(default=1024, ge=1)
-    """What ``local_file_sink`` steps may keep under ``STREAMING_FILE_SINK_DIR`` in all;
+    """What ``local_file_sink`` steps may keep under ``VISIONSTREAM_FILE_SINK_DIR`` in all;
     past it a write is refused (an error on that step), nothing is deleted."""
     file_sink_min_free_mb: int = Field(default=1024, ge=0)
     """Free space a ``local_file_sink`` write leaves on its disk, at least."""
@@ -52,7 +53,7 @@ class WorkflowLimits(BaseSettings):
             error = WorkflowCompilationError if compiling else BoundExceeded
             raise error(
                 f"step '{step}': a {width}x{height} image is over the server's "
-                f"{self.image_pixels} pixels (STREAMING_LIMIT_IMAGE_PIXELS)"
+                f"{self.image_pixels} pixels (VISIONSTREAM_LIMIT_IMAGE_PIXELS)"
             )
 
     def check_kernel(self, step: str, field: str, size: int) -> None:
@@ -60,7 +61,7 @@ class WorkflowLimits(BaseSettings):
         if size > self.kernel_size:
             raise WorkflowCompilationError(
                 f"step '{step}': {field} {size} is over the server's {self.kernel_size} "
-                "(STREAMING_LIMIT_KERNEL_SIZE)"
+                "(VISIONSTREAM_LIMIT_KERNEL_SIZE)"
             )
 
     def check_elements(self, step: str, count: int, what: str) -> None:
@@ -68,5 +69,5 @@ class WorkflowLimits(BaseSettings):
         if count > self.elements:
             raise BoundExceeded(
                 f"step '{step}': {count} {what} of one image is over the server's "
-                f"{self.elements} (STREAMING_LIMIT_ELEMENTS)"
+                f"{self.elements} (VISIONSTREAM_LIMIT_ELEMENTS)"
             )

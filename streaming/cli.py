@@ -59,9 +59,9 @@ _LOCAL_RAY = "local"
 
 def _serve_settings(args: argparse.Namespace) -> Settings:
     """The environment's settings, with ``--host`` / ``--port`` where given."""
-    from .config import unknown_settings
+    from .config import environment_notes
 
-    for line in unknown_settings():
+    for line in environment_notes():
         print(f"warning: {line}", file=sys.stderr, flush=True)
     overrides = {k: v for k, v in (("host", args.host), ("port", args.port)) if v is not None}
     return _settings(**overrides)
@@ -95,7 +95,7 @@ def _serve(args: argparse.Namespace) -> int:
         limit_concurrency=settings.max_connections,
         # uvicorn believes X-Forwarded-For from 127.0.0.1 by default: a local client could
         # then pick the address its throttle and session cap count against. DirectPeer
-        # believes it from STREAMING_TRUSTED_PROXIES alone, keeping the connection's own.
+        # believes it from VISIONSTREAM_TRUSTED_PROXIES alone, keeping the connection's own.
         proxy_headers=False,
     )
     if args.log_level == "info":
@@ -310,9 +310,9 @@ def _parser() -> argparse.ArgumentParser:
             name, help=help, description=help, formatter_class=_HelpFormatter, **kwargs
         )
 
-    serve = command("serve", "run the server (settings: STREAMING_* environment variables)")
-    serve.add_argument("--host", help="bind address (default 127.0.0.1, STREAMING_HOST)")
-    serve.add_argument("--port", type=int, help="port (default 9001, STREAMING_PORT)")
+    serve = command("serve", "run the server (settings: VISIONSTREAM_* environment variables)")
+    serve.add_argument("--host", help="bind address (default 127.0.0.1, VISIONSTREAM_HOST)")
+    serve.add_argument("--port", type=int, help="port (default 9001, VISIONSTREAM_PORT)")
     serve.add_argument(
         "--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"]
     )
@@ -328,7 +328,7 @@ def _parser() -> argparse.ArgumentParser:
         "--replicas",
         type=_replicas,
         help="with --ray: media worker replicas, or auto: as many as the sessions need, "
-        "between STREAMING_RAY_MIN_REPLICAS and _MAX_REPLICAS (default: one per CPU)",
+        "between VISIONSTREAM_RAY_MIN_REPLICAS and _MAX_REPLICAS (default: one per CPU)",
     )
     serve.set_defaults(func=_serve)
     stream = command("stream", "stream a source to a server and show or save the results")

@@ -3,7 +3,7 @@
 Callers name URLs the server then opens: a session's ``rtsp_url``/``mjpeg_url``, a pipeline's
 ``video_reference`` and webhook sink, the ICE servers a client sends in ``webrtc_config``.
 Each host is resolved and every address it resolves to must lie in
-``STREAMING_ALLOWED_NETWORKS`` (default: anywhere, so LAN cameras in private ranges work).
+``VISIONSTREAM_ALLOWED_NETWORKS`` (default: anywhere, so LAN cameras in private ranges work).
 Loopback (the server itself), link-local (cloud metadata at 169.254.169.254), unspecified and
 multicast addresses are refused even then, unless a listed network lies inside that range
 (``127.0.0.0/8`` to reach cameras on this machine, as the tests do).
@@ -42,7 +42,7 @@ _SPECIAL: list[tuple[str, Network]] = [
     ("multicast", ipaddress.ip_network("ff00::/8")),
 ]
 
-_SETTING = "STREAMING_ALLOWED_NETWORKS"
+_SETTING = "VISIONSTREAM_ALLOWED_NETWORKS"
 
 
 class EgressRefused(InvalidRequest):

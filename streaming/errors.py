@@ -176,7 +176,7 @@ class ShuttingDown(NotReady):
 
 
 class TooManyPlayers(StreamingError):
-    """A restreamed source has as many players as it may (``STREAMING_RESTREAM_MAX_VIEWERS``)."""
+    """A restreamed source has as many players as it may (``VISIONSTREAM_RESTREAM_MAX_VIEWERS``)."""
 
     status = 503
     code = "too_many_players"
@@ -204,7 +204,7 @@ class RelayUnavailable(StreamingError):
 
 
 class ModelProviderFailed(StreamingError):
-    """A model provider (``STREAMING_VLM_PROVIDERS``) refused or did not answer a request the
+    """A model provider (``VISIONSTREAM_VLM_PROVIDERS``) refused or did not answer a request the
     answer depends on (a search's embedding)."""
 
     status = 502

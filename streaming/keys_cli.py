@@ -1,11 +1,10 @@
-"""``visionstream keys``: named API keys with roles in the file ``STREAMING_AUTH_KEYS_FILE``
+"""``visionstream keys``: named API keys with roles in the file ``VISIONSTREAM_AUTH_KEYS_FILE``
 names (``add`` prints the new key once; only its hash is stored), listed and removed."""
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -18,8 +17,10 @@ Command = Callable[..., argparse.ArgumentParser]
 
 
 def add_keys_commands(command: Command) -> None:
-    keys = command("keys", "manage named API keys with roles (STREAMING_AUTH_KEYS_FILE)")
-    keys.add_argument("--file", type=Path, help="the keys file (default STREAMING_AUTH_KEYS_FILE)")
+    keys = command("keys", "manage named API keys with roles (VISIONSTREAM_AUTH_KEYS_FILE)")
+    keys.add_argument(
+        "--file", type=Path, help="the keys file (default VISIONSTREAM_AUTH_KEYS_FILE)"
+    )
     actions = keys.add_subparsers(dest="keys_command", required=True)
     add = actions.add_parser("add", help="a new key: printed once, stored hashed")
     add.add_argument("name", help="who or what holds it (shown in logs and /auth/me)")
@@ -33,9 +34,11 @@ def add_keys_commands(command: Command) -> None:
 
 
 def _file(args: argparse.Namespace) -> Path:
-    path = args.file or os.environ.get("STREAMING_AUTH_KEYS_FILE")
+    from .access import AuthSettings
+
+    path = args.file or AuthSettings().keys_file  # its old name too (settings/prefix.py)
     if not path:
-        raise SystemExit("name the keys file: --file PATH or STREAMING_AUTH_KEYS_FILE")
+        raise SystemExit("name the keys file: --file PATH or VISIONSTREAM_AUTH_KEYS_FILE")
     return Path(path)
 
 

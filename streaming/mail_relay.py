@@ -1,7 +1,7 @@
-"""The server's own mail relay (``STREAMING_SMTP_*``), for what the server sends on its own
+"""The server's own mail relay (``VISIONSTREAM_SMTP_*``), for what the server sends on its own
 account (``email_notification@v2``'s managed provider, event descriptions): never an open
-relay, it sends only to ``STREAMING_SMTP_ALLOWED_RECIPIENTS``, at most
-``STREAMING_SMTP_MAX_RECIPIENTS`` a message."""
+relay, it sends only to ``VISIONSTREAM_SMTP_ALLOWED_RECIPIENTS``, at most
+``VISIONSTREAM_SMTP_MAX_RECIPIENTS`` a message."""
 
 from __future__ import annotations
 
@@ -24,21 +24,21 @@ def refused_recipients(smtp: SmtpSettings, recipients: list[str]) -> str | None:
     if len(recipients) > smtp.max_recipients:
         return (
             f"{len(recipients)} recipients are over the server's {smtp.max_recipients} "
-            "(STREAMING_SMTP_MAX_RECIPIENTS)"
+            "(VISIONSTREAM_SMTP_MAX_RECIPIENTS)"
         )
     refused = [r for r in recipients if not allowed_recipient(r, smtp.allowed_recipients)]
     if refused:
         more = " and more" if len(refused) > 3 else ""
         return (
             f"the server's mail relay does not send to {refused[:3]}{more} "
-            "(STREAMING_SMTP_ALLOWED_RECIPIENTS)"
+            "(VISIONSTREAM_SMTP_ALLOWED_RECIPIENTS)"
         )
     return None
 
 
 def relay_server(smtp: SmtpSettings) -> tuple[SmtpServer, str] | None:
-    """The relay and its From address; None where none is set (``STREAMING_SMTP_HOST``,
-    and ``STREAMING_SMTP_SENDER`` or ``_USERNAME``)."""
+    """The relay and its From address; None where none is set (``VISIONSTREAM_SMTP_HOST``,
+    and ``VISIONSTREAM_SMTP_SENDER`` or ``_USERNAME``)."""
     sender = smtp.sender or smtp.username
     if not smtp.host or not sender:
         return None

@@ -4,7 +4,7 @@ list. Decoded to BGR uint8, each checked against the server's limits before it i
 
 - ``base64``: an encoded image (JPEG, PNG, BMP, WebP...), what the SDK sends for a path,
   an array or a PIL image.
-- ``url``: fetched by the server, only where ``STREAMING_ALLOWED_NETWORKS`` allows, without
+- ``url``: fetched by the server, only where ``VISIONSTREAM_ALLOWED_NETWORKS`` allows, without
   following redirects (each hop would need the same check), at most the request limit.
 - ``numpy``: the base64 of an ``np.save`` file, ``HxWx3`` (or ``HxW``) uint8 in BGR. The
   reference takes a pickle here; a pickle can run code on load, so it is refused by name.
@@ -64,7 +64,7 @@ async def load_images(
     if len(items) > limits.max_images:
         raise RequestTooLarge(
             f"{where}: {len(items)} images in one request; this server takes at most "
-            f"{limits.max_images} (STREAMING_MAX_IMAGES_PER_REQUEST)"
+            f"{limits.max_images} (VISIONSTREAM_MAX_IMAGES_PER_REQUEST)"
         )
     label = (lambda i: f"{where}[{i}]") if isinstance(value, list) else (lambda _: where)
     return [await _load(item, label(i), limits, egress) for i, item in enumerate(items)]
@@ -136,7 +136,7 @@ def _check_size(width: int, height: int, where: str, limits: ImageLimits) -> Non
     if width * height > limits.max_pixels:
         raise RequestTooLarge(
             f"{where}: a {width}x{height} image is larger than this server takes "
-            f"({limits.max_pixels} pixels, STREAMING_MAX_FRAME_PIXELS)"
+            f"({limits.max_pixels} pixels, VISIONSTREAM_MAX_FRAME_PIXELS)"
         )
 
 

@@ -162,7 +162,7 @@ class Restreams:
         self.rtsp: RtspServer | None = None
 
     async def start(self) -> None:
-        """The RTSP server, where ``STREAMING_RESTREAM_RTSP_PORT`` asks for one."""
+        """The RTSP server, where ``VISIONSTREAM_RESTREAM_RTSP_PORT`` asks for one."""
         port = self._settings.restream_rtsp_port
         if port is not None:
             settings = self._settings

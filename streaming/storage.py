@@ -4,7 +4,7 @@ Events (``events.sqlite3``), snapshots, clips, recordings and pipeline requests 
 cameras are and what they saw. The server's data and sink directories are made private when
 it starts (so whatever an older version left readable inside is out of reach as well), and a
 process that is the server (``visionstream serve``, a Ray replica, a pipeline actor) creates
-its files without group or world bits (its umask). ``STREAMING_DATA_GROUP_READABLE`` lets the
+its files without group or world bits (its umask). ``VISIONSTREAM_DATA_GROUP_READABLE`` lets the
 owner's group read them (a backup agent, a review tool running as another user of the group).
 """
 

@@ -2,7 +2,7 @@
 one pipeline source's restream: ``?token=...`` in its URLs, never the API key.
 
 A token names the pipeline, the source and when it expires, signed with HMAC-SHA256 by the
-server's restream secret (``STREAMING_RESTREAM_TOKEN_SECRET``, or a random one kept in
+server's restream secret (``VISIONSTREAM_RESTREAM_TOKEN_SECRET``, or a random one kept in
 ``data_dir``, so URLs outlive restarts). It grants watching that source and nothing else.
 """
 

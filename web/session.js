@@ -17,7 +17,7 @@ import {
 export const ICE_FAILED =
   "The video connection (ICE) failed: this browser and the server could not reach each other's " +
   "media ports. A firewall or NAT may be in the way: set a TURN server under “Network”, or the " +
-  "server's STREAMING_ICE_SERVERS; STREAMING_ICE_HOST_ADDRESSES controls what it offers.";
+  "server's VISIONSTREAM_ICE_SERVERS; VISIONSTREAM_ICE_HOST_ADDRESSES controls what it offers.";
 
 const SENT_TIMES_KEPT = 600; // ~20 s of 30 fps: results come back long before that
 const PAIRING_RESULTS = 30; // results without a paired send time before falling back

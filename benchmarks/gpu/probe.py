@@ -409,7 +409,7 @@ def decode_all(path: Path, hwaccel: str | None, threads: int, to_numpy: bool) ->
 
 def step_decode(args: argparse.Namespace) -> dict[str, Any]:
     """1080p H.264: FFmpeg's software decoder (1 thread: a camera's cost; all threads) vs
-    NVDEC through our ``open_container`` (``STREAMING_DECODE_HWACCEL=cuda``), one stream and
+    NVDEC through our ``open_container`` (``VISIONSTREAM_DECODE_HWACCEL=cuda``), one stream and
     eight at once; ``bgr24`` conversion included where said."""
     size = (640, 360) if args.smoke else (1920, 1080)
     clip = Path(args.work) / "clip.mp4"

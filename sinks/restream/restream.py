@@ -181,7 +181,7 @@ class Restream:
         if len(self._subscriptions) >= self.config.max_viewers:
             raise RestreamFull(
                 f"{self.name} has {len(self._subscriptions)} players, the most it may have "
-                "(STREAMING_RESTREAM_MAX_VIEWERS)"
+                "(VISIONSTREAM_RESTREAM_MAX_VIEWERS)"
             )
         capacity = max(2, round(self.config.stall_s * self.config.fps))
         subscription = Subscription(self, kind, capacity)

@@ -1,5 +1,5 @@
 """The Serve application for a Serve config file (KubeRay's ``RayService``):
-``import_path: streaming.cluster.app:build``, settings from the replicas' ``STREAMING_*``
+``import_path: streaming.cluster.app:build``, settings from the replicas' ``VISIONSTREAM_*``
 environment, ``args: {replicas: N | auto}``."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ __all__ = ["build"]
 
 def build(args: dict[str, Any]) -> Any:
     """Serve's application builder: ``replicas`` a count or ``auto`` (the default: between
-    ``STREAMING_RAY_MIN_REPLICAS`` and ``STREAMING_RAY_MAX_REPLICAS``, 4 unless set)."""
+    ``VISIONSTREAM_RAY_MIN_REPLICAS`` and ``VISIONSTREAM_RAY_MAX_REPLICAS``, 4 unless set)."""
     settings = Settings()
     replicas = args.get("replicas", "auto")
     count = None if replicas == "auto" else int(replicas)

@@ -5,7 +5,7 @@ sees, so Serve's default policy (ongoing requests per replica) would scale on no
 replica reports its ``sessions`` and ``max_sessions`` (``record_autoscaling_stats``); the
 policy asks for enough replicas to hold them all plus one replica's worth of free slots, so
 a burst of new sessions finds room while a replica starts. Serve applies the bounds
-(``STREAMING_RAY_MIN_REPLICAS``/``MAX_REPLICAS``) and its up/downscale delays on top.
+(``VISIONSTREAM_RAY_MIN_REPLICAS``/``MAX_REPLICAS``) and its up/downscale delays on top.
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """One Ray Serve deployment per model, batching frames from every media replica
-(``STREAMING_RAY_MODELS=deployment``), instead of a model loaded in each replica.
+(``VISIONSTREAM_RAY_MODELS=deployment``), instead of a model loaded in each replica.
 
 The deployment opens the model with the embedded server's own backends (ONNX Runtime with
 TensorRT/CUDA, OpenVINO) and batches calls with ``@serve.batch``: the first waiting call,
-then others until the batch is full or ``STREAMING_MAX_QUEUE_DELAY_MS`` has passed (our
+then others until the batch is full or ``VISIONSTREAM_MAX_QUEUE_DELAY_MS`` has passed (our
 batcher's, and Triton's, semantics). A replica's model runs through ``ServeModelSession``, an
 ``InferenceSession`` whose ``run`` is a call to the deployment: the preprocessed tensor
 (2 MB for 416x416) travels through Ray's object store, which on the same node is shared
@@ -81,7 +81,7 @@ class ModelDeployment:
 
 
 def model_deployment(settings: Settings, model_id: str) -> Any:
-    """The bound deployment for ``model_id`` (one replica, ``STREAMING_RAY_MODEL_RESOURCES``)."""
+    """The bound deployment for ``model_id`` (one replica, ``VISIONSTREAM_RAY_MODEL_RESOURCES``)."""
     return ModelDeployment.options(  # type: ignore[attr-defined]
         name=deployment_name(model_id),
         num_replicas=1,
@@ -123,7 +123,7 @@ class ServeModelSession(InferenceSession):
 
 
 def deployed_models(settings: Settings) -> set[str]:
-    """The models that run as deployments (``STREAMING_RAY_MODELS=deployment``)."""
+    """The models that run as deployments (``VISIONSTREAM_RAY_MODELS=deployment``)."""
     return {settings.default_model} if settings.ray_models == "deployment" else set()
 
 

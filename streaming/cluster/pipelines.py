@@ -103,7 +103,7 @@ class PipelineActor:
         )
         self._hub = SourceHub(opener(opening))
         self._metrics = Metrics()
-        # The cluster's event store (STREAMING_EVENTS_URL: PostgreSQL every node reaches).
+        # The cluster's event store (VISIONSTREAM_EVENTS_URL: PostgreSQL every node reaches).
         self._events = event_writer(settings, self._metrics)
         self._models = ModelRegistry(
             settings, self._metrics, session_opener(deployed_models(settings))
@@ -347,7 +347,7 @@ class ClusterPipelines:
         settings = self._settings
         if len(await self._names()) >= settings.max_pipelines:
             raise TooManySessions(
-                f"{settings.max_pipelines} pipelines are running (STREAMING_MAX_PIPELINES)"
+                f"{settings.max_pipelines} pipelines are running (VISIONSTREAM_MAX_PIPELINES)"
             )
         video = payload.video_configuration
         resolve_references(
@@ -372,7 +372,7 @@ class ClusterPipelines:
         except TimeoutError:
             failure = PipelineNotPlaced(
                 f"pipeline not started within {_START_S:g} s: no node has "
-                f"{settings.ray_pipeline_resources} free (STREAMING_RAY_PIPELINE_RESOURCES)"
+                f"{settings.ray_pipeline_resources} free (VISIONSTREAM_RAY_PIPELINE_RESOURCES)"
             )
         if failure is not None:
             ray.kill(actor, no_restart=True)

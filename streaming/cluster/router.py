@@ -11,7 +11,7 @@ router ranks by the newer of the two, reading the directory at most every
 Replicas are ranked in tiers: ready with room; then not ready (still loading its models, not
 reported yet, or ready since a report the router has not seen yet); then full or draining,
 which will refuse whatever it gets. An offer that reaches a replica still loading waits there
-for its models (``STREAMING_READY_WAIT_S``) rather than being refused. Within a tier, the
+for its models (``VISIONSTREAM_READY_WAIT_S``) rather than being refused. Within a tier, the
 fewest sessions plus requests in flight first: the router counts a request from the moment
 it chooses a replica for it (moved if Serve routes it elsewhere) until Serve says it
 completed. So two offers made at the same moment go to two replicas, and an offer counts

@@ -1,7 +1,7 @@
 """Where a pipeline's described events are announced, as Frigate announces its
 descriptions: POSTed to ``webhook_url``, published to ``<mqtt_topic>/event`` on
 ``mqtt_url``'s broker, e-mailed to ``email_to`` through the server's mail relay (its frame
-attached; at most one message per ``STREAMING_SMTP_MIN_INTERVAL_S``); and the pipeline's
+attached; at most one message per ``VISIONSTREAM_SMTP_MIN_INTERVAL_S``); and the pipeline's
 descriptions switched on and off over MQTT (``<mqtt_topic>/set``: ``ON`` or ``OFF``; the
 switch's state retained at ``<mqtt_topic>/state``, whether the API or MQTT switched it).
 Nothing here blocks the describer for long: every sink queues, and its own thread sends."""

@@ -71,7 +71,7 @@ class DescribeConfiguration(BaseModel):
     enabled: bool = True
     """Describe this pipeline's events now (switched at run time too)."""
     provider: str = Field(min_length=1, max_length=128)
-    """A provider of ``STREAMING_VLM_PROVIDERS``."""
+    """A provider of ``VISIONSTREAM_VLM_PROVIDERS``."""
     model: str | None = Field(default=None, max_length=256)
     """The model to ask; None: the provider's."""
     prompt: str = Field(default=DEFAULT_PROMPT, max_length=4000)
@@ -100,9 +100,9 @@ class DescribeConfiguration(BaseModel):
     webhook_url: str | None = Field(default=None, max_length=2048, pattern=r"^https?://")
     """Each described event is also POSTed here as JSON (its pipeline, source, kind, class,
     time, description and summary), as Frigate announces descriptions; the address passes
-    ``STREAMING_ALLOWED_NETWORKS``."""
+    ``VISIONSTREAM_ALLOWED_NETWORKS``."""
     mqtt_url: str | None = Field(default=None, max_length=2048, pattern=r"^mqtt://[^/]+$")
-    """A broker (``mqtt://host[:port]``, passing ``STREAMING_ALLOWED_NETWORKS``): each
+    """A broker (``mqtt://host[:port]``, passing ``VISIONSTREAM_ALLOWED_NETWORKS``): each
     described event is published to ``<mqtt_topic>/event`` (the webhook's JSON), the
     switch's state retained at ``<mqtt_topic>/state`` (``ON``/``OFF``), and ``ON`` or
     ``OFF`` published to ``<mqtt_topic>/set`` switches descriptions at run time."""
@@ -117,8 +117,8 @@ class DescribeConfiguration(BaseModel):
         default_factory=list, max_length=50
     )
     """Each described event is e-mailed to these addresses, its frame attached, through the
-    server's mail relay (``STREAMING_SMTP_*``): only to ``STREAMING_SMTP_ALLOWED_RECIPIENTS``,
-    at most one message per ``STREAMING_SMTP_MIN_INTERVAL_S``."""
+    server's mail relay (``VISIONSTREAM_SMTP_*``): only to ``VISIONSTREAM_SMTP_ALLOWED_RECIPIENTS``,
+    at most one message per ``VISIONSTREAM_SMTP_MIN_INTERVAL_S``."""
 
 
 class Annotating(Protocol):

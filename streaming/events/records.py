@@ -35,7 +35,7 @@ class EventKind(StrEnum):
 @dataclass(frozen=True)
 class EventRecord:
     """One event. ``snapshot`` and ``clip`` are paths relative to the evidence directory
-    (``STREAMING_SINK_DIR``), which every node of a cluster must reach."""
+    (``VISIONSTREAM_SINK_DIR``), which every node of a cluster must reach."""
 
     kind: str
     pipeline: str

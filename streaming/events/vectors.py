@@ -56,7 +56,7 @@ def embedding_for(
     providers: Providers | None, description: str | None, class_name: str | None, kind: str
 ) -> Embedding | None:
     """The vector of an event's new description, where the server makes them
-    (``STREAMING_VLM_EMBEDDINGS``); None without, or when the provider fails (the
+    (``VISIONSTREAM_VLM_EMBEDDINGS``); None without, or when the provider fails (the
     description is stored all the same, and searched by its words). Blocks: a thread's."""
     if description is None or providers is None:
         return None

@@ -41,7 +41,7 @@ BACKENDS: dict[str, str] = {
 """Each backend's module, which opens its sessions with ``opened(manifest, directory,
 settings)`` (reading its own settings). Imported when a model first asks for it, so a
 machine without a backend's library never loads it. A new backend is its module and one
-line here: manifests and ``STREAMING_INFERENCE_BACKEND`` take the names listed here
+line here: manifests and ``VISIONSTREAM_INFERENCE_BACKEND`` take the names listed here
 (``manifest.BackendName``)."""
 
 

@@ -45,7 +45,7 @@ class BatchStats:
 
 REQUEST_BATCH = 32
 """The most images of one request run at once where a model takes any batch size (the
-default of ``STREAMING_MAX_CROP_BATCH``): a frame's crops for a classifier in one run, not
+default of ``VISIONSTREAM_MAX_CROP_BATCH``): a frame's crops for a classifier in one run, not
 one per crop, bounded so memory stays small."""
 
 
@@ -116,7 +116,7 @@ class DynamicBatcher:
     @property
     def request_limit(self) -> int:
         """The most images one caller's request runs at once (``infer_many``): the model's
-        fixed batch size, or ``request_batch`` (``STREAMING_MAX_CROP_BATCH``) where it takes
+        fixed batch size, or ``request_batch`` (``VISIONSTREAM_MAX_CROP_BATCH``) where it takes
         any."""
         static = self.session.inputs[0].shape[0] if self.session.inputs else -1
         return min(static, self._request_batch) if static > 0 else self._request_batch

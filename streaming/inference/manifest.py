@@ -157,7 +157,7 @@ class ModelManifest(BaseModel):
     input_stride: int = Field(default=32, ge=1)
     """The network's largest stride (YOLO's 32): how a frame is aligned on input variants."""
     backend: BackendName = "auto"
-    """Runtime for this model; ``STREAMING_INFERENCE_BACKEND`` overrides it."""
+    """Runtime for this model; ``VISIONSTREAM_INFERENCE_BACKEND`` overrides it."""
     max_batch_size: int | None = Field(default=None, ge=1)
     """Largest batch the dynamic batcher may form (default: the setting for the device)."""
     remote: RemoteModel | None = None

@@ -186,7 +186,7 @@ class TextReader(DetectionModel):
         chunk: int = 16,
     ) -> None:
         """``chunk``: the most text regions one recognition run takes (the model's batch
-        size, at most ``STREAMING_MAX_CROP_BATCH``)."""
+        size, at most ``VISIONSTREAM_MAX_CROP_BATCH``)."""
         # Not DetectionModel's decoders: nothing here is letterboxed or decoded per box.
         self.manifest = manifest
         self.session = session

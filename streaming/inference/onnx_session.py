@@ -173,7 +173,8 @@ class OnnxRuntimeSession(InferenceSession):
 
 
 def opened(manifest: ModelManifest, directory: Path, settings: Settings) -> OnnxRuntimeSession:
-    """A model's session on ONNX Runtime, as ``STREAMING_ONNX_*`` and ``STREAMING_TRT_*`` ask."""
+    """A model's session on ONNX Runtime, as ``VISIONSTREAM_ONNX_*`` and
+    ``VISIONSTREAM_TRT_*`` ask."""
     options = OnnxOptions(
         providers=settings.onnx_providers,
         device_id=settings.onnx_device_id,

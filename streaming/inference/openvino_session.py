@@ -136,7 +136,7 @@ class OpenVINOSession(InferenceSession):
 
 
 def opened(manifest: ModelManifest, directory: Path, settings: Settings) -> OpenVINOSession:
-    """A model's session on OpenVINO, as ``STREAMING_OPENVINO_*`` ask."""
+    """A model's session on OpenVINO, as ``VISIONSTREAM_OPENVINO_*`` ask."""
     options = OpenVINOOptions(
         device=settings.openvino_device,
         performance_hint=settings.openvino_performance_hint,

@@ -154,13 +154,13 @@ class RemoteV2Session(InferenceSession):
 
 
 def opened(manifest: ModelManifest, directory: Path, settings: Settings) -> RemoteV2Session:
-    """A ``remote`` model's session: its manifest's server, else ``STREAMING_REMOTE_*``."""
+    """A ``remote`` model's session: its manifest's server, else ``VISIONSTREAM_REMOTE_*``."""
     remote = manifest.remote
     url = (remote.url if remote else None) or settings.remote_inference_url
     if not url:
         raise ModelError(
             f"model {manifest.name} is remote but names no server "
-            "(manifest 'remote.url' or STREAMING_REMOTE_INFERENCE_URL)"
+            "(manifest 'remote.url' or VISIONSTREAM_REMOTE_INFERENCE_URL)"
         )
     name = (remote.model_name if remote else None) or manifest.name
     key = settings.remote_inference_api_key

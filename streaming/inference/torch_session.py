@@ -1,4 +1,4 @@
-"""PyTorch sessions (``STREAMING_INFERENCE_BACKEND=torch``, the ``torch`` extra): the ONNX model
+"""PyTorch sessions (``VISIONSTREAM_INFERENCE_BACKEND=torch``, the ``torch`` extra): the ONNX model
 converted to a ``torch.nn.Module`` when it loads (onnx2torch), on CUDA where there is one (fp16,
 each batch size replayed as a CUDA graph), else on the CPU (fp32).
 

@@ -186,7 +186,7 @@ class ProviderClient(ABC):
         """One request for ``texts``' vectors (an API that has embeddings says how)."""
         raise ProviderRefused(
             f"provider {self.name!r} speaks {self.api}, which has no embeddings API here: "
-            "STREAMING_VLM_EMBEDDINGS names an OpenAI-compatible provider"
+            "VISIONSTREAM_VLM_EMBEDDINGS names an OpenAI-compatible provider"
         )
 
     def post(self, url: str, headers: dict[str, str], body: dict[str, object]) -> httpx.Response:

@@ -1,6 +1,6 @@
 """Text embeddings (OpenAI's ``/embeddings``, which Ollama, llama.cpp, vLLM and LM Studio
 serve too): what an event's description means, as a unit vector, for search by meaning.
-``STREAMING_VLM_EMBEDDINGS`` names the provider and model; vectors are only ever compared
+``VISIONSTREAM_VLM_EMBEDDINGS`` names the provider and model; vectors are only ever compared
 with vectors of the same model."""
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ class Embedder:
         self.model: str = model or client.spec.model or ""
         if not self.model:
             raise ProviderRefused(
-                f"STREAMING_VLM_EMBEDDINGS names provider {client.name!r} and no model, and "
+                f"VISIONSTREAM_VLM_EMBEDDINGS names provider {client.name!r} and no model, and "
                 "the provider names none: write it as provider:model"
             )
 

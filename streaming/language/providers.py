@@ -1,4 +1,4 @@
-"""The server's providers by name (``STREAMING_VLM_PROVIDERS``), made when first asked for and
+"""The server's providers by name (``VISIONSTREAM_VLM_PROVIDERS``), made when first asked for and
 shared by every step and event description, so each provider's concurrency limit holds
 server-wide; and how a block's cloud or model family finds its provider."""
 
@@ -65,7 +65,7 @@ class Providers:
         if spec is None:
             known = ", ".join(sorted(self._settings.providers)) or "none"
             raise ProviderRefused(
-                f"no provider named {name!r} (STREAMING_VLM_PROVIDERS names: {known})"
+                f"no provider named {name!r} (VISIONSTREAM_VLM_PROVIDERS names: {known})"
             )
         return self._client(name, spec)
 
@@ -80,11 +80,11 @@ class Providers:
             raise WorkflowCompilationError(
                 f"step '{step}': its api_key is a Roboflow key (rf_...), for Roboflow's proxy to "
                 f"{cloud}; this server proxies nothing: give the step your own {cloud} key, "
-                f"or configure a provider '{cloud}' in STREAMING_VLM_PROVIDERS"
+                f"or configure a provider '{cloud}' in VISIONSTREAM_VLM_PROVIDERS"
             )
         if not api_key:
             raise WorkflowCompilationError(
-                f"step '{step}' asks {cloud} with no api_key, and STREAMING_VLM_PROVIDERS "
+                f"step '{step}' asks {cloud} with no api_key, and VISIONSTREAM_VLM_PROVIDERS "
                 f"names no provider '{cloud}': give the step a key, or configure that provider"
             )
         api, url = CLOUDS[cloud]
@@ -105,7 +105,7 @@ class Providers:
         return self._client(name, spec)
 
     def embedder(self) -> Embedder | None:
-        """What makes vectors of event descriptions (``STREAMING_VLM_EMBEDDINGS``); None:
+        """What makes vectors of event descriptions (``VISIONSTREAM_VLM_EMBEDDINGS``); None:
         no search by meaning on this server. A provider that is not configured refuses."""
         named = self._settings.embeddings
         if named is None:
@@ -131,13 +131,13 @@ class Providers:
 
     def family(self, family: str, step: str) -> Target:
         """The provider (and model) the operator maps a model family to
-        (``STREAMING_VLM_FAMILIES``); unmapped, a 400 naming the setting."""
+        (``VISIONSTREAM_VLM_FAMILIES``); unmapped, a 400 naming the setting."""
         mapped = self._settings.families.get(family)
         if mapped is None:
             raise WorkflowCompilationError(
                 f"step '{step}' runs the {family} model family, which this server runs through "
-                f"a provider: map it in STREAMING_VLM_FAMILIES (for example "
-                f'{{"{family}": "ollama:<model>"}}) to a provider of STREAMING_VLM_PROVIDERS'
+                f"a provider: map it in VISIONSTREAM_VLM_FAMILIES (for example "
+                f'{{"{family}": "ollama:<model>"}}) to a provider of VISIONSTREAM_VLM_PROVIDERS'
             )
         name, _, model = mapped.partition(":")
         try:

@@ -310,7 +310,8 @@ class SessionInput:
             log.info("session %s: upload stalled", self._session)
             channel.close()
             stalled = (
-                f"the upload stalled: no chunk for {timeout:g} s (STREAMING_UPLOAD_IDLE_TIMEOUT_S)"
+                f"the upload stalled: no chunk for {timeout:g} s "
+                "(VISIONSTREAM_UPLOAD_IDLE_TIMEOUT_S)"
             )
             await self.end(Notice(NoticeCode.UPLOAD_STALLED, stalled))
 
@@ -349,6 +350,6 @@ class SessionInput:
             self._frame_too_large_reported = True
             self._notices.report(
                 NoticeCode.FRAME_TOO_LARGE,
-                f"frames of {width}x{height} exceed STREAMING_MAX_FRAME_PIXELS "
+                f"frames of {width}x{height} exceed VISIONSTREAM_MAX_FRAME_PIXELS "
                 f"({self._limits.max_frame_pixels}) and are dropped; send a smaller size",
             )

@@ -239,7 +239,7 @@ class Publishers:
         """A new publisher, listed (so the hub can open it); raises 429 past the limit."""
         if len(self._by_id) >= self._limit:
             raise TooManySessions(
-                f"{self._limit} WHIP publishers are connected (STREAMING_MAX_SESSIONS)"
+                f"{self._limit} WHIP publishers are connected (VISIONSTREAM_MAX_SESSIONS)"
             )
         publisher = Publisher(idle_timeout_s)
         self._by_id[publisher.resource_id] = publisher

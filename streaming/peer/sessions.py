@@ -47,12 +47,12 @@ class SessionRegistry:
         """Take a slot before any work is done for a new session; 429 when none is left."""
         if self._reserved >= self._max:
             raise TooManySessions(
-                f"this server already runs {self._max} sessions (STREAMING_MAX_SESSIONS)"
+                f"this server already runs {self._max} sessions (VISIONSTREAM_MAX_SESSIONS)"
             )
         if self._by_address[address] >= self._max_per_address:
             raise TooManySessions(
                 f"{address} already has {self._max_per_address} sessions on this server "
-                "(STREAMING_MAX_SESSIONS_PER_ADDRESS)"
+                "(VISIONSTREAM_MAX_SESSIONS_PER_ADDRESS)"
             )
         self._reserved += 1
         self._empty.clear()

@@ -62,13 +62,13 @@ class PipelineAssembly:
         if self._events is None:
             raise InvalidRequest(
                 "describe: descriptions are stored on events, and this server keeps none "
-                "(STREAMING_STORE_EVENTS is false)"
+                "(VISIONSTREAM_STORE_EVENTS is false)"
             )
         if config.provider not in self._settings.vlm.providers:
             known = ", ".join(sorted(self._settings.vlm.providers)) or "none"
             raise InvalidRequest(
                 f"describe: no provider named {config.provider!r} "
-                f"(STREAMING_VLM_PROVIDERS names: {known})"
+                f"(VISIONSTREAM_VLM_PROVIDERS names: {known})"
             )
         language = self._language or self._own_language()
         return EventDescriber(
@@ -90,7 +90,7 @@ class PipelineAssembly:
         if relay is None:
             raise InvalidRequest(
                 "describe.email_to sends through this server's mail relay, and none is set: "
-                "set STREAMING_SMTP_HOST and STREAMING_SMTP_SENDER"
+                "set VISIONSTREAM_SMTP_HOST and VISIONSTREAM_SMTP_SENDER"
             )
         refused = refused_recipients(smtp, to)
         if refused is not None:

@@ -193,7 +193,7 @@ class PipelineManager:
         settings = self._settings
         if len(self._pipelines) + self._starting >= settings.max_pipelines:
             raise TooManySessions(
-                f"{settings.max_pipelines} pipelines are running (STREAMING_MAX_PIPELINES)"
+                f"{settings.max_pipelines} pipelines are running (VISIONSTREAM_MAX_PIPELINES)"
             )
         video = payload.video_configuration
         references = resolve_references(

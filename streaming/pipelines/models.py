@@ -121,7 +121,7 @@ class AddSourcePayload(_Lenient):
 
 class RecordConfiguration(_Lenient):
     """Ours: record each camera source as it sends (no re-encoding of H.264/H.265) into MP4
-    segments under ``STREAMING_SINK_DIR/recordings/<pipeline>/<source>/``."""
+    segments under ``VISIONSTREAM_SINK_DIR/recordings/<pipeline>/<source>/``."""
 
     mode: Literal["continuous", "events"] = "continuous"
     """``events``: only from ``pre_seconds`` before each event of the source's workflow
@@ -186,7 +186,7 @@ class PushTarget(BaseModel):
 
     url: str = Field(max_length=2048)
     """``rtmp(s)://``, ``rtsp(s)://`` (ANNOUNCE/RECORD), ``srt://``, or a WHIP endpoint
-    (``http(s)://``); checked against ``STREAMING_ALLOWED_NETWORKS`` each time it connects."""
+    (``http(s)://``); checked against ``VISIONSTREAM_ALLOWED_NETWORKS`` each time it connects."""
     source_id: int = Field(default=0, ge=0)
     """Which of the pipeline's sources (its index in ``video_reference``)."""
     token: str | None = Field(default=None, max_length=4096)
@@ -344,7 +344,7 @@ def _resolve(
             what = "device" if kind == "device" else "local file"
             raise LocalSourceRefused(
                 f"video_reference {reference!r} is a {what} on the server: refused "
-                "(set STREAMING_ALLOW_LOCAL_SOURCES=true to allow local sources)"
+                "(set VISIONSTREAM_ALLOW_LOCAL_SOURCES=true to allow local sources)"
             )
         resolved.append(SourceReference(source_id, reference, kind))
     return resolved

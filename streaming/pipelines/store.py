@@ -61,7 +61,7 @@ class PipelineStore:
             os.close(lock)
             log.warning(
                 "%s is in use by another server: this one will not keep its pipelines "
-                "across restarts (give it its own STREAMING_DATA_DIR)",
+                "across restarts (give it its own VISIONSTREAM_DATA_DIR)",
                 directory,
             )
             return

@@ -20,7 +20,7 @@ class NoticeCode(StrEnum):
     """The watched pipeline source stopped (removed, its file ended, its publisher left, the
     pipeline terminated); the message says which, and the session ends."""
     FRAME_TOO_LARGE = "frame_too_large"
-    """The client's frames exceed ``STREAMING_MAX_FRAME_PIXELS``; they are dropped."""
+    """The client's frames exceed ``VISIONSTREAM_MAX_FRAME_PIXELS``; they are dropped."""
     INPUT_DROPPED = "input_dropped"
     """A non-realtime session's input queue was full: its oldest frames were dropped."""
     UPLOAD_IGNORED = "upload_ignored"
@@ -32,7 +32,7 @@ class NoticeCode(StrEnum):
     UPLOAD_INCOMPLETE = "upload_incomplete"
     """The upload channel closed before the file was complete."""
     UPLOAD_STALLED = "upload_stalled"
-    """No upload chunk came for ``STREAMING_UPLOAD_IDLE_TIMEOUT_S``."""
+    """No upload chunk came for ``VISIONSTREAM_UPLOAD_IDLE_TIMEOUT_S``."""
     # The workflow and its outputs
     WORKFLOW_ERROR = "workflow_error"
     """The workflow failed on this frame; the session goes on."""

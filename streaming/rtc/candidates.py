@@ -3,11 +3,11 @@
 aiortc parses every ``a=candidate`` line of an offer on the event loop and then aims
 connectivity checks at each address: an offer of 20,000 candidates (under the body limit)
 held the loop for half a minute, and aimed the server's packets wherever the caller liked.
-So an offer carries at most ``STREAMING_MAX_REMOTE_CANDIDATES`` candidates (more is a 400),
-and each candidate's address is checked as a peer's: inside ``STREAMING_PEER_NETWORKS``
+So an offer carries at most ``VISIONSTREAM_MAX_REMOTE_CANDIDATES`` candidates (more is a 400),
+and each candidate's address is checked as a peer's: inside ``VISIONSTREAM_PEER_NETWORKS``
 (default anywhere), never loopback, link-local, unspecified or multicast unless a listed
 network holds it. Peers are not cameras: an operator who lists only the camera network in
-``STREAMING_ALLOWED_NETWORKS`` still serves viewers from anywhere. Refused candidates are
+``VISIONSTREAM_ALLOWED_NETWORKS`` still serves viewers from anywhere. Refused candidates are
 left out of the offer. A caller on this machine may offer its loopback address (it is that
 caller's own), and a candidate named by host name (a browser's mDNS ``.local``) is kept: it
 resolves only on the caller's own link.
@@ -41,7 +41,7 @@ class CandidateScreen:
 
     @classmethod
     def of(cls, settings: Settings) -> CandidateScreen:
-        peers = EgressPolicy(settings.peer_networks, setting="STREAMING_PEER_NETWORKS")
+        peers = EgressPolicy(settings.peer_networks, setting="VISIONSTREAM_PEER_NETWORKS")
         return cls(peers, settings.max_remote_candidates)
 
     def screen(self, sdp: str, caller: str, named: str) -> str:
@@ -52,7 +52,7 @@ class CandidateScreen:
         if count > self.limit:
             raise InvalidOffer(
                 f"{named} has {count} ICE candidates; at most {self.limit} are accepted "
-                "(STREAMING_MAX_REMOTE_CANDIDATES)"
+                "(VISIONSTREAM_MAX_REMOTE_CANDIDATES)"
             )
         if not count:
             return sdp

@@ -21,7 +21,7 @@ would, at ``veryfast`` (``python -m benchmarks codecs`` measured both), Constrai
 as aiortc negotiates it.
 
 Both follow the receiver's REMB within ``BitrateLimits`` (start, minimum, maximum: the
-server's ``STREAMING_VIDEO_*_KBPS``), where aiortc had fixed ranges per codec (VP8 250 kbps to
+server's ``VISIONSTREAM_VIDEO_*_KBPS``), where aiortc had fixed ranges per codec (VP8 250 kbps to
 1.5 Mbps, H.264 500 kbps to 3 Mbps). The bitrate is also capped by frame size
 (``kbps_per_megapixel``). aiortc follows the receiver's
 REMB from 500 kbps up to 1.5 Mbps, and its libvpx runs at a constant bitrate, so a 320x240

@@ -76,7 +76,7 @@ channel. The same workflows run on single images over HTTP, and on cameras as mo
 pipelines with events and recordings.
 
 Every route but `/healthz`, `/readyz` and the page needs the API key when the server has one
-(`STREAMING_API_KEY`): `Authorization: Bearer KEY`, or `api_key` in the body or query.
+(`VISIONSTREAM_API_KEY`): `Authorization: Bearer KEY`, or `api_key` in the body or query.
 Errors are JSON: `{"message": ...}` with the HTTP status (and a stable `code`).
 """
 
@@ -107,7 +107,7 @@ async def _prepare_models(state: ServerState) -> None:
             f". With a network: visionstream models pull. Offline: copy "
             f"{settings.models_dir / DEFAULT_MODEL_ID} from a machine that has it, or add your "
             "own ONNX file (visionstream models add FILE --name NAME ...) and start with "
-            "STREAMING_DEFAULT_MODEL=NAME"
+            "VISIONSTREAM_DEFAULT_MODEL=NAME"
             if settings.default_model == DEFAULT_MODEL_ID
             else ""
         )

@@ -1,16 +1,16 @@
 """Who a request comes from: the API key (body ``api_key``, query ``api_key`` or
 ``Authorization: Bearer``; the header wins), or the user an authenticating proxy vouches for.
 
-Keys: ``STREAMING_API_KEY`` is one admin key; ``STREAMING_AUTH_KEYS_FILE`` holds named ones
+Keys: ``VISIONSTREAM_API_KEY`` is one admin key; ``VISIONSTREAM_AUTH_KEYS_FILE`` holds named ones
 with roles (``keys.py``). The proxy: a request whose connection comes from an address in
-``STREAMING_AUTH_PROXIES`` (the direct peer, not ``X-Forwarded-For``) and carries its user
-header is that user, with the highest role ``STREAMING_AUTH_GROUP_ROLES`` gives their groups;
+``VISIONSTREAM_AUTH_PROXIES`` (the direct peer, not ``X-Forwarded-For``) and carries its user
+header is that user, with the highest role ``VISIONSTREAM_AUTH_GROUP_ROLES`` gives their groups;
 from anyone else those headers are ignored. A server with none of these is open (everyone
 an admin), as it is by default on 127.0.0.1.
 
 Every route but health, readiness and the page's files resolves its caller here and checks
 the role ``access.ROUTES`` names (``tests/e2e/test_auth.py`` walks the served route table).
-Wrong keys from one address are throttled: after ``STREAMING_AUTH_FAILURES_PER_MINUTE``
+Wrong keys from one address are throttled: after ``VISIONSTREAM_AUTH_FAILURES_PER_MINUTE``
 failures in a minute that address gets 429 with ``Retry-After`` until the oldest failure
 leaves the window, right key or not, so a key cannot be guessed at network speed. Keys are
 compared in constant time and never logged.
@@ -91,7 +91,7 @@ class ApiKeyGuard:
         if not presented:
             raise Unauthorized("this server requires an API key (api_key or Authorization: Bearer)")
         if self._expected is not None and hmac.compare_digest(presented.encode(), self._expected):
-            return Principal("admin", Role.ADMIN)  # STREAMING_API_KEY
+            return Principal("admin", Role.ADMIN)  # VISIONSTREAM_API_KEY
         named = self._keys.match(presented) if self._keys is not None else None
         if named is not None:
             return named
@@ -113,7 +113,7 @@ class ApiKeyGuard:
         if not roles:
             raise Forbidden(
                 f"{user!r} is signed in, and none of their groups has a role here "
-                "(STREAMING_AUTH_GROUP_ROLES)"
+                "(VISIONSTREAM_AUTH_GROUP_ROLES)"
             )
         return Principal(user, max(roles), "proxy")
 

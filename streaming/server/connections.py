@@ -6,11 +6,11 @@ stops halfway through a body, holds its connection (and a file descriptor) forev
 
 - ``guarded_protocol``: uvicorn's own HTTP protocol (httptools where installed, else h11),
   closing a connection whose next request head is not complete within
-  ``STREAMING_HTTP_HEADER_TIMEOUT_S`` of the connection opening or of the last response.
+  ``VISIONSTREAM_HTTP_HEADER_TIMEOUT_S`` of the connection opening or of the last response.
 - ``BodyTimeout``: ASGI middleware answering 408 when a request body's next part takes longer
-  than ``STREAMING_HTTP_BODY_TIMEOUT_S``, or the whole body longer than
-  ``STREAMING_HTTP_BODY_DEADLINE_S`` (a byte a second would pass the first).
-- ``STREAMING_MAX_CONNECTIONS`` (uvicorn's ``limit_concurrency``, set in ``cli.py``) caps the
+  than ``VISIONSTREAM_HTTP_BODY_TIMEOUT_S``, or the whole body longer than
+  ``VISIONSTREAM_HTTP_BODY_DEADLINE_S`` (a byte a second would pass the first).
+- ``VISIONSTREAM_MAX_CONNECTIONS`` (uvicorn's ``limit_concurrency``, set in ``cli.py``) caps the
   connections one process holds at all.
 - ``DirectPeer``: keeps the connection's own address (``auth.PEER``) before uvicorn's
   ``ProxyHeadersMiddleware`` replaces ``client`` with a trusted proxy's ``X-Forwarded-For``:

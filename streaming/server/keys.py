@@ -1,4 +1,4 @@
-"""Named API keys with roles (``STREAMING_AUTH_KEYS_FILE``), stored hashed, each may expire.
+"""Named API keys with roles (``VISIONSTREAM_AUTH_KEYS_FILE``), stored hashed, each may expire.
 
 The file is JSON the operator owns (``visionstream keys add`` writes it, mode 0600)::
 

@@ -118,7 +118,7 @@ async def _elements(
     if len(listed) > limits.max_images:
         raise InvalidRequest(
             f"{where}: {len(listed)} values; a run takes at most {limits.max_images} "
-            "(STREAMING_MAX_IMAGES_PER_REQUEST)"
+            "(VISIONSTREAM_MAX_IMAGES_PER_REQUEST)"
         )
     return [batch_value(spec_input, v, f"{where}[{i}]") for i, v in enumerate(listed)]
 

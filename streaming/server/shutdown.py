@@ -4,7 +4,7 @@ Draining: new sessions and pipelines are answered 503 and ``/readyz`` says so; e
 session gets a completion message whose ``termination_reason`` is ``server_shutdown`` and
 closes (its upload deleted); pipelines stop and close their sinks (recordings finalised,
 JSONL flushed, queued webhooks dropped with a count). All of it within
-``STREAMING_SHUTDOWN_DRAIN_S``; whatever is left then is closed regardless. A second signal
+``VISIONSTREAM_SHUTDOWN_DRAIN_S``; whatever is left then is closed regardless. A second signal
 skips the drain.
 """
 

@@ -113,7 +113,7 @@ class ServerState:
     async def check_accepting(self) -> None:
         """Raises 503 unless new sessions and pipelines may start now. A request that comes
         while the models are still being prepared waits for them, up to
-        ``STREAMING_READY_WAIT_S`` (a replica just added, an offer routed before the replica
+        ``VISIONSTREAM_READY_WAIT_S`` (a replica just added, an offer routed before the replica
         said it was loading): a moment's wait, not a refusal the caller must retry."""
         if self.draining:
             raise ShuttingDown("the server is shutting down; try another server or later")

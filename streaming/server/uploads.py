@@ -1,7 +1,7 @@
 """UploadDirectory: where this server writes uploaded videos while their sessions live.
 
 Private to this server process: a ``server-<pid>`` directory (mode 0700) under the
-configured base (``STREAMING_UPLOAD_DIR``, default ``<tmp>/visionstream-uploads-<uid>``),
+configured base (``VISIONSTREAM_UPLOAD_DIR``, default ``<tmp>/visionstream-uploads-<uid>``),
 holding an exclusive ``flock`` for the server's lifetime. Sessions delete their own files
 however they end; a server killed with SIGKILL cannot, so at start every sibling directory
 whose lock is free (its server is gone: the kernel released the lock) is swept away.

@@ -7,13 +7,15 @@ from typing import Any, Literal
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from .prefix import ProductSettings
+
 __all__ = ["CameraSettings", "DecodeSettings"]
 
 
-class DecodeSettings(BaseSettings):
-    """How cameras are decoded (``STREAMING_DECODE_*``)."""
+class DecodeSettings(ProductSettings):
+    """How cameras are decoded (``VISIONSTREAM_DECODE_*``)."""
 
-    model_config = SettingsConfigDict(env_prefix="STREAMING_DECODE_", extra="ignore")
+    model_config = SettingsConfigDict(env_prefix="VISIONSTREAM_DECODE_", extra="ignore")
 
     hwaccel: Literal["none", "cuda", "vaapi", "qsv", "videotoolbox", "d3d11va", "drm"] = "none"
     """Decode cameras on this device through FFmpeg's hwaccel (NVDEC is ``cuda``). Where it
@@ -33,7 +35,7 @@ class DecodeSettings(BaseSettings):
 
 class CameraSettings(BaseSettings):
     """Cameras and monitoring pipelines: reading, reconnecting, decoding, how many. A part of
-    ``Settings`` (``STREAMING_<NAME>``)."""
+    ``Settings`` (``VISIONSTREAM_<NAME>``)."""
 
     rtsp_read_timeout: float = Field(default=5.0, gt=0)
     """A camera that sends nothing for this long is treated as disconnected (and reconnected)."""
@@ -48,4 +50,4 @@ class CameraSettings(BaseSettings):
     max_pipelines: int = Field(default=8, ge=1)
     """Concurrent monitoring pipelines; one more is answered 429."""
     decode: DecodeSettings = Field(default_factory=DecodeSettings)
-    """How cameras are decoded: ``STREAMING_DECODE_*``."""
+    """How cameras are decoded: ``VISIONSTREAM_DECODE_*``."""

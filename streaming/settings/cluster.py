@@ -12,7 +12,7 @@ __all__ = ["ClusterSettings"]
 
 class ClusterSettings(BaseSettings):
     """The Ray deployment: replicas, model deployments and pipeline actors, and their resources. A
-    part of ``Settings`` (``STREAMING_<NAME>``)."""
+    part of ``Settings`` (``VISIONSTREAM_<NAME>``)."""
 
     ray_proxy_location: Literal["EveryNode", "HeadOnly"] = "EveryNode"
     """``serve --ray``: where Ray Serve runs its HTTP proxy on ``host:port``. EveryNode lets a

@@ -16,7 +16,7 @@ __all__ = ["InferenceSettings"]
 
 class InferenceSettings(BaseSettings):
     """Models and what runs them: the default model, the backends and their options, batching. A
-    part of ``Settings`` (``STREAMING_<NAME>``)."""
+    part of ``Settings`` (``VISIONSTREAM_<NAME>``)."""
 
     models_dir: Path = Field(default_factory=lambda: Path.home() / ".cache/visionstream/models")
     """Where converted models and their manifests live."""

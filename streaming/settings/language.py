@@ -1,4 +1,4 @@
-"""Vision-language model providers (``STREAMING_VLM_*``): which servers the VLM blocks and
+"""Vision-language model providers (``VISIONSTREAM_VLM_*``): which servers the VLM blocks and
 event descriptions ask, by name, and how each is rationed."""
 
 from __future__ import annotations
@@ -7,6 +7,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from .prefix import ProductSettings
 
 __all__ = ["CLOUDS", "CLOUD_URLS", "LanguageSettings", "ProviderSettings", "VlmSettings"]
 
@@ -40,7 +42,7 @@ class ProviderSettings(BaseModel):
     base_url: str | None = None
     """Where it is (``http://127.0.0.1:11434/v1`` for Ollama); None: the API's own cloud
     service. Like every address the server connects to, it passes
-    ``STREAMING_ALLOWED_NETWORKS`` as it is connected to."""
+    ``VISIONSTREAM_ALLOWED_NETWORKS`` as it is connected to."""
     api_key: SecretStr | None = None
     """Its key (never logged or shown); a workflow's own ``api_key`` wins."""
     model: str | None = None
@@ -71,10 +73,10 @@ class ProviderSettings(BaseModel):
         return self.base_url or CLOUD_URLS[self.api]
 
 
-class VlmSettings(BaseSettings):
-    """The providers (``STREAMING_VLM_*``)."""
+class VlmSettings(ProductSettings):
+    """The providers (``VISIONSTREAM_VLM_*``)."""
 
-    model_config = SettingsConfigDict(env_prefix="STREAMING_VLM_", extra="ignore")
+    model_config = SettingsConfigDict(env_prefix="VISIONSTREAM_VLM_", extra="ignore")
 
     providers: dict[str, ProviderSettings] = Field(default_factory=dict)
     """Providers by name, as JSON: ``{"ollama": {"api": "openai", "base_url":
@@ -120,4 +122,4 @@ class LanguageSettings(BaseSettings):
     """Vision-language models. A part of ``Settings``."""
 
     vlm: VlmSettings = Field(default_factory=VlmSettings)
-    """Providers and model families (``STREAMING_VLM_*``)."""
+    """Providers and model families (``VISIONSTREAM_VLM_*``)."""

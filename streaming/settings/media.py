@@ -13,7 +13,7 @@ __all__ = ["MediaSettings"]
 
 class MediaSettings(BaseSettings):
     """Sessions' media: connecting, the video sent back, the data channel, uploads and frames. A
-    part of ``Settings`` (``STREAMING_<NAME>``)."""
+    part of ``Settings`` (``VISIONSTREAM_<NAME>``)."""
 
     max_remote_candidates: int = Field(default=48, ge=1)
     """ICE candidates one offer may carry (a browser on a busy machine offers a dozen or

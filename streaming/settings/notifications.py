@@ -8,17 +8,18 @@ from typing import Annotated, Literal
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from .prefix import ProductSettings
 from .values import split_csv
 
 __all__ = ["NotificationSettings", "SlackSettings", "SmtpSettings"]
 
 
-class SmtpSettings(BaseSettings):
-    """The server's mail relay (``STREAMING_SMTP_*``): what ``email_notification@v2`` steps
+class SmtpSettings(ProductSettings):
+    """The server's mail relay (``VISIONSTREAM_SMTP_*``): what ``email_notification@v2`` steps
     that ask for Roboflow's managed provider send through, and how every SMTP connection a
     workflow makes is secured."""
 
-    model_config = SettingsConfigDict(env_prefix="STREAMING_SMTP_", extra="ignore")
+    model_config = SettingsConfigDict(env_prefix="VISIONSTREAM_SMTP_", extra="ignore")
 
     host: str | None = None
     """The relay; unset, a step asking for the managed provider is refused."""
@@ -54,15 +55,15 @@ class SmtpSettings(BaseSettings):
         return split_csv(value)
 
 
-class SlackSettings(BaseSettings):
-    """Where ``slack_notification@v1`` steps send (``STREAMING_SLACK_*``)."""
+class SlackSettings(ProductSettings):
+    """Where ``slack_notification@v1`` steps send (``VISIONSTREAM_SLACK_*``)."""
 
-    model_config = SettingsConfigDict(env_prefix="STREAMING_SLACK_", extra="ignore")
+    model_config = SettingsConfigDict(env_prefix="VISIONSTREAM_SLACK_", extra="ignore")
 
     api_url: str = "https://slack.com/api"
     """Slack's Web API (``chat.postMessage`` and the file upload methods below it); like
     every address a workflow reaches, it and the upload URLs it answers with pass
-    ``STREAMING_ALLOWED_NETWORKS``."""
+    ``VISIONSTREAM_ALLOWED_NETWORKS``."""
     timeout_s: float = Field(default=10.0, gt=0, le=120)
     """One request to Slack, at most."""
     max_attachment_bytes: int = Field(default=5 * 1024 * 1024, ge=0)
@@ -72,15 +73,15 @@ class SlackSettings(BaseSettings):
     @classmethod
     def _http(cls, value: str) -> str:
         if not value.startswith(("http://", "https://")):
-            raise ValueError("STREAMING_SLACK_API_URL is an http(s) URL")
+            raise ValueError("VISIONSTREAM_SLACK_API_URL is an http(s) URL")
         return value
 
 
 class NotificationSettings(BaseSettings):
     """Where notifications go out: the server's mail relay. A part of ``Settings``
-    (``STREAMING_<NAME>``)."""
+    (``VISIONSTREAM_<NAME>``)."""
 
     smtp: SmtpSettings = Field(default_factory=SmtpSettings)
-    """Mail (``STREAMING_SMTP_*``)."""
+    """Mail (``VISIONSTREAM_SMTP_*``)."""
     slack: SlackSettings = Field(default_factory=SlackSettings)
-    """Slack (``STREAMING_SLACK_*``)."""
+    """Slack (``VISIONSTREAM_SLACK_*``)."""

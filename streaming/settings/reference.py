@@ -1,6 +1,6 @@
 """The guide's settings page (``docs/guide/settings.md``), written from the declarations: each
 concern's class docstring, then every field's variable, default and docstring; a field that
-is a group of its own (``STREAMING_SMTP_*``) lists that group's fields. ``python -m
+is a group of its own (``VISIONSTREAM_SMTP_*``) lists that group's fields. ``python -m
 streaming.settings.reference > docs/guide/settings.md`` writes it; ``tests/unit/test_docs.py``
 fails when the page and the code differ."""
 
@@ -16,14 +16,18 @@ from pydantic import BaseModel, SecretStr
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
+from .prefix import PREFIX
+
 __all__ = ["docstrings", "markdown"]
 
 _HEAD = """# Settings
 
-Every setting of the server, read from the environment (prefix `STREAMING_`; also from the
-command line where `visionstream serve --help` says so). Grouped as the code declares them
-(`streaming/settings/`), each described where it is declared: this page is written from
-there by `python -m streaming.settings.reference`, and a test fails when the two differ.
+Every setting of the server, read from the environment (prefix `VISIONSTREAM_`, the client's
+too; the old `STREAMING_` names are still read, and the server names those it read when it
+starts; also from the command line where `visionstream serve --help` says so). Grouped as
+the code declares them (`streaming/settings/`), each described where it is declared: this
+page is written from there by `python -m streaming.settings.reference`, and a test fails
+when the two differ.
 What the security settings mean together: [Security](security.md).
 """
 
@@ -102,7 +106,7 @@ def markdown() -> str:
         about = " ".join((inspect.getdoc(concern) or "").split())
         about = about.split(" A part of ``Settings``")[0]
         parts.append(f"\n## {title}\n{about}\n\n| variable | default | |\n|---|---|---|")
-        parts.extend(_rows(concern, "STREAMING_"))
+        parts.extend(_rows(concern, PREFIX))
     return "\n".join(parts) + "\n"
 
 

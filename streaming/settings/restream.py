@@ -14,7 +14,7 @@ __all__ = ["RestreamSettings"]
 class RestreamSettings(BaseSettings):
     """Restreaming: a pipeline source's annotated picture at URLs for RTSP, HLS, MJPEG and
     snapshot players. One encoder per source, running only while someone watches. A part of
-    ``Settings`` (``STREAMING_<NAME>``)."""
+    ``Settings`` (``VISIONSTREAM_<NAME>``)."""
 
     restream_fps: float = Field(default=10.0, gt=0, le=60)
     """Frames a second of every restream, at most (the pipeline's own rate when lower)."""

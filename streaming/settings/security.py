@@ -18,7 +18,8 @@ __all__ = ["SecuritySettings"]
 
 class SecuritySettings(BaseSettings):
     """Who may call, and where the server meets peers and connects for callers: keys, proxies,
-    networks, ICE, lent secrets, workflow bounds. A part of ``Settings`` (``STREAMING_<NAME>``)."""
+    networks, ICE, lent secrets, workflow bounds. A part of ``Settings``
+    (``VISIONSTREAM_<NAME>``)."""
 
     ice_servers: Annotated[list[str], NoDecode] = Field(default_factory=list)
     """STUN/TURN URLs the server peer uses (comma-separated): ``turn:host:3478`` (UDP),
@@ -60,11 +61,11 @@ class SecuritySettings(BaseSettings):
     metrics_require_api_key: bool = True
     """With an API key set, ``/metrics`` requires it too (false: scrapers need none)."""
     workflow_secrets: Annotated[list[str], NoDecode] = Field(default_factory=list)
-    """Variables ``environment_secrets_store`` may read (never ``STREAMING_*``)."""
+    """Variables ``environment_secrets_store`` may read (never ``VISIONSTREAM_*``)."""
     limits: WorkflowLimits = Field(default_factory=WorkflowLimits)
-    """What one workflow step may make: ``STREAMING_LIMIT_*``."""
+    """What one workflow step may make: ``VISIONSTREAM_LIMIT_*``."""
     auth: AuthSettings = Field(default_factory=AuthSettings)
-    """Named keys with roles, and authenticating proxies: ``STREAMING_AUTH_*``."""
+    """Named keys with roles, and authenticating proxies: ``VISIONSTREAM_AUTH_*``."""
 
     @field_validator(
         "ice_servers",

@@ -11,7 +11,7 @@ __all__ = ["ServerSettings"]
 
 class ServerSettings(BaseSettings):
     """The HTTP server: where it listens, what a request may carry and how long it may take, how
-    many sessions it holds, how it ends. A part of ``Settings`` (``STREAMING_<NAME>``)."""
+    many sessions it holds, how it ends. A part of ``Settings`` (``VISIONSTREAM_<NAME>``)."""
 
     host: str = "127.0.0.1"
     """Address the HTTP server binds to."""

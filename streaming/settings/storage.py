@@ -13,7 +13,7 @@ __all__ = ["StorageSettings"]
 
 class StorageSettings(BaseSettings):
     """What the server keeps on disk: sink files, the event store, recordings, pipelines, stored
-    workflows. A part of ``Settings`` (``STREAMING_<NAME>``)."""
+    workflows. A part of ``Settings`` (``VISIONSTREAM_<NAME>``)."""
 
     sink_dir: Path = Field(
         default_factory=lambda: Path.home() / ".local" / "share" / "visionstream" / "sinks"

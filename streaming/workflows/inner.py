@@ -12,7 +12,7 @@ dimensions, kinds and egress alike.
 
 Inlining multiplies: a step used F times at each of four levels is F**4 steps, and a
 binding's text is copied into every place that names it. A ``Budget`` (the server's
-``STREAMING_LIMIT_WORKFLOW_STEPS`` and ``STREAMING_LIMIT_WORKFLOW_BYTES``) is charged as the
+``VISIONSTREAM_LIMIT_WORKFLOW_STEPS`` and ``VISIONSTREAM_LIMIT_WORKFLOW_BYTES``) is charged as the
 copies are made, so a 7 KB request is refused before it has grown past the budget, never
 after it has taken gigabytes.
 """
@@ -58,12 +58,12 @@ class Budget:
         if self.used_steps > self.steps:
             raise WorkflowCompilationError(
                 f"the workflow has more than {self.steps} steps once its inner workflows are "
-                "inlined (STREAMING_LIMIT_WORKFLOW_STEPS)"
+                "inlined (VISIONSTREAM_LIMIT_WORKFLOW_STEPS)"
             )
         if self.used_bytes > self.bytes:
             raise WorkflowCompilationError(
                 f"the workflow grows past {self.bytes} bytes once its inner workflows are "
-                "inlined (STREAMING_LIMIT_WORKFLOW_BYTES)"
+                "inlined (VISIONSTREAM_LIMIT_WORKFLOW_BYTES)"
             )
 
 

@@ -2,7 +2,7 @@
 
 A request names one as ``workspace_name`` + ``workflow_id`` (inference-sdk's
 ``workflow="object-detection", workspace="local"``). Built-ins live in workspace ``local``; each
-``<id>.json`` in ``STREAMING_WORKFLOWS_DIR`` is ``local/<id>`` too and may replace a built-in.
+``<id>.json`` in ``VISIONSTREAM_WORKFLOWS_DIR`` is ``local/<id>`` too and may replace a built-in.
 The directory is read on every lookup, so a workflow dropped in is usable without a restart.
 """
 
@@ -185,9 +185,9 @@ class WorkflowLibrary:
             return self.get(LOCAL_WORKSPACE, workflow_id).specification
         except WorkflowNotFound:
             where = (
-                f"the <id>.json files in STREAMING_WORKFLOWS_DIR ({self._directory})"
+                f"the <id>.json files in VISIONSTREAM_WORKFLOWS_DIR ({self._directory})"
                 if self._directory is not None
-                else "none: STREAMING_WORKFLOWS_DIR is not set (a directory of <id>.json files)"
+                else "none: VISIONSTREAM_WORKFLOWS_DIR is not set (a directory of <id>.json files)"
             )
             builtin = ", ".join(sorted(self._builtins))
             raise WorkflowNotFound(

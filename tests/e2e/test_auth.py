@@ -118,7 +118,7 @@ async def test_one_address_cannot_take_every_session(strict_server):
         url = f"{strict_server.url}/initialise_webrtc_worker"
         refused = httpx.post(url, json=body, timeout=30)
         assert refused.status_code == 429, refused.text
-        assert "STREAMING_MAX_SESSIONS_PER_ADDRESS" in refused.json()["message"]
+        assert "VISIONSTREAM_MAX_SESSIONS_PER_ADDRESS" in refused.json()["message"]
         transport = httpx.HTTPTransport(local_address="127.0.0.2")
         with httpx.Client(transport=transport, timeout=30) as other:
             assert other.post(url, json=body).status_code == 200  # another address may

@@ -156,7 +156,7 @@ def test_sdk_sessions_spread_over_both_nodes_and_a_full_cluster_answers_429(ray_
         # Any replica's /metrics has every replica's (each pushes its own every 5 s).
         wait_for(lambda: sessions_in_metrics(ray_server) == [1, 1], WAIT_S,
                  "both replicas' sessions in /metrics")  # fmt: skip
-        # Every replica at STREAMING_MAX_SESSIONS (1): the next offer gets the same 429 as
+        # Every replica at VISIONSTREAM_MAX_SESSIONS (1): the next offer gets the same 429 as
         # from one server, whichever replica answers it.
         third = InferenceHTTPClient(api_url=ray_server.url, api_key=None).webrtc.stream(
             source=LoopManualSource(), workflow=DETECT_SPEC, config=StreamConfig()

@@ -1,4 +1,4 @@
-"""``visionstream serve --ray ADDRESS --replicas auto`` with ``STREAMING_RAY_MODELS=deployment``,
+"""``visionstream serve --ray ADDRESS --replicas auto`` with ``VISIONSTREAM_RAY_MODELS=deployment``,
 on a real one-node Ray cluster on 127.0.0.1 with two CPUs: one replica while idle, a second
 started as soon as the first holds a session (one replica's worth of room kept free), and both
 replicas' frames run by the one model deployment."""

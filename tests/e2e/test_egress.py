@@ -69,7 +69,7 @@ async def test_sessions_may_not_point_the_server_at_itself(default_server, field
     response = default_server.post("/initialise_webrtc_worker", json=body)
     assert response.status_code == 400, response.text
     message = response.json()["message"]
-    assert needle in message and "STREAMING_ALLOWED_NETWORKS" in message, message
+    assert needle in message and "VISIONSTREAM_ALLOWED_NETWORKS" in message, message
     assert "pw@" not in message
     assert default_server.sessions() == 0
 
@@ -95,7 +95,7 @@ def test_pipelines_may_not_point_the_server_at_itself(default_server, reference,
     response = default_server.start_pipeline(reference, DETECT_SPEC, **extra)
     assert response.status_code == 400, response.text
     message = response.json()["message"]
-    assert needle in message and "STREAMING_ALLOWED_NETWORKS" in message, message
+    assert needle in message and "VISIONSTREAM_ALLOWED_NETWORKS" in message, message
     listed = default_server.get("/inference_pipelines/list").json()
     assert listed["pipelines"] == []
 
@@ -136,7 +136,7 @@ def _named(workflow_id: str, parameters: dict | None = None) -> dict:
 def _refused_for_the_hook(response) -> None:
     assert response.status_code == 400, response.text
     message = response.json()["message"]
-    assert f"step 'event' url {HOOK}" in message and "STREAMING_ALLOWED_NETWORKS" in message
+    assert f"step 'event' url {HOOK}" in message and "VISIONSTREAM_ALLOWED_NETWORKS" in message
 
 
 def test_a_published_streams_workflow_parameters_pass_the_egress_policy(default_server):
@@ -184,7 +184,7 @@ def _only_candidate(sdp: str, address: str) -> str:
 async def test_an_offers_candidates_pass_the_peers_policy(default_server, address):
     """The caller (127.0.0.1) may offer its own loopback address, never link-local,
     multicast or unspecified ones: those are refused before aiortc sees the offer, by the
-    peers' policy (STREAMING_PEER_NETWORKS), not the cameras'."""
+    peers' policy (VISIONSTREAM_PEER_NETWORKS), not the cameras'."""
     body = {
         "webrtc_offer": {"type": "offer", "sdp": _only_candidate(await offer_sdp(), address)},
         "workflow_configuration": WORKFLOW,
@@ -193,7 +193,7 @@ async def test_an_offers_candidates_pass_the_peers_policy(default_server, addres
     assert response.status_code == 400, response.text
     message = response.json()["message"]
     assert f"every ICE candidate of webrtc_offer.sdp is refused: {address} is" in message
-    assert "STREAMING_PEER_NETWORKS" in message
+    assert "VISIONSTREAM_PEER_NETWORKS" in message
 
 
 class _Redirector:

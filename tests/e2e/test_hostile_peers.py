@@ -141,7 +141,7 @@ async def test_8k_frames_are_dropped_with_one_clear_error(hostile_server, witnes
             peer.track.send(small)
 
         def said_so() -> bool:
-            return any("STREAMING_MAX_FRAME_PIXELS" in e for e in errors_of(peer))
+            return any("VISIONSTREAM_MAX_FRAME_PIXELS" in e for e in errors_of(peer))
 
         await peer.wait_for(said_so, timeout=90)
         sizes = {

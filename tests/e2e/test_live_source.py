@@ -108,7 +108,7 @@ def test_reads_an_mjpeg_camera():
 
 
 def test_hardware_decoding_asked_where_there_is_none_falls_back_to_software(camera, caplog):
-    """``STREAMING_DECODE_HWACCEL``: a camera asked to decode on a device this machine lacks
+    """``VISIONSTREAM_DECODE_HWACCEL``: a camera asked to decode on a device this machine lacks
     decodes in software, and says so once. (On the GPU machine, ``cuda`` decodes there:
     ``../shared/gpu-checklist.md``.)"""
     if os.path.exists("/dev/dri"):

@@ -128,7 +128,7 @@ def test_a_webhook_connects_to_a_checked_address_or_not_at_all(rebinding):
         started = server.start_pipeline(camera.url, spec)
         assert started.status_code == 200, started.text  # checked when compiled: 127.0.0.1
         failed = server.lines[server.wait_for_output("attempt 1 of", start, timeout=60)]
-        assert "127.0.0.2 is not in STREAMING_ALLOWED_NETWORKS" in failed, failed
+        assert "127.0.0.2 is not in VISIONSTREAM_ALLOWED_NETWORKS" in failed, failed
         assert dns.asked["hook.rebind.test."] >= 2  # checked when compiled, again to connect
         assert not internal.requests and not any("hook" in r for r in public.requests)
         _terminate(server, started.json()["context"]["pipeline_id"])

@@ -177,7 +177,7 @@ def test_each_state_of_the_review_page_says_what_it_is(tmp_path):
         page.press("#search", "Enter")
         page.wait_for_function(
             "() => document.getElementById('timeline').dataset.empty"
-            ".includes('STREAMING_VLM_EMBEDDINGS')",
+            ".includes('VISIONSTREAM_VLM_EMBEDDINGS')",
             timeout=WAIT_MS,
         )
         shot(page, "search-meaning-unavailable")

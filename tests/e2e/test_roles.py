@@ -199,7 +199,7 @@ def test_the_proxys_users_get_their_groups_roles(keyed):
     )
     assert run.status_code == 403 and "alice" in run.json()["message"]
     outsider = httpx.get(f"{proxy.url}/auth/me", auth=_basic("nina"), timeout=10)
-    assert outsider.status_code == 403 and "STREAMING_AUTH_GROUP_ROLES" in outsider.text
+    assert outsider.status_code == 403 and "VISIONSTREAM_AUTH_GROUP_ROLES" in outsider.text
     assert httpx.get(f"{proxy.url}/auth/me", auth=("ada", "wrong"), timeout=10).status_code == 401
     # A client sending the proxy's headers itself: nginx replaces them with the real user's.
     forged = {"X-Forwarded-User": "ada", "X-Forwarded-Groups": "admins"}

@@ -2,7 +2,7 @@
 server while a second client polls ``/healthz`` and a live WebRTC session streams, is refused
 precisely (or runs in bounded time), and neither the poll nor the session notices.
 
-The server lists only a camera network (127.0.0.9/32) in ``STREAMING_ALLOWED_NETWORKS``: the
+The server lists only a camera network (127.0.0.9/32) in ``VISIONSTREAM_ALLOWED_NETWORKS``: the
 session's peer is checked as a peer, not as a camera. Its mail relay is a real SMTP server on
 loopback (aiosmtpd), its file sink directory has a 1 MB quota, and it lends one secret."""
 
@@ -227,10 +227,10 @@ def _attack(server, mail: MailServer, files) -> None:
     matched = _run(server, REGEX, [_image(64)], text="a" * 100_000 + "b")
     assert matched.status_code == 200 and matched.json()["outputs"][0]["out"] is False
     nested = _run(server, nested_fan_out(fan_out=100, depth=4), [_image(64)])
-    assert nested.status_code == 400 and "STREAMING_LIMIT_WORKFLOW_BYTES" in nested.text
+    assert nested.status_code == 400 and "VISIONSTREAM_LIMIT_WORKFLOW_BYTES" in nested.text
     for spec in (RESIZE, WARP):
         refused = _run(server, spec, [_image(64)])
-        assert refused.status_code == 400 and "STREAMING_LIMIT_IMAGE_PIXELS" in refused.text
+        assert refused.status_code == 400 and "VISIONSTREAM_LIMIT_IMAGE_PIXELS" in refused.text
     sliced = _run(server, SLICES, [_image(200)])
     assert sliced.status_code == 400 and "40000 slices" in sliced.text, sliced.text
     assert sliced.json()["code"] == "limit_exceeded"

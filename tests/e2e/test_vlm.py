@@ -1,5 +1,5 @@
 """Vision-language workflows through the unmodified ``inference-sdk`` against the server
-process, whose providers (``STREAMING_VLM_PROVIDERS``) are the suite's provider on loopback
+process, whose providers (``VISIONSTREAM_VLM_PROVIDERS``) are the suite's provider on loopback
 (``tests/support/vlm_provider.py``), answering from the pixels it is sent: ``run_workflow``
 gives the reference's output shapes for each block family, and ``webrtc.stream`` keeps its
 frame rate while the model answers slowly, each frame carrying the last answer."""

@@ -13,7 +13,7 @@ __all__ = ["add_model", "add_tiny_task_models"]
 
 
 def add_model(models_dir: Path, *args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "STREAMING_MODELS_DIR": str(models_dir)}
+    env = {**os.environ, "VISIONSTREAM_MODELS_DIR": str(models_dir)}
     return subprocess.run(
         [sys.executable, "-m", "streaming.cli", "models", "add", *args],
         capture_output=True, text=True, env=env, timeout=120,

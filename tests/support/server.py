@@ -129,7 +129,7 @@ class LoggedProcess:
 
 
 class ServerProcess(LoggedProcess):
-    """``visionstream serve`` with extra ``STREAMING_*`` settings; waits for its ready lines."""
+    """``visionstream serve`` with extra ``VISIONSTREAM_*`` settings; waits for its ready lines."""
 
     def __init__(
         self,
@@ -150,12 +150,12 @@ class ServerProcess(LoggedProcess):
             settings = {**settings, "data_dir": self._own_data_dir}
         self.url = f"http://127.0.0.1:{self.port}"
         env = {
-            "STREAMING_ICE_HOST_ADDRESSES": "127.0.0.1",
+            "VISIONSTREAM_ICE_HOST_ADDRESSES": "127.0.0.1",
             # The tests' cameras, webhooks and ICE servers are on this machine: loopback
             # is allowed here (never by default). test_egress.py runs without it.
-            "STREAMING_ALLOWED_NETWORKS": LOOPBACK_ALLOWED,
+            "VISIONSTREAM_ALLOWED_NETWORKS": LOOPBACK_ALLOWED,
         }
-        env.update({f"STREAMING_{k.upper()}": v for k, v in settings.items()})
+        env.update({f"VISIONSTREAM_{k.upper()}": v for k, v in settings.items()})
         env.update(environment or {})
         self.ready_markers = RAY_READY_MARKERS if "--ray" in (serve or []) else READY_MARKERS
         self.closed_sessions = 0

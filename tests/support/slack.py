@@ -29,7 +29,7 @@ class SlackCall:
 
 
 class SlackApi:
-    """A context manager; ``api_url`` is what ``STREAMING_SLACK_API_URL`` names.
+    """A context manager; ``api_url`` is what ``VISIONSTREAM_SLACK_API_URL`` names.
     ``upload_host``: where the upload URLs it hands out point (default: itself)."""
 
     def __init__(self, upload_host: str | None = None) -> None:

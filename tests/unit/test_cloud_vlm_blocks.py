@@ -175,7 +175,8 @@ def test_a_roboflow_proxy_key_or_none_without_a_provider_is_a_400_naming_the_set
 ):
     settings = settings_for(vlm_provider, tmp_path, "describe", clouds=())
     proxied = {"type": "roboflow_core/open_ai@v4", "task_type": "caption"}  # rf_key:account
-    with pytest.raises(WorkflowCompilationError, match=r"Roboflow key .*STREAMING_VLM_PROVIDERS"):
+    refused = r"Roboflow key .*VISIONSTREAM_VLM_PROVIDERS"
+    with pytest.raises(WorkflowCompilationError, match=refused):
         run(spec_of(proxied), settings, photo)
     keyless = {
         "type": "roboflow_core/openrouter@v1",

@@ -29,7 +29,7 @@ LAN_ONLY = EgressPolicy(["192.168.0.0/16", "10.0.0.0/8"])
 )
 def test_the_server_itself_and_cloud_metadata_are_refused_by_default(address, why):
     reason = DEFAULT.refusal(ipaddress.ip_address(address))
-    assert reason is not None and why in reason and "STREAMING_ALLOWED_NETWORKS" in reason
+    assert reason is not None and why in reason and "VISIONSTREAM_ALLOWED_NETWORKS" in reason
 
 
 @pytest.mark.parametrize(
@@ -47,7 +47,7 @@ def test_a_listed_network_inside_a_refused_range_allows_it():
 def test_a_narrower_list_refuses_the_rest():
     assert LAN_ONLY.refusal(ipaddress.ip_address("192.168.4.4")) is None
     reason = LAN_ONLY.refusal(ipaddress.ip_address("8.8.8.8"))
-    assert reason is not None and "not in STREAMING_ALLOWED_NETWORKS" in reason
+    assert reason is not None and "not in VISIONSTREAM_ALLOWED_NETWORKS" in reason
 
 
 async def test_urls_are_checked_by_host_with_credentials_masked():

@@ -197,7 +197,7 @@ def test_what_is_refused_when_compiled(tmp_path):
     settings = Settings(models_dir=tmp_path)
     cases = [
         (email_step("v2", subject="s", message="m", receiver_email="a@b.test"),
-         "STREAMING_SMTP_HOST"),
+         "VISIONSTREAM_SMTP_HOST"),
         (email_step("v2", email_provider="Custom SMTP", subject="s", message="m",
                     receiver_email="a@b.test"), "Custom SMTP needs smtp_server"),
         (email_step(subject="s", message="m", receiver_email="a@b.test", sender_email="a@b.test",
@@ -246,7 +246,7 @@ def test_the_relay_sends_only_to_the_operators_recipients(mail, tmp_path):
     many = relay_step("many", bcc_receiver_email=[f"u{i}@example.test" for i in range(5000)])
     (refused,) = run_frames(spec_of(many), settings)
     assert "5001 recipients are over the server's 10" in refused["message"]
-    with pytest.raises(WorkflowCompilationError, match="STREAMING_SMTP_ALLOWED_RECIPIENTS"):
+    with pytest.raises(WorkflowCompilationError, match="VISIONSTREAM_SMTP_ALLOWED_RECIPIENTS"):
         run_frames(
             spec_of(relay_step("none")), relay_settings(mail, tmp_path, allowed_recipients=[])
         )
@@ -279,9 +279,9 @@ def test_message_and_attachment_sizes_are_bounded(mail, tmp_path):
         attachments={"big.txt": big},
     )
     (refused,) = run_frames(spec_of(step), settings)
-    assert "STREAMING_SMTP_MAX_ATTACHMENT_BYTES" in refused["message"]
+    assert "VISIONSTREAM_SMTP_MAX_ATTACHMENT_BYTES" in refused["message"]
     settings = relay_settings(mail, tmp_path, max_message_bytes=1 << 20)
     step = custom(mail, subject="long", receiver_email="guard@example.test", message=big)
     (refused,) = run_frames(spec_of(step), settings)
-    assert "STREAMING_SMTP_MAX_MESSAGE_BYTES" in refused["message"]
+    assert "VISIONSTREAM_SMTP_MAX_MESSAGE_BYTES" in refused["message"]
     assert not mail.with_subject("big") and not mail.with_subject("long")

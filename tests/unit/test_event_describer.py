@@ -280,7 +280,7 @@ def test_a_description_is_mailed_through_the_relay_with_its_frame_once_per_inter
 
 
 def test_a_description_is_stored_with_its_vector_and_found_by_meaning(vlm_provider, writer, photo):
-    """With ``STREAMING_VLM_EMBEDDINGS``, the description and its vector are written in one
+    """With ``VISIONSTREAM_VLM_EMBEDDINGS``, the description and its vector are written in one
     transaction: a search by a word the description never used finds the event; an
     embeddings model that fails leaves the description stored, searchable by its words."""
     describer = describer_for(vlm_provider, writer, embeddings="local:embed")
@@ -300,7 +300,7 @@ def test_a_description_is_stored_with_its_vector_and_found_by_meaning(vlm_provid
 @pytest.mark.parametrize(
     ("describe", "smtp", "status", "words"),
     [
-        ({"email_to": ["ops@example.test"]}, {}, 400, "STREAMING_SMTP_HOST"),
+        ({"email_to": ["ops@example.test"]}, {}, 400, "VISIONSTREAM_SMTP_HOST"),
         (
             {"email_to": ["someone@elsewhere.test"]},
             {
@@ -309,9 +309,9 @@ def test_a_description_is_stored_with_its_vector_and_found_by_meaning(vlm_provid
                 "allowed_recipients": ["@example.test"],
             },
             400,
-            "STREAMING_SMTP_ALLOWED_RECIPIENTS",
+            "VISIONSTREAM_SMTP_ALLOWED_RECIPIENTS",
         ),
-        ({"mqtt_url": "mqtt://127.0.0.2:1883"}, {}, 400, "STREAMING_ALLOWED_NETWORKS"),
+        ({"mqtt_url": "mqtt://127.0.0.2:1883"}, {}, 400, "VISIONSTREAM_ALLOWED_NETWORKS"),
         ({"mqtt_url": "http://127.0.0.1:1883"}, {}, 422, "describe.mqtt_url"),
         ({"mqtt_topic": "a/#"}, {}, 422, "describe.mqtt_topic"),
     ],

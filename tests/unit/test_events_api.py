@@ -151,7 +151,7 @@ async def test_each_bad_request_is_answered_with_what_is_wrong(
 
 
 async def test_events_are_found_by_meaning_and_by_likeness(tmp_path, vlm_provider):
-    """``about`` and ``similar_to`` (``STREAMING_VLM_EMBEDDINGS``): a word no description
+    """``about`` and ``similar_to`` (``VISIONSTREAM_VLM_EMBEDDINGS``): a word no description
     used finds the event whose description means it, nearest first; an event described
     before the server made vectors gets one when first compared; filters narrow."""
     vlm = VlmSettings(
@@ -213,7 +213,7 @@ async def test_search_by_meaning_without_an_embeddings_model_names_the_setting(t
     async with app_client(tmp_path) as (http, _state):
         response = await http.get("/events", params={"about": "someone at the door"})
         assert response.status_code == 400
-        assert "STREAMING_VLM_EMBEDDINGS" in response.json()["message"]
+        assert "VISIONSTREAM_VLM_EMBEDDINGS" in response.json()["message"]
 
 
 async def test_an_event_without_evidence_says_so(tmp_path):
@@ -245,7 +245,7 @@ async def test_a_server_that_keeps_no_events_says_so(tmp_path):
     async with app_client(tmp_path, store_events=False) as (http, _state):
         response = await http.get("/events")
         assert response.status_code == 404
-        assert "STREAMING_STORE_EVENTS" in response.json()["message"]
+        assert "VISIONSTREAM_STORE_EVENTS" in response.json()["message"]
 
 
 @given(st.text(max_size=64))

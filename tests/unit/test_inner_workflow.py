@@ -148,8 +148,8 @@ def test_a_stored_workflow_is_named_by_id(models, tmp_path):
     spec["steps"][0]["workflow_id"] = "nowhere"
     with pytest.raises(WorkflowNotFound, match="'acme-corp/nowhere' is not stored here") as caught:
         run(spec, models, library)
-    assert f"STREAMING_WORKFLOWS_DIR ({tmp_path})" in caught.value.message
-    with pytest.raises(WorkflowNotFound, match="STREAMING_WORKFLOWS_DIR is not set"):
+    assert f"VISIONSTREAM_WORKFLOWS_DIR ({tmp_path})" in caught.value.message
+    with pytest.raises(WorkflowNotFound, match="VISIONSTREAM_WORKFLOWS_DIR is not set"):
         run(spec, models, WorkflowLibrary(None, "boxes"))
 
 

@@ -40,7 +40,7 @@ def test_the_printed_rayservice_builds_our_app_with_settings_replicas_accept(mon
             monkeypatch.setenv(variable["name"], str(variable["value"]))
     mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
     assert {v["name"] for v in pod["volumes"]} == set(mounts)
-    assert next(v for v in container["env"] if v["name"] == "STREAMING_EVENTS_URL")["valueFrom"]
+    assert next(v for v in container["env"] if v["name"] == "VISIONSTREAM_EVENTS_URL")["valueFrom"]
     settings = Settings()
     assert str(settings.sink_dir) == mounts["evidence"]
     assert settings.ray_replica_resources == {"CPU": 1, "GPU": 0.0625}

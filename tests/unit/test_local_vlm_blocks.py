@@ -1,5 +1,5 @@
 """The reference's local VLM families (Qwen-VL, SmolVLM, Moondream, Florence-2) run on the
-provider the operator maps each family to (``STREAMING_VLM_FAMILIES``), played on loopback:
+provider the operator maps each family to (``VISIONSTREAM_VLM_FAMILIES``), played on loopback:
 the reference's outputs, from the pixels sent; an unmapped family is a 400 naming the
 setting; Florence-2's boxes read back through ``vlm_as_detector`` as the reference's do."""
 
@@ -65,7 +65,7 @@ def test_a_family_answers_through_the_provider_it_is_mapped_to(
 def test_an_unmapped_family_is_a_400_naming_the_setting(vlm_provider, tmp_path, photo):
     settings = settings_for(vlm_provider, tmp_path)
     step = {"type": "roboflow_core/moondream2@v1", "name": "m", "images": "$inputs.image"}
-    with pytest.raises(WorkflowCompilationError, match=r"moondream .*STREAMING_VLM_FAMILIES"):
+    with pytest.raises(WorkflowCompilationError, match=r"moondream .*VISIONSTREAM_VLM_FAMILIES"):
         run([step], settings, photo)
 
 

@@ -124,7 +124,7 @@ def test_no_verdict_sends_nothing_and_says_why(vlm_provider, photo, tmp_path):
 @pytest.mark.parametrize(
     ("verify", "message"),
     [
-        ({"provider": "nobody"}, "STREAMING_VLM_PROVIDERS names: local"),
+        ({"provider": "nobody"}, "VISIONSTREAM_VLM_PROVIDERS names: local"),
         ({"provider": "local", "colour": "red"}, "verify: colour: Extra inputs"),
     ],
 )

@@ -113,5 +113,5 @@ def test_peers_are_checked_as_peers_not_against_the_cameras_network():
     assert "127.0.0.1" not in kept and "224.0.0.251" not in kept  # never, from a remote caller
     # The peers' own list, where the operator sets one, names itself when it refuses.
     only = CandidateScreen.of(Settings(peer_networks="203.0.113.0/24"))
-    with pytest.raises(InvalidOffer, match="not in STREAMING_PEER_NETWORKS"):
+    with pytest.raises(InvalidOffer, match="not in VISIONSTREAM_PEER_NETWORKS"):
         only.screen(sdp.replace("127.0.0.1", "198.51.100.8"), "198.51.100.7", "the offer")

@@ -63,9 +63,9 @@ def test_a_template_the_reference_refuses_is_refused_when_compiled(template, mes
 
 def test_a_width_or_a_text_over_the_bound_is_the_frames_400():
     block = build(StringTemplateBlock, data={"n": None})
-    with pytest.raises(InvalidRequest, match="STREAMING_LIMIT_TEXT_CHARS"):
+    with pytest.raises(InvalidRequest, match="VISIONSTREAM_LIMIT_TEXT_CHARS"):
         run_block(block, [{"template": "{n:>999999999999}", "data": {"n": 1}}])
-    with pytest.raises(BoundExceeded, match="STREAMING_LIMIT_TEXT_CHARS"):
+    with pytest.raises(BoundExceeded, match="VISIONSTREAM_LIMIT_TEXT_CHARS"):
         run_block(block, [{"template": "{n}", "data": {"n": "x" * 2_000_000}}])
     with pytest.raises(InvalidRequest, match="not in data"):
         run_block(block, [{"template": "{other}", "data": {"n": 1}}])

@@ -480,7 +480,7 @@ def test_a_local_file_sink_never_writes_outside_its_directory(models, tmp_path, 
     with pytest.raises(WorkflowCompilationError, match=message):
         compile_workflow(parse_spec(file_sink_spec(**sink)), context)
     # Without the setting, no local_file_sink at all: the message names it.
-    with pytest.raises(WorkflowCompilationError, match="STREAMING_FILE_SINK_DIR"):
+    with pytest.raises(WorkflowCompilationError, match="VISIONSTREAM_FILE_SINK_DIR"):
         compile_workflow(parse_spec(file_sink_spec()), BuildContext(models, settings=Settings()))
 
 
@@ -568,14 +568,15 @@ def secrets_spec(*names: str) -> dict:
 
 def test_a_workflow_reads_only_the_secrets_the_server_lends(models, monkeypatch):
     monkeypatch.setenv("CAMERA_TOKEN", "t0k3n")
-    monkeypatch.setenv("STREAMING_API_KEY", "the-servers-own")
-    lent = Settings(workflow_secrets="CAMERA_TOKEN,STREAMING_API_KEY,MISSING_ONE")
+    monkeypatch.setenv("VISIONSTREAM_API_KEY", "the-servers-own")
+    lent = Settings(workflow_secrets="CAMERA_TOKEN,VISIONSTREAM_API_KEY,MISSING_ONE")
     context = BuildContext(models, settings=lent)
     settings = SecretsSettings(variables_storing_secrets=["CAMERA_TOKEN", "MISSING_ONE"])
     vault = EnvironmentSecretsStoreBlock("vault", settings, context)
     assert vault.run({}, FrameState()) == {"camera_token": "t0k3n", "missing_one": None}
-    for names in (["OTHER_TOKEN"], ["STREAMING_API_KEY"]):  # not lent; the server's own
-        with pytest.raises(WorkflowCompilationError, match="STREAMING_WORKFLOW_SECRETS") as caught:
+    for names in (["OTHER_TOKEN"], ["VISIONSTREAM_API_KEY"]):  # not lent; the server's own
+        lent = "VISIONSTREAM_WORKFLOW_SECRETS"
+        with pytest.raises(WorkflowCompilationError, match=lent) as caught:
             compile_workflow(parse_spec(secrets_spec(*names)), context)
         assert names[0] in str(caught.value)
 

@@ -219,7 +219,7 @@ def test_a_base_url_outside_the_egress_policy_is_an_error_and_nothing_is_sent(
     spec = spec_of(asking("describe"), outputs={"vlm": "$steps.vlm.*"})
     settings = settings_for(tmp_path).model_copy(update={"allowed_networks": ["10.0.0.0/8"]})
     (result,) = run(spec, settings, photo, base_url=vlm_provider.openai_url)
-    assert "STREAMING_ALLOWED_NETWORKS" in result["vlm"]["error_status"]
+    assert "VISIONSTREAM_ALLOWED_NETWORKS" in result["vlm"]["error_status"]
     (result,) = run(spec, settings, photo, base_url="ftp://127.0.0.1/v1")
     assert "http(s) URL" in result["vlm"]["error_status"]
     assert vlm_provider.calls == []
@@ -261,7 +261,7 @@ def test_in_a_live_stream_frames_never_wait_and_carry_the_last_answer_with_its_a
 def test_a_live_step_asks_at_most_once_per_interval_whatever_the_frame_rate(
     vlm_provider, photo, tmp_path, monkeypatch
 ):
-    """``STREAMING_VLM_LIVE_MIN_INTERVAL_S``: answered at once, the step still waits out the
+    """``VISIONSTREAM_VLM_LIVE_MIN_INTERVAL_S``: answered at once, the step still waits out the
     interval before its next question, and encodes no frame it sends no question for."""
     spec = spec_of(asking("describe"), outputs={"vlm": "$steps.vlm.*"})
     settings = settings_for(tmp_path, live_min_interval_s=3600.0)

@@ -182,11 +182,11 @@ def test_the_concurrency_limit_holds_over_every_caller(vlm_provider):
 def test_an_address_outside_the_egress_policy_is_refused_before_connecting(vlm_provider):
     providers = providers_for(vlm_provider, networks=("10.0.0.0/8",), retries=3)
     try:
-        with pytest.raises(ProviderRefused, match="STREAMING_ALLOWED_NETWORKS"):
+        with pytest.raises(ProviderRefused, match="VISIONSTREAM_ALLOWED_NETWORKS"):
             providers.named("local").describe(Prompt("?", model="describe"))
         for api in ("anthropic", "gemini"):
             other = providers_for(vlm_provider, api, networks=("10.0.0.0/8",))
-            with pytest.raises(ProviderRefused, match="STREAMING_ALLOWED_NETWORKS"):
+            with pytest.raises(ProviderRefused, match="VISIONSTREAM_ALLOWED_NETWORKS"):
                 other.named("local").describe(Prompt("?", model="describe"))
             other.close()
     finally:
@@ -228,20 +228,20 @@ def test_close_ends_a_backoff_at_once(vlm_provider):
 
 def test_settings_name_providers_and_families_and_keep_keys_out_of_sight(monkeypatch):
     monkeypatch.setenv(
-        "STREAMING_VLM_PROVIDERS",
+        "VISIONSTREAM_VLM_PROVIDERS",
         '{"ollama": {"base_url": "http://127.0.0.1:11434/v1/", "model": "qwen2.5vl:3b", '
         f'"api_key": "{KEY}"}}}}',
     )
-    monkeypatch.setenv("STREAMING_VLM_FAMILIES", '{"florence-2": "ollama:florence2"}')
+    monkeypatch.setenv("VISIONSTREAM_VLM_FAMILIES", '{"florence-2": "ollama:florence2"}')
     settings = VlmSettings()
     assert settings.providers["ollama"].url() == "http://127.0.0.1:11434/v1"
     assert KEY not in repr(settings) and KEY not in settings.model_dump_json()
     providers = Providers(settings, pin=None)
     target = providers.family("florence-2", "step")
     assert (target.client.name, target.model) == ("ollama", "florence2")
-    with pytest.raises(Exception, match="STREAMING_VLM_FAMILIES"):
+    with pytest.raises(Exception, match="VISIONSTREAM_VLM_FAMILIES"):
         providers.family("moondream", "step")
-    with pytest.raises(ProviderRefused, match="STREAMING_VLM_PROVIDERS names: ollama"):
+    with pytest.raises(ProviderRefused, match="VISIONSTREAM_VLM_PROVIDERS names: ollama"):
         providers.named("nope")
     providers.close()
     with pytest.raises(ValueError, match="without credentials"):
@@ -286,7 +286,7 @@ def embeddings_for(fake, named: str, api: str = "openai", **spec) -> Providers:
 
 
 def test_embeddings_are_unit_vectors_of_meaning_tried_again_and_counted(vlm_provider):
-    """``STREAMING_VLM_EMBEDDINGS`` names provider and model: words of one sense come out
+    """``VISIONSTREAM_VLM_EMBEDDINGS`` names provider and model: words of one sense come out
     near each other, a 429 is tried again, the tokens are counted by model."""
     vlm_provider.fail_next = [429]
     providers = embeddings_for(vlm_provider, "local:nomic-embed-text", retries=1)

@@ -53,7 +53,7 @@ def test_inlining_is_charged_as_it_grows_and_refused_at_the_budget():
     spec = nested_fan_out(fan_out=100, depth=4)  # ~7 KB; inlined, ~6 GB of text
     context = BuildContext(models=None, settings=Settings())  # type: ignore[arg-type]
     started = time.perf_counter()
-    with pytest.raises(WorkflowCompilationError, match="STREAMING_LIMIT_WORKFLOW_BYTES"):
+    with pytest.raises(WorkflowCompilationError, match="VISIONSTREAM_LIMIT_WORKFLOW_BYTES"):
         compile_workflow(parse_spec(spec), context)
     assert time.perf_counter() - started < 2.0
 
@@ -112,7 +112,7 @@ def _perspective(**fields) -> dict:
 )
 def test_a_written_size_over_the_bound_is_refused_when_compiled(step):
     started = time.perf_counter()
-    with pytest.raises(WorkflowCompilationError, match="STREAMING_LIMIT_IMAGE_PIXELS"):
+    with pytest.raises(WorkflowCompilationError, match="VISIONSTREAM_LIMIT_IMAGE_PIXELS"):
         _compile(_image_spec(step, output=f"$steps.{step['name']}.*"))
     assert time.perf_counter() - started < 1.0
 
@@ -143,7 +143,7 @@ def test_slices_and_crops_per_frame_are_bounded():
     workflow = _compile(_image_spec(slicer, output="$steps.tiles.slices"))
     try:
         started = time.perf_counter()
-        with pytest.raises(BoundExceeded, match=r"40000 slices .*STREAMING_LIMIT_ELEMENTS"):
+        with pytest.raises(BoundExceeded, match=r"40000 slices .*VISIONSTREAM_LIMIT_ELEMENTS"):
             workflow.run(np.zeros((200, 200, 3), np.uint8), {}, FrameState())
         assert time.perf_counter() - started < 1.0
         out = workflow.run(np.zeros((32, 32, 3), np.uint8), {}, FrameState())
@@ -327,7 +327,7 @@ def test_an_event_sinks_evidence_is_capped_by_the_server(tmp_path):
         "outputs": [{"type": "JsonField", "name": "out", "selector": "$steps.evidence.event_id"}],
     }
     context = BuildContext(models=None, sink_dir=tmp_path, settings=Settings())  # type: ignore[arg-type]
-    with pytest.raises(WorkflowCompilationError, match="STREAMING_LIMIT_FILE_SINK_MB"):
+    with pytest.raises(WorkflowCompilationError, match="VISIONSTREAM_LIMIT_FILE_SINK_MB"):
         compile_workflow(parse_spec(spec), context)
 
 
@@ -341,5 +341,5 @@ def test_an_event_sinks_evidence_is_capped_by_the_server(tmp_path):
 )
 def test_kernels_are_bounded_when_compiled(step):
     spec = _image_spec({"name": "k", "image": "$inputs.image", **step}, output="$steps.k.*")
-    with pytest.raises(WorkflowCompilationError, match="STREAMING_LIMIT_KERNEL_SIZE"):
+    with pytest.raises(WorkflowCompilationError, match="VISIONSTREAM_LIMIT_KERNEL_SIZE"):
         _compile(spec)

@@ -1,12 +1,12 @@
 """The event store's routes: ``GET /events`` (filters, cursor pages, newest first; or by
 meaning, nearest first: the words or an event's description made a vector by the server's
-embeddings model, ``STREAMING_VLM_EMBEDDINGS``, off the event loop),
+embeddings model, ``VISIONSTREAM_VLM_EMBEDDINGS``, off the event loop),
 ``GET /events/summary`` (counts per time bucket, for charts), ``GET /events/{id}`` and its
 evidence, ``/events/{id}/snapshot`` and ``/events/{id}/clip``, served with HTTP range
 requests so that a browser's video element can seek in a clip.
 
 Every replica of a cluster answers for all of it: the rows are in the shared database, the
-files in the shared evidence directory (``STREAMING_SINK_DIR``)."""
+files in the shared evidence directory (``VISIONSTREAM_SINK_DIR``)."""
 
 from __future__ import annotations
 
@@ -60,7 +60,7 @@ _TIME = Annotated[
 
 def _store(state: ServerState) -> EventStore:
     if state.events is None:
-        raise NotFound("this server keeps no events (STREAMING_STORE_EVENTS is false)")
+        raise NotFound("this server keeps no events (VISIONSTREAM_STORE_EVENTS is false)")
     return state.events.store
 
 
@@ -138,11 +138,11 @@ def _embedder(state: ServerState) -> Embedder:
     try:
         embedder = state.language.embedder() if state.language is not None else None
     except ProviderError as exc:
-        raise InvalidRequest(f"STREAMING_VLM_EMBEDDINGS: {exc}") from None
+        raise InvalidRequest(f"VISIONSTREAM_VLM_EMBEDDINGS: {exc}") from None
     if embedder is None:
         raise InvalidRequest(
-            "search by meaning needs an embeddings model: set STREAMING_VLM_EMBEDDINGS to a "
-            "provider of STREAMING_VLM_PROVIDERS (and its model), e.g. ollama:nomic-embed-text"
+            "search by meaning needs an embeddings model: set VISIONSTREAM_VLM_EMBEDDINGS to a "
+            "provider of VISIONSTREAM_VLM_PROVIDERS (and its model), e.g. ollama:nomic-embed-text"
         )
     return embedder
 
@@ -227,7 +227,7 @@ async def list_events(
             max_length=256,
             description="search by meaning: the events whose descriptions are nearest these "
             "words ('someone at the door' finds 'a man rings the bell'), nearest first; needs "
-            "STREAMING_VLM_EMBEDDINGS",
+            "VISIONSTREAM_VLM_EMBEDDINGS",
         ),
     ] = None,
     similar_to: Annotated[
@@ -236,7 +236,7 @@ async def list_events(
             ge=1,
             lt=2**63,
             description="the events whose descriptions are nearest this event's, nearest "
-            "first; needs STREAMING_VLM_EMBEDDINGS",
+            "first; needs VISIONSTREAM_VLM_EMBEDDINGS",
         ),
     ] = None,
 ) -> dict:

@@ -3,7 +3,7 @@
 /recordings/{pipeline}/{source}?start=&end=``: the range as one MP4, cut at the keyframe at or
 before ``start``, without re-encoding (served with range requests, then removed).
 
-Any replica serves any recording: the segments are in the shared ``STREAMING_SINK_DIR``."""
+Any replica serves any recording: the segments are in the shared ``VISIONSTREAM_SINK_DIR``."""
 
 from __future__ import annotations
 
@@ -144,6 +144,6 @@ async def export_recording(
     if high - low > state.settings.max_export_seconds:
         raise InvalidRequest(
             f"a range of at most {state.settings.max_export_seconds:g} s is exported at once "
-            "(STREAMING_MAX_EXPORT_SECONDS)"
+            "(VISIONSTREAM_MAX_EXPORT_SECONDS)"
         )
     return await export_file(directory, low, high, f"{pipeline}-{source}")

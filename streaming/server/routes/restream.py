@@ -106,7 +106,7 @@ async def restream_listing(
 ) -> dict[str, Any]:
     """Ours: every restream URL of each source of the pipeline (RTSP, HLS, MJPEG, snapshot,
     WHEP), each with a token for that source (``expires_in`` seconds, at most
-    ``STREAMING_RESTREAM_TOKEN_TTL_S``), and what each restream costs now."""
+    ``VISIONSTREAM_RESTREAM_TOKEN_TTL_S``), and what each restream costs now."""
     authorize(request, state)
     sources = await restream_urls(request, state, pipeline_id, expires_in)
     return {"status": "success", "sources": sources}

@@ -1,6 +1,6 @@
 """KServe V2 / Open Inference Protocol for the loaded models (``/v2/...``).
 
-Other visionstream workers (``STREAMING_INFERENCE_BACKEND=remote``), Triton's and KServe's
+Other visionstream workers (``VISIONSTREAM_INFERENCE_BACKEND=remote``), Triton's and KServe's
 clients can run this server's models: raw tensors in, raw tensors out, through the same shared
 session and dynamic batcher the WebRTC sessions use. Errors are ``{"error": ...}`` as the
 protocol has them (plus our ``message``).

@@ -80,7 +80,7 @@ class BuildContext:
     )
     """What the stream is, for names sinks publish under: a pipeline's id and source index."""
     sink_dir: Path | None = None
-    """Where event sinks write (``STREAMING_SINK_DIR``); None: this stream keeps no files."""
+    """Where event sinks write (``VISIONSTREAM_SINK_DIR``); None: this stream keeps no files."""
     events: EventRecorder | None = None
     """The event store's queue (line crossings, zone entries, event sinks); None: not kept."""
     settings: Settings | None = None
@@ -105,14 +105,14 @@ class BuildContext:
     @property
     def pin(self) -> Pin | None:
         """Where a block connects for the caller (a webhook, an SMTP server): the address
-        checked against ``STREAMING_ALLOWED_NETWORKS`` as it connects; None without settings."""
+        checked against ``VISIONSTREAM_ALLOWED_NETWORKS`` as it connects; None without settings."""
         if self.settings is None:
             return None
         return EgressPolicy(self.settings.allowed_networks).pin
 
     @property
     def limits(self) -> WorkflowLimits:
-        """What a step may make (the server's ``STREAMING_LIMIT_*``; defaults without one)."""
+        """What a step may make (the server's ``VISIONSTREAM_LIMIT_*``; defaults without one)."""
         return self.settings.limits if self.settings is not None else _DEFAULT_LIMITS
 
     def event(self, kind: str, step: str, **fields: Any) -> None:

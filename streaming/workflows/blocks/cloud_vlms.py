@@ -4,7 +4,7 @@
 ``kimi_openrouter`` v1-v3, ``qwen3_5_openrouter``, ``qwen3_6_openrouter``), with their task
 types (``language.tasks``), fields and defaults.
 
-Each asks the provider configured under its cloud's name (``STREAMING_VLM_PROVIDERS``:
+Each asks the provider configured under its cloud's name (``VISIONSTREAM_VLM_PROVIDERS``:
 ``openai``, ``anthropic``, ``gemini``, ``openrouter``), which may be any server of that API
 (a local Ollama playing ``openai``); else the cloud itself with the step's own key. A
 Roboflow proxy key (``rf_key:account``, the newer versions' default) is refused by name:

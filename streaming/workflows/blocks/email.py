@@ -6,14 +6,14 @@ Mail goes through ``sinks.email.EmailSender`` (a queue on a thread of its own, r
 a frame never waits on a mail server, whatever ``fire_and_forget`` says; ``cooldown_seconds``
 spaces messages. v1 sends plain text through the step's SMTP server; v2 sends HTML (images
 among the parameters inline) through the step's server (``Custom SMTP``) or, for Roboflow's
-managed provider, the server's own relay (``STREAMING_SMTP_*``), refused when compiled if
+managed provider, the server's own relay (``VISIONSTREAM_SMTP_*``), refused when compiled if
 there is none. Every SMTP host a step names passes the egress policy before it compiles.
 
 The relay is the operator's, not the caller's: it sends only to the recipients
-``STREAMING_SMTP_ALLOWED_RECIPIENTS`` lists, at most every ``STREAMING_SMTP_MIN_INTERVAL_S``
+``VISIONSTREAM_SMTP_ALLOWED_RECIPIENTS`` lists, at most every ``VISIONSTREAM_SMTP_MIN_INTERVAL_S``
 per step and per caller, whatever ``cooldown_seconds`` says. Every message, through the relay
-or the step's own server, has at most ``STREAMING_SMTP_MAX_RECIPIENTS`` recipients and
-``STREAMING_SMTP_MAX_ATTACHMENT_BYTES`` / ``MAX_MESSAGE_BYTES``; over them the step reports an
+or the step's own server, has at most ``VISIONSTREAM_SMTP_MAX_RECIPIENTS`` recipients and
+``VISIONSTREAM_SMTP_MAX_ATTACHMENT_BYTES`` / ``MAX_MESSAGE_BYTES``; over them the step reports an
 error and sends nothing.
 """
 
@@ -293,7 +293,7 @@ class EmailNotificationBlock(NotificationBlock):
         if total > self._smtp.max_attachment_bytes:
             raise ValueError(
                 f"attachments of {total} bytes are over the server's "
-                f"{self._smtp.max_attachment_bytes} (STREAMING_SMTP_MAX_ATTACHMENT_BYTES)"
+                f"{self._smtp.max_attachment_bytes} (VISIONSTREAM_SMTP_MAX_ATTACHMENT_BYTES)"
             )
         message = compose(
             sender=from_address,
@@ -310,7 +310,7 @@ class EmailNotificationBlock(NotificationBlock):
         if size > self._smtp.max_message_bytes:
             raise ValueError(
                 f"a message of {size} bytes is over the server's "
-                f"{self._smtp.max_message_bytes} (STREAMING_SMTP_MAX_MESSAGE_BYTES)"
+                f"{self._smtp.max_message_bytes} (VISIONSTREAM_SMTP_MAX_MESSAGE_BYTES)"
             )
         return message
 
@@ -318,7 +318,7 @@ class EmailNotificationBlock(NotificationBlock):
         if len(recipients) > self._smtp.max_recipients:
             raise ValueError(
                 f"{len(recipients)} recipients are over the server's "
-                f"{self._smtp.max_recipients} (STREAMING_SMTP_MAX_RECIPIENTS)"
+                f"{self._smtp.max_recipients} (VISIONSTREAM_SMTP_MAX_RECIPIENTS)"
             )
         refused = refused_recipients(self._smtp, recipients) if self._relay else None
         if refused is not None:
@@ -357,15 +357,16 @@ class EmailNotificationV2Block(EmailNotificationBlock):
         if smtp.host and not smtp.allowed_recipients:
             raise WorkflowCompilationError(
                 f"step '{name}': email_provider '{MANAGED}' sends through this server's mail "
-                "relay, which sends only to the recipients STREAMING_SMTP_ALLOWED_RECIPIENTS "
+                "relay, which sends only to the recipients VISIONSTREAM_SMTP_ALLOWED_RECIPIENTS "
                 f"lists, and it lists none; or give the step email_provider '{CUSTOM}'"
             )
         relay = relay_server(smtp)
         if relay is None:
             raise WorkflowCompilationError(
                 f"step '{name}': email_provider '{MANAGED}' sends through this server's own "
-                "mail relay, and none is set: set STREAMING_SMTP_HOST and STREAMING_SMTP_SENDER "
-                "(with STREAMING_SMTP_USERNAME and STREAMING_SMTP_PASSWORD if it needs a login), "
+                "mail relay, and none is set: set VISIONSTREAM_SMTP_HOST and "
+                "VISIONSTREAM_SMTP_SENDER (with VISIONSTREAM_SMTP_USERNAME and "
+                "VISIONSTREAM_SMTP_PASSWORD if it needs a login), "
                 f"or give the step email_provider '{CUSTOM}' and its smtp_server"
             )
         self._relay = relay[0]

@@ -1,9 +1,10 @@
 """Results to files on the server (``local_file_sink``): only inside the directory
-``STREAMING_FILE_SINK_DIR`` names, each step's ``target_directory`` checked when the
+``VISIONSTREAM_FILE_SINK_DIR`` names, each step's ``target_directory`` checked when the
 workflow is compiled (no way out through ``..`` or a symbolic link), files readable by the
 server's user alone (its umask). What every step writes there counts against one quota
-(``STREAMING_LIMIT_FILE_SINK_MB``) and leaves the disk ``STREAMING_LIMIT_FILE_SINK_MIN_FREE_MB``
-free: a write past either is an error on that step, and nothing is removed."""
+(``VISIONSTREAM_LIMIT_FILE_SINK_MB``) and leaves the disk
+``VISIONSTREAM_LIMIT_FILE_SINK_MIN_FREE_MB`` free: a write past either is an error on that
+step, and nothing is removed."""
 
 from __future__ import annotations
 
@@ -35,7 +36,7 @@ def sink_root(step: str, context: BuildContext) -> tuple[Path, DiskQuota]:
     if root is None:
         raise WorkflowCompilationError(
             f"step '{step}': local_file_sink writes only inside the directory "
-            "STREAMING_FILE_SINK_DIR names, and it is not set on this server"
+            "VISIONSTREAM_FILE_SINK_DIR names, and it is not set on this server"
         )
     limits = context.limits
     root = Path(root).resolve()

@@ -246,7 +246,7 @@ class StringTemplateBlock(Block):
     """``template`` with each ``{name}`` (Python's format syntax, format specs too) filled
     from ``data``, each value through its ``data_operations``. Positional placeholders,
     attribute or index access, and names ``data`` lacks are refused, when compiled if the
-    template is written in the step; a width or a text over ``STREAMING_LIMIT_TEXT_CHARS``
+    template is written in the step; a width or a text over ``VISIONSTREAM_LIMIT_TEXT_CHARS``
     is the frame's 400."""
 
     type_ids = ("roboflow_core/string_template@v1",)
@@ -288,7 +288,7 @@ class StringTemplateBlock(Block):
         if len(text) > self._limits.text_chars:
             raise BoundExceeded(
                 f"step '{self.name}': a text of {len(text)} characters is over the server's "
-                f"{self._limits.text_chars} (STREAMING_LIMIT_TEXT_CHARS)"
+                f"{self._limits.text_chars} (VISIONSTREAM_LIMIT_TEXT_CHARS)"
             )
         return {"output": text}
 
@@ -323,6 +323,6 @@ class _Bounded(string.Formatter):
             if len(digits) > 9 or int(digits) > self._most:
                 raise ValueError(
                     f"format spec '{format_spec}' is over the server's {self._most} "
-                    "characters (STREAMING_LIMIT_TEXT_CHARS)"
+                    "characters (VISIONSTREAM_LIMIT_TEXT_CHARS)"
                 )
         return super().format_field(value, format_spec)

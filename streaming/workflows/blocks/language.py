@@ -3,7 +3,7 @@ server's providers, asking on the caller's thread in a run or in the background 
 stream), and ``roboflow_core/openai_compatible@v1``.
 
 In a live stream (``BuildContext.live``) a step never makes a frame wait: it sends a
-question when none of its own is in flight (at most every ``STREAMING_VLM_LIVE_MIN_INTERVAL_S``)
+question when none of its own is in flight (at most every ``VISIONSTREAM_VLM_LIVE_MIN_INTERVAL_S``)
 and each frame carries its last answer, with ``answer_age_s``; in an HTTP run each image
 waits for its own answer."""
 

@@ -1,6 +1,6 @@
 """The reference's first VLM blocks, from before task types: ``open_ai@v1`` ("OpenAI"),
 ``lmm@v1`` ("LMM") and ``lmm_for_classification@v1`` ("LMMForClassification"). Each sends
-its prompt with each image to OpenAI's provider (``STREAMING_VLM_PROVIDERS``' ``openai``,
+its prompt with each image to OpenAI's provider (``VISIONSTREAM_VLM_PROVIDERS``' ``openai``,
 else OpenAI with the step's key) and answers ``raw_output``; where the step names a JSON
 output format, each named field is read out of the answer (``not_detected`` where it is
 absent or the answer no JSON; one object per fenced JSON block) into ``structured_output``

@@ -2,7 +2,7 @@
 (``qwen25vl``, ``qwen3vl``, ``qwen3_5vl``), SmolVLM (``smolvlm2``), Moondream
 (``moondream2``), Florence-2 (``florence_2``), Cosmos 3 (``cosmos3_edge``) and GLM-OCR
 (``glm_ocr``). Here each model family runs on a provider
-the operator maps it to (``STREAMING_VLM_FAMILIES``: Ollama and llama.cpp serve these
+the operator maps it to (``VISIONSTREAM_VLM_FAMILIES``: Ollama and llama.cpp serve these
 families), with the reference's outputs; a family left unmapped is a 400 naming the setting
 when the workflow is compiled. The step's ``model_version`` names a Roboflow weight; the
 mapping's model (else the provider's) is what answers here.

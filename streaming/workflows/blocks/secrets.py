@@ -1,5 +1,5 @@
 """Secrets for a workflow's steps from the server's environment
-(``environment_secrets_store``): only the variables ``STREAMING_WORKFLOW_SECRETS`` names,
+(``environment_secrets_store``): only the variables ``VISIONSTREAM_WORKFLOW_SECRETS`` names,
 never the server's own settings; a name outside them is refused when compiled."""
 
 from __future__ import annotations
@@ -9,13 +9,14 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from ...errors import WorkflowCompilationError
+from ...settings.prefix import LEGACY_PREFIX, PREFIX
 from .base import Block, BlockSettings, BuildContext, FrameState, setting
 from .fields import SECRET, FieldSpec
 
 __all__ = ["EnvironmentSecretsStoreBlock", "SecretsSettings"]
 
-_OWN = ("STREAMING_", "VISIONSTREAM_")
-"""The server's and the client's own settings: never a workflow's to read."""
+_OWN = (PREFIX, LEGACY_PREFIX)
+"""The server's and the client's own settings (and their old names): never a workflow's."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -49,8 +50,8 @@ class EnvironmentSecretsStoreBlock(Block):
         if refused:
             raise WorkflowCompilationError(
                 f"step '{name}': environment variables {refused} are not for workflows to "
-                "read; the server names those it lends in STREAMING_WORKFLOW_SECRETS "
-                "(never its own STREAMING_* settings)"
+                "read; the server names those it lends in VISIONSTREAM_WORKFLOW_SECRETS "
+                "(never its own VISIONSTREAM_* or STREAMING_* settings)"
             )
         self.variables = list(variables)
 

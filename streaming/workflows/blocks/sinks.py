@@ -5,7 +5,7 @@ A delivery never holds up the frame: the request goes through ``sinks.WebhookSin
 queue on a thread of its own, retries with backoff, a timeout per attempt), whatever
 ``fire_and_forget`` says. ``cooldown_seconds`` spaces deliveries (the reference's throttle);
 put the sink behind ``delta_filter`` or ``continue_if`` to send one event per crossing. The URL
-is a literal or a parameter, checked against ``STREAMING_ALLOWED_NETWORKS`` before the stream
+is a literal or a parameter, checked against ``VISIONSTREAM_ALLOWED_NETWORKS`` before the stream
 starts (``workflow_urls``); the queue's thread starts with the first delivery and ends with
 the stream.
 """
@@ -246,7 +246,7 @@ class MqttSinkBlock(Block):
     ``topic`` may hold ``{pipeline}`` and ``{source}`` (a pipeline's id and source index;
     ``session`` and ``webrtc`` for a WebRTC session), default
     ``visionstream/{pipeline}/{source}/<step name>``. The broker is ``url``
-    (``mqtt://host[:port]``, checked against ``STREAMING_ALLOWED_NETWORKS``); paho-mqtt's own
+    (``mqtt://host[:port]``, checked against ``VISIONSTREAM_ALLOWED_NETWORKS``); paho-mqtt's own
     thread connects, reconnects and sends (up to 1000 messages queued while the broker is
     away), so a frame never waits for the broker."""
 
@@ -322,7 +322,7 @@ class EventSinkSettings(BlockSettings):
 
 class EventSinkBlock(Block):
     """``visionstream/event_sink@v1`` (ours): each time it runs, one JSON line in
-    ``<STREAMING_SINK_DIR>/<file>.jsonl`` with ``payload`` and the frame's number and time,
+    ``<VISIONSTREAM_SINK_DIR>/<file>.jsonl`` with ``payload`` and the frame's number and time,
     plus the event's evidence in ``<file>/``: a JPEG snapshot (``image``, e.g. the annotated
     frame, else the input frame) and an MP4 clip of the input video from
     ``clip_seconds_before`` to ``clip_seconds_after`` around it. Put it behind
@@ -362,7 +362,7 @@ class EventSinkBlock(Block):
         if megabytes > context.limits.file_sink_mb:  # the caller's retention, the server's cap
             raise WorkflowCompilationError(
                 f"step '{name}': max_megabytes {megabytes:g} is over the server's "
-                f"{context.limits.file_sink_mb} (STREAMING_LIMIT_FILE_SINK_MB)"
+                f"{context.limits.file_sink_mb} (VISIONSTREAM_LIMIT_FILE_SINK_MB)"
             )
         self._retention = Retention(
             max_events=config.max_events,

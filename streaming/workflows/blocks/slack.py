@@ -7,7 +7,7 @@ Messages go through ``sinks.slack.SlackSender`` (a queue on a thread of its own)
 never waits on Slack, whatever ``fire_and_forget`` says; ``cooldown_seconds`` (0 to 900, as
 the reference bounds it) spaces them. The token is the step's, a parameter's, or a secret
 lent by ``environment_secrets_store``; it goes only into the request's ``Authorization``
-header. Slack's API is ``STREAMING_SLACK_API_URL``, and it and every upload URL it answers
+header. Slack's API is ``VISIONSTREAM_SLACK_API_URL``, and it and every upload URL it answers
 with pass the server's egress policy as they are connected to.
 """
 
@@ -88,7 +88,7 @@ class SlackNotificationBlock(NotificationBlock):
                 False,
                 f"attachments of {size} bytes are over the "
                 f"server's {self._slack.max_attachment_bytes} "
-                "(STREAMING_SLACK_MAX_ATTACHMENT_BYTES)",
+                "(VISIONSTREAM_SLACK_MAX_ATTACHMENT_BYTES)",
             )
         sender = self._sender_now()
         message = SlackMessage(token, channel, self._template.text(parameters), files)

@@ -48,7 +48,7 @@ class VerifyConfiguration(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     provider: str = Field(min_length=1, max_length=128)
-    """A provider of ``STREAMING_VLM_PROVIDERS``."""
+    """A provider of ``VISIONSTREAM_VLM_PROVIDERS``."""
     prompt: str = Field(
         default="An alert was raised from this picture. Does the picture really show a reason "
         "to alert someone?",
@@ -91,7 +91,7 @@ class Verifier:
             known = ", ".join(sorted(context.settings.vlm.providers)) or "none"
             raise WorkflowCompilationError(
                 f"step '{step}': verify names no provider {config.provider!r} "
-                f"(STREAMING_VLM_PROVIDERS names: {known})"
+                f"(VISIONSTREAM_VLM_PROVIDERS names: {known})"
             )
         self._step, self._config, self._context = step, config, context
         self._owned: Providers | None = None
