@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Container, Mapping
 from dataclasses import dataclass, replace
@@ -15,7 +16,7 @@ from sinks.masking import mask_url
 from sinks.restream.push_targets import PUSH_SCHEMES
 from sinks.video import VideoFileSinkConfiguration
 from sinks.webhook import WebhookSinkConfiguration
-from sources.kinds import CAMERA, FOREIGN_SCHEMES, KINDS, kind_of, schemes_text
+from sources.kinds import CAMERA, FOREIGN_SCHEMES, KINDS, kind_of, scheme_of, schemes_text
 
 from ..buffering import Consumption, Filling
 from ..errors import InvalidRequest, StreamingError
@@ -44,6 +45,9 @@ _KNOWN_SCHEMES = (
     *FOREIGN_SCHEMES,
 )
 _EXPLICIT_PATH = re.compile(r"^(/|\./|\.\./|\.\\|\.\.\\|[A-Za-z]:[\\/])")
+_RELATIVE_FILE = re.compile(r"\w[\w.\-/\\]*\.[A-Za-z0-9]{1,8}")
+"""A relative path to a file with an extension (``clip.mp4``, ``videos/door.mkv``): what the
+published SDK's users write. A bare word (``camera1``) is more likely a mistyped URL."""
 
 
 def path_number(text: str, max_digits: int = 9) -> int | None:
@@ -291,9 +295,11 @@ def _check_reference(reference: object) -> None:
         if parts.scheme.lower() != "file" and not parts.hostname:
             raise ValueError(f"video_reference {mask_url(reference)} has no host")
         return
-    if not _EXPLICIT_PATH.match(reference) or any(c in reference for c in "!="):
+    path = _EXPLICIT_PATH.match(reference) or _RELATIVE_FILE.fullmatch(reference)
+    if not path or any(c in reference for c in "!="):
         raise ValueError(
-            "video_reference must be a URL, an explicit path (/..., ./...) or a device index"
+            "video_reference must be a URL, a path to a file (clip.mp4, ./clip.mp4, "
+            "/videos/clip.mp4) or a device index"
         )
 
 
@@ -346,5 +352,10 @@ def _resolve(
                 f"video_reference {reference!r} is a {what} on the server: refused "
                 "(set VISIONSTREAM_ALLOW_LOCAL_SOURCES=true to allow local sources)"
             )
+        if kind == "file" and isinstance(reference, str) and not scheme_of(reference):
+            # A relative path is the server's working directory's (where it was started):
+            # made absolute now, so the status says which file it is and a restart from
+            # elsewhere reads the same one.
+            reference = os.path.abspath(reference)
         resolved.append(SourceReference(source_id, reference, kind))
     return resolved

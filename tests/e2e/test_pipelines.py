@@ -315,7 +315,8 @@ def test_sinks_write_video_jsonl_and_survive_a_slow_then_dead_webhook(server, ca
     [
         ("/etc/passwd", 403, "is a local file on the server: refused"),
         (0, 403, "is a device on the server: refused"),
-        ("video.mp4", 422, "video_reference must be a URL"),
+        ("video.mp4", 403, "is a local file on the server: refused"),
+        ("camera1", 422, "video_reference must be a URL, a path to a file"),
         ("ftp://host/x", 422, "scheme 'ftp' is not supported"),
         ("rtp://127.0.0.1:5004", 400, "this server reads rtsp://, rtsps://, http://"),
     ],

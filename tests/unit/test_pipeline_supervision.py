@@ -8,6 +8,7 @@ from concurrent.futures import Executor, ThreadPoolExecutor
 
 import numpy as np
 import pytest
+from pydantic import ValidationError
 
 from sources.hub import SourceHub
 from streaming.errors import InvalidRequest
@@ -106,3 +107,21 @@ def test_srt_references_need_the_relay_installed(monkeypatch, tmp_path):
     with pytest.raises(InvalidRequest, match="apt install srt-tools") as refused:
         resolve_references("srt://10.0.0.9:9000?passphrase=s3cr3t-s3cr3t", False)
     assert "s3cr3t" not in str(refused.value)
+
+
+@pytest.mark.parametrize("reference", ["clip.mp4", "videos/door.mkv", "./clip.mp4"])
+def test_a_relative_path_is_the_server_working_directory_s(tmp_path, monkeypatch, reference):
+    """As the published SDK's users write it (``video_reference="clip.mp4"``): made absolute
+    against the directory the server started in, which the status then shows."""
+    monkeypatch.chdir(tmp_path)
+    (resolved,) = resolve_references(reference, allow_local=True)
+    assert resolved.kind == "file"
+    assert resolved.reference == str(tmp_path / reference.removeprefix("./"))
+
+
+@pytest.mark.parametrize("reference", ["camera1", "clip.mp4!", "rtsp:/cam.mp4"])
+def test_a_word_that_is_neither_url_nor_file_is_refused_saying_what_is_taken(reference):
+    with pytest.raises(ValidationError, match="a path to a file"):
+        InitialisePipelinePayload.model_validate(
+            {"video_configuration": {"video_reference": reference}}
+        )
