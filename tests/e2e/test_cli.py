@@ -29,6 +29,8 @@ def assert_no_traceback(done: subprocess.CompletedProcess[str]) -> None:
 def test_help_version_and_examples():
     top = cli("--help")
     assert top.returncode == 0 and "examples:" in top.stdout and "visionstream serve" in top.stdout
+    bare = cli()
+    assert bare.returncode == 0 and bare.stdout == top.stdout and not bare.stderr
     version = cli("--version")
     assert version.returncode == 0 and version.stdout.startswith("visionstream ")
     stream = cli("stream", "--help").stdout
@@ -161,3 +163,15 @@ def test_a_signal_mid_upload_ends_the_command_cleanly(tmp_path, big_clip, sig):
         assert [p for p in uploads.rglob("*") if p.is_file() and p.name != ".lock"] == []
     finally:
         server.stop()
+
+
+def test_a_port_in_use_is_one_line_saying_how_to_pick_another(server):
+    """Started twice on one port: no model load, no word about another server's data, no
+    uvicorn "[Errno 98]": the port, and the option that picks another, at once."""
+    port = server.url.rsplit(":", 1)[1]
+    done = cli("serve", "--port", port, timeout=60)
+    assert done.returncode == 1, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, lines
+    assert f"127.0.0.1:{port} is already in use" in lines[0]
+    assert f"--port {int(port) + 1}" in lines[0] and "VISIONSTREAM_PORT" in lines[0]
