@@ -21,6 +21,8 @@ from ..events import EventRecorder
 from ..events.writer import event_writer
 from ..inference.backends import SessionOpener, open_session
 from ..inference.default_model import DEFAULT_MODEL_ID, ensure_default_model
+from ..inference.manifest import MANIFEST_FILE
+from ..inference.model import DetectionModel
 from ..inference.registry import ModelRegistry
 from ..language import Providers
 from ..memory import MemoryTrimmer
@@ -97,6 +99,10 @@ _API_AREAS = [
 
 async def _prepare_models(state: ServerState) -> None:
     settings = state.settings
+    # The one line a newcomer waits for: where to point the browser.
+    host = "127.0.0.1" if settings.host in ("0.0.0.0", "::", "") else settings.host
+    host = f"[{host}]" if ":" in host else host
+    url = f"http://{host}:{settings.port}"
     try:
         if settings.prepare_default_model and settings.default_model == DEFAULT_MODEL_ID:
             await asyncio.to_thread(ensure_default_model, settings.models_dir, log.info)
@@ -113,23 +119,47 @@ async def _prepare_models(state: ServerState) -> None:
         )
         log.error("%s", state.startup_error)
         state.prepared.set()
-        return
-    # The one line a newcomer waits for: where to point the browser.
-    host = "127.0.0.1" if settings.host in ("0.0.0.0", "::", "") else settings.host
-    host = f"[{host}]" if ":" in host else host
+        model = await _wait_for_model(state, url)
+        state.startup_error = None
     state.ready.set()
     state.prepared.set()
     if state.listening is not None:
         await state.listening.wait()
-    log.info(
-        "ready: http://%s:%d (%s on %s)", host, settings.port, model.name, model.session.device
+    log.info("ready: %s (%s on %s)", url, model.name, model.session.device)
+
+
+async def _wait_for_model(state: ServerState, url: str) -> DetectionModel:
+    """The default model, once it is in the models directory and loads: looked for every
+    ``model_recheck_s`` (a failed load is said once per new reason)."""
+    settings = state.settings
+    directory = settings.models_dir / settings.default_model
+    log.warning(
+        "not ready: %s answers /healthz and its page, and 503 to streams, pipelines and "
+        "inference, until %s loads; it looks for it in %s every %g s",
+        url,
+        settings.default_model,
+        directory,
+        settings.model_recheck_s,
     )
+    said = state.startup_error
+    while True:
+        await asyncio.sleep(settings.model_recheck_s)
+        if not (directory / MANIFEST_FILE).is_file():
+            continue
+        try:
+            return await asyncio.to_thread(state.models.get, settings.default_model)
+        except Exception as exc:
+            if (why := f"default model unavailable: {exc}") != said:
+                log.error("%s", why)
+            said = state.startup_error = why
 
 
 async def _restore_after(preparing: asyncio.Task[None], state: ServerState) -> None:
     # After the default model is loaded: pipelines using it then start without a second load.
+    # A server stopped before it was ready keeps its stored pipelines as they are.
     await asyncio.gather(preparing, return_exceptions=True)
-    await pipelines.restore_pipelines(state)
+    if state.ready.is_set():
+        await pipelines.restore_pipelines(state)
 
 
 def local_pipelines(parts: PipelineParts) -> Pipelines:

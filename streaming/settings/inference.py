@@ -24,6 +24,10 @@ class InferenceSettings(BaseSettings):
     """Model prepared (downloaded, converted) and warmed up before the server reports ready."""
     prepare_default_model: bool = True
     """Fetch and convert the default model on start when it is missing."""
+    model_recheck_s: float = Field(default=10.0, gt=0)
+    """A default model that could not be had at start is looked for again this often (copied
+    into the models directory, or pulled by ``visionstream models pull`` meanwhile); the
+    server is ready once it loads."""
     inference_backend: BackendName | None = None
     """Runtime for every model, overriding manifests (``torch``: the ``torch`` extra). ``auto``:
     ONNX Runtime (TensorRT, CUDA) with an NVIDIA driver, else OpenVINO (2x ORT on CPUs)."""

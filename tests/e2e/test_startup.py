@@ -4,6 +4,7 @@ library's chatter, and, when the model cannot be fetched, one line saying what t
 from __future__ import annotations
 
 import base64
+import shutil
 
 import cv2
 import httpx
@@ -43,9 +44,12 @@ def test_a_start_says_where_to_go_once_and_nothing_else_at_info():
 JPEG = cv2.imencode(".jpg", np.zeros((48, 64, 3), np.uint8))[1].tobytes()
 
 
-def test_a_model_that_cannot_be_fetched_is_one_line_saying_what_to_run(tmp_path):
-    """The tests' namespace has no network: pip cannot reach the index, as offline."""
-    server = ServerProcess(models_dir=str(tmp_path / "models"))
+def test_a_model_that_cannot_be_fetched_is_one_line_saying_what_to_run(tmp_path, default_model_dir):
+    """The tests' namespace has no network: pip cannot reach the index, as offline. The
+    server says it is not ready and what it waits for, and is ready once the model is put
+    where it looks."""
+    models = tmp_path / "models"
+    server = ServerProcess(models_dir=str(models), model_recheck_s="0.5")
     try:
         found = server.wait_for_output("default model unavailable", timeout=120)
         line = server.lines[found]
@@ -60,5 +64,13 @@ def test_a_model_that_cannot_be_fetched_is_one_line_saying_what_to_run(tmp_path)
         assert inferred.status_code == 503 and "visionstream models pull" in inferred.text
         assert "models add FILE --name yolov3-tiny-416" not in inferred.text
         assert not [x for x in server.lines if x.startswith(("WARNING: Retrying", "ERROR: "))]
+        waiting = server.lines[server.wait_for_output("not ready: ")]
+        assert f"until yolov3-tiny-416 loads; it looks for it in {models}" in waiting
+        assert not [x for x in server.lines if "pipelines not restarted" in x]  # none stored
+        # Copied in, as a machine without a network gets it: ready, without a restart.
+        shutil.copytree(default_model_dir / "yolov3-tiny-416", models / "copying")
+        (models / "copying").rename(models / "yolov3-tiny-416")  # whole, or not there
+        server.wait_for_output(f"ready: {server.url} (yolov3-tiny-416 on ", timeout=120)
+        assert httpx.get(f"{server.url}/readyz", timeout=10).status_code == 200
     finally:
         server.stop()

@@ -66,6 +66,7 @@ def test_the_guide_builds_strictly(tmp_path: Path) -> None:
     blocks = {e["title"] for e in index if e["location"].startswith("blocks/#")}
     assert "<code>roboflow_core/dynamic_crop@v1</code>" in blocks
     assert len(blocks) == len(set(BLOCKS.values())), "a block without its own heading"
+    assert not _broken_anchors(site), _broken_anchors(site)
     run_on = [
         f"{html.relative_to(site)}: {line}"
         for html in sorted(site.rglob("*.html"))
@@ -74,6 +75,25 @@ def test_the_guide_builds_strictly(tmp_path: Path) -> None:
     assert not run_on, "lists rendered as text (a list needs a blank line before it):\n" + (
         "\n".join(run_on)
     )
+
+
+_HREF = re.compile(r'href="([^"#:]*)#([^"]+)"')
+_ID = re.compile(r'id="([^"]+)"')
+
+
+def _broken_anchors(site: Path) -> list[str]:
+    """Links between the built pages whose ``#anchor`` no element of the target has (the
+    build passes them: a renamed heading left its old links pointing nowhere)."""
+    ids = {page: set(_ID.findall(page.read_text())) for page in site.rglob("*.html")}
+    broken = []
+    for page, _ in ids.items():
+        for target, anchor in _HREF.findall(page.read_text()):
+            landing = (page.parent / target).resolve() if target else page
+            if landing.is_dir():
+                landing = landing / "index.html"
+            if landing in ids and anchor not in ids[landing]:
+                broken.append(f"{page.relative_to(site)}: {target}#{anchor}")
+    return broken
 
 
 class _Paragraphs(HTMLParser):

@@ -93,9 +93,6 @@ async def _check_reference(state: ServerState, reference: str | int) -> None:
 async def restore_pipelines(state: ServerState) -> None:
     """Pipelines a previous server on this data directory left running, started again;
     each request passes the same checks as a new one."""
-    if not state.ready.is_set():  # new pipelines would be refused (503) just the same
-        log.warning("pipelines not restarted, kept for the next start: the server is not ready")
-        return
     await state.pipelines.restore(
         lambda payload: _check_egress(state, payload),
         lambda: state.draining,
