@@ -61,6 +61,9 @@ def test_the_guide_builds_strictly(tmp_path: Path) -> None:
     for page in sorted((ROOT / "docs" / "guide").glob("*.md")):
         if page.stem != "index":
             assert (site / page.stem / "index.html").exists(), f"{page.name} was not built"
+    # The README is the site's "Start here" (docs/hooks.py), its links the site's own.
+    start = (site / "start" / "index.html").read_text()
+    assert "pip install . &amp;&amp; visionstream serve" in start and "docs/guide/" not in start
     # Each block is an entry of the site's search of its own: "dynamic_crop" finds one.
     index = json.loads((site / "search" / "search_index.json").read_text())["docs"]
     blocks = {e["title"] for e in index if e["location"].startswith("blocks/#")}
