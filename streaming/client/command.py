@@ -15,6 +15,7 @@ import signal
 import sys
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -59,6 +60,8 @@ class _Progress:
         self.done = 0
         self.latency_ms: float | None = None
         self.latency_kind = ""
+        self.queued_ms: float | None = None
+        self._seen = ""
         self._stream = stream
         self._started = time.monotonic()
         self._printed = 0.0
@@ -77,8 +80,13 @@ class _Progress:
             # A line counter's outputs (the people-counting workflow's, say).
             if isinstance(data, dict) and isinstance(data.get("count_in"), int):
                 self._counts = (data["count_in"], data.get("count_out"))
+            if (seen := _detected(data)) is not None:
+                self._seen = seen
             if self.latency_kind != "end-to-end" and metadata.processing_ms is not None:
-                self.latency_ms = metadata.processing_ms + (metadata.queue_wait_ms or 0.0)
+                # The figures the JSONL has: processing, and apart from it the wait before
+                # (an upload outruns the server: its frames queue).
+                self.latency_ms = metadata.processing_ms
+                self.queued_ms = metadata.queue_wait_ms
                 self.latency_kind = "server"
             self._print()
 
@@ -98,13 +106,16 @@ class _Progress:
         if self.latency_ms is not None:
             # Say which: end to end (a synthetic frame's stamp read back), or only the
             # server's part (queue and processing), in words that cannot be mistaken for it.
-            shown = f"{self.latency_ms:.1f}" if self.latency_ms < 10 else f"{self.latency_ms:.0f}"
             label = "end-to-end" if self.latency_kind == "end-to-end" else "server processing"
-            parts.append(f"{label} {shown} ms")
+            parts.append(f"{label} {_ms(self.latency_ms)}")
+            if self.latency_kind == "server" and self.queued_ms:
+                parts.append(f"queued {_ms(self.queued_ms)}")
         if (sent := self.frames_sent()) is not None:
             parts.append(f"dropped {max(0, sent - self.done)}")
         if self._counts is not None:
             parts.append(f"in {self._counts[0]} out {self._counts[1]}")
+        if self._seen:
+            parts.append(self._seen)
         return " | ".join(parts)
 
     def _print(self, force: bool = False) -> None:
@@ -118,6 +129,29 @@ class _Progress:
         with self._lock:
             self._stream.write("\r" + self.line() + "\033[K\n")
             self._stream.flush()
+
+
+def _detected(data: Any) -> str | None:
+    """What the frame's detections are, by class (``2 person, 1 dog``, most first); None
+    when the frame's outputs carry no detections."""
+    if not isinstance(data, dict):
+        return None
+    found: Counter[str] = Counter()
+    carried = False
+    for value in data.values():
+        predictions = value.get("predictions") if isinstance(value, dict) else None
+        if isinstance(predictions, list):
+            carried = True
+            found.update(
+                str(p["class"]) for p in predictions if isinstance(p, dict) and "class" in p
+            )
+    if not carried:
+        return None
+    return ", ".join(f"{n} {name}" for name, n in found.most_common(4)) or "nothing detected"
+
+
+def _ms(value: float) -> str:
+    return f"{value:.1f} ms" if value < 10 else f"{value:.0f} ms"
 
 
 def _bar(done: int, total: int, width: int = 20) -> str:
@@ -324,6 +358,7 @@ class _Outputs:
                     "received_at": metadata.received_at.isoformat(),
                     "errors": metadata.errors,
                     "processing_ms": metadata.processing_ms,
+                    "queue_wait_ms": metadata.queue_wait_ms,
                     "data": data,
                 }
             )

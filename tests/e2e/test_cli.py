@@ -3,14 +3,17 @@ mistakes answered in words (never a traceback), and a clean exit on Ctrl-C or SI
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
 import sys
 
 import av
+import numpy as np
 import pytest
 
-from tests.support.media import stamped_clip
+from tests.conftest import load_photo
+from tests.support.media import stamped_clip, write_clip
 from tests.support.server import LoggedProcess, ServerProcess, free_port
 
 pytestmark = pytest.mark.e2e
@@ -175,3 +178,19 @@ def test_a_port_in_use_is_one_line_saying_how_to_pick_another(server):
     assert len(lines) == 1, lines
     assert f"127.0.0.1:{port} is already in use" in lines[0]
     assert f"--port {int(port) + 1}" in lines[0] and "VISIONSTREAM_PORT" in lines[0]
+
+
+def test_a_file_streamed_says_what_it_detected_and_the_figures_the_jsonl_has(
+    server, photos, tmp_path
+):
+    dog = load_photo(photos, "dog.jpg")
+    clip = write_clip(tmp_path / "dog.mp4", (np.roll(dog, 4 * i, axis=1) for i in range(20)))
+    jsonl = tmp_path / "out.jsonl"
+    done = cli("stream", "--source", str(clip), "--api-url", server.url, "--jsonl", str(jsonl))
+    assert done.returncode == 0, done.stderr
+    last = done.stderr.replace("\x1b[K", "").split("\r")[-1].strip()
+    assert "dog" in last, last  # what it saw, not only how many frames
+    line = json.loads(jsonl.read_text().splitlines()[-1])
+    processing = line["processing_ms"]
+    shown = f"{processing:.1f}" if processing < 10 else f"{processing:.0f}"
+    assert f"server processing {shown} ms" in last, (last, processing)
