@@ -13,6 +13,7 @@ import {
   uploadFile,
   waitForEvent,
 } from "./protocol.js";
+import { connectionProblem, hopeless } from "./reach.js";
 
 export const ICE_FAILED =
   "The video connection (ICE) failed: this browser and the server could not reach each other's " +
@@ -136,6 +137,7 @@ export class StreamSession {
     const answer = await negotiate(this.#request(pc.localDescription), apiKey);
     if (this.closed) return;
     await pc.setRemoteDescription({ type: answer.type, sdp: answer.sdp });
+    this.#watchConnecting(answer.connect_timeout_s);
 
     if (upload !== null) {
       upload.binaryType = "arraybuffer";
@@ -184,6 +186,28 @@ export class StreamSession {
     return body;
   }
 
+  /**
+   * Says at once when the answer leaves nothing this browser could reach, and otherwise when
+   * the server's own connect timeout has passed (it has closed its side by then): a connection
+   * that failed must not look like one that is still coming.
+   */
+  #watchConnecting(timeoutS) {
+    const pc = this.pc;
+    const host = location.hostname;
+    const early = hopeless(pc.localDescription?.sdp, pc.remoteDescription?.sdp, host);
+    if (early) {
+      this.#fail(new StreamError(early));
+      return;
+    }
+    const seconds = timeoutS ?? 30;
+    const timer = setTimeout(() => {
+      if (this.#connected || this.closed) return;
+      const why = connectionProblem(pc.localDescription?.sdp, pc.remoteDescription?.sdp, host, seconds);
+      this.#fail(new StreamError(why));
+    }, (seconds + 1) * 1000);
+    this.#abort.signal.addEventListener("abort", () => clearTimeout(timer));
+  }
+
   #onConnectionState() {
     const state = this.pc?.connectionState;
     this.options.onConnection?.(state);
@@ -192,11 +216,12 @@ export class StreamSession {
       if (this.state === "connecting") this.#setState("connected");
       candidatePath(this.pc).then((path) => path && this.options.onPath?.(path), () => {});
     } else if (state === "failed") {
+      const { localDescription, remoteDescription } = this.pc;
       this.#fail(
         new StreamError(
           this.#connected
             ? "The connection to the server was lost."
-            : ICE_FAILED,
+            : connectionProblem(localDescription?.sdp, remoteDescription?.sdp, location.hostname),
         ),
       );
     }

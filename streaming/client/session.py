@@ -26,6 +26,7 @@ from ..protocol.messages import SIGNALING_PATH, IceServer
 from ..rtc.codecs import negotiated_video_codec, preferring
 from ..rtc.ice import build_configuration, candidate_types, relay_problem
 from ..rtc.jitter import releasing_on_marker
+from ..rtc.reach import connection_problem, hopeless
 from ..rtc.track import received_frames
 from ..tasks import Closer, TaskOwner
 from .config import StreamConfig
@@ -278,18 +279,24 @@ class AsyncWebRTCSession:
                 self._state_changed.clear()
                 await self._state_changed.wait()
 
+        # Hopeless from the start (the server offered no address this machine reaches):
+        # said at once, not when the connect timeout ends.
+        local, remote = pc.localDescription.sdp, pc.remoteDescription.sdp
+        if why := hopeless(local, remote, self.url):
+            raise SessionStartError(f"cannot connect to {self.url}: {why}", url=self.url)
+        why = connection_problem(local, remote, self.url)
         try:
             await asyncio.wait_for(connected(), self._connect_timeout)
         except TimeoutError:
             raise SessionStartError(
                 f"no WebRTC connection to the server at {self.url} within "
-                f"{self._connect_timeout:g} s (ICE could not find a working path)",
+                f"{self._connect_timeout:g} s: {why}",
                 url=self.url,
             ) from None
         if pc.connectionState != "connected":
             raise SessionStartError(
-                f"the WebRTC connection to the server at {self.url} "
-                f"{pc.connectionState} while connecting (ICE/DTLS)",
+                f"the WebRTC connection to the server at {self.url} {pc.connectionState} "
+                f"while connecting: {why}",
                 url=self.url,
             )
 

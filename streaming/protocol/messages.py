@@ -133,6 +133,9 @@ class InitializeWebRTCResponse(BaseModel):
     context: dict[str, str | None] = Field(default_factory=lambda: _empty_context())
     sdp: str
     type: str
+    connect_timeout_s: float | None = None
+    """Ours: how long the server waits for this peer to connect before it closes it (a
+    client that is still connecting then can say it failed, and why)."""
 
 
 @dataclass

@@ -34,6 +34,7 @@ __all__ = [
     "candidate_types",
     "relay_problem",
     "restrict_host_addresses",
+    "scanned_host_addresses",
 ]
 
 IcePolicy = Literal["all", "relay"]
@@ -44,6 +45,12 @@ _TURN_PROBE_S = 3.0
 log = logging.getLogger(__name__)
 
 _original_get_host_addresses = aioice.ice.get_host_addresses
+
+
+def scanned_host_addresses() -> list[str]:
+    """The addresses aioice's own interface scan finds (never loopback), whatever
+    ``restrict_host_addresses`` set."""
+    return list(_original_get_host_addresses(use_ipv4=True, use_ipv6=True))
 
 
 def restrict_host_addresses(addresses: Sequence[str]) -> None:

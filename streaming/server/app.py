@@ -32,6 +32,7 @@ from ..peer.sessions import SessionRegistry
 from ..pipelines import PipelineManager, Pipelines, PipelineStore
 from ..restreams import Restreams
 from ..rtc import BitrateLimits, install_for_server
+from ..rtc.reach import unreachable_server
 from ..storage import private_directories
 from ..tasks import TaskOwner
 from ..workflows.library import WorkflowLibrary
@@ -309,6 +310,8 @@ def create_app(
             limits,
             settings.video_receive_max_kbps * 1000,
         )
+        if unreachable := unreachable_server(settings.ice_host_addresses, settings.ice_servers):
+            log.warning("%s", unreachable)
     metrics = Metrics()
 
     parts = _Parts(deployment, pipeline_factory, model_opener, capture_factory)

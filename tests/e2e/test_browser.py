@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import base64
 import json
+import subprocess
+import sys
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -415,6 +417,34 @@ def test_a_stopped_server_is_a_readable_error(browser):
             screenshot(page, "server-stopped")
     finally:
         stopping.stop()
+
+
+def test_a_server_no_peer_can_reach_says_so_at_start_in_the_page_and_in_the_cli(browser):
+    """The tests' namespace has loopback alone, which ICE never offers unless told: a server
+    left to its own scan offers its media no address. It says so when it starts; the page
+    and the CLI say at once that the connection cannot be made, why and what to set, rather
+    than "connecting" until a timeout."""
+    unreachable = ServerProcess(environment={"VISIONSTREAM_ICE_HOST_ADDRESSES": ""})
+    unreachable.wait_ready()
+    try:
+        said = [line for line in unreachable.lines if "no network address but loopback" in line]
+        assert said and "VISIONSTREAM_ICE_HOST_ADDRESSES=127.0.0.1" in said[0], said
+        with open_page(browser, unreachable.url + "/") as page:
+            wait_stats(page, "s.provider !== null")
+            page.get_by_role("button", name="Start", exact=True).click()
+            message = shown_error(page)
+            assert "the server offered no address for its media" in message, message
+            assert "VISIONSTREAM_ICE_HOST_ADDRESSES" in message
+            wait_stats(page, 's.phase === "failed"')
+        done = subprocess.run(
+            [sys.executable, "-m", "streaming.cli", "stream", "--source", "synthetic:320x240@30",
+             "--frames", "5", "--api-url", unreachable.url],
+            capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert done.returncode == 1, done.stderr
+        assert "the server offered no address for its media" in done.stderr, done.stderr
+    finally:
+        unreachable.stop()
 
 
 def test_a_denied_camera_is_a_readable_error(browser, server):

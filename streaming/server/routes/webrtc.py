@@ -96,7 +96,9 @@ async def initialise_webrtc_worker(
         camera_url=camera_url,
         principal=principal,
     )
-    response = InitializeWebRTCResponse(sdp=answer.sdp, type=answer.type)
+    response = InitializeWebRTCResponse(
+        sdp=answer.sdp, type=answer.type, connect_timeout_s=state.settings.connect_timeout_s
+    )
     return JSONResponse(response.model_dump())
 
 
