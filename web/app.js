@@ -425,7 +425,11 @@ async function listDevices() {
   const select = $("device");
   const chosen = select.value;
   const cameras = (await navigator.mediaDevices.enumerateDevices()).filter((d) => d.kind === "videoinput");
-  const options = cameras.map((camera, index) => new Option(camera.label || `Camera ${index + 1}`, camera.deviceId));
+  const options = cameras.map((camera, index) => {
+    const option = new Option(camera.label || `Camera ${index + 1}`, camera.deviceId);
+    option.title = option.text; // a long name is cut in the control: whole in its tooltip
+    return option;
+  });
   select.replaceChildren(new Option("Default camera", ""), ...options);
   select.value = chosen;
 }
@@ -436,7 +440,17 @@ async function listWorkflows() {
     const select = $("workflow");
     workflowInfo.clear();
     for (const workflow of workflows) workflowInfo.set(workflow.id, workflow);
-    select.replaceChildren(...workflows.map((w) => new Option(`${w.title} (${w.id})`, w.id)));
+    // The title alone fits the control; the id is added where a title is not enough to tell
+    // workflows apart (two of one title, or another workspace's), and in each option's tooltip.
+    const titles = workflows.map((w) => w.title);
+    const options = workflows.map((w) => {
+      const shared = titles.indexOf(w.title) !== titles.lastIndexOf(w.title);
+      const text = shared || w.workspace_name !== "local" ? `${w.title} · ${w.id}` : w.title;
+      const option = new Option(text, w.id);
+      option.title = w.description ? `${w.id}: ${w.description}` : w.id;
+      return option;
+    });
+    select.replaceChildren(...options);
     select.value = preferred;
     onWorkflowChange();
   } catch (error) {

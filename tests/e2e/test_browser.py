@@ -21,7 +21,7 @@ import pytest
 from streaming.access import Role
 from streaming.server.keys import add_key
 from tests.conftest import DETECT_SPEC, load_photo
-from tests.support.browser import chromium
+from tests.support.browser import at_widths, chromium, overflowing
 from tests.support.camera import RTSPCamera
 from tests.support.media import outline_difference, write_clip, write_y4m
 from tests.support.server import ServerProcess, free_port, running_server, wait_for
@@ -302,6 +302,23 @@ def test_camera_mode_reads_a_url_or_watches_a_running_pipeline(page, server):
         page.get_by_role("button", name="Stop", exact=True).click()
         wait_stats(page, 's.phase === "stopped"')
         assert server.post(f"/inference_pipelines/{pipeline_id}/terminate").status_code == 200
+
+
+def test_the_page_fits_a_phone_a_laptop_and_a_desktop_while_it_streams(page, server):
+    """At 390, 1280 and 1920 px, streaming: nothing clipped or pushed sideways (the status
+    bar, the workflow names), the status bar on one line from a laptop up; a screenshot of
+    each in tests/artifacts/."""
+    page.get_by_role("button", name="Start", exact=True).click()
+    wait_stats(page, 's.state === "connected" && s.framesReceived >= 5 && s.detections > 0')
+    try:
+        for width in at_widths(page):
+            assert not overflowing(page), (width, overflowing(page))
+            if width >= 1280:
+                assert_status_bar_on_one_line(page)
+            screenshot(page, f"streaming-{width}px")
+    finally:
+        page.get_by_role("button", name="Stop", exact=True).click()
+        wait_stats(page, 's.phase === "stopped"')
 
 
 def assert_status_bar_on_one_line(page) -> None:

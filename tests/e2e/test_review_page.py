@@ -18,7 +18,7 @@ import pytest
 
 from tests.e2e.test_browser import ARTIFACTS, open_page
 from tests.e2e.test_events import counting_with_evidence
-from tests.support.browser import chromium
+from tests.support.browser import at_widths, chromium, overflowing
 from tests.support.camera import RTSPCamera
 from tests.support.media import walking_back_and_forth
 from tests.support.server import running_server, wait_for
@@ -210,6 +210,12 @@ def test_each_state_of_the_review_page_says_what_it_is(tmp_path):
             assert not any(e["kind"] == "inference_thread_started" for e in shown["events"])
             assert page.locator("#timeline img").count() == 0  # no picture: no empty frame
             shot(page, "running")
+            # A tile wide enough to read the counts drawn on it, at every width.
+            for width in at_widths(page):
+                assert not overflowing(page), (width, overflowing(page))
+                tile = page.locator(".tile video").bounding_box()
+                assert tile is not None and tile["width"] >= min(320, width - 48), (width, tile)
+                shot(page, f"running-{width}px")
 
             # An event without a clip says so at once, with no empty player.
             state_event = next(e for e in shown["events"] if e["kind"] == "source_state")

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from playwright.sync_api import Browser, sync_playwright
+from playwright.sync_api import Browser, Page, sync_playwright
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 
@@ -42,4 +42,30 @@ def chromium(fake_camera: Path | None = None) -> Iterator[Browser]:
             browser.close()
 
 
-__all__ = ["CHROMIUM", "chromium"]
+WIDTHS = {390: 844, 1280: 800, 1920: 1080}
+"""Viewports every page is checked at: a phone, a laptop, a desktop."""
+
+
+def at_widths(page: Page) -> Iterator[int]:
+    """Each of ``WIDTHS`` in turn, the page resized to it (and laid out) before the caller
+    checks it; the page's own size again afterwards."""
+    before = page.viewport_size
+    try:
+        for width, height in WIDTHS.items():
+            page.set_viewport_size({"width": width, "height": height})
+            page.evaluate("() => new Promise((done) => requestAnimationFrame(() => done()))")
+            yield width
+    finally:
+        if before is not None:
+            page.set_viewport_size(before)
+
+
+_OVERFLOWING = (Path(__file__).parent / "overflowing.js").read_text()
+
+
+def overflowing(page: Page) -> list[str]:
+    """What the page clips or pushes sideways at its current width (``overflowing.js``)."""
+    return list(page.evaluate(_OVERFLOWING))
+
+
+__all__ = ["CHROMIUM", "WIDTHS", "at_widths", "chromium", "overflowing"]
