@@ -45,26 +45,29 @@ def one_box_per_object(
     if class_overlap_iou is not None:  # two classes on one object: the better one stays
         union = area[:, None] + area[None, :] - inter
         claims = ~same & (inter >= class_overlap_iou * np.maximum(union, 1e-9))
+        claiming = claims.any(axis=1)  # most boxes claim nothing: only these are walked
         for better in np.argsort(-confidence, kind="stable"):
-            if keep[better]:
+            if claiming[better] and keep[better]:
                 keep &= ~claims[better]
     if nested_overlap is not None:
         # A box inside another of its class: the outer one stays, with the better score of
         # the two. Which of the two scores better changes from frame to frame; keeping the
         # better one's box made a tracked person's box jump between 70 and 27 px wide.
         order = np.argsort(-area, kind="stable")
-        for rank, outer in enumerate(order):
-            if not keep[outer]:
-                continue
-            inner = order[rank + 1 :]
-            held = inner[
-                keep[inner]
-                & same[outer, inner]
-                & (inter[outer, inner] >= nested_overlap * np.maximum(area[inner], 1e-9))
-            ]
-            if len(held):
-                keep[held] = False
-                confidence[outer] = max(confidence[outer], confidence[held].max())
+        rank = np.empty(count, int)
+        rank[order] = np.arange(count)
+        holds = (
+            same
+            & (rank[:, None] < rank[None, :])
+            & (inter >= nested_overlap * np.maximum(area[None, :], 1e-9))
+        )
+        holding = holds.any(axis=1)
+        for outer in order:
+            if holding[outer] and keep[outer]:
+                held = holds[outer] & keep
+                if held.any():
+                    keep &= ~held
+                    confidence[outer] = max(confidence[outer], confidence[held].max())
     kept = detections[keep]
     assert isinstance(kept, sv.Detections)  # a boolean index selects detections
     if detections.confidence is not None:
