@@ -313,12 +313,13 @@ def resolve_references(
     ``published``: the server's own stream URLs (a WHIP publisher's), read as cameras are.
     ``sub_streams``: a camera's sub-stream by its URL (both must be camera URLs)."""
     resolved = _resolve(value, allow_local, published)
+    given = value if isinstance(value, list) else [value]  # as written (a path is made absolute)
     for main, sub in (sub_streams or {}).items():
         if kind_of(sub) is not CAMERA:
             raise InvalidRequest(f"sub-stream {mask_url(sub)}: not a camera URL")
         _resolve(sub, allow_local=False, published=())  # what this machine cannot read
         for i, ref in enumerate(resolved):
-            if ref.reference == main:
+            if given[ref.source_id] == main:
                 if ref.kind != "camera" or ref.reference in published:
                     raise InvalidRequest(f"{ref.shown}: only a camera URL has a sub-stream")
                 resolved[i] = replace(ref, detect=sub)
