@@ -115,7 +115,11 @@ def environment_notes(environ: Mapping[str, str] | None = None) -> list[str]:
     environ = os.environ if environ is None else environ
     known = server_setting_names()
     lines = []
-    legacy = sorted(n for n in environ if PREFIX + n.removeprefix(LEGACY_PREFIX) in known)
+    legacy = sorted(
+        n
+        for n in environ
+        if n.startswith(LEGACY_PREFIX) and PREFIX + n[len(LEGACY_PREFIX) :] in known
+    )
     if legacy:
         lines.append(
             f"{', '.join(legacy)}: the {LEGACY_PREFIX} prefix is deprecated and still read; "

@@ -48,6 +48,7 @@ def test_old_names_are_read_and_named_in_one_line_and_client_settings_are_told_a
         "STREAMING_SMTP_HOST": "mail.example.test",
         "STREAMING_PORTT": "1",
         "VISIONSTREAM_API_URL": "http://127.0.0.1:9001",
+        "PORT": "8080",  # a platform's own variable, named like a setting: not ours to judge
     }
     lines = environment_notes(environ)
     assert lines[0] == (
