@@ -87,10 +87,11 @@ _ID = re.compile(r'id="([^"]+)"')
 def _broken_anchors(site: Path) -> list[str]:
     """Links between the built pages whose ``#anchor`` no element of the target has (the
     build passes them: a renamed heading left its old links pointing nowhere)."""
-    ids = {page: set(_ID.findall(page.read_text())) for page in site.rglob("*.html")}
+    texts = {page: page.read_text() for page in site.rglob("*.html")}
+    ids = {page: set(_ID.findall(text)) for page, text in texts.items()}
     broken = []
-    for page, _ in ids.items():
-        for target, anchor in _HREF.findall(page.read_text()):
+    for page, text in texts.items():
+        for target, anchor in _HREF.findall(text):
             landing = (page.parent / target).resolve() if target else page
             if landing.is_dir():
                 landing = landing / "index.html"

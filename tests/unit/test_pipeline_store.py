@@ -13,7 +13,7 @@ from streaming.egress import EgressRefused
 from streaming.pipelines import InitialisePipelinePayload, PipelineManager, PipelineStore
 from tests.conftest import DETECT_SPEC
 
-CAMERA = "rtsp://user:secret@192.168.1.20:554/stream"
+CAMERA = "rtsp://user:secret@127.0.0.1:554/stream"
 
 
 def payload(**extra) -> InitialisePipelinePayload:
@@ -111,7 +111,7 @@ async def test_restore_forgets_what_the_server_now_refuses_and_stops_when_it_shu
     manager = PipelineManager(Settings(), None, None, None, None, store)  # type: ignore[arg-type]
 
     async def refuse(_: InitialisePipelinePayload) -> None:
-        raise EgressRefused("rtsp://192.168.1.20 is not in VISIONSTREAM_ALLOWED_NETWORKS")
+        raise EgressRefused("rtsp://127.0.0.1 is not in VISIONSTREAM_ALLOWED_NETWORKS")
 
     await manager.restore(refuse, stopping=lambda: False)
     assert store.stored() == [] and len(manager) == 0
